@@ -1,0 +1,98 @@
+"""Shared fixtures: a real site home, the real guest image, real libvirt.
+
+The test home lives under /var/tmp (not pytest's 0700 temp dirs) because libvirt's qemu
+user must reach the VM files. The image is built once and cached there by recipe hash.
+Every test is followed by a check that no vmj- domain and no run file is left behind.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from vmjudge.config import ImageRecipe, Site, load_site
+from vmjudge.images.build import build_image
+from vmjudge.supervisor import vm
+from vmjudge.supervisor.job import Job
+from vmjudge.supervisor.runner import JobRun, Limits, make_blank_disk, run_job
+from vmjudge.workdir import RunDir, ensure_home
+
+TEST_HOME = Path(os.environ.get("VMJUDGE_TEST_HOME", "/var/tmp/vmjudge-test"))
+
+
+@pytest.fixture(scope="session")
+def site() -> Site:
+    TEST_HOME.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("VMJUDGE_ACCEL", "tcg")
+    s = load_site(TEST_HOME)
+    ensure_home(s)
+    return s
+
+
+@pytest.fixture(scope="session")
+def image(site):
+    return build_image(site, ImageRecipe(), progress=lambda m: print(m))
+
+
+@pytest.fixture(scope="session")
+def conn(site):
+    c = vm.connect(site.uri)
+    yield c
+    c.close()
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_behind(request):
+    """After every test: no vmj- domain, no scratch file (only for tests that used VMs)."""
+    yield
+    if "conn" not in request.fixturenames:
+        return
+    conn = request.getfixturevalue("conn")
+    site = request.getfixturevalue("site")
+    assert vm.leftover_domains(conn) == []
+    assert sorted(p.name for p in site.run_dir.iterdir()) == []
+
+
+@pytest.fixture
+def rundir(site):
+    with RunDir(site, "test") as rd:
+        yield rd.path
+
+
+class Booter:
+    """Runs jobs in real VMs for a test, each with a fresh blank home unless given one."""
+
+    def __init__(self, conn, site, image, rundir: Path):
+        self.conn, self.site, self.image, self.rundir = conn, site, image, rundir
+        self.count = 0
+
+    def blank_home(self, size_mib: int = 128) -> Path:
+        self.count += 1
+        path = self.rundir / f"home{self.count}.qcow2"
+        make_blank_disk(path, size_mib)
+        return path
+
+    def __call__(self, job: Job, home: Path | None = None, limits: Limits = Limits(boot_timeout=120),
+                 site: Site | None = None, label: str = "test") -> JobRun:
+        self.count += 1
+        return run_job(self.conn, site or self.site, self.image, job, home_disk=home or self.blank_home(),
+                       workdir=self.rundir, console_log=self.rundir / f"console{self.count}.log", vcpus=1,
+                       memory_mib=512, label=label, limits=limits)
+
+
+@pytest.fixture
+def boot(conn, site, image, rundir):
+    return Booter(conn, site, image, rundir)
+
+
+@pytest.fixture
+def uart_site(site):
+    return replace(site, channel="uart")
+
+
+def output(run: JobRun, index: int = 0) -> str:
+    return bytes(run.transcript.commands[index].output).decode("utf-8", "replace")
+

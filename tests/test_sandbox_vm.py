@@ -1,0 +1,192 @@
+"""The sandbox core with real VMs: libvirt, qemu (TCG), the real guest image, pyserial."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+import pytest
+
+from vmjudge.errors import InfrastructureError
+from vmjudge.images.image import sha256_file
+from vmjudge.supervisor.job import Command, Job
+from vmjudge.supervisor.runner import Limits, make_overlay
+
+from .conftest import output
+
+MIB = 1 << 20
+
+
+def sh(name: str, script: str, timeout: float = 20, user: str = "entry", **kw) -> Command:
+    return Command(name, ("sh", "-c", script), timeout, user=user, **kw)
+
+
+def test_one_mib_of_binary_output_arrives_intact(boot, rundir):
+    payload = os.urandom(MIB) + bytes(range(256)) * 4 + b"\r\n\n\x00\x1b"
+    (rundir / "payload.bin").write_bytes(payload)
+    job = Job(commands=(Command("cat", ("cat", "payload.bin"), 60, output_limit=2 * MIB,
+                                links=("data/payload.bin",)),),
+              media={"data/payload.bin": rundir / "payload.bin"})
+    run = boot(job)
+    cmd = run.transcript.commands[0]
+    assert cmd.status == "ok"
+    assert cmd.output_bytes == len(payload)
+    assert hashlib.sha256(cmd.output).hexdigest() == hashlib.sha256(payload).hexdigest()
+    assert run.transcript.hello["nonce"] and run.iso_sha256
+
+
+def test_only_network_interface_is_loopback(boot):
+    run = boot(Job(commands=(sh("net", "ls /sys/class/net"),)))
+    assert output(run).split() == ["lo"]
+
+
+def test_entry_user_cannot_touch_root_fs_or_channel(boot):
+    files = "/etc/passwd /opt/vmjudge/agent.py /opt/vmjudge/frames.py /usr/bin/python3"
+    attempts = [
+        "touch /usr/bin/planted", "echo x >> /etc/passwd", "echo x > /opt/vmjudge/agent.py",
+        "rm -f /opt/vmjudge/frames.py", "mkdir /root/x", "cat /sys/class/virtio-ports/*/name >/dev/null && "
+        "cat /dev/vport*p* > /dev/null", "echo x > /dev/vport1p1", "echo x > /dev/sr0",
+        "echo x > /dev/vda", "echo x > /dev/vdb",
+    ]
+    script = "".join(f"if ( {a} ) 2>/dev/null; then echo ALLOWED: {a!r}; else echo denied; fi\n"
+                     for a in attempts)
+    run = boot(Job(commands=(
+        sh("before", f"sha256sum {files}; id -u"),
+        sh("attack", script),
+        sh("after", f"sha256sum {files}; ls -l /dev/vport*p*"),
+        Command("channel", ("python3", "-c", "import glob, os\ntry: os.open(glob.glob('/dev/vport*p*')[0], "
+                            "os.O_WRONLY)\nexcept OSError as e: print(e.strerror)"), 20),
+    )))
+    before, attack, after, channel = (output(run, i) for i in range(4))
+    assert channel == "Permission denied\n"
+    assert attack.split() == ["denied"] * len(attempts), attack
+    assert before.splitlines()[-1] == "1000"
+    assert before.splitlines()[:4] == after.splitlines()[:4]
+    port_line = after.splitlines()[-1]
+    assert port_line.startswith("crw-------") and " root root " in port_line
+
+
+def test_command_past_its_limit_is_killed_with_everything_it_started(boot):
+    count_entry_procs = ("exec python3 -c \"import os; print(' '.join(open('/proc/'+p+'/stat').read().split()[2] "
+                         "for p in os.listdir('/proc') if p.isdigit() and os.stat('/proc/'+p).st_uid == 1000))\"")
+    run = boot(Job(commands=(
+        sh("forever", "setsid sleep 1000 & (trap '' TERM; while :; do :; done) & echo started; wait", timeout=3),
+        sh("count", count_entry_procs),
+    )))
+    forever, count = run.transcript.commands
+    assert forever.status == "timeout"
+    assert 3 <= forever.seconds < 10
+    assert bytes(forever.output) == b"started\n"
+    assert count.status == "ok"
+    assert output(run, 1).split() == ["R"]  # only the listing python itself: no process, no zombie
+
+
+def test_hung_guest_is_destroyed_at_the_host_deadline(boot, conn):
+    job = Job(commands=(sh("stop-agent", "kill -STOP $PPID", user="root"), sh("never", "echo never")))
+    with pytest.raises(InfrastructureError) as err:
+        boot(job, limits=Limits(boot_timeout=120, silence_timeout=3000, deadline=45))
+    assert err.value.reason == "guest-deadline"
+    assert "host deadline of 45 s" in str(err.value)
+
+
+def test_silent_channel_is_an_infrastructure_error(boot):
+    job = Job(commands=(sh("stop-agent", "kill -STOP $PPID", user="root"),))
+    with pytest.raises(InfrastructureError) as err:
+        boot(job, limits=Limits(boot_timeout=120, silence_timeout=8))
+    assert err.value.reason == "channel-silent"
+    assert "silent for 8 s" in str(err.value)
+
+
+def test_guest_crash_is_reported_not_hung(boot):
+    job = Job(commands=(sh("panic", "echo c > /proc/sysrq-trigger", user="root"),))
+    with pytest.raises(InfrastructureError) as err:
+        boot(job)
+    assert err.value.reason == "guest-stopped"
+
+
+def test_home_disk_persists_and_overlay_writes_stay_in_overlay(boot, rundir):
+    home = boot.blank_home()
+    first = boot(Job(commands=(sh("write", "echo kept > kept.txt; echo done"),)), home=home)
+    assert output(first) == "done\n"
+    backing_sha = sha256_file(home)
+
+    overlay = rundir / "overlay1.qcow2"
+    make_overlay(overlay, home)
+    second = boot(Job(commands=(sh("read", "cat kept.txt; echo scratch > scratch.txt; ls"),)), home=overlay)
+    assert output(second) == "kept\nkept.txt\nscratch.txt\n"
+    assert sha256_file(home) == backing_sha
+
+    fresh = rundir / "overlay2.qcow2"
+    make_overlay(fresh, home)
+    third = boot(Job(commands=(sh("list", "ls"),)), home=fresh)
+    assert output(third) == "kept.txt\n"
+
+
+def test_output_is_capped_and_result_files_come_back(boot):
+    job = Job(commands=(
+        Command("big", ("sh", "-c", "head -c 3145728 /dev/zero; printf 'R,1\\n' > 100.txt"), 60,
+                output_limit=MIB, collect=("100.txt", "missing.txt")),
+    ))
+    cmd = boot(job).transcript.commands[0]
+    assert cmd.status == "ok"
+    assert cmd.output_bytes == 3 * MIB
+    assert len(cmd.output) == MIB and cmd.truncated
+    assert cmd.files["100.txt"].data == b"R,1\n"
+    assert cmd.files["missing.txt"].size is None
+
+
+def test_failing_command_stops_the_job_when_asked(boot):
+    job = Job(commands=(sh("ok", "echo one"), sh("fail", "echo two; exit 3"), sh("skipped", "echo three")),
+              stop_on_failure=True)
+    run = boot(job)
+    assert [(c.name, c.status, c.exit_code) for c in run.transcript.commands] == [("ok", "ok", 0),
+                                                                              ("fail", "error", 3)]
+    assert run.transcript.bye == {"commands": 2}
+
+
+def test_entry_is_installed_into_home_with_its_modes(boot, rundir):
+    entry = rundir / "entry"
+    entry.mkdir()
+    (entry / "setup.sh").write_text("#!/bin/sh\necho set up as $(id -un) in $(pwd)\n")
+    (entry / "setup.sh").chmod(0o755)
+    (entry / "data.txt").write_text("x")
+    run = boot(Job(commands=(Command("setup", ("./setup.sh",), 20), sh("ls", "ls -l setup.sh data.txt")),
+                   media={"entry": entry}, install="entry"))
+    assert output(run) == "set up as entry in /home/entry\n"
+    listing = output(run, 1).splitlines()
+    assert listing[0].startswith("-rw-r--r-- 1 entry entry") and listing[1].startswith("-rwxr-xr-x 1 entry entry")
+
+
+def test_malformed_job_json_is_reported_by_the_agent(boot, monkeypatch):
+    monkeypatch.setattr(Job, "job_json", lambda self, nonce: b'{"protocol": 1, "nonce": "%s", "commands": [{"argv": 5}]}'
+                        % nonce.encode())
+    with pytest.raises(InfrastructureError) as err:
+        boot(Job(commands=(sh("x", "true"),)))
+    assert err.value.reason == "agent-error"
+    assert "command 0 has no argv list of strings" in str(err.value)
+
+
+def test_unreadable_job_json_is_reported_by_the_agent(boot, monkeypatch):
+    monkeypatch.setattr(Job, "job_json", lambda self, nonce: b"{this is not json")
+    with pytest.raises(InfrastructureError) as err:
+        boot(Job(commands=(sh("x", "true"),)))
+    assert err.value.reason == "agent-error"
+    assert "job.json is not valid JSON" in str(err.value)
+
+
+def test_garbage_on_the_channel_is_a_clear_error(boot, uart_site):
+    # A virtio port admits one opener (the agent); the UART can be opened twice, so root
+    # can interleave garbage with the agent's frames there.
+    job = Job(commands=(sh("garbage", "printf 'NOT A FRAME\\n' > /dev/ttyS1; sleep 30", user="root"),))
+    with pytest.raises(InfrastructureError) as err:
+        boot(job, site=uart_site)
+    assert err.value.reason == "channel-broken"
+    assert "not a frame header" in str(err.value)
+
+
+def test_uart_channel_carries_the_same_results(boot, uart_site):
+    payload_cmd = "python3 -c \"import sys; sys.stdout.buffer.write(bytes(range(256))*64)\""
+    run = boot(Job(commands=(sh("bytes", payload_cmd),)), site=uart_site)
+    cmd = run.transcript.commands[0]
+    assert cmd.status == "ok"
+    assert bytes(cmd.output) == bytes(range(256)) * 64

@@ -1,0 +1,3 @@
+"""vmjudge: evaluates code-execution challenge entries in network-less qemu VMs."""
+
+__version__ = "0.1.0"

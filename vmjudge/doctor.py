@@ -1,0 +1,130 @@
+"""`vmjudge doctor`: is this host ready to judge? Each check says what to do when it fails.
+
+The accelerator is checked by booting a trivial job for real, because /dev/kvm can exist
+and still hang (nested KVM does here): only a finished boot proves it works.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+from .config import Site
+from .errors import VmjudgeError
+from .images.image import GuestImage
+from .supervisor import vm
+from .supervisor.job import Command, Job
+from .supervisor.runner import Limits, make_blank_disk, run_job
+from .workdir import RunDir, ensure_home
+
+BOOT_LIMIT = {"kvm": 30.0, "tcg": 180.0}
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+    def line(self) -> str:
+        return f"{'ok  ' if self.ok else 'FAIL'}  {self.name:<10} {self.detail}"
+
+
+def _qemu() -> Check:
+    exe = shutil.which("qemu-system-x86_64")
+    if exe is None or shutil.which("qemu-img") is None:
+        return Check("qemu", False, "qemu-system-x86_64 or qemu-img is missing: run `make setup` or "
+                     "`apt-get install qemu-system-x86 qemu-utils`.")
+    version = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+    return Check("qemu", True, version)
+
+
+def unreachable_parent(path: Path) -> Path | None:
+    """The first directory on the way to `path` that other users (libvirt's qemu) cannot cross."""
+    for parent in [*reversed(Path(path).resolve().parents), Path(path).resolve()]:
+        if parent.exists() and not parent.stat().st_mode & stat.S_IXOTH:
+            return parent
+    return None
+
+
+def _home(site: Site) -> Check:
+    try:
+        ensure_home(site)
+    except OSError as exc:
+        return Check("home", False, f"cannot use {site.home}: {exc.strerror}; choose another with --home.")
+    blocked = unreachable_parent(site.run_dir)
+    if blocked is not None:
+        return Check("home", False, f"{blocked} is closed to other users, so libvirt's qemu cannot open VM files "
+                     f"under {site.home}: use a home under /var/lib or /srv (--home or VMJUDGE_HOME).")
+    free = shutil.disk_usage(site.home).free
+    return Check("home", True, f"{site.home} ({free / 2**30:.1f} GiB free)")
+
+
+def _image(image: GuestImage | None, find: Callable[[], GuestImage]) -> tuple[Check, GuestImage | None]:
+    try:
+        image = image or find()
+        image.verify()
+    except VmjudgeError as exc:
+        return Check("image", False, str(exc)), None
+    return Check("image", True, f"{image.directory} (kernel {image.manifest.get('kernel_version')}, "
+                 f"agent {image.manifest.get('agent_version')})"), image
+
+
+def _boot(site: Site, conn, image: GuestImage) -> Check:
+    limit = BOOT_LIMIT[site.accel]
+    job = Job(commands=(Command("doctor", ("sh", "-c", "echo vmjudge-ok; ls /sys/class/net"), 10.0),))
+    try:
+        with RunDir(site, "doctor") as rd:
+            make_blank_disk(rd.path / "home.qcow2", 64)
+            run = run_job(conn, site, image, job, home_disk=rd.path / "home.qcow2", workdir=rd.path,
+                          console_log=rd.path / "console.log", vcpus=1, memory_mib=512, label="doctor",
+                          limits=Limits(boot_timeout=limit, deadline=limit + 60))
+    except VmjudgeError as exc:
+        if site.accel == "kvm" and getattr(exc, "reason", "") in ("guest-no-hello", "guest-deadline"):
+            return Check("accel", False, f"KVM present but the test boot did not finish in {limit:.0f} s: "
+                         "set accel = \"tcg\" under [libvirt] in site.toml (or VMJUDGE_ACCEL=tcg).")
+        return Check("accel", False, f"the test boot under {site.accel} failed: {exc}")
+    out = bytes(run.transcript.commands[0].output).decode() if run.transcript.commands else ""
+    if "vmjudge-ok" not in out:
+        return Check("accel", False, f"the test boot under {site.accel} ran but its job printed {out!r}.")
+    nics = out.split()[1:]
+    if nics != ["lo"]:
+        return Check("accel", False, f"the guest has network interfaces {nics}; it must have only lo.")
+    return Check("accel", True, f"{site.accel}: test job booted and answered in {run.boot_seconds:.1f} s "
+                 f"(run {run.total_seconds:.1f} s); guest interfaces: lo only")
+
+
+def run_checks(site: Site, find_image: Callable[[], GuestImage]) -> list[Check]:
+    checks = [_qemu()]
+    conn = None
+    try:
+        conn = vm.connect(site.uri)
+        checks.append(Check("libvirt", True, f"{site.uri} (libvirt {_version(conn.getLibVersion())})"))
+    except VmjudgeError as exc:
+        checks.append(Check("libvirt", False, str(exc)))
+    if site.accel == "kvm" and not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        checks.append(Check("kvm", False, "accel is kvm but /dev/kvm is missing or not usable: "
+                            "enable virtualisation or set accel = \"tcg\" in site.toml."))
+    checks.append(_home(site))
+    image_check, image = _image(None, find_image)
+    checks.append(image_check)
+    if conn is not None and image is not None and all(c.ok for c in checks):
+        checks.append(_boot(site, conn, image))
+    else:
+        checks.append(Check("accel", False, "the test boot was not tried: fix the checks above first."))
+    if conn is not None:
+        conn.close()
+    return checks
+
+
+def _version(n: int) -> str:
+    return f"{n // 1000000}.{n // 1000 % 1000}.{n % 1000}"
+
+
+def as_json(checks: list[Check]) -> list[dict]:
+    return [asdict(c) for c in checks]

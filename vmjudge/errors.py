@@ -1,0 +1,31 @@
+"""Errors a user can act on. Each message is one plain sentence saying what is wrong and
+what to do; cli.py turns them into exit codes. Infrastructure errors carry a reason code
+so the supervisor can retry them and never charge them to an entry."""
+
+
+class VmjudgeError(Exception):
+    """Base class: the message is meant for the person at the terminal."""
+
+
+class ConfigError(VmjudgeError):
+    """A challenge.toml or site.toml value is missing or invalid."""
+
+
+class ImageError(VmjudgeError):
+    """The guest image cannot be built or is missing or damaged."""
+
+
+class MediaError(VmjudgeError):
+    """An ISO image cannot be written from the given files."""
+
+
+class InfrastructureError(VmjudgeError):
+    """The judge's machinery failed, not the entry; such a run is retried, never charged.
+
+    `reason` is a short stable code (for example "channel-broken") that reports and the
+    queue record; the message says what happened in words.
+    """
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason = reason

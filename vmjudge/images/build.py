@@ -1,0 +1,221 @@
+"""`vmjudge image build`: the guest root (mmdebstrap), its kernel, initramfs and manifest.
+
+The output directory is named by a hash of everything that decides its content (the
+recipe, the Debian sources, the guest code and this builder), so an unchanged recipe is
+found again at once and a changed one can never be mistaken for the old.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Callable
+
+from ..config import ImageRecipe, Site
+from ..errors import ImageError
+from . import initramfs
+from .guest import frames
+from .image import FILES, GuestImage, sha256_file
+
+BASE_PACKAGES = ("python3", "e2fsprogs", "busybox-static", "tiny-initramfs", "linux-image-cloud-amd64")
+GUEST_DIR = Path(__file__).parent / "guest"
+GUEST_FILES = ("agent.py", "frames.py", "init")
+ENTRY_UID = 1000
+EXCLUDE_DOCS = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/info/*", "/usr/share/locale/*")
+
+Progress = Callable[[str], None]
+
+
+def agent_version() -> str:
+    match = re.search(r'^AGENT_VERSION = "([^"]+)"', (GUEST_DIR / "agent.py").read_text(), re.M)
+    assert match, "agent.py must define AGENT_VERSION"
+    return match.group(1)
+
+
+def _sources(site: Site) -> list[str]:
+    return [f"deb {site.mirror} {site.suite} main",
+            f"deb {site.mirror} {site.suite}-updates main",
+            f"deb {site.security_mirror} {site.suite}-security main"]
+
+
+def recipe_document(site: Site, recipe: ImageRecipe) -> dict:
+    """Everything that decides the image's content; its hash names the image."""
+    code = hashlib.sha256()
+    for path in sorted(GUEST_DIR.iterdir()) + [Path(__file__), Path(initramfs.__file__)]:
+        if path.is_file() and not path.name.endswith(".pyc"):
+            code.update(path.name.encode() + b"\0" + path.read_bytes())
+    return {"suite": site.suite, "sources": _sources(site),
+            "packages": sorted(set(BASE_PACKAGES) | set(recipe.packages)),
+            "pip": sorted(recipe.pip), "code": code.hexdigest()}
+
+
+def image_key(site: Site, recipe: ImageRecipe) -> str:
+    doc = json.dumps(recipe_document(site, recipe), sort_keys=True).encode()
+    return hashlib.sha256(doc).hexdigest()[:20]
+
+
+def find_image(site: Site, recipe: ImageRecipe) -> GuestImage:
+    """The built image for this recipe, or an error telling how to build it."""
+    directory = site.images_dir / image_key(site, recipe)
+    if not (directory / "manifest.json").exists():
+        raise ImageError("the guest image for this challenge is not built: run `vmjudge image build CHALLENGE_DIR`.")
+    return GuestImage.load(directory)
+
+
+def newest_image(site: Site) -> GuestImage:
+    """The most recently built image, for checks that need one but no particular challenge."""
+    built = sorted(site.images_dir.glob("*/manifest.json"), key=lambda p: p.stat().st_mtime) \
+        if site.images_dir.is_dir() else []
+    if not built:
+        raise ImageError(f"no guest image is built under {site.images_dir}: run `vmjudge image build CHALLENGE_DIR`.")
+    return GuestImage.load(built[-1].parent)
+
+
+def _check_host() -> None:
+    for tool, package in (("mmdebstrap", "mmdebstrap"), ("mksquashfs", "squashfs-tools")):
+        if shutil.which(tool) is None:
+            raise ImageError(f"{tool} is not installed: run `make setup` or `apt-get install {package}`.")
+    if os.geteuid() != 0:
+        raise ImageError("building the guest image needs root (mmdebstrap makes device nodes and chroots "
+                         "into the new system): run the build as root, e.g. `sudo vmjudge image build DIR`.")
+
+
+def _run_logged(argv: list[str], progress: Progress, what: str) -> str:
+    """Run a build tool, passing its info lines to `progress`; returns its whole output."""
+    lines: list[str] = []
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, errors="replace")
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lines.append(line.rstrip("\n"))
+        if line.startswith("I: "):
+            progress("    " + line[3:].rstrip())
+    if proc.wait() != 0:
+        output = "\n".join(lines)
+        missing = re.findall(r"Unable to locate package (\S+)|Package '?([^' ]+)'? has no installation candidate",
+                             output)
+        names = sorted({a or b for a, b in missing})
+        if names:
+            raise ImageError(f"Debian has no package named {', '.join(names)}: correct [image] packages "
+                             "in challenge.toml.")
+        pip_missing = re.findall(r"No matching distribution found for (\S+)", output)
+        if pip_missing:
+            raise ImageError(f"pip found no release of {', '.join(pip_missing)}: correct [image] pip in challenge.toml.")
+        tail = "\n".join(lines[-15:])
+        raise ImageError(f"{what} failed (exit {proc.returncode}); its last lines:\n{tail}")
+    return "\n".join(lines)
+
+
+def build_image(site: Site, recipe: ImageRecipe, progress: Progress = print, force: bool = False) -> GuestImage:
+    key = image_key(site, recipe)
+    final = site.images_dir / key
+    site.images_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(site.images_dir, 0o755)
+    with open(site.images_dir / f".{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (final / "manifest.json").exists() and not force:
+            image = GuestImage.load(final)
+            progress(f"image {key} is up to date ({final})")
+            return image
+        _check_host()
+        started = time.monotonic()
+        work = site.images_dir / f".build-{key}"
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir()
+        try:
+            manifest = _build(site, recipe, work, progress)
+            manifest["key"] = key
+            manifest["build_seconds"] = round(time.monotonic() - started, 1)
+            (work / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+            for name in FILES + ("manifest.json",):
+                os.chmod(work / name, 0o644)
+            os.chmod(work, 0o755)
+            if final.exists():
+                shutil.rmtree(final)
+            os.replace(work, final)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    size = sum((final / n).stat().st_size for n in FILES)
+    progress(f"image {key} built in {manifest['build_seconds']} s: {size / 1e6:.0f} MB in {final}")
+    return GuestImage.load(final)
+
+
+def _build(site: Site, recipe: ImageRecipe, work: Path, progress: Progress) -> dict:
+    doc = recipe_document(site, recipe)
+    root = work / "root"
+    step = _Steps(progress, 5)
+    step("mmdebstrap: Debian %s minbase + %d packages" % (site.suite, len(doc["packages"])))
+    packages = list(doc["packages"]) + (["python3-pip"] if recipe.pip else [])
+    argv = ["mmdebstrap", "--mode=root", "--variant=minbase", "--include=" + ",".join(packages)]
+    argv += [f"--dpkgopt=path-exclude={p}" for p in EXCLUDE_DOCS]
+    if recipe.pip:
+        pip = " ".join(shlex.quote(p) for p in recipe.pip)
+        argv.append(f'--customize-hook=chroot "$1" python3 -m pip install --break-system-packages '
+                    f'--no-cache-dir --root-user-action=ignore {pip}')
+    argv += [site.suite, str(root)] + doc["sources"]
+    _run_logged(argv, progress, "mmdebstrap")
+
+    step("guest user, agent and init")
+    _install_guest(root)
+    dpkg = subprocess.run(["dpkg-query", f"--admindir={root}/var/lib/dpkg", "-W", "-f=${Package}\t${Version}\n"],
+                          check=True, capture_output=True, text=True).stdout
+    installed = dict(line.split("\t") for line in dpkg.splitlines() if line)
+    pip_frozen: list[str] = []
+    if recipe.pip:
+        pip_frozen = subprocess.run(["chroot", str(root), "python3", "-m", "pip", "list", "--format=freeze"],
+                                    capture_output=True, text=True).stdout.split()
+
+    step("kernel and initramfs")
+    kernels = sorted((root / "boot").glob("vmlinuz-*"))
+    if not kernels:
+        raise ImageError("the guest root has no kernel in /boot: keep linux-image-cloud-amd64 in the base packages.")
+    kernel_version = kernels[-1].name[len("vmlinuz-"):]
+    shutil.copyfile(kernels[-1], work / "vmlinuz")
+    modules = initramfs.build_initramfs(root, kernel_version, GUEST_DIR / "initramfs-init", work / "initrd.img")
+
+    step("squashfs root (zstd)")
+    _run_logged(["mksquashfs", str(root), str(work / "root.sqfs"), "-comp", "zstd", "-noappend", "-quiet",
+                 "-no-progress", "-e", "boot"], progress, "mksquashfs")
+    step("manifest")
+    shutil.rmtree(root)
+    return {
+        "recipe": {"packages": list(recipe.packages), "pip": list(recipe.pip)},
+        "suite": site.suite, "sources": doc["sources"], "code": doc["code"],
+        "packages": installed, "pip_packages": pip_frozen,
+        "kernel_version": kernel_version, "initramfs_modules": modules,
+        "agent_version": agent_version(), "protocol": frames.PROTOCOL,
+        "sha256": {name: sha256_file(work / name) for name in FILES},
+        "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def _install_guest(root: Path) -> None:
+    subprocess.run(["chroot", str(root), "useradd", "--uid", str(ENTRY_UID), "--user-group", "--no-create-home",
+                    "--home-dir", "/home/entry", "--shell", "/bin/bash", "entry"], check=True,
+                   capture_output=True)
+    for d in ("home/entry", "media/cdrom", "opt/vmjudge"):
+        (root / d).mkdir(parents=True, exist_ok=True)
+        os.chmod(root / d, 0o755)
+    for name in GUEST_FILES:
+        target = root / "opt" / "vmjudge" / name
+        shutil.copyfile(GUEST_DIR / name, target)
+        os.chmod(target, 0o755 if name == "init" else 0o644)
+
+
+class _Steps:
+    """Numbered progress lines with the time each step started."""
+
+    def __init__(self, progress: Progress, total: int):
+        self.progress, self.total, self.n, self.t0 = progress, total, 0, time.monotonic()
+
+    def __call__(self, what: str) -> None:
+        self.n += 1
+        self.progress(f"[{self.n}/{self.total}] {what} (t+{time.monotonic() - self.t0:.0f} s)")

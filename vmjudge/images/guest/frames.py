@@ -1,0 +1,138 @@
+"""The data channel's frame format, shared by the guest agent and the host.
+
+This file runs inside the guest too (copied into the image beside agent.py), so it
+uses the standard library only and must stay importable on the guest's Python.
+
+A frame is one ASCII header line followed by a binary payload:
+
+    VMJ1 <kind> <seq> <length> <crc32>\n<payload>
+
+The CRC covers the kind, the sequence number, the length and the payload, so a header
+that was damaged in a way that still parses is caught as surely as damaged data. The
+line form keeps the stream readable in a hex dump and lets the host say exactly where a
+stream stopped making sense.
+"""
+
+import json
+import re
+import zlib
+
+MAGIC = b"VMJ1"
+PROTOCOL = 1
+MAX_PAYLOAD = 1 << 20
+MAX_HEADER = 64
+KINDS = ("hello", "start", "out", "file", "fdata", "end", "tick", "log", "error", "raw", "bye")
+
+_HEADER_RE = re.compile(rb"VMJ1 ([a-z]{1,8}) (\d{1,12}) (\d{1,9}) ([0-9a-f]{8})\n\Z")
+
+
+class FrameError(Exception):
+    """The byte stream is not a valid sequence of frames."""
+
+
+def checksum(kind, seq, length, payload):
+    """CRC-32 over the header fields and the payload; `payload` may be any buffer."""
+    crc = zlib.crc32(b"%s %d %d" % (kind.encode("ascii"), seq, length))
+    return zlib.crc32(payload, crc)
+
+
+def header(kind, seq, length, crc):
+    if kind not in KINDS:
+        raise ValueError("unknown frame kind %r" % kind)
+    return b"VMJ1 %s %d %d %08x\n" % (kind.encode("ascii"), seq, length, crc)
+
+
+def encode(kind, seq, payload=b""):
+    """Header and payload as one bytes object (small frames; large ones use header())."""
+    if len(payload) > MAX_PAYLOAD:
+        raise ValueError("frame payload of %d bytes exceeds %d" % (len(payload), MAX_PAYLOAD))
+    return header(kind, seq, len(payload), checksum(kind, seq, len(payload), payload)) + bytes(payload)
+
+
+def encode_json(kind, seq, obj):
+    return encode(kind, seq, json.dumps(obj, sort_keys=True).encode("utf-8"))
+
+
+class Frame(object):
+    __slots__ = ("kind", "seq", "payload")
+
+    def __init__(self, kind, seq, payload):
+        self.kind = kind
+        self.seq = seq
+        self.payload = payload
+
+    def json(self):
+        try:
+            obj = json.loads(self.payload.decode("utf-8"))
+        except ValueError as exc:
+            raise FrameError("frame %d (%s) should carry JSON but does not: %s" % (self.seq, self.kind, exc))
+        if not isinstance(obj, dict):
+            raise FrameError("frame %d (%s) should carry a JSON object" % (self.seq, self.kind))
+        return obj
+
+    def __repr__(self):
+        return "Frame(%r, %d, %d bytes)" % (self.kind, self.seq, len(self.payload))
+
+
+class Decoder(object):
+    """Incremental decoder: feed() bytes as they arrive, get back whole frames.
+
+    It also checks the sequence: frames must be numbered 0, 1, 2, ... with no gap,
+    because a lost frame would silently drop part of an entry's output.
+    """
+
+    def __init__(self, max_payload=MAX_PAYLOAD):
+        self._buf = bytearray()
+        self._max_payload = max_payload
+        self._pending = None  # parsed header waiting for its payload
+        self.next_seq = 0
+        self.offset = 0  # stream offset of the start of _buf, for error messages
+
+    def feed(self, data):
+        self._buf += data
+        frames = []
+        while True:
+            frame = self._next()
+            if frame is None:
+                return frames
+            frames.append(frame)
+
+    def _next(self):
+        if self._pending is None:
+            end = self._buf.find(b"\n", 0, MAX_HEADER)
+            if end < 0:
+                if len(self._buf) >= MAX_HEADER or not MAGIC.startswith(bytes(self._buf[:4])):
+                    raise FrameError("bytes at channel offset %d are not a frame header: %r"
+                                     % (self.offset, bytes(self._buf[:32])))
+                return None
+            match = _HEADER_RE.match(bytes(self._buf[:end + 1]))
+            if match is None:
+                raise FrameError("bytes at channel offset %d are not a frame header: %r"
+                                 % (self.offset, bytes(self._buf[:min(end + 1, 32)])))
+            kind = match.group(1).decode("ascii")
+            seq, length, crc = int(match.group(2)), int(match.group(3)), int(match.group(4), 16)
+            if kind not in KINDS:
+                raise FrameError("frame %d has unknown kind %r" % (seq, kind))
+            if length > self._max_payload:
+                raise FrameError("frame %d announces %d bytes, more than the limit of %d"
+                                 % (seq, length, self._max_payload))
+            if seq != self.next_seq:
+                raise FrameError("frame sequence gap: expected frame %d, got %d" % (self.next_seq, seq))
+            del self._buf[:end + 1]
+            self.offset += end + 1
+            self._pending = (kind, seq, length, crc)
+        kind, seq, length, crc = self._pending
+        if len(self._buf) < length:
+            return None
+        payload = bytes(self._buf[:length])
+        del self._buf[:length]
+        self.offset += length
+        self._pending = None
+        if checksum(kind, seq, length, payload) != crc:
+            raise FrameError("frame %d (%s, %d bytes) failed its CRC check" % (seq, kind, length))
+        self.next_seq += 1
+        return Frame(kind, seq, payload)
+
+    def in_frame(self):
+        """True when the stream stopped in the middle of a frame."""
+        return self._pending is not None or len(self._buf) > 0

@@ -1,0 +1,66 @@
+"""A built guest image: root.sqfs, vmlinuz, initrd.img and the manifest that pins them."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import ImageError
+
+FILES = ("root.sqfs", "vmlinuz", "initrd.img")
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class GuestImage:
+    directory: Path
+    manifest: dict[str, Any]
+
+    @property
+    def root(self) -> Path:
+        return self.directory / "root.sqfs"
+
+    @property
+    def kernel(self) -> Path:
+        return self.directory / "vmlinuz"
+
+    @property
+    def initrd(self) -> Path:
+        return self.directory / "initrd.img"
+
+    @property
+    def key(self) -> str:
+        return self.manifest["key"]
+
+    @classmethod
+    def load(cls, directory: Path) -> "GuestImage":
+        path = Path(directory) / "manifest.json"
+        try:
+            manifest = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise ImageError(f"no guest image at {directory}: build it with `vmjudge image build CHALLENGE_DIR`.")
+        except ValueError:
+            raise ImageError(f"{path} is damaged: delete {directory} and build the image again.")
+        for name in FILES:
+            if not (Path(directory) / name).is_file():
+                raise ImageError(f"the guest image at {directory} lacks {name}: delete the directory and build again.")
+        return cls(Path(directory), manifest)
+
+    def verify(self) -> None:
+        """Compare every file with its sha256 in the manifest (slow for a large root: not per boot)."""
+        for name in FILES:
+            want = self.manifest["sha256"][name]
+            got = sha256_file(self.directory / name)
+            if got != want:
+                raise ImageError(f"{self.directory / name} differs from its manifest (sha256 {got[:12]}…, "
+                                 f"expected {want[:12]}…): delete {self.directory} and build the image again.")

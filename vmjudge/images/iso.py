@@ -1,0 +1,136 @@
+"""ISO 9660 media (Rock Ridge + Joliet) for the VM's CD-ROM, written with pycdlib.
+
+Files are added by path: pycdlib reads each one only while writing, so a data set of any
+size passes through in small blocks. The same inputs give the same bytes (dates pinned,
+names in sorted order), which lets a stage manifest's ISO hash identify its content.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import stat
+import time
+from pathlib import Path, PurePosixPath
+from typing import Mapping, Union
+
+import pycdlib
+import pycdlib.dates
+import pycdlib.headervd
+import pycdlib.pycdlib
+
+from ..errors import MediaError
+
+# 2000-01-01T00:00:00Z: ISO 9660 dates cannot be 1970, and any fixed date will do.
+PINNED_EPOCH = 946684800.0
+JOLIET_MAX = 64
+
+Source = Union[Path, bytes]
+
+
+class _PinnedClock:
+    """Stands in for the `time` module inside pycdlib, which stamps the current local time
+    into volume descriptors and records and offers no way to pass a date for all of them."""
+
+    def time(self) -> float:
+        return PINNED_EPOCH
+
+    def localtime(self, secs: float | None = None) -> time.struct_time:
+        return time.gmtime(PINNED_EPOCH if secs is None else secs)
+
+    def __getattr__(self, name: str):
+        return getattr(time, name)
+
+
+def _pin_pycdlib_clock() -> None:
+    for module in (pycdlib.pycdlib, pycdlib.headervd, pycdlib.dates):
+        if not isinstance(module.time, _PinnedClock):
+            module.time = _PinnedClock()
+
+
+def _expand(files: Mapping[str, Source]) -> dict[PurePosixPath, Source]:
+    """Turn {iso path: file, directory or bytes} into {iso path: file or bytes}."""
+    out: dict[PurePosixPath, Source] = {}
+    for name, source in files.items():
+        path = PurePosixPath(name)
+        if path.is_absolute() or ".." in path.parts or not path.parts:
+            raise MediaError(f"ISO path {name!r} must be relative and stay inside the image.")
+        if isinstance(source, bytes):
+            out[path] = source
+            continue
+        source = Path(source)
+        try:
+            st = source.lstat()
+        except FileNotFoundError:
+            raise MediaError(f"{source} does not exist, so it cannot go on the ISO.")
+        if stat.S_ISDIR(st.st_mode):
+            for root, dirs, names in os.walk(source):
+                dirs.sort()
+                for entry in sorted(names) + [d for d in dirs if Path(root, d).is_symlink()]:
+                    full = Path(root, entry)
+                    rel = PurePosixPath(*full.relative_to(source).parts)
+                    out[path / rel] = full
+        elif stat.S_ISREG(st.st_mode):
+            out[path] = source
+        else:
+            raise MediaError(f"{source} is not a regular file or directory, so it cannot go on the ISO.")
+    for path, source in out.items():
+        if isinstance(source, Path) and not stat.S_ISREG(source.lstat().st_mode):
+            raise MediaError(f"{source} is a link or special file; only regular files can go on the ISO.")
+    return out
+
+
+def write_iso(out: Path, files: Mapping[str, Source], volume_id: str = "VMJUDGE") -> Path:
+    """Write an ISO holding `files` ({path on the ISO: host file, host directory or bytes})."""
+    _pin_pycdlib_clock()
+    entries = _expand(files)
+    iso = pycdlib.PyCdlib()
+    iso.new(interchange_level=3, vol_ident=volume_id[:32].upper(), sys_ident="LINUX",
+            app_ident_str="VMJUDGE", rock_ridge="1.09", joliet=3)
+    dirs: dict[PurePosixPath, str] = {PurePosixPath("."): "/"}
+    counter = 0
+    handles: list[io.BytesIO] = []
+
+    def iso_dir(path: PurePosixPath) -> str:
+        nonlocal counter
+        if path in dirs:
+            return dirs[path]
+        parent = iso_dir(path.parent)
+        counter += 1
+        name = f"{parent.rstrip('/')}/D{counter:06d}"
+        iso.add_directory(name, rr_name=path.name, joliet_path=_joliet(path), file_mode=0o40555)
+        dirs[path] = name
+        return name
+
+    for path in sorted(entries):
+        source = entries[path]
+        parent = iso_dir(path.parent)
+        counter += 1
+        name = f"{parent.rstrip('/')}/F{counter:06d}.;1"
+        if isinstance(source, bytes):
+            fp = io.BytesIO(source)
+            handles.append(fp)
+            iso.add_fp(fp, len(source), name, rr_name=path.name, joliet_path=_joliet(path), file_mode=0o100444)
+        else:
+            mode = 0o100555 if os.access(source, os.X_OK) else 0o100444
+            iso.add_file(str(source), name, rr_name=path.name, joliet_path=_joliet(path), file_mode=mode)
+    out = Path(out)
+    tmp = out.with_name(out.name + ".part")
+    try:
+        iso.write(str(tmp))
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, out)
+    except OSError as exc:
+        raise MediaError(f"cannot write {out}: {exc.strerror}; check the disk has room and the directory is writable.")
+    finally:
+        iso.close()
+        tmp.unlink(missing_ok=True)
+    return out
+
+
+def _joliet(path: PurePosixPath) -> str | None:
+    """Joliet names stop at 64 characters; longer ones are reachable through Rock Ridge only."""
+    if any(len(part) > JOLIET_MAX for part in path.parts):
+        return None
+    return "/" + "/".join(path.parts)

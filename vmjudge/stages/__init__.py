@@ -1,0 +1,1 @@
+"""The four evaluation stages: prep, quiz, exam (in VMs) and score (on the host)."""

@@ -1,0 +1,1 @@
+"""Stage: exam (built with the evaluation pipeline)."""

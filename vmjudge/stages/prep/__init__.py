@@ -1,0 +1,1 @@
+"""Stage: prep (built with the evaluation pipeline)."""

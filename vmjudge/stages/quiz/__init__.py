@@ -1,0 +1,1 @@
+"""Stage: quiz (built with the evaluation pipeline)."""

@@ -1,0 +1,1 @@
+"""Stage: score (built with the evaluation pipeline)."""

@@ -1,0 +1,188 @@
+"""The host end of the data channel: pyserial on the channel's pty, frames into results.
+
+The link is one-way (guest to host). Anything wrong with it — a bad CRC, a gap in the
+sequence, a wrong nonce, a frame out of place, silence — is the judge's failure, never the
+entry's, so every such case raises InfrastructureError with reason "channel-broken" or
+"channel-silent".
+"""
+
+from __future__ import annotations
+
+import select
+from dataclasses import dataclass, field
+from typing import Any
+
+import serial
+
+from ..errors import InfrastructureError
+from ..images.guest.frames import Decoder, Frame, FrameError
+
+READ_SIZE = 1 << 20
+
+
+class ChannelClosed(Exception):
+    """The guest side of the pty went away (the domain stopped)."""
+
+
+class ChannelReader:
+    """Reads what arrives on the pty, in raw mode, without blocking past a deadline."""
+
+    def __init__(self, pty_path: str):
+        try:
+            self._port = serial.Serial(pty_path, timeout=0, exclusive=True)
+        except (serial.SerialException, OSError) as exc:
+            raise InfrastructureError("channel-broken", f"cannot open the data channel {pty_path}: {exc}")
+
+    def read(self, timeout: float) -> bytes:
+        """Bytes available within `timeout` seconds (b"" if none); ChannelClosed at the end."""
+        try:
+            ready, _, _ = select.select([self._port.fileno()], [], [], max(timeout, 0))
+            if not ready:
+                return b""
+            waiting = self._port.in_waiting
+            data = self._port.read(min(max(waiting, 1), READ_SIZE))
+        except (serial.SerialException, OSError) as exc:
+            raise ChannelClosed(str(exc))
+        if not data:
+            raise ChannelClosed("end of stream")
+        return data
+
+    def close(self) -> None:
+        self._port.close()
+
+
+@dataclass
+class FileResult:
+    name: str
+    size: int | None  # None: the command left no such file
+    data: bytes = b""
+
+    @property
+    def truncated(self) -> bool:
+        return self.size is not None and self.size > len(self.data)
+
+
+@dataclass
+class CommandResult:
+    index: int
+    name: str
+    status: str = "running"  # ok | error | timeout
+    exit_code: int | None = None
+    seconds: float = 0.0
+    output: bytearray = field(default_factory=bytearray)
+    output_bytes: int = 0
+    truncated: bool = False
+    message: str = ""
+    files: dict[str, FileResult] = field(default_factory=dict)
+
+
+@dataclass
+class Transcript:
+    """Everything the guest reported, assembled frame by frame."""
+
+    nonce: str
+    hello: dict[str, Any] | None = None
+    commands: list[CommandResult] = field(default_factory=list)
+    logs: list[str] = field(default_factory=list)
+    raw: bytearray = field(default_factory=bytearray)
+    agent_error: str | None = None
+    bye: dict[str, Any] | None = None
+    frames: int = 0
+    _file: FileResult | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.bye is not None
+
+    def _broken(self, message: str) -> InfrastructureError:
+        return InfrastructureError("channel-broken", f"the data channel broke: {message}")
+
+    def add(self, frame: Frame) -> None:
+        self.frames += 1
+        kind = frame.kind
+        if self.hello is None:
+            if kind != "hello":
+                raise self._broken(f"the first frame is {kind!r}, not hello")
+            hello = frame.json()
+            if hello.get("nonce") != self.nonce:
+                if hello.get("nonce") is None:
+                    self.hello = hello  # the agent could not read the job; an error frame follows
+                    return
+                raise self._broken(f"the guest answered with nonce {hello.get('nonce')!r}, not this run's; "
+                                   "the CD-ROM or the channel belongs to another run")
+            self.hello = hello
+            return
+        if self.bye is not None:
+            raise self._broken(f"frame {frame.seq} ({kind}) arrived after the last frame")
+        if self.hello.get("nonce") is None and kind not in ("error", "bye"):
+            raise self._broken("the guest sent no nonce and no error")
+        current = self.commands[-1] if self.commands and self.commands[-1].status == "running" else None
+        if kind == "tick":
+            return
+        if kind == "log":
+            self.logs.append(frame.payload.decode("utf-8", "replace"))
+        elif kind == "raw":
+            self.raw += frame.payload
+        elif kind == "start":
+            if current is not None:
+                raise self._broken(f"command {current.index} was still running when another started")
+            info = frame.json()
+            self.commands.append(CommandResult(index=int(info["index"]), name=str(info["name"])))
+        elif kind in ("out", "file", "fdata", "end"):
+            if current is None:
+                raise self._broken(f"a {kind} frame came with no command running")
+            self._command_frame(current, frame)
+        elif kind == "error":
+            self.agent_error = str(frame.json().get("message", "no message"))
+        elif kind == "bye":
+            if current is not None:
+                raise self._broken(f"the guest said goodbye while command {current.index} was running")
+            self.bye = frame.json()
+        else:
+            raise self._broken(f"unexpected {kind} frame")
+
+    def _command_frame(self, cmd: CommandResult, frame: Frame) -> None:
+        if frame.kind == "out":
+            cmd.output += frame.payload
+        elif frame.kind == "file":
+            info = frame.json()
+            size = info.get("size")
+            self._file = FileResult(name=str(info["name"]), size=None if size is None else int(size))
+            cmd.files[self._file.name] = self._file
+        elif frame.kind == "fdata":
+            if self._file is None:
+                raise self._broken("file data came before its file header")
+            self._file.data += frame.payload
+        else:  # end
+            info = frame.json()
+            cmd.status = str(info["status"])
+            if cmd.status not in ("ok", "error", "timeout"):
+                raise self._broken(f"command {cmd.index} ended with unknown status {cmd.status!r}")
+            cmd.exit_code = info.get("exit_code")
+            cmd.seconds = float(info.get("seconds", 0.0))
+            cmd.output_bytes = int(info.get("output_bytes", len(cmd.output)))
+            cmd.truncated = bool(info.get("truncated", False))
+            cmd.message = str(info.get("message", ""))
+            self._file = None
+
+
+class FrameStream:
+    """Decoder plus transcript: bytes in, a growing Transcript out, errors as infrastructure faults."""
+
+    def __init__(self, nonce: str):
+        self.decoder = Decoder()
+        self.transcript = Transcript(nonce=nonce)
+
+    def feed(self, data: bytes) -> int:
+        try:
+            frames = self.decoder.feed(data)
+        except FrameError as exc:
+            raise InfrastructureError("channel-broken", f"the data channel broke: {exc}")
+        for frame in frames:
+            try:
+                self.transcript.add(frame)
+            except (FrameError, KeyError, ValueError, TypeError) as exc:
+                raise InfrastructureError("channel-broken", f"the data channel broke: frame {frame.seq} "
+                                          f"({frame.kind}) is malformed: {exc}")
+        return len(frames)
+

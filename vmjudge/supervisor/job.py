@@ -1,0 +1,55 @@
+"""What a VM is asked to do: the commands, their limits, and what goes on its CD-ROM.
+
+The host writes this as job.json on the CD; the guest agent reads it back. Stages build
+Jobs; nothing in a Job comes from an entry except file contents placed on the CD.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Union
+
+from ..images.guest import frames
+
+MIB = 1 << 20
+# Time the agent may need around each command (links, collecting files, framing).
+COMMAND_SLACK = 5.0
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    argv: tuple[str, ...]
+    timeout: float
+    output_limit: int = MIB
+    user: str = "entry"  # "root" only for the judge's own checks (doctor, benchmarks)
+    links: tuple[str, ...] = ()  # CD paths linked into the working directory for this command
+    collect: tuple[str, ...] = ()  # files (relative to home) sent back after the command
+    file_limit: int | None = None
+
+    def document(self) -> dict:
+        return {"name": self.name, "argv": list(self.argv), "timeout": self.timeout,
+                "output_limit": self.output_limit, "user": self.user, "links": list(self.links),
+                "collect": list(self.collect), "file_limit": self.file_limit or self.output_limit}
+
+
+@dataclass(frozen=True)
+class Job:
+    commands: tuple[Command, ...]
+    media: Mapping[str, Union[Path, bytes]] = field(default_factory=dict)
+    install: str | None = None  # a CD directory copied into the home directory first
+    stop_on_failure: bool = False
+    raw_copy: str | None = None  # benchmark: a CD file copied to the channel by `cat`
+    heartbeat: float = 2.0
+
+    def job_json(self, nonce: str) -> bytes:
+        doc = {"protocol": frames.PROTOCOL, "nonce": nonce, "heartbeat": self.heartbeat,
+               "stop_on_failure": self.stop_on_failure, "install": self.install, "raw_copy": self.raw_copy,
+               "commands": [c.document() for c in self.commands]}
+        return json.dumps(doc, indent=1, sort_keys=True).encode()
+
+    def time_budget(self) -> float:
+        """The longest the commands may take, by their own limits, plus the agent's slack."""
+        return sum(c.timeout + COMMAND_SLACK for c in self.commands)

@@ -1,0 +1,182 @@
+"""libvirt domains for the judge: no network, no USB, no graphics, direct kernel boot.
+
+The domain XML is built from a dataclass with ElementTree, so a path or a name inside it is
+escaped by the library. Domains are transient: once they stop, libvirt forgets them, and
+`destroy()` is always safe to call again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import libvirt
+
+from ..errors import InfrastructureError
+
+log = logging.getLogger(__name__)
+
+DOMAIN_PREFIX = "vmj-"
+CHANNEL_NAME = "org.vmjudge.data"
+
+
+@dataclass(frozen=True)
+class DomainSpec:
+    name: str
+    kernel: Path
+    initrd: Path
+    root: Path
+    home: Path
+    cdrom: Path
+    console_log: Path
+    accel: str = "kvm"
+    vcpus: int = 2
+    memory_mib: int = 2048
+    channel: str = "virtio"
+    cmdline_extra: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def cmdline(self) -> str:
+        return " ".join(("console=ttyS0", "quiet", "loglevel=3", "panic=1", "oops=panic",
+                         f"vmjudge.channel={self.channel}") + self.cmdline_extra)
+
+
+def _sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) -> ET.Element:
+    el = ET.SubElement(parent, tag, attrs)
+    if text is not None:
+        el.text = text
+    return el
+
+
+def _disk(devices: ET.Element, path: Path, fmt: str, target: str, bus: str, device: str = "disk",
+          readonly: bool = False, relabel: bool = True) -> None:
+    disk = _sub(devices, "disk", type="file", device=device)
+    _sub(disk, "driver", name="qemu", type=fmt, cache="none" if device == "disk" and not readonly else "default")
+    source = _sub(disk, "source", file=str(path))
+    if not relabel:
+        # Shared by every VM at once: libvirt must not chown it back and forth.
+        _sub(source, "seclabel", model="dac", relabel="no")
+    _sub(disk, "target", dev=target, bus=bus)
+    if readonly:
+        _sub(disk, "readonly")
+
+
+def domain_xml(spec: DomainSpec) -> str:
+    if spec.accel not in ("kvm", "tcg"):
+        raise ValueError(f"accel must be kvm or tcg, not {spec.accel!r}")
+    dom = ET.Element("domain", type="kvm" if spec.accel == "kvm" else "qemu")
+    _sub(dom, "name", spec.name)
+    _sub(dom, "memory", str(spec.memory_mib), unit="MiB")
+    _sub(dom, "vcpu", str(spec.vcpus))
+    os_el = _sub(dom, "os")
+    _sub(os_el, "type", "hvm", arch="x86_64", machine="pc")
+    _sub(os_el, "kernel", str(spec.kernel))
+    _sub(os_el, "initrd", str(spec.initrd))
+    _sub(os_el, "cmdline", spec.cmdline)
+    features = _sub(dom, "features")
+    _sub(features, "acpi")
+    if spec.accel == "kvm":
+        _sub(dom, "cpu", mode="host-passthrough")
+    _sub(dom, "clock", offset="utc")
+    for event in ("on_poweroff", "on_reboot", "on_crash"):
+        _sub(dom, event, "destroy")
+    devices = _sub(dom, "devices")
+    _disk(devices, spec.root, "raw", "vda", "virtio", readonly=True, relabel=False)
+    _disk(devices, spec.home, "qcow2", "vdb", "virtio")
+    _disk(devices, spec.cdrom, "raw", "hdc", "ide", device="cdrom", readonly=True)
+    _sub(devices, "controller", type="usb", model="none")
+    console = _sub(devices, "serial", type="file")
+    _sub(console, "source", path=str(spec.console_log))
+    _sub(console, "target", port="0")
+    if spec.channel == "virtio":
+        channel = _sub(devices, "channel", type="pty")
+        _sub(channel, "target", type="virtio", name=CHANNEL_NAME)
+    else:
+        uart = _sub(devices, "serial", type="pty")
+        _sub(uart, "target", port="1")
+    _sub(devices, "memballoon", model="none")
+    return ET.tostring(dom, encoding="unicode")
+
+
+def _quiet_libvirt() -> None:
+    """libvirt prints every error to stderr by default; ours are raised as exceptions instead."""
+    libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
+
+
+def connect(uri: str) -> libvirt.virConnect:
+    _quiet_libvirt()
+    try:
+        return libvirt.open(uri)
+    except libvirt.libvirtError as exc:
+        raise InfrastructureError(
+            "libvirt-unreachable",
+            f"cannot reach libvirt at {uri} ({exc.get_error_message()}): start it with "
+            "`virtlogd -d && libvirtd -d` (or `systemctl start libvirtd`) and check the URI in site.toml.")
+
+
+class Domain:
+    """A started transient domain. Every method tolerates the domain having gone away."""
+
+    def __init__(self, dom: libvirt.virDomain):
+        self._dom = dom
+        self.name = dom.name()
+
+    @classmethod
+    def start_paused(cls, conn: libvirt.virConnect, xml: str) -> "Domain":
+        """Start paused so the host can open the channel before the guest writes to it:
+        qemu drops what a pty port is sent while nobody has it open."""
+        try:
+            return cls(conn.createXML(xml, libvirt.VIR_DOMAIN_START_PAUSED))
+        except libvirt.libvirtError as exc:
+            raise InfrastructureError("vm-start", f"the VM would not start: {exc.get_error_message()}")
+
+    def channel_pty(self, channel: str = "virtio") -> str:
+        root = ET.fromstring(self._dom.XMLDesc(0))
+        if channel == "virtio":
+            nodes = root.findall("./devices/channel/source")
+        else:
+            nodes = [s for s in root.findall("./devices/serial")
+                     if s.find("target") is not None and s.find("target").get("port") == "1"]
+            nodes = [n.find("source") for n in nodes]
+        paths = [n.get("path") for n in nodes if n is not None and n.get("path")]
+        if not paths:
+            raise InfrastructureError("vm-start", f"libvirt gave domain {self.name} no pty for its data channel.")
+        return paths[0]
+
+    def resume(self) -> None:
+        try:
+            self._dom.resume()
+        except libvirt.libvirtError as exc:
+            raise InfrastructureError("vm-start", f"the VM would not resume: {exc.get_error_message()}")
+
+    def is_active(self) -> bool:
+        try:
+            return bool(self._dom.isActive())
+        except libvirt.libvirtError as exc:
+            if exc.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN:
+                return False
+            raise InfrastructureError("libvirt-unreachable", f"lost touch with libvirt: {exc.get_error_message()}")
+
+    def wait_stopped(self, seconds: float, poll: float = 0.1) -> bool:
+        deadline = time.monotonic() + seconds
+        while self.is_active():
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(poll)
+        return True
+
+    def destroy(self) -> None:
+        try:
+            self._dom.destroy()
+            log.info("destroyed domain %s", self.name)
+        except libvirt.libvirtError as exc:
+            if exc.get_error_code() not in (libvirt.VIR_ERR_NO_DOMAIN, libvirt.VIR_ERR_OPERATION_INVALID):
+                raise InfrastructureError("libvirt-unreachable",
+                                          f"could not destroy domain {self.name}: {exc.get_error_message()}")
+
+
+def leftover_domains(conn: libvirt.virConnect, prefix: str = DOMAIN_PREFIX) -> list[str]:
+    return sorted(d.name() for d in conn.listAllDomains() if d.name().startswith(prefix))
