@@ -80,3 +80,7 @@ def doctor(ctx: click.Context, challenge_dir: Path | None, as_json: bool) -> Non
         for check in checks:
             click.echo(check.line())
     sys.exit(0 if all(c.ok for c in checks) else 1)
+
+
+if __name__ == "__main__":
+    main()

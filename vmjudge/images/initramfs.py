@@ -17,8 +17,10 @@ from pathlib import Path
 from ..errors import ImageError
 
 # What the init needs, by module name; their dependencies are found in modules.dep.
-MODULES = ("virtio_pci", "virtio_blk", "virtio_console", "squashfs", "overlay", "isofs", "sr_mod",
-           "ata_piix")
+# virtio_rng comes first: without a seeded CRNG, Python's start blocks in getrandom() for
+# over a second under TCG (measured), and so would any entry that asks for random bytes.
+MODULES = ("virtio_pci", "virtio_rng", "virtio_blk", "virtio_console", "squashfs", "overlay", "isofs",
+           "sr_mod", "ata_piix")
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,31 @@ def _newc(members: list[Member]) -> bytes:
     return out.getvalue()
 
 
+def read_newc(data: bytes) -> dict[str, Member]:
+    """Members of an (uncompressed) newc archive, for checking what was written."""
+    members: dict[str, Member] = {}
+    pos = 0
+    while True:
+        if data[pos:pos + 6] != b"070701":
+            raise ImageError(f"not a newc cpio archive at offset {pos}")
+        fields = [int(data[pos + 6 + 8 * i: pos + 14 + 8 * i], 16) for i in range(13)]
+        mode, size, namesize = fields[1], fields[6], fields[11]
+        name = data[pos + 110: pos + 110 + namesize - 1].decode()
+        pos += 110 + namesize
+        pos += -pos % 4
+        body = data[pos:pos + size]
+        pos += size + (-size % 4)
+        if name == "TRAILER!!!":
+            return members
+        members[name] = Member(name, mode, body, (fields[9], fields[10]))
+
+
+def write_initramfs(members: list[Member], out: Path) -> None:
+    with open(out, "wb") as raw:
+        with gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0, compresslevel=6) as gz:
+            gz.write(_newc(members))
+
+
 def build_initramfs(root: Path, kernel_version: str, init_script: Path, out: Path) -> list[str]:
     """Write the initramfs for the guest root at `root`; returns the module load order."""
     modules_dir = root / "lib" / "modules" / kernel_version
@@ -104,7 +131,5 @@ def build_initramfs(root: Path, kernel_version: str, init_script: Path, out: Pat
                 made_dirs.add(d)
                 members.append(Member(d, stat.S_IFDIR | 0o755))
         members.append(Member("lib/modules/" + rel, stat.S_IFREG | 0o644, (modules_dir / rel).read_bytes()))
-    with open(out, "wb") as raw:
-        with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, compresslevel=6) as gz:
-            gz.write(_newc(members))
+    write_initramfs(members, out)
     return order

@@ -9,6 +9,7 @@ entry's, so every such case raises InfrastructureError with reason "channel-brok
 from __future__ import annotations
 
 import select
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,6 +89,8 @@ class Transcript:
     agent_error: str | None = None
     bye: dict[str, Any] | None = None
     frames: int = 0
+    # (seq, kind, host monotonic time) of every frame but data and ticks: host-side timings.
+    timeline: list[tuple[int, str, float]] = field(default_factory=list)
     _file: FileResult | None = None
 
     @property
@@ -97,9 +100,11 @@ class Transcript:
     def _broken(self, message: str) -> InfrastructureError:
         return InfrastructureError("channel-broken", f"the data channel broke: {message}")
 
-    def add(self, frame: Frame) -> None:
+    def add(self, frame: Frame, arrived: float) -> None:
         self.frames += 1
         kind = frame.kind
+        if kind not in ("out", "fdata", "tick"):
+            self.timeline.append((frame.seq, kind, arrived))
         if self.hello is None:
             if kind != "hello":
                 raise self._broken(f"the first frame is {kind!r}, not hello")
@@ -178,9 +183,10 @@ class FrameStream:
             frames = self.decoder.feed(data)
         except FrameError as exc:
             raise InfrastructureError("channel-broken", f"the data channel broke: {exc}")
+        arrived = time.monotonic()
         for frame in frames:
             try:
-                self.transcript.add(frame)
+                self.transcript.add(frame, arrived)
             except (FrameError, KeyError, ValueError, TypeError) as exc:
                 raise InfrastructureError("channel-broken", f"the data channel broke: frame {frame.seq} "
                                           f"({frame.kind}) is malformed: {exc}")

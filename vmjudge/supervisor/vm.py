@@ -97,6 +97,8 @@ def domain_xml(spec: DomainSpec) -> str:
     else:
         uart = _sub(devices, "serial", type="pty")
         _sub(uart, "target", port="1")
+    rng = _sub(devices, "rng", model="virtio")
+    _sub(rng, "backend", "/dev/urandom", model="random")
     _sub(devices, "memballoon", model="none")
     return ET.tostring(dom, encoding="unicode")
 

@@ -1,0 +1,133 @@
+"""Benchmark: boot to first frame, and data-channel throughput, each against a baseline
+measured in the same run on the same host (JSON on stdout).
+
+- boot: median of N starts of the vmjudge image until its hello frame arrives, against N
+  starts of the same kernel with a bare busybox initramfs that powers off at once
+  (until the domain has stopped). Target: ratio <= 1.5.
+- channel: a 16 MiB file sent back as a command's framed output, against the same file
+  copied to the same device by `cat` in the same VM. Target: framed >= 80 % of raw.
+
+Usage: python bench/boot.py [--home DIR] [--runs 5] [--mib 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import json
+import os
+import platform
+import statistics
+import stat
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from vmjudge.config import ImageRecipe, load_site  # noqa: E402
+from vmjudge.images import initramfs  # noqa: E402
+from vmjudge.images.build import build_image  # noqa: E402
+from vmjudge.images.iso import write_iso  # noqa: E402
+from vmjudge.supervisor import vm  # noqa: E402
+from vmjudge.supervisor.job import Command, Job  # noqa: E402
+from vmjudge.supervisor.runner import make_blank_disk, run_job  # noqa: E402
+from vmjudge.workdir import RunDir  # noqa: E402
+
+BARE_INIT = b"#!/bin/busybox sh\n/bin/busybox poweroff -f\n"
+
+
+def bare_initramfs(image, out: Path) -> None:
+    """The image's own busybox with an init that powers off at once."""
+    members = initramfs.read_newc(gzip.decompress(image.initrd.read_bytes()))
+    initramfs.write_initramfs([
+        initramfs.Member("bin", stat.S_IFDIR | 0o755), initramfs.Member("dev", stat.S_IFDIR | 0o755),
+        initramfs.Member("dev/console", stat.S_IFCHR | 0o600, rdev=(5, 1)),
+        members["bin/busybox"], initramfs.Member("init", stat.S_IFREG | 0o755, BARE_INIT)], out)
+
+
+def boot_bare(conn, site, image, rd: Path, initrd: Path, n: int) -> float:
+    spec = vm.DomainSpec(name=f"{vm.DOMAIN_PREFIX}bench-bare-{n}", kernel=image.kernel, initrd=initrd,
+                         root=image.root, home=rd / "home.qcow2", cdrom=rd / "empty.iso",
+                         console_log=rd / f"bare{n}.log", accel=site.accel, vcpus=1, memory_mib=512)
+    dom = vm.Domain.start_paused(conn, vm.domain_xml(spec))
+    try:
+        started = time.monotonic()
+        dom.resume()
+        if not dom.wait_stopped(120, poll=0.01):
+            raise RuntimeError("the bare kernel did not power off within 120 s")
+        return time.monotonic() - started
+    finally:
+        dom.destroy()
+
+
+def boot_vmjudge(conn, site, image, rd: Path, n: int) -> float:
+    make_blank_disk(rd / f"h{n}.qcow2", 64)
+    run = run_job(conn, site, image, Job(commands=(Command("true", ("true",), 10),)), home_disk=rd / f"h{n}.qcow2",
+                  workdir=rd, console_log=rd / f"vmj{n}.log", vcpus=1, memory_mib=512, label="bench-boot")
+    (rd / f"h{n}.qcow2").unlink()
+    return run.boot_seconds
+
+
+def channel(conn, site, image, rd: Path, mib: int) -> dict:
+    payload = os.urandom(mib << 20)
+    (rd / "payload.bin").write_bytes(payload)
+    make_blank_disk(rd / "hc.qcow2", 64)
+    job = Job(commands=(Command("cat", ("cat", "payload.bin"), 300, output_limit=len(payload),
+                                links=("payload.bin",)),),
+              media={"payload.bin": rd / "payload.bin"}, raw_copy="payload.bin")
+    run = run_job(conn, site, image, job, home_disk=rd / "hc.qcow2", workdir=rd, console_log=rd / "chan.log",
+                  vcpus=1, memory_mib=512, label="bench-chan")
+    t = run.transcript
+    when = {kind: at for _seq, kind, at in t.timeline}
+    marks = [(kind, at) for _seq, kind, at in t.timeline]
+    raw_start = [at for kind, at in marks if kind == "log"][-1]
+    raw_s = when["raw"] - raw_start
+    framed_s = when["end"] - when["start"]
+    digest = hashlib.sha256(payload).hexdigest()
+    assert hashlib.sha256(t.raw).hexdigest() == digest, "raw copy arrived damaged"
+    assert hashlib.sha256(t.commands[0].output).hexdigest() == digest, "framed output arrived damaged"
+    raw_mbs, framed_mbs = len(payload) / raw_s / 1e6, len(payload) / framed_s / 1e6
+    return {"payload_mib": mib, "raw_cat_mb_s": round(raw_mbs, 2), "framed_mb_s": round(framed_mbs, 2),
+            "framed_over_raw": round(framed_mbs / raw_mbs, 3), "target": 0.8,
+            "met": framed_mbs / raw_mbs >= 0.8}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--home", type=Path, default=Path(os.environ.get("VMJUDGE_TEST_HOME", "/var/tmp/vmjudge-test")))
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--mib", type=int, default=16)
+    args = ap.parse_args()
+    os.environ.setdefault("VMJUDGE_ACCEL", "tcg")
+    site = load_site(args.home)
+    image = build_image(site, ImageRecipe(), progress=lambda m: print(m, file=sys.stderr))
+    conn = vm.connect(site.uri)
+    with RunDir(site, "bench") as rd_obj:
+        rd = rd_obj.path
+        bare = rd / "bare-initrd.img"
+        bare_initramfs(image, bare)
+        make_blank_disk(rd / "home.qcow2", 64)
+        write_iso(rd / "empty.iso", {"empty": b""})
+        vmj_times, bare_times = [], []
+        for n in range(args.runs):  # interleaved, so drift on a noisy host hits both alike
+            bare_times.append(boot_bare(conn, site, image, rd, bare, n))
+            vmj_times.append(boot_vmjudge(conn, site, image, rd, n))
+            print(f"run {n}: bare {bare_times[-1]:.2f} s, vmjudge {vmj_times[-1]:.2f} s", file=sys.stderr)
+        chan = channel(conn, site, image, rd, args.mib)
+    conn.close()
+    ratio = statistics.median(vmj_times) / statistics.median(bare_times)
+    print(json.dumps({
+        "benchmark": "boot", "accel": site.accel, "host": platform.node(), "cpus": os.cpu_count(),
+        "boot": {"runs": args.runs, "vmjudge_to_first_frame_s": [round(x, 3) for x in vmj_times],
+                 "bare_kernel_busybox_s": [round(x, 3) for x in bare_times],
+                 "median_vmjudge_s": round(statistics.median(vmj_times), 3),
+                 "median_bare_s": round(statistics.median(bare_times), 3),
+                 "ratio": round(ratio, 3), "target": 1.5, "met": ratio <= 1.5},
+        "channel": chan,
+    }, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+"""The host's read loop on a real pty through pyserial, with a small stand-in for the domain.
+
+The VM tests cover the same loop against qemu; these pin down the timing rules (boot,
+silence, deadline) and the never-hang promise with bytes we control exactly.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+
+from vmjudge.errors import InfrastructureError
+from vmjudge.images.guest import frames
+from vmjudge.supervisor.channel import ChannelClosed, ChannelReader, FrameStream
+from vmjudge.supervisor.runner import _read_until_bye
+
+
+class FakeDomain:
+    """Stands in for a libvirt domain: only whether it is still running."""
+
+    def __init__(self, active=True):
+        self.active = active
+
+    def is_active(self):
+        return self.active
+
+    def wait_stopped(self, seconds):
+        return not self.active
+
+
+@pytest.fixture
+def pty():
+    master, slave = os.openpty()
+    path = os.ttyname(slave)
+    reader = ChannelReader(path)
+    os.close(slave)
+    yield master, reader
+    reader.close()
+    try:
+        os.close(master)
+    except OSError:
+        pass
+
+
+def run_loop(reader, stream, domain, boot=5.0, silence=5.0, budget=30.0):
+    return _read_until_bye(domain, reader, stream, time.monotonic(), boot, silence, budget, "console.log")
+
+
+def test_a_large_binary_stream_arrives_whole_through_pyserial(pty):
+    master, reader = pty
+    payload = os.urandom(3 << 20)
+    data = frames.encode_json("hello", 0, {"nonce": "n"}) + frames.encode_json("start", 1, {"index": 0, "name": "c"})
+    seq = 2
+    for i in range(0, len(payload), 65536):
+        data += frames.encode("out", seq, payload[i:i + 65536])
+        seq += 1
+    data += frames.encode_json("end", seq, {"index": 0, "status": "ok", "exit_code": 0, "seconds": 0,
+                                            "output_bytes": len(payload)})
+    data += frames.encode_json("bye", seq + 1, {"commands": 1})
+    writer = threading.Thread(target=_write_all, args=(master, data))
+    writer.start()
+    stream = FrameStream("n")
+    run_loop(reader, stream, FakeDomain())
+    writer.join()
+    assert bytes(stream.transcript.commands[0].output) == payload
+
+
+def _write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view[:65536]):]
+
+
+def test_no_hello_within_the_boot_timeout(pty):
+    _, reader = pty
+    with pytest.raises(InfrastructureError) as err:
+        run_loop(reader, FrameStream("n"), FakeDomain(), boot=1.0)
+    assert err.value.reason == "guest-no-hello"
+
+
+def test_silence_after_hello(pty):
+    master, reader = pty
+    os.write(master, frames.encode_json("hello", 0, {"nonce": "n"}))
+    with pytest.raises(InfrastructureError) as err:
+        run_loop(reader, FrameStream("n"), FakeDomain(), silence=1.0)
+    assert err.value.reason == "channel-silent"
+
+
+def test_hard_deadline_even_while_frames_keep_coming(pty):
+    master, reader = pty
+    stop = threading.Event()
+
+    def ticker():
+        os.write(master, frames.encode_json("hello", 0, {"nonce": "n"}))
+        seq = 1
+        while not stop.wait(0.2):
+            os.write(master, frames.encode("tick", seq))
+            seq += 1
+
+    t = threading.Thread(target=ticker)
+    t.start()
+    try:
+        with pytest.raises(InfrastructureError) as err:
+            run_loop(reader, FrameStream("n"), FakeDomain(), budget=2.0)
+    finally:
+        stop.set()
+        t.join()
+    assert err.value.reason == "guest-deadline"
+
+
+def test_domain_that_stops_before_bye(pty):
+    master, reader = pty
+    os.write(master, frames.encode_json("hello", 0, {"nonce": "n"}))
+    with pytest.raises(InfrastructureError) as err:
+        run_loop(reader, FrameStream("n"), FakeDomain(active=False))
+    assert err.value.reason == "guest-stopped"
+
+
+def test_reader_reports_the_end_of_the_stream(pty):
+    master, reader = pty
+    os.close(master)
+    with pytest.raises(ChannelClosed):
+        reader.read(1.0)

@@ -1,0 +1,37 @@
+"""`vmjudge doctor`: a real boot on a healthy host; a plain sentence for each broken part."""
+
+from __future__ import annotations
+
+import json
+
+from .test_image_build import vmjudge
+
+
+def test_doctor_boots_a_job_and_passes(site, image, conn):
+    proc = vmjudge("--home", str(site.home), "doctor", "--challenge", "examples/minimal", "--json")
+    report = json.loads(proc.stdout)
+    assert proc.returncode == 0 and report["ok"], proc.stdout + proc.stderr
+    checks = {c["name"]: c for c in report["checks"]}
+    assert set(checks) == {"qemu", "libvirt", "home", "image", "accel"}
+    assert checks["accel"]["detail"].startswith(f"{site.accel}: test job booted")
+    assert "interfaces: lo only" in checks["accel"]["detail"]
+
+
+def test_doctor_names_an_unreachable_libvirt(site, image, conn):
+    proc = vmjudge("--home", str(site.home), "doctor", "--challenge", "examples/minimal",
+                   env={"VMJUDGE_URI": "qemu:///system?socket=/nonexistent/libvirt-sock"})
+    assert proc.returncode == 1
+    lines = {line.split()[1]: line for line in proc.stdout.splitlines()}
+    assert lines["libvirt"].startswith("FAIL") and "cannot reach libvirt" in lines["libvirt"]
+    assert "libvirtd -d" in lines["libvirt"]
+    assert lines["accel"].startswith("FAIL") and "not tried" in lines["accel"]
+
+
+def test_doctor_refuses_a_home_qemu_cannot_reach(tmp_path, site, conn):
+    closed = tmp_path / "closed"
+    closed.mkdir(mode=0o700)
+    proc = vmjudge("--home", str(closed / "home"), "doctor")
+    lines = {line.split()[1]: line for line in proc.stdout.splitlines()}
+    assert proc.returncode == 1
+    assert lines["home"].startswith("FAIL") and "libvirt's qemu cannot open VM files" in lines["home"]
+    assert lines["image"].startswith("FAIL") and "vmjudge image build" in lines["image"]

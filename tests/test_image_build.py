@@ -1,0 +1,97 @@
+"""The guest image: manifest, cache, integrity check, and the build's error messages."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vmjudge.config import ImageRecipe
+from vmjudge.errors import ImageError
+from vmjudge.images import build
+from vmjudge.images.guest import frames
+from vmjudge.images.image import GuestImage, sha256_file
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_manifest_pins_every_file_and_package(image):
+    m = image.manifest
+    for name in ("root.sqfs", "vmlinuz", "initrd.img"):
+        assert m["sha256"][name] == sha256_file(image.directory / name)
+    assert {"python3", "linux-image-cloud-amd64", "busybox-static"} <= set(m["packages"])
+    assert all(v for v in m["packages"].values())  # every package with its version
+    assert m["agent_version"] == build.agent_version() and m["protocol"] == frames.PROTOCOL
+    assert m["recipe"] == {"packages": [], "pip": []}
+    assert m["kernel_version"].endswith("-cloud-amd64")
+    assert "kernel/drivers/char/virtio_console.ko" in m["initramfs_modules"]
+
+
+def test_unchanged_recipe_is_not_rebuilt(site, image):
+    before = (image.directory / "manifest.json").stat().st_mtime_ns
+    said = []
+    again = build.build_image(site, ImageRecipe(), progress=said.append)
+    assert again.directory == image.directory
+    assert (image.directory / "manifest.json").stat().st_mtime_ns == before
+    assert said == [f"image {image.key} is up to date ({image.directory})"]
+
+
+def test_recipe_and_guest_code_change_the_key(site):
+    base = build.image_key(site, ImageRecipe())
+    assert build.image_key(site, ImageRecipe(packages=("python3-numpy",))) != base
+    assert build.image_key(site, ImageRecipe(pip=("wfdb==4.3.1",))) != base
+    assert build.image_key(site, ImageRecipe(packages=("python3",))) == base  # already in the base
+
+
+def test_altered_image_file_is_detected(image, tmp_path):
+    copy = tmp_path / "img"
+    copy.mkdir()
+    for name in ("root.sqfs", "vmlinuz"):
+        (copy / name).symlink_to(image.directory / name)
+    shutil.copy(image.directory / "manifest.json", copy)
+    data = bytearray((image.directory / "initrd.img").read_bytes())
+    data[100] ^= 0xFF
+    (copy / "initrd.img").write_bytes(bytes(data))
+    with pytest.raises(ImageError, match="initrd.img differs from its manifest"):
+        GuestImage.load(copy).verify()
+
+
+def test_unknown_debian_package_is_named(site):
+    with pytest.raises(ImageError, match="Debian has no package named no-such-package-vmjudge: correct"):
+        build.build_image(site, ImageRecipe(packages=("no-such-package-vmjudge",)), progress=lambda m: None)
+    assert list(site.images_dir.glob(".build-*")) == []
+
+
+def test_build_needs_root_and_tools(site, monkeypatch):
+    recipe = ImageRecipe(packages=("hello",))
+    monkeypatch.setattr(build.os, "geteuid", lambda: 1000)
+    with pytest.raises(ImageError, match="needs root"):
+        build.build_image(site, recipe, progress=lambda m: None)
+    monkeypatch.setattr(build.shutil, "which", lambda tool: None)
+    with pytest.raises(ImageError, match="mmdebstrap is not installed: run `make setup`"):
+        build.build_image(site, recipe, progress=lambda m: None)
+
+
+def vmjudge(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "vmjudge.cli", *args], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, cwd=REPO)
+
+
+def test_cli_build_of_a_built_image_reports_it_at_once(site, image):
+    proc = vmjudge("--home", str(site.home), "image", "build", "examples/minimal")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == str(image.directory)
+    assert "up to date" in proc.stderr
+
+
+def test_cli_build_with_a_bad_challenge_says_why(site, tmp_path):
+    (tmp_path / "challenge.toml").write_text('name = "x"\n[vm]\nvcpus = 0\n')
+    proc = vmjudge("--home", str(site.home), "image", "build", str(tmp_path))
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("vmjudge: ") and "[vm] vcpus = 0 is not allowed" in proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -1,0 +1,95 @@
+"""ISO media: Rock Ridge names and modes, Joliet, deterministic bytes, large files streamed."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import time
+
+import pycdlib
+import pytest
+
+from vmjudge.errors import MediaError
+from vmjudge.images.iso import write_iso
+
+
+@pytest.fixture
+def tree(tmp_path):
+    src = tmp_path / "entry"
+    (src / "sources" / "deep").mkdir(parents=True)
+    (src / "setup.sh").write_text("#!/bin/sh\necho hi\n")
+    (src / "setup.sh").chmod(0o755)
+    (src / "answers.txt").write_text("100,N\n")
+    (src / "sources" / "deep" / ("long-name-" * 10 + ".c")).write_text("int main;")
+    return src
+
+
+def read_back(path):
+    iso = pycdlib.PyCdlib()
+    iso.open(str(path))
+    found = {}
+    for root, _dirs, files in iso.walk(rr_path="/"):
+        for name in files:
+            rr = f"{root.rstrip('/')}/{name}"
+            out = io.BytesIO()
+            iso.get_file_from_iso_fp(out, rr_path=rr)
+            mode = iso.get_record(rr_path=rr).rock_ridge.get_file_mode()
+            found[rr] = (out.getvalue(), mode & 0o777)
+    joliet = sorted(f"{r.rstrip('/')}/{n}" for r, _d, fs in iso.walk(joliet_path="/") for n in fs)
+    iso.close()
+    return found, joliet
+
+
+def test_names_modes_and_contents_survive(tmp_path, tree):
+    out = write_iso(tmp_path / "a.iso", {"entry": tree, "job.json": b'{"x": 1}'})
+    found, joliet = read_back(out)
+    long_name = "/entry/sources/deep/" + "long-name-" * 10 + ".c"
+    assert found["/job.json"] == (b'{"x": 1}', 0o444)
+    assert found["/entry/setup.sh"] == (b"#!/bin/sh\necho hi\n", 0o555)
+    assert found["/entry/answers.txt"][1] == 0o444
+    assert found[long_name][0] == b"int main;"
+    assert "/entry/setup.sh" in joliet and long_name not in joliet  # Joliet stops at 64 characters
+
+
+def test_same_inputs_give_the_same_bytes(tmp_path, tree, monkeypatch):
+    first = write_iso(tmp_path / "1.iso", {"entry": tree, "job.json": b"{}"}).read_bytes()
+    monkeypatch.setattr(time, "time", lambda: 1.9e9)  # a later clock and another time zone
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    time.tzset()
+    try:
+        second = write_iso(tmp_path / "2.iso", {"job.json": b"{}", "entry": tree}).read_bytes()
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert first == second
+
+
+@pytest.mark.parametrize("name", ["/abs", "../up", "a/../../b"])
+def test_paths_must_stay_inside(tmp_path, name):
+    with pytest.raises(MediaError, match="relative and stay inside"):
+        write_iso(tmp_path / "x.iso", {name: b"x"})
+
+
+def test_links_and_missing_files_are_refused(tmp_path, tree):
+    (tree / "link").symlink_to("/etc/passwd")
+    with pytest.raises(MediaError, match="link or special file"):
+        write_iso(tmp_path / "x.iso", {"entry": tree})
+    with pytest.raises(MediaError, match="does not exist"):
+        write_iso(tmp_path / "x.iso", {"f": tmp_path / "nope"})
+    assert not (tmp_path / "x.iso").exists() and not (tmp_path / "x.iso.part").exists()
+
+
+def test_large_files_are_streamed_not_loaded(tmp_path):
+    big = tmp_path / "big.dat"
+    with open(big, "wb") as f:
+        f.truncate(400 << 20)
+    script = (f"import resource\nfrom pathlib import Path\nfrom vmjudge.images.iso import write_iso\n"
+              f"write_iso(Path({str(tmp_path / 'big.iso')!r}), {{'data/big.dat': Path({str(big)!r})}})\n"
+              "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+    peak_kib = int(subprocess.run([sys.executable, "-c", script], check=True, capture_output=True,
+                                  text=True).stdout)
+    assert (tmp_path / "big.iso").stat().st_size > 400 << 20
+    assert peak_kib < 120 * 1024, f"writing a 400 MiB ISO peaked at {peak_kib} KiB"
+    os.unlink(tmp_path / "big.iso")
