@@ -35,3 +35,15 @@ def test_doctor_refuses_a_home_qemu_cannot_reach(tmp_path, site, conn):
     assert proc.returncode == 1
     assert lines["home"].startswith("FAIL") and "libvirt's qemu cannot open VM files" in lines["home"]
     assert lines["image"].startswith("FAIL") and "vmjudge image build" in lines["image"]
+
+
+def test_doctor_proves_kvm_or_says_to_use_tcg(site, image, conn):
+    """Either the accelerator boots a VM for real, or doctor says to switch to TCG (nested KVM here fails)."""
+    proc = vmjudge("--home", str(site.home), "doctor", "--challenge", "examples/minimal", "--json",
+                   env={"VMJUDGE_ACCEL": "kvm"})
+    accel = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}["accel"]
+    if accel["ok"]:
+        assert proc.returncode == 0 and accel["detail"].startswith("kvm: test job booted")
+    else:
+        assert proc.returncode == 1
+        assert 'set accel = "tcg" under [libvirt] in site.toml' in accel["detail"]

@@ -85,9 +85,12 @@ def _boot(site: Site, conn, image: GuestImage) -> Check:
                           console_log=rd.path / "console.log", vcpus=1, memory_mib=512, label="doctor",
                           limits=Limits(boot_timeout=limit, deadline=limit + 60))
     except VmjudgeError as exc:
+        use_tcg = "set accel = \"tcg\" under [libvirt] in site.toml (or VMJUDGE_ACCEL=tcg)"
         if site.accel == "kvm" and getattr(exc, "reason", "") in ("guest-no-hello", "guest-deadline"):
-            return Check("accel", False, f"KVM present but the test boot did not finish in {limit:.0f} s: "
-                         "set accel = \"tcg\" under [libvirt] in site.toml (or VMJUDGE_ACCEL=tcg).")
+            return Check("accel", False, f"KVM present but the test boot did not finish in {limit:.0f} s: {use_tcg}.")
+        if site.accel == "kvm":
+            return Check("accel", False, f"the test boot under kvm failed ({_first_line(exc)}): "
+                         f"if KVM does not work on this host, {use_tcg}.")
         return Check("accel", False, f"the test boot under {site.accel} failed: {exc}")
     out = bytes(run.transcript.commands[0].output).decode() if run.transcript.commands else ""
     if "vmjudge-ok" not in out:
@@ -120,6 +123,10 @@ def run_checks(site: Site, find_image: Callable[[], GuestImage]) -> list[Check]:
     if conn is not None:
         conn.close()
     return checks
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0]
 
 
 def _version(n: int) -> str:
