@@ -54,7 +54,7 @@ def _sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) ->
 def _disk(devices: ET.Element, path: Path, fmt: str, target: str, bus: str, device: str = "disk",
           readonly: bool = False, relabel: bool = True) -> None:
     disk = _sub(devices, "disk", type="file", device=device)
-    _sub(disk, "driver", name="qemu", type=fmt, cache="none" if device == "disk" and not readonly else "default")
+    _sub(disk, "driver", name="qemu", type=fmt)
     source = _sub(disk, "source", file=str(path))
     if not relabel:
         # Shared by every VM at once: libvirt must not chown it back and forth.

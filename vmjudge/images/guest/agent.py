@@ -212,15 +212,17 @@ def install(source):
         os.chmod(root, os.stat(root).st_mode | 0o700)
 
 
-def kill_user(uid):
-    """SIGKILL every process of `uid`: kill(-1) from a child that has become that user."""
+def kill_user(uid, passes=3):
+    """SIGKILL every process of `uid`: kill(-1) from a child that has become that user.
+    More than one pass, so that a process forked while the first pass ran is caught too."""
     pid = os.fork()
     if pid == 0:
         try:
             os.setgroups([])
             os.setgid(uid)
             os.setuid(uid)
-            os.kill(-1, signal.SIGKILL)
+            for _ in range(passes):
+                os.kill(-1, signal.SIGKILL)
         except OSError:
             pass
         os._exit(0)
