@@ -29,3 +29,18 @@ class InfrastructureError(VmjudgeError):
     def __init__(self, reason: str, message: str):
         super().__init__(message)
         self.reason = reason
+
+
+class ScoringError(VmjudgeError):
+    """The reference answers cannot be read or do not match the test set."""
+
+
+class EntryError(VmjudgeError):
+    """The entry itself is at fault (bad archive, missing component...).
+
+    `reason` is the stable code the participant's report and `show --json` carry,
+    e.g. "bad-archive" or "missing-component"."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason = reason
