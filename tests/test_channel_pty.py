@@ -15,7 +15,7 @@ import pytest
 from vmjudge.errors import InfrastructureError
 from vmjudge.images.guest import frames
 from vmjudge.supervisor.channel import ChannelClosed, ChannelReader, FrameStream
-from vmjudge.supervisor.runner import _read_until_bye
+from vmjudge.supervisor.runner import _Reading
 
 
 class FakeDomain:
@@ -45,8 +45,9 @@ def pty():
         pass
 
 
-def run_loop(reader, stream, domain, boot=5.0, silence=5.0, budget=30.0):
-    return _read_until_bye(domain, reader, stream, time.monotonic(), boot, silence, budget, "console.log")
+def run_loop(reader, stream, domain, boot=5.0, silence=5.0, budget=30.0, cap=None, stop=None):
+    return _Reading(domain, reader, stream, time.monotonic(), "console.log", boot, silence, budget, cap,
+                    stop).until_bye()
 
 
 def test_a_large_binary_stream_arrives_whole_through_pyserial(pty):
@@ -124,3 +125,30 @@ def test_reader_reports_the_end_of_the_stream(pty):
     os.close(master)
     with pytest.raises(ChannelClosed):
         reader.read(1.0)
+
+
+def test_stage_cap_ends_the_run_as_capped(pty):
+    master, reader = pty
+    stop = threading.Event()
+
+    def ticker():
+        os.write(master, frames.encode_json("hello", 0, {"nonce": "n"}))
+        seq = 1
+        while not stop.wait(0.2):
+            os.write(master, frames.encode("tick", seq))
+            seq += 1
+
+    t = threading.Thread(target=ticker)
+    t.start()
+    try:
+        assert run_loop(reader, FrameStream("n"), FakeDomain(), cap=1.0, budget=30.0) == "capped"
+    finally:
+        stop.set()
+        t.join()
+
+
+def test_host_stop_rule_ends_the_run_after_the_frame_it_wanted(pty):
+    master, reader = pty
+    os.write(master, frames.encode_json("hello", 0, {"nonce": "n"}) + frames.encode("log", 1, b"stop here"))
+    stream = FrameStream("n")
+    assert run_loop(reader, stream, FakeDomain(), stop=lambda t: t.logs == ["stop here"]) == "stopped"

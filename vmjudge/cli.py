@@ -10,8 +10,10 @@ from pathlib import Path
 import click
 
 from . import __version__
-from .config import Site, load_challenge, load_site
-from .errors import VmjudgeError
+from .config import Site, check_challenge_data, load_challenge, load_site
+from .errors import EntryError, VmjudgeError
+from .queue.db import Queue
+from .workdir import ensure_home
 
 
 class _Cli(click.Group):
@@ -37,6 +39,146 @@ def main(ctx: click.Context, home: Path | None, verbose: bool) -> None:
 
 def _site(ctx: click.Context) -> Site:
     return load_site(ctx.find_root().obj)
+
+
+def _queue(site: Site) -> Queue:
+    ensure_home(site)
+    return Queue(site.home / "queue.db")
+
+
+@main.group()
+def challenge() -> None:
+    """Register challenges."""
+
+
+@challenge.command("add")
+@click.argument("challenge_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.pass_context
+def challenge_add(ctx: click.Context, challenge_dir: Path) -> None:
+    """Validate CHALLENGE_DIR, build its guest image if needed, and register it."""
+    from .images.build import build_image
+
+    site = _site(ctx)
+    ch = load_challenge(challenge_dir)
+    check_challenge_data(ch)
+    image_ = build_image(site, ch.image, progress=lambda m: click.echo(m, err=True))
+    _queue(site).add_challenge(ch.name, ch.directory, image_.key)
+    click.echo(f"registered {ch.name}: {len(ch.training)} training and {len(ch.test)} test records, "
+               f"scorer {ch.scorer}")
+
+
+def _submit(site: Site, name: str, archive: Path, owner: str, late: bool) -> int:
+    """Check what can be checked without unpacking, store the archive (fsynced), then queue it."""
+    from .queue.spool import Spool, check_archive_name, check_readable
+
+    queue = _queue(site)
+    ch = load_challenge(queue.challenge_dir(name))
+    kind = check_archive_name(archive.name)
+    size = archive.stat().st_size
+    if size > ch.entry.max_size:
+        raise EntryError("bad-archive", f"{archive.name} is {size / 1e6:.1f} MB, over the {ch.entry.max_size / 1e6:.1f} MB "
+                         f"that {name} accepts: make the entry smaller and submit again.")
+    check_readable(archive, kind)
+    stored = Spool(site.home / "spool").store(archive)
+    return queue.add_entry(name, owner, late, stored.sha256, archive.name, stored.path)
+
+
+@main.command()
+@click.argument("challenge_name")
+@click.argument("archive", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--owner", default=None, help="Who submits (default: the current user).")
+@click.option("--late", is_flag=True, help="A late entry, ranked apart from the official ones.")
+@click.pass_context
+def submit(ctx: click.Context, challenge_name: str, archive: Path, owner: str | None, late: bool) -> None:
+    """Queue ARCHIVE (NAME-entry.zip or NAME-entry.tar.gz) for CHALLENGE_NAME; prints the entry id."""
+    import getpass
+
+    entry_id = _submit(_site(ctx), challenge_name, archive, owner or getpass.getuser(), late)
+    click.echo(str(entry_id))
+
+
+@main.command()
+@click.option("--slots", type=click.IntRange(1, 64), default=1, show_default=True, help="VMs at a time.")
+@click.option("--until-idle", is_flag=True, help="Exit once nothing is queued or running.")
+@click.pass_context
+def daemon(ctx: click.Context, slots: int, until_idle: bool) -> None:
+    """Evaluate queued entries, stage by stage, SLOTS VMs at a time."""
+    from .supervisor.daemon import serve
+
+    site = _site(ctx)
+    serve(site, _queue(site), slots, until_idle)
+
+
+@main.command()
+@click.argument("challenge_name")
+@click.argument("archive", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--owner", default=None)
+@click.pass_context
+def evaluate(ctx: click.Context, challenge_name: str, archive: Path, owner: str | None) -> None:
+    """Submit ARCHIVE and evaluate it in the foreground, as PhysioNet's `evaluate` did."""
+    import getpass
+    import time
+
+    from . import report
+    from .supervisor.daemon import DaemonBusy, serve
+
+    site = _site(ctx)
+    queue = _queue(site)
+    entry_id = _submit(site, challenge_name, archive, owner or getpass.getuser(), False)
+    click.echo(f"entry {entry_id}")
+    try:
+        serve(site, queue, 1, until_idle=True, only=entry_id,
+              on_change=lambda e: click.echo(f"stage {e.stage} ..."))
+    except DaemonBusy as exc:
+        click.echo(f"{exc}; waiting for it to evaluate entry {entry_id}")
+        seen = None
+        while queue.entry(entry_id).state not in ("done", "parked"):
+            e = queue.entry(entry_id)
+            if (e.state, e.stage) != seen:
+                seen = (e.state, e.stage)
+                click.echo(f"{e.state} {e.stage or ''}")
+            time.sleep(2)
+    doc = report.show(site, queue, entry_id)
+    click.echo(doc["report"], nl=False)
+    sys.exit(0 if doc["outcome"] in ("scored", "dry-run") else 1)
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def status(ctx: click.Context, as_json: bool) -> None:
+    """The queue: entries waiting or running, and how many are done."""
+    queue = _queue(_site(ctx))
+    entries = queue.entries()
+    active = [e for e in entries if e.state in ("queued", "running", "parked")]
+    done = [e for e in entries if e.state == "done"]
+    if as_json:
+        click.echo(json.dumps({"active": [{"id": e.id, "challenge": e.challenge, "owner": e.owner,
+                                           "state": e.state, "stage": e.stage} for e in active],
+                               "done": len(done)}, indent=2))
+        return
+    for e in active:
+        click.echo(f"{e.id:>6}  {e.state:<8} {e.stage or '':<6} {e.challenge:<16} {e.owner}")
+    click.echo(f"{len(active)} waiting or running, {len(done)} done")
+
+
+@main.command()
+@click.argument("entry_id", type=int)
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--organiser", is_flag=True, help="Add every attempt, manifests and internal logs.")
+@click.pass_context
+def show(ctx: click.Context, entry_id: int, as_json: bool, organiser: bool) -> None:
+    """The report for ENTRY_ID."""
+    from . import report
+
+    site = _site(ctx)
+    doc = report.show(site, _queue(site), entry_id, organiser=organiser)
+    if as_json:
+        click.echo(report.as_json(doc))
+        return
+    click.echo(doc["report"], nl=False)
+    if organiser:
+        click.echo(report.as_json(doc["organiser"]))
 
 
 @main.group()

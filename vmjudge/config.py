@@ -18,6 +18,8 @@ from .errors import ConfigError
 _PACKAGE_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
 _PIP_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?((==|>=|<=|~=|!=|<|>)[A-Za-z0-9.*+!_-]+)?$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_RECORD_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+_RELPATH_RE = re.compile(r"^(?!/)(?!.*(^|/)\.\.(/|$))[A-Za-z0-9_.{}/-]+$")
 
 
 @dataclass(frozen=True)
@@ -36,11 +38,61 @@ class VmShape:
 
 
 @dataclass(frozen=True)
+class EntryRules:
+    """What an entry archive must hold and how big it may be."""
+
+    required: tuple[str, ...] = ("setup.sh", "next.sh")
+    max_size: int = 50 << 20  # archive bytes
+    max_members: int = 10000
+    max_unpacked: int = 1 << 30
+
+
+@dataclass(frozen=True)
+class StageLimits:
+    """Seconds and bytes; PhysioNet's values are the defaults."""
+
+    setup: float = 300.0
+    per_record: float = 40.0
+    quiz_total: float = 4100.0
+    exam_total: float = 3600.0
+    output: int = 1 << 20  # bytes of output kept per stage (and per command)
+
+
+@dataclass(frozen=True)
+class ResultsRule:
+    """How next.sh answers: a line in answers.txt, or a file per record."""
+
+    style: str = "answer-lines"
+    pattern: str | None = None  # files: what next.sh RECORD leaves, e.g. "{record}.qrs"
+    submitted: str = "answers.txt"  # inside the entry: its own answers (or "outputs/{record}.qrs")
+
+    def output_name(self, record: str) -> str:
+        return "answers.txt" if self.style == "answer-lines" else str(self.pattern).format(record=record)
+
+    def submitted_path(self, record: str) -> str:
+        return self.submitted.format(record=record)
+
+
+@dataclass(frozen=True)
 class Challenge:
     name: str
     directory: Path
     image: ImageRecipe = field(default_factory=ImageRecipe)
     vm: VmShape = field(default_factory=VmShape)
+    entry: EntryRules = field(default_factory=EntryRules)
+    limits: StageLimits = field(default_factory=StageLimits)
+    results: ResultsRule = field(default_factory=ResultsRule)
+    scorer: str = "accuracy"
+    training: tuple[str, ...] = ()
+    test: tuple[str, ...] = ()
+
+    @property
+    def reference_dir(self) -> Path:
+        return self.directory / "reference"
+
+    def record_files(self, subset: str, record: str) -> list[Path]:
+        """The files of one record (RECORD.*), which are linked beside next.sh."""
+        return sorted(p for p in (self.directory / subset).glob(f"{record}.*") if p.is_file())
 
 
 @dataclass(frozen=True)
@@ -134,7 +186,95 @@ def load_challenge(directory: Path) -> Challenge:
                           "a whole number of MiB from 256 to 1048576"),
         home_mib=vm.get("home", int, 1024, lambda v: 64 <= v <= 1 << 22, "a whole number of MiB from 64 to 4194304"))
     vm.done()
-    return Challenge(name=name, directory=directory, image=recipe, vm=shape)
+    return Challenge(name=name, directory=directory, image=recipe, vm=shape, entry=_entry_rules(source, data),
+                     limits=_limits(source, data), results=_results(source, data), scorer=_scorer(source, data),
+                     training=_records(directory, "training"), test=_records(directory, "test"))
+
+
+def _entry_rules(source: str, data: dict[str, Any]) -> EntryRules:
+    sec = _Section(source, "entry", data.get("entry", {}))
+    rules = EntryRules(
+        required=sec.names("required", _RELPATH_RE, "relative paths such as \"setup.sh\" or \"sources/\"")
+        or EntryRules.required,
+        max_size=sec.get("max_size", int, EntryRules.max_size, lambda v: 1 <= v <= 1 << 40, "a number of bytes"),
+        max_members=sec.get("max_members", int, EntryRules.max_members, lambda v: 1 <= v <= 10**7, "a count"),
+        max_unpacked=sec.get("max_unpacked", int, EntryRules.max_unpacked, lambda v: 1 <= v <= 1 << 42,
+                             "a number of bytes"))
+    sec.done()
+    return rules
+
+
+def _limits(source: str, data: dict[str, Any]) -> StageLimits:
+    sec = _Section(source, "limits", data.get("limits", {}))
+    seconds = "seconds from 1 to 604800"
+
+    def secs(key: str, default: float) -> float:
+        return sec.get(key, float, default, lambda v: 1 <= v <= 604800, seconds)
+
+    limits = StageLimits(setup=secs("setup", 300.0), per_record=secs("per_record", 40.0),
+                         quiz_total=secs("quiz_total", 4100.0), exam_total=secs("exam_total", 3600.0),
+                         output=sec.get("output", int, 1 << 20, lambda v: 1024 <= v <= 1 << 30,
+                                        "bytes from 1024 to 1073741824"))
+    sec.done()
+    return limits
+
+
+def _results(source: str, data: dict[str, Any]) -> ResultsRule:
+    sec = _Section(source, "results", data.get("results", {}))
+    style = sec.get("style", str, "answer-lines", lambda v: v in ("answer-lines", "files"),
+                    "\"answer-lines\" or \"files\"")
+    pattern_ok = "a file name holding {record}, such as \"{record}.qrs\""
+    pattern = sec.get("pattern", str, None, lambda v: "{record}" in v and "/" not in v and bool(_RELPATH_RE.match(v)),
+                      pattern_ok)
+    if style == "files":
+        if pattern is None:
+            raise ConfigError(f"{source}: [results] style = \"files\" needs pattern: use {pattern_ok}.")
+        submitted = sec.get("submitted", str, None, lambda v: "{record}" in v and bool(_RELPATH_RE.match(v)),
+                            "a path inside the entry holding {record}, such as \"outputs/{record}.qrs\"")
+        if submitted is None:
+            raise ConfigError(f"{source}: [results] style = \"files\" needs submitted, the path of the entry's "
+                              "own results, such as \"outputs/{record}.qrs\".")
+    else:
+        submitted = sec.get("submitted", str, "answers.txt", lambda v: "{" not in v and bool(_RELPATH_RE.match(v)),
+                            "a path inside the entry such as \"answers.txt\"")
+    sec.done()
+    return ResultsRule(style=style, pattern=pattern, submitted=submitted)
+
+
+def _scorer(source: str, data: dict[str, Any]) -> str:
+    sec = _Section(source, "score", data.get("score", {}))
+    scorer = sec.get("scorer", str, "accuracy", lambda v: bool(re.match(r"^[A-Za-z0-9_.]+(:[A-Za-z0-9_]+)?$", v)),
+                     "a built-in scorer name such as \"beats2014\" or \"package.module:function\"")
+    sec.done()
+    return scorer
+
+
+def _records(directory: Path, subset: str) -> tuple[str, ...]:
+    """RECORDS of training/ or test/ (empty when the directory is absent; `challenge add` insists)."""
+    path = directory / subset / "RECORDS"
+    if not path.exists():
+        return ()
+    names = [line.strip() for line in path.read_text().splitlines() if line.strip()]
+    for name in names:
+        if not _RECORD_RE.match(name):
+            raise ConfigError(f"{path} lists {name!r}, which is not a usable record name: use letters, digits, "
+                              "'_' and '-'.")
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{path} lists a record twice: each record must appear once.")
+    return tuple(names)
+
+
+def check_challenge_data(ch: Challenge) -> None:
+    """What `challenge add` insists on beyond the toml: both sets present, every record with files."""
+    for subset, records in (("training", ch.training), ("test", ch.test)):
+        if not records:
+            raise ConfigError(f"{ch.directory / subset / 'RECORDS'} is missing or empty: list one record per line.")
+        for record in records:
+            if not ch.record_files(subset, record):
+                raise ConfigError(f"record {record} in {subset}/RECORDS has no files {subset}/{record}.*: "
+                                  "add them or remove the record.")
+    if not ch.reference_dir.is_dir():
+        raise ConfigError(f"{ch.reference_dir} is missing: put the reference answers for the test set there.")
 
 
 def default_home() -> Path:

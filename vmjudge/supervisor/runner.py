@@ -15,6 +15,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import libvirt
 
@@ -36,11 +37,17 @@ CLOSE_GRACE = 5.0
 
 @dataclass(frozen=True)
 class Limits:
-    """Host-side limits for one run; None takes the site's value or the job's own budget."""
+    """Host-side limits for one run; None takes the site's value or the job's own budget.
+
+    `stage_cap` is the entry's own time limit for all its commands together, counted from
+    the guest's hello: passing it ends the run as the entry's fault (JobRun.capped), while
+    passing `deadline` (boot included) is the infrastructure's.
+    """
 
     boot_timeout: float | None = None
     silence_timeout: float | None = None
     deadline: float | None = None
+    stage_cap: float | None = None
 
 
 @dataclass
@@ -50,6 +57,11 @@ class JobRun:
     iso_sha256: str
     boot_seconds: float  # start to the hello frame
     total_seconds: float
+    ended: str = "bye"  # bye | stopped (the host's should_stop said so) | capped (stage_cap passed)
+
+
+# Looks at the transcript after each batch of frames; True ends the run at once.
+StopRule = Callable[[Transcript], bool]
 
 
 def domain_name(label: str) -> str:
@@ -78,10 +90,11 @@ def _qemu_img(args: list[str]) -> None:
 
 def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *, home_disk: Path,
             workdir: Path, console_log: Path, vcpus: int = 2, memory_mib: int = 2048, label: str = "job",
-            limits: Limits = Limits()) -> JobRun:
+            limits: Limits = Limits(), should_stop: StopRule | None = None) -> JobRun:
     boot_timeout = limits.boot_timeout or site.boot_timeout
     silence_timeout = limits.silence_timeout or site.silence_timeout
-    budget = limits.deadline or (boot_timeout + job.time_budget() + POWEROFF_GRACE)
+    budget = limits.deadline or (boot_timeout + min(job.time_budget(), limits.stage_cap or float("inf"))
+                                 + POWEROFF_GRACE)
     nonce = secrets.token_hex(16)
     name = domain_name(label)
     iso = Path(workdir) / f"{name}.iso"
@@ -98,16 +111,17 @@ def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *
         started = time.monotonic()
         domain.resume()
         stream = FrameStream(nonce)
-        boot_seconds = _read_until_bye(domain, reader, stream, started, boot_timeout, silence_timeout,
-                                       budget, console_log)
+        reading = _Reading(domain, reader, stream, started, console_log, boot_timeout, silence_timeout, budget,
+                           limits.stage_cap, should_stop)
+        ended = reading.until_bye()
         transcript = stream.transcript
-        if not domain.wait_stopped(POWEROFF_GRACE):
+        if ended == "bye" and not domain.wait_stopped(POWEROFF_GRACE):
             log.warning("domain %s did not power off after its last frame; destroying it", name)
         if transcript.agent_error is not None:
             raise InfrastructureError("agent-error", f"the guest agent could not carry out the job: "
                                       f"{transcript.agent_error}")
-        return JobRun(domain=name, transcript=transcript, iso_sha256=iso_sha, boot_seconds=boot_seconds,
-                      total_seconds=time.monotonic() - started)
+        return JobRun(domain=name, transcript=transcript, iso_sha256=iso_sha, boot_seconds=reading.boot_seconds,
+                      total_seconds=time.monotonic() - started, ended=ended)
     finally:
         if domain is not None:
             domain.destroy()
@@ -116,35 +130,58 @@ def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *
         iso.unlink(missing_ok=True)
 
 
-def _read_until_bye(domain: Domain, reader: ChannelReader, stream: FrameStream, started: float,
-                    boot_timeout: float, silence_timeout: float, budget: float, console_log: Path) -> float:
-    transcript = stream.transcript
-    last_frame = started
-    boot_seconds = 0.0
-    while not transcript.finished:
-        now = time.monotonic()
-        if now - started >= budget:
-            raise InfrastructureError("guest-deadline", f"the VM ran past its host deadline of {budget:.0f} s "
-                                      f"and was destroyed (console log: {console_log}).")
-        if transcript.hello is None and now - started >= boot_timeout:
-            raise InfrastructureError("guest-no-hello", f"the guest did not report within {boot_timeout:.0f} s of "
-                                      f"starting; it may not have booted (console log: {console_log}).")
-        if transcript.hello is not None and now - last_frame >= silence_timeout:
-            raise InfrastructureError("channel-silent", f"the data channel was silent for {silence_timeout:.0f} s; "
-                                      f"the guest agent has stopped (console log: {console_log}).")
-        try:
-            data = reader.read(min(POLL, budget - (now - started)))
-        except ChannelClosed:
-            data = b""
-            if not domain.wait_stopped(CLOSE_GRACE):
-                raise InfrastructureError("channel-broken", "the data channel closed while the VM still ran.")
-        if data:
-            had_hello = transcript.hello is not None
-            if stream.feed(data):
-                last_frame = time.monotonic()
-                if not had_hello and transcript.hello is not None:
-                    boot_seconds = last_frame - started
-        elif not domain.is_active():
-            raise InfrastructureError("guest-stopped", "the VM stopped before the guest agent finished "
-                                      f"(a crash, a kernel panic or a reboot; console log: {console_log}).")
-    return boot_seconds
+@dataclass
+class _Reading:
+    """The host's read loop for one run, with every host-side limit checked on each pass."""
+
+    domain: Domain
+    reader: ChannelReader
+    stream: FrameStream
+    started: float
+    console_log: Path
+    boot_timeout: float
+    silence_timeout: float
+    budget: float
+    stage_cap: float | None = None
+    should_stop: StopRule | None = None
+    boot_seconds: float = 0.0
+
+    def until_bye(self) -> str:
+        transcript = self.stream.transcript
+        last_frame = self.started
+        while not transcript.finished:
+            now = time.monotonic()
+            self._check_limits(now, last_frame)
+            if self.stage_cap is not None and transcript.hello is not None \
+                    and now - (self.started + self.boot_seconds) >= self.stage_cap:
+                return "capped"
+            try:
+                data = self.reader.read(min(POLL, self.budget - (now - self.started)))
+            except ChannelClosed:
+                data = b""
+                if not self.domain.wait_stopped(CLOSE_GRACE):
+                    raise InfrastructureError("channel-broken", "the data channel closed while the VM still ran.")
+            if data:
+                had_hello = transcript.hello is not None
+                if self.stream.feed(data):
+                    last_frame = time.monotonic()
+                    if not had_hello and transcript.hello is not None:
+                        self.boot_seconds = last_frame - self.started
+                    if self.should_stop is not None and self.should_stop(transcript):
+                        return "stopped"
+            elif not self.domain.is_active():
+                raise InfrastructureError("guest-stopped", "the VM stopped before the guest agent finished "
+                                          f"(a crash, a kernel panic or a reboot; console log: {self.console_log}).")
+        return "bye"
+
+    def _check_limits(self, now: float, last_frame: float) -> None:
+        transcript = self.stream.transcript
+        if now - self.started >= self.budget:
+            raise InfrastructureError("guest-deadline", f"the VM ran past its host deadline of {self.budget:.0f} s "
+                                      f"and was destroyed (console log: {self.console_log}).")
+        if transcript.hello is None and now - self.started >= self.boot_timeout:
+            raise InfrastructureError("guest-no-hello", f"the guest did not report within {self.boot_timeout:.0f} s "
+                                      f"of starting; it may not have booted (console log: {self.console_log}).")
+        if transcript.hello is not None and now - last_frame >= self.silence_timeout:
+            raise InfrastructureError("channel-silent", f"the data channel was silent for {self.silence_timeout:.0f} s;"
+                                      f" the guest agent has stopped (console log: {self.console_log}).")

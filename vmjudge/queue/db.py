@@ -1,0 +1,296 @@
+"""The durable queue: SQLite in WAL mode under the site's home.
+
+An entry row is committed only after its archive is in the spool (fsynced), so an id that
+`submit` printed always has its archive. Every change of state goes through one short
+transaction here, and every one is also appended to the event log. Connections are opened
+per operation, so the daemon's slot threads never share one.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from ..errors import VmjudgeError
+
+STAGES = ("prep", "quiz", "exam", "score")
+MAX_INFRA_ATTEMPTS = 3
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS challenges (
+    name TEXT PRIMARY KEY,
+    directory TEXT NOT NULL,
+    image_key TEXT NOT NULL,
+    registered_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS entries (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    challenge TEXT NOT NULL REFERENCES challenges(name),
+    owner TEXT NOT NULL,
+    late INTEGER NOT NULL DEFAULT 0,
+    archive_sha256 TEXT NOT NULL,
+    archive_name TEXT NOT NULL,
+    archive_path TEXT NOT NULL,
+    submitted_at TEXT NOT NULL,
+    state TEXT NOT NULL,               -- queued | running | done | parked
+    stage TEXT,                        -- the stage queued or running; NULL once done
+    lease_owner TEXT,
+    outcome TEXT,                      -- scored | dry-run | failed
+    failed_stage TEXT,
+    reason TEXT,
+    scores TEXT,                       -- JSON object
+    exam TEXT,                         -- JSON object: records, completed, failed, timed_out
+    finished_at TEXT
+);
+CREATE TABLE IF NOT EXISTS stage_runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    entry_id INTEGER NOT NULL REFERENCES entries(id),
+    stage TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    host TEXT NOT NULL,
+    slot INTEGER NOT NULL,
+    started_at TEXT NOT NULL,
+    finished_at TEXT,
+    status TEXT,                       -- passed | failed | dry-run | scored | infra
+    reason TEXT,
+    message TEXT,                      -- what the participant sees of this stage
+    manifest TEXT                      -- JSON: what produced this result
+);
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    entry_id INTEGER,
+    at TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    detail TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS entries_state ON entries(state, id);
+"""
+
+
+def now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+@dataclass(frozen=True)
+class EntryRow:
+    id: int
+    challenge: str
+    owner: str
+    late: bool
+    archive_sha256: str
+    archive_name: str
+    archive_path: str
+    submitted_at: str
+    state: str
+    stage: str | None
+    outcome: str | None
+    failed_stage: str | None
+    reason: str | None
+    scores: dict[str, float] | None
+    exam: dict[str, int] | None
+    finished_at: str | None
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> "EntryRow":
+        d = dict(row)
+        d.pop("lease_owner", None)
+        d["late"] = bool(d["late"])
+        d["scores"] = json.loads(d["scores"]) if d["scores"] else None
+        d["exam"] = json.loads(d["exam"]) if d["exam"] else None
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class StageRun:
+    id: int
+    entry_id: int
+    stage: str
+    attempt: int
+    host: str
+    slot: int
+    started_at: str
+    finished_at: str | None
+    status: str | None
+    reason: str | None
+    message: str | None
+    manifest: dict[str, Any] | None
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> "StageRun":
+        d = dict(row)
+        d["manifest"] = json.loads(d["manifest"]) if d["manifest"] else None
+        return cls(**d)
+
+
+class Queue:
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        try:
+            with self._connect() as db:
+                db.executescript(SCHEMA)
+        except sqlite3.Error as exc:
+            raise VmjudgeError(f"cannot open the queue database {self.path}: {exc}; check the home directory.")
+
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        db.row_factory = sqlite3.Row
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+        db.execute("PRAGMA foreign_keys=ON")
+        try:
+            yield db
+        finally:
+            db.close()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._connect() as db:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+
+    def _event(self, db: sqlite3.Connection, entry_id: int | None, kind: str, detail: str) -> None:
+        db.execute("INSERT INTO events (entry_id, at, kind, detail) VALUES (?, ?, ?, ?)",
+                   (entry_id, now(), kind, detail))
+
+    # challenges
+
+    def add_challenge(self, name: str, directory: Path, image_key: str) -> None:
+        with self._transaction() as db:
+            db.execute("INSERT INTO challenges (name, directory, image_key, registered_at) VALUES (?, ?, ?, ?) "
+                       "ON CONFLICT(name) DO UPDATE SET directory = excluded.directory, "
+                       "image_key = excluded.image_key", (name, str(directory), image_key, now()))
+            self._event(db, None, "challenge", f"registered {name} from {directory}")
+
+    def challenge_dir(self, name: str) -> Path:
+        with self._connect() as db:
+            row = db.execute("SELECT directory FROM challenges WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            raise VmjudgeError(f"no challenge named {name!r} is registered: run `vmjudge challenge add DIR` first.")
+        return Path(row["directory"])
+
+    # entries
+
+    def add_entry(self, challenge: str, owner: str, late: bool, sha256: str, name: str, path: Path) -> int:
+        with self._transaction() as db:
+            cur = db.execute(
+                "INSERT INTO entries (challenge, owner, late, archive_sha256, archive_name, archive_path, "
+                "submitted_at, state, stage) VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', 'prep')",
+                (challenge, owner, int(late), sha256, name, str(path), now()))
+            entry_id = int(cur.lastrowid)
+            self._event(db, entry_id, "submitted", f"{name} sha256 {sha256} by {owner}")
+        return entry_id
+
+    def entry(self, entry_id: int) -> EntryRow:
+        with self._connect() as db:
+            row = db.execute("SELECT * FROM entries WHERE id = ?", (entry_id,)).fetchone()
+        if row is None:
+            raise VmjudgeError(f"there is no entry {entry_id}: `vmjudge status` lists the entries.")
+        return EntryRow.from_row(row)
+
+    def entries(self, states: tuple[str, ...] | None = None) -> list[EntryRow]:
+        with self._connect() as db:
+            if states:
+                marks = ",".join("?" * len(states))
+                rows = db.execute(f"SELECT * FROM entries WHERE state IN ({marks}) ORDER BY id", states).fetchall()
+            else:
+                rows = db.execute("SELECT * FROM entries ORDER BY id").fetchall()
+        return [EntryRow.from_row(r) for r in rows]
+
+    def claim_next(self, owner: str, only: int | None = None) -> EntryRow | None:
+        """The oldest queued entry, now marked running under `owner`; None when nothing waits."""
+        with self._transaction() as db:
+            sql = "SELECT * FROM entries WHERE state = 'queued'" + (" AND id = ?" if only else "") + \
+                  " ORDER BY id LIMIT 1"
+            row = db.execute(sql, (only,) if only else ()).fetchone()
+            if row is None:
+                return None
+            db.execute("UPDATE entries SET state = 'running', lease_owner = ? WHERE id = ?", (owner, row["id"]))
+            self._event(db, row["id"], "running", f"{row['stage']} by {owner}")
+        return self.entry(row["id"])
+
+    def requeue_running(self) -> list[int]:
+        """After a daemon died: its running stages go back to the queue, to be run again."""
+        with self._transaction() as db:
+            ids = [r["id"] for r in db.execute("SELECT id FROM entries WHERE state = 'running'").fetchall()]
+            for entry_id in ids:
+                db.execute("UPDATE entries SET state = 'queued', lease_owner = NULL WHERE id = ?", (entry_id,))
+                db.execute("UPDATE stage_runs SET finished_at = ?, status = 'infra', reason = 'daemon-stopped', "
+                           "message = 'the daemon stopped while this stage ran' "
+                           "WHERE entry_id = ? AND finished_at IS NULL", (now(), entry_id))
+                self._event(db, entry_id, "requeued", "the daemon stopped while this stage ran")
+        return ids
+
+    # stage runs
+
+    def start_stage(self, entry_id: int, stage: str, host: str, slot: int) -> StageRun:
+        with self._transaction() as db:
+            attempt = 1 + db.execute("SELECT COUNT(*) FROM stage_runs WHERE entry_id = ? AND stage = ?",
+                                     (entry_id, stage)).fetchone()[0]
+            cur = db.execute("INSERT INTO stage_runs (entry_id, stage, attempt, host, slot, started_at) "
+                             "VALUES (?, ?, ?, ?, ?, ?)", (entry_id, stage, attempt, host, slot, now()))
+            run_id = int(cur.lastrowid)
+        return self.stage_run(run_id)
+
+    def stage_run(self, run_id: int) -> StageRun:
+        with self._connect() as db:
+            return StageRun.from_row(db.execute("SELECT * FROM stage_runs WHERE id = ?", (run_id,)).fetchone())
+
+    def stage_runs(self, entry_id: int) -> list[StageRun]:
+        with self._connect() as db:
+            rows = db.execute("SELECT * FROM stage_runs WHERE entry_id = ? ORDER BY id", (entry_id,)).fetchall()
+        return [StageRun.from_row(r) for r in rows]
+
+    def finish_stage(self, run: StageRun, status: str, message: str, manifest: dict[str, Any],
+                     reason: str | None = None, next_stage: str | None = None,
+                     outcome: str | None = None, scores: dict[str, float] | None = None,
+                     exam: dict[str, int] | None = None) -> None:
+        """Record a stage's result and move the entry on: to `next_stage`, or to done with `outcome`."""
+        with self._transaction() as db:
+            db.execute("UPDATE stage_runs SET finished_at = ?, status = ?, reason = ?, message = ?, manifest = ? "
+                       "WHERE id = ?", (now(), status, reason, message, json.dumps(manifest), run.id))
+            if exam is not None:
+                db.execute("UPDATE entries SET exam = ? WHERE id = ?", (json.dumps(exam), run.entry_id))
+            if next_stage is not None:
+                db.execute("UPDATE entries SET state = 'queued', stage = ?, lease_owner = NULL WHERE id = ?",
+                           (next_stage, run.entry_id))
+                self._event(db, run.entry_id, "stage", f"{run.stage} {status}; next {next_stage}")
+            else:
+                failed_stage = run.stage if outcome == "failed" else None
+                db.execute("UPDATE entries SET state = 'done', stage = NULL, lease_owner = NULL, outcome = ?, "
+                           "failed_stage = ?, reason = ?, scores = ?, finished_at = ? WHERE id = ?",
+                           (outcome, failed_stage, reason, json.dumps(scores) if scores is not None else None,
+                            now(), run.entry_id))
+                self._event(db, run.entry_id, "done", f"{run.stage} {status}: {outcome} {reason or ''}".strip())
+
+    def infra_failure(self, run: StageRun, reason: str, message: str, manifest: dict[str, Any]) -> bool:
+        """Record an infrastructure failure; the stage is queued again unless it has failed
+        MAX_INFRA_ATTEMPTS times, when the entry is parked for the organiser. True if requeued."""
+        with self._transaction() as db:
+            db.execute("UPDATE stage_runs SET finished_at = ?, status = 'infra', reason = ?, message = ?, "
+                       "manifest = ? WHERE id = ?", (now(), reason, message, json.dumps(manifest), run.id))
+            failures = db.execute("SELECT COUNT(*) FROM stage_runs WHERE entry_id = ? AND stage = ? AND "
+                                  "status = 'infra'", (run.entry_id, run.stage)).fetchone()[0]
+            retry = failures < MAX_INFRA_ATTEMPTS
+            state = "queued" if retry else "parked"
+            db.execute("UPDATE entries SET state = ?, lease_owner = NULL, reason = ? WHERE id = ?",
+                       (state, None if retry else reason, run.entry_id))
+            self._event(db, run.entry_id, "infra", f"{run.stage} attempt {run.attempt}: {reason}: {message}"
+                        + ("" if retry else f" (parked after {failures} failures)"))
+        return retry
+
+    def events(self, entry_id: int) -> list[dict[str, Any]]:
+        with self._connect() as db:
+            rows = db.execute("SELECT at, kind, detail FROM events WHERE entry_id = ? ORDER BY id",
+                              (entry_id,)).fetchall()
+        return [dict(r) for r in rows]

@@ -1,0 +1,180 @@
+"""The entry spool: submitted archives stored by content, durably, before the queue row.
+
+An accepted entry must never be lost, so `Spool.store` writes the archive to a temporary
+file beside its final place, fsyncs it, renames it into place and fsyncs the directory:
+after `store` returns, the archive survives a crash or power cut. The file name is the
+archive's sha256, so storing the same archive twice is harmless and a stored archive can be
+checked against the manifest that names it. Nothing partial is ever left under a final name.
+
+The archive's own name is checked here too (PhysioNet's rule: it ends in `entry.zip` or
+`entry.tar.gz`), and `check_readable` lets the submitter refuse an archive that is not one
+before it reaches the queue.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import re
+import shutil
+import tarfile
+import tempfile
+import zipfile
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from ..errors import EntryError, VmjudgeError
+
+KINDS = ("zip", "tar.gz")
+MARGIN = 64 << 20  # free space kept beyond the archive, so the spool never fills its disk
+CHUNK = 1 << 20
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+@dataclass(frozen=True)
+class StoredArchive:
+    """An archive safely in the spool: its content hash, where it lies, its size and the
+    name the participant gave it (e.g. "alice-entry.tar.gz")."""
+
+    sha256: str
+    path: Path
+    size: int
+    name: str
+
+    @property
+    def kind(self) -> str:
+        return check_archive_name(self.name)
+
+
+def check_archive_name(name: str) -> str:
+    """Return "zip" or "tar.gz" for an entry archive's file name, as PhysioNet required:
+    the name ends with entry.zip or entry.tar.gz (a prefix such as alice- is allowed)."""
+    if name.endswith("entry.zip"):
+        return "zip"
+    if name.endswith("entry.tar.gz"):
+        return "tar.gz"
+    raise EntryError("bad-archive", f"Improper name ({name}) for entry: name it entry.zip or entry.tar.gz "
+                                    "(a prefix such as alice-entry.zip is allowed).")
+
+
+def check_readable(path: Path, kind: str, name: str | None = None) -> None:
+    """Refuse a file that is not a readable archive of its kind, reading only its member list.
+
+    `name` is what the participant called the file (the spool's own name is a hash); it
+    defaults to the file's name. Nothing is extracted.
+    """
+    shown = name or path.name
+    try:
+        if kind == "zip":
+            if not zipfile.is_zipfile(path):
+                raise zipfile.BadZipFile("no zip directory found")
+            with zipfile.ZipFile(path) as zf:
+                zf.infolist()
+        elif kind == "tar.gz":
+            with tarfile.open(path, mode="r:gz") as tf:
+                for _ in tf:
+                    pass
+        else:
+            raise ValueError(f"unknown archive kind {kind!r}")
+    except (zipfile.BadZipFile, tarfile.TarError, zlib.error, EOFError, OSError, UnicodeError) as exc:
+        raise EntryError("bad-archive", f"{shown} is not a readable {kind} archive ({exc}): make it with "
+                                        "`zip -r` or `tar czf` and submit again.") from exc
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _mib(n: int) -> int:
+    return math.ceil(n / (1 << 20))
+
+
+class Spool:
+    """Content-addressed archive store under `root`: root/<sha[:2]>/<sha>.<zip|tar.gz>."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+
+    def path_for(self, sha256: str, name: str) -> Path:
+        """Where the archive with this hash and (participant's) file name is stored."""
+        if not _SHA256.fullmatch(sha256):
+            raise ValueError(f"not a sha256 hex digest: {sha256!r}")
+        return self.root / sha256[:2] / f"{sha256}.{check_archive_name(name)}"
+
+    def exists(self, sha256: str, name: str) -> bool:
+        return self.path_for(sha256, name).is_file()
+
+    def open(self, stored: StoredArchive) -> BinaryIO:
+        """Open a stored archive for reading."""
+        return open(stored.path, "rb")
+
+    def store(self, source: Path) -> StoredArchive:
+        """Copy `source` into the spool durably and return where it is; idempotent.
+
+        Raises EntryError for a badly named archive and VmjudgeError when the spool has
+        too little room or the copy fails; in either case no file is left behind.
+        """
+        source = Path(source)
+        name = source.name
+        check_archive_name(name)
+        try:
+            sha = sha256_of(source)
+            size = source.stat().st_size
+        except OSError as exc:
+            raise VmjudgeError(f"cannot read {source} ({exc.strerror or exc}): check the path and "
+                               "submit again.") from exc
+        final = self.path_for(sha, name)
+        if final.is_file() and final.stat().st_size == size:
+            return StoredArchive(sha, final, size, name)
+
+        created_dirs = []
+        for d in (self.root, final.parent):
+            if not d.is_dir():
+                d.mkdir(parents=True, exist_ok=True)
+                created_dirs.append(d)
+        free = shutil.disk_usage(self.root).free
+        if size + MARGIN > free:
+            raise VmjudgeError(f"the spool at {self.root} has {free >> 20} MB free, not enough for this "
+                               f"{_mib(size)} MB archive: free some space and submit again.")
+
+        fd, tmp_name = tempfile.mkstemp(dir=final.parent, prefix=f".{sha}.", suffix=".part")
+        tmp = Path(tmp_name)
+        try:
+            digest = hashlib.sha256()
+            with os.fdopen(fd, "wb") as out, open(source, "rb") as src:
+                while chunk := src.read(CHUNK):
+                    digest.update(chunk)
+                    out.write(chunk)
+                out.flush()
+                os.fsync(out.fileno())
+            if digest.hexdigest() != sha:
+                raise VmjudgeError(f"{source} changed while it was being stored: submit it again "
+                                   "once nothing is writing to it.")
+            os.replace(tmp, final)
+            _fsync_dir(final.parent)
+            for d in created_dirs:
+                _fsync_dir(d.parent)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise VmjudgeError(f"could not store {name} in the spool at {self.root} "
+                               f"({exc.strerror or exc}): free some space or fix the disk and submit "
+                               "again.") from exc
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        return StoredArchive(sha, final, size, name)

@@ -1,0 +1,95 @@
+"""Reports: what the participant may see of an entry, and what only organisers may.
+
+The participant's report is built from each stage's participant message, which the stages
+write with care (the exam's says counts only). Organisers also get every attempt, with
+infrastructure failures and their reasons, the manifests, and the stage logs.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+from .config import Site
+from .queue.db import STAGES, EntryRow, Queue, StageRun
+
+TITLES = {"prep": "Stage 1 (prep)", "quiz": "Stage 2 (quiz)", "exam": "Stage 3 (exam)", "score": "Stage 4 (score)"}
+
+
+def final_runs(runs: list[StageRun]) -> list[StageRun]:
+    """The run of each stage whose result counted (the last one that was not an infrastructure failure)."""
+    chosen: dict[str, StageRun] = {}
+    for r in runs:
+        if r.status not in (None, "infra"):
+            chosen[r.stage] = r
+    return [chosen[s] for s in STAGES if s in chosen]
+
+
+def verdict(entry: EntryRow) -> str:
+    if entry.state == "parked":
+        return "Evaluation could not be completed because of a problem on the judge's side; the organisers have been told."
+    if entry.state != "done":
+        return f"Evaluation in progress ({entry.state}, stage {entry.stage})."
+    if entry.outcome == "scored":
+        return "Entry scored."
+    if entry.outcome == "dry-run":
+        return "Dry run completed."
+    return f"Entry not scored ({entry.failed_stage}: {entry.reason})."
+
+
+def participant_text(entry: EntryRow, runs: list[StageRun]) -> str:
+    lines = [f"Entry {entry.id} ({entry.archive_name}) for {entry.challenge} by {entry.owner}"
+             f"{' (late)' if entry.late else ''}, submitted {entry.submitted_at}", ""]
+    for r in final_runs(runs):
+        lines.append(f"{TITLES[r.stage]}: {r.message}")
+        lines.append("")
+    lines.append(verdict(entry))
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def organiser_details(site: Site, entry: EntryRow, runs: list[StageRun]) -> dict[str, Any]:
+    results = site.home / "results" / str(entry.id)
+    logs = {p.name: p.read_text(errors="replace") for p in sorted(results.glob("*.log"))} if results.is_dir() else {}
+    return {"attempts": [{"stage": r.stage, "attempt": r.attempt, "status": r.status, "reason": r.reason,
+                          "message": r.message, "started_at": r.started_at, "finished_at": r.finished_at,
+                          "host": r.host, "slot": r.slot, "manifest": r.manifest} for r in runs],
+            "logs": logs, "results_dir": str(results)}
+
+
+def show(site: Site, queue: Queue, entry_id: int, organiser: bool = False) -> dict[str, Any]:
+    entry = queue.entry(entry_id)
+    runs = queue.stage_runs(entry_id)
+    state = entry.state if entry.state in ("queued", "running", "done") else entry.state
+    doc: dict[str, Any] = {
+        "id": entry.id, "challenge": entry.challenge, "owner": entry.owner, "late": entry.late,
+        "submitted_at": entry.submitted_at, "state": state, "stage": entry.stage,
+        "outcome": entry.outcome, "failed_stage": entry.failed_stage,
+        "reason": entry.reason if entry.state == "done" else None,
+        "scores": entry.scores or {}, "exam": entry.exam,
+        "report": participant_text(entry, runs)}
+    if organiser:
+        doc["organiser"] = organiser_details(site, entry, runs)
+        if entry.state == "parked":
+            doc["organiser"]["parked_reason"] = entry.reason
+    return doc
+
+
+def write_html(queue: Queue, site: Site, entry_id: int) -> Path:
+    doc = show(site, queue, entry_id)
+    path = site.home / "results" / str(entry_id) / "report.html"
+    scores = "".join(f"<tr><th>{html.escape(k)}</th><td>{v:.4f}</td></tr>" for k, v in doc["scores"].items())
+    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>Entry {doc['id']}</title>"
+            "<style>body{font-family:sans-serif;max-width:50em;margin:2em auto}pre{background:#f4f4f4;"
+            "padding:1em;white-space:pre-wrap}</style></head><body>"
+            f"<h1>Entry {doc['id']} — {html.escape(doc['challenge'])}</h1>"
+            f"<p>Outcome: <b>{html.escape(str(doc['outcome']))}</b></p>"
+            + (f"<table>{scores}</table>" if scores else "")
+            + f"<pre>{html.escape(doc['report'])}</pre></body></html>\n")
+    path.write_text(page)
+    return path
+
+
+def as_json(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, indent=2, sort_keys=True)

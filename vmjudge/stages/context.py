@@ -1,0 +1,115 @@
+"""What every stage gets (the entry, its challenge, a libvirt connection) and gives back.
+
+Stages never call libvirt themselves: they build a Job and hand it to `ctx.run`, which
+boots one VM through the supervisor's runner and removes its scratch files afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..config import Challenge, Site
+from ..images.image import GuestImage
+from ..queue.db import EntryRow
+from ..supervisor.job import Job
+from ..supervisor.runner import JobRun, Limits, StopRule, run_job
+from ..workdir import RunDir
+
+DRYRUN_MESSAGE = ("Dry run completed with no error. Remove the DRYRUN file from the entry and resubmit it if you "
+                  "wish to receive a score for it.")
+
+
+@dataclass
+class StageOutcome:
+    """A stage's verdict. status: passed | failed | dry-run | scored."""
+
+    status: str
+    message: str  # what the participant sees of this stage
+    reason: str | None = None  # the entry's failure code when failed
+    organiser_log: str = ""  # kept for organisers only (outputs the participant must not see)
+    scores: dict[str, float] | None = None
+    exam: dict[str, int] | None = None
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StageContext:
+    site: Site
+    challenge: Challenge
+    image: GuestImage
+    conn: Any  # libvirt.virConnect
+    entry: EntryRow
+    attempt: int
+
+    @property
+    def results_dir(self) -> Path:
+        return results_dir(self.site, self.entry.id)
+
+    @property
+    def entry_dir(self) -> Path:
+        """The unpacked entry on the host (stage 1 makes it; later stages read submitted answers)."""
+        return self.results_dir / "entry"
+
+    @property
+    def home_disk(self) -> Path:
+        return self.results_dir / "home.qcow2"
+
+    def run(self, stage: str, job: Job, home: Path, limits: Limits = Limits(),
+            should_stop: StopRule | None = None) -> JobRun:
+        console = self.results_dir / f"console-{stage}-{self.attempt}.log"
+        with RunDir(self.site, f"e{self.entry.id}-{stage}") as rd:
+            run = run_job(self.conn, self.site, self.image, job, home_disk=home, workdir=rd.path,
+                          console_log=console, vcpus=self.challenge.vm.vcpus,
+                          memory_mib=self.challenge.vm.memory_mib, label=f"e{self.entry.id}-{stage}",
+                          limits=limits, should_stop=should_stop)
+        return run
+
+    def manifest(self, stage: str, run: JobRun | None = None) -> dict[str, Any]:
+        """Everything needed to trace a result to exactly what produced it."""
+        m: dict[str, Any] = {"stage": stage, "attempt": self.attempt, "entry_sha256": self.entry.archive_sha256,
+                             "image": self.image.key, "image_sha256": dict(self.image.manifest["sha256"]),
+                             "agent_version": self.image.manifest.get("agent_version"), "host": self.site.uri,
+                             "accel": self.site.accel}
+        if run is not None:
+            m.update({"domain": run.domain, "iso_sha256": run.iso_sha256, "boot_seconds": round(run.boot_seconds, 3),
+                      "run_seconds": round(run.total_seconds, 3), "ended": run.ended,
+                      "guest_agent": (run.transcript.hello or {}).get("agent")})
+        return m
+
+    def write_log(self, stage: str, text: str) -> Path:
+        path = self.results_dir / f"{stage}.log"
+        path.write_text(text)
+        return path
+
+
+def results_dir(site: Site, entry_id: int) -> Path:
+    path = site.home / "results" / str(entry_id)
+    path.mkdir(parents=True, exist_ok=True)
+    for p in (site.home / "results", path):
+        os.chmod(p, 0o711)  # libvirt's qemu opens the home disk here
+    return path
+
+
+def script_argv(script: str, *args: str) -> tuple[str, ...]:
+    """The rule for running setup.sh and next.sh: directly when the entry made it executable
+    (so its own #! line counts), otherwise with bash."""
+    return ("sh", "-c", f'if [ -x ./{script} ]; then exec ./{script} "$@"; else exec bash ./{script} "$@"; fi',
+            script, *args)
+
+
+def capped_text(data: bytes, limit: int, truncated: bool) -> str:
+    text = data[:limit].decode("utf-8", "replace")
+    return text + ("\n[output truncated]" if truncated or len(data) > limit else "")
+
+
+def write_json(path: Path, obj: Any) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=1, sort_keys=True)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
