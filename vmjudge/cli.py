@@ -59,8 +59,11 @@ def challenge_add(ctx: click.Context, challenge_dir: Path) -> None:
     from .images.build import build_image
 
     site = _site(ctx)
+    from .stages.score import load_scorer
+
     ch = load_challenge(challenge_dir)
     check_challenge_data(ch)
+    load_scorer(ch.scorer)
     image_ = build_image(site, ch.image, progress=lambda m: click.echo(m, err=True))
     _queue(site).add_challenge(ch.name, ch.directory, image_.key)
     click.echo(f"registered {ch.name}: {len(ch.training)} training and {len(ch.test)} test records, "
@@ -222,6 +225,24 @@ def doctor(ctx: click.Context, challenge_dir: Path | None, as_json: bool) -> Non
         for check in checks:
             click.echo(check.line())
     sys.exit(0 if all(c.ok for c in checks) else 1)
+
+
+@main.command("leaderboard")
+@click.argument("challenge_name")
+@click.option("--late", is_flag=True, help="The board of late entries.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def leaderboard_cmd(ctx: click.Context, challenge_name: str, late: bool, as_json: bool) -> None:
+    """Each owner's best scored entry, best first; ties go to the earlier submission."""
+    from dataclasses import asdict
+
+    from .leaderboard import as_text, leaderboard
+
+    queue = _queue(_site(ctx))
+    queue.challenge_dir(challenge_name)
+    rows = leaderboard(queue, challenge_name, late)
+    click.echo(json.dumps([asdict(r) for r in rows], indent=2) if as_json else as_text(challenge_name, rows, late),
+               nl=as_json)
 
 
 if __name__ == "__main__":

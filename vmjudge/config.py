@@ -108,6 +108,7 @@ class Site:
     suite: str = "bookworm"
     boot_timeout: float = 120.0
     silence_timeout: float = 60.0
+    keep_media: bool = False  # keep each stage's ISO in the entry's results (audits, debugging)
 
     @property
     def images_dir(self) -> Path:
@@ -306,6 +307,9 @@ def load_site(home: Path | None = None) -> Site:
     boot = lv.get("boot_timeout", float, 120.0, lambda v: 5 <= v <= 3600, "seconds from 5 to 3600")
     silence = lv.get("silence_timeout", float, 60.0, lambda v: 5 <= v <= 3600, "seconds from 5 to 3600")
     lv.done()
+    res = _Section(source, "results", data.get("results", {}))
+    keep_media = res.get("keep_media", bool, False, allowed="true or false")
+    res.done()
     img = _Section(source, "image", data.get("image", {}))
     mirror = img.get("mirror", str, Site.mirror, lambda v: v.startswith(("http://", "https://", "file:")),
                      "a Debian mirror URL")
@@ -314,8 +318,8 @@ def load_site(home: Path | None = None) -> Site:
     suite = img.get("suite", str, "bookworm", lambda v: v == "bookworm", "\"bookworm\"")
     img.done()
     for key in data:
-        if isinstance(data[key], dict) and key not in ("libvirt", "image"):
-            raise ConfigError(f"{source}: unknown table [{key}]: use [libvirt] or [image].")
+        if isinstance(data[key], dict) and key not in ("libvirt", "image", "results"):
+            raise ConfigError(f"{source}: unknown table [{key}]: use [libvirt], [image] or [results].")
     env_accel = os.environ.get("VMJUDGE_ACCEL")
     if env_accel:
         if env_accel not in ("kvm", "tcg"):
@@ -323,4 +327,4 @@ def load_site(home: Path | None = None) -> Site:
         accel = env_accel
     uri = os.environ.get("VMJUDGE_URI") or uri
     return Site(home=home, uri=uri, accel=accel, channel=channel, mirror=mirror, security_mirror=security,
-                suite=suite, boot_timeout=boot, silence_timeout=silence)
+                suite=suite, boot_timeout=boot, silence_timeout=silence, keep_media=keep_media)

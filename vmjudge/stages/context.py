@@ -65,7 +65,8 @@ class StageContext:
             run = run_job(self.conn, self.site, self.image, job, home_disk=home, workdir=rd.path,
                           console_log=console, vcpus=self.challenge.vm.vcpus,
                           memory_mib=self.challenge.vm.memory_mib, label=f"e{self.entry.id}-{stage}",
-                          limits=limits, should_stop=should_stop)
+                          limits=limits, should_stop=should_stop,
+                          keep_iso=self.results_dir / f"{stage}-{self.attempt}.iso" if self.site.keep_media else None)
         return run
 
     def manifest(self, stage: str, run: JobRun | None = None) -> dict[str, Any]:

@@ -10,6 +10,7 @@ module made are removed when run_job returns or raises.
 from __future__ import annotations
 
 import logging
+import os
 import secrets
 import subprocess
 import time
@@ -90,7 +91,7 @@ def _qemu_img(args: list[str]) -> None:
 
 def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *, home_disk: Path,
             workdir: Path, console_log: Path, vcpus: int = 2, memory_mib: int = 2048, label: str = "job",
-            limits: Limits = Limits(), should_stop: StopRule | None = None) -> JobRun:
+            limits: Limits = Limits(), should_stop: StopRule | None = None, keep_iso: Path | None = None) -> JobRun:
     boot_timeout = limits.boot_timeout or site.boot_timeout
     silence_timeout = limits.silence_timeout or site.silence_timeout
     budget = limits.deadline or (boot_timeout + min(job.time_budget(), limits.stage_cap or float("inf"))
@@ -127,6 +128,8 @@ def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *
             domain.destroy()
         if reader is not None:
             reader.close()
+        if keep_iso is not None and iso.exists():
+            os.replace(iso, keep_iso)
         iso.unlink(missing_ok=True)
 
 

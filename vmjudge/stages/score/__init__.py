@@ -1,1 +1,167 @@
-"""Stage: score (built with the evaluation pipeline)."""
+"""Stage: score (built with the evaluation pipeline). It runs on the host only, so reference
+answers never enter a VM. This module finds the scorer a challenge names and records which
+version of it ran (rescoring must be able to say what produced a number); it also holds the
+few reading rules the built-in scorers share, so that they all treat REFERENCE.csv alike."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import re
+from importlib.metadata import EntryPoint, entry_points
+from pathlib import Path
+from types import ModuleType
+from typing import Callable, Collection, Mapping
+
+from vmjudge.errors import ConfigError, ScoringError
+from vmjudge.stages.score.base import ExamResults, Scorer
+
+__all__ = ["BUILTINS", "ENTRY_POINT_GROUP", "ExamResults", "Scorer", "load_scorer", "scorer_version"]
+
+BUILTINS: tuple[str, ...] = ("accuracy", "af2017", "alarms2015", "beats2014", "heart2016")
+ENTRY_POINT_GROUP = "vmjudge.scorers"
+
+_DOTTED = r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*"
+_TARGET_RE = re.compile(rf"^({_DOTTED}):({_DOTTED})$")
+
+
+# --- finding a scorer ---------------------------------------------------------------------
+
+def load_scorer(spec: str) -> Scorer:
+    """The scorer named by `spec`: a built-in name, else an entry point of group
+    vmjudge.scorers, else "package.module:function". Built-ins come first so that an
+    installed package can never silently replace the official rules of a challenge."""
+    if spec in BUILTINS:
+        return _builtin(spec).score
+    module_name, attr = _target(spec)
+    return _callable(spec, _attribute(spec, _import(spec, module_name), attr))
+
+
+def scorer_version(spec: str) -> str:
+    """What produced a score, for the record: "beats2014/1" for a built-in (its VERSION is
+    bumped whenever a rule changes), otherwise "package.module:function@<sha256[:12]>" of
+    the module's file, so a rescore shows whether the code changed in between."""
+    if spec in BUILTINS:
+        return f"{spec}/{_builtin(spec).VERSION}"
+    module_name, attr = _target(spec)
+    module = _import(spec, module_name)
+    return f"{module_name}:{attr}@{_file_digest(module)}"
+
+
+def _builtin(name: str) -> ModuleType:
+    return importlib.import_module(f"{__name__}.{name}")
+
+
+def _target(spec: str) -> tuple[str, str]:
+    """(module, attribute) for an entry point or a "module:function" spec."""
+    ep = _entry_point(spec)
+    if ep is not None:
+        return ep.module, ep.attr
+    match = _TARGET_RE.match(spec)
+    if match is None:
+        raise ConfigError(f"Unknown scorer {spec!r}: use a built-in ({', '.join(BUILTINS)}), the name of an "
+                          f"entry point in group {ENTRY_POINT_GROUP}, or \"package.module:function\".")
+    return match.group(1), match.group(2)
+
+
+def _entry_point(name: str) -> EntryPoint | None:
+    found = {ep.value: ep for ep in entry_points(group=ENTRY_POINT_GROUP, name=name)}
+    if len(found) > 1:
+        raise ConfigError(f"Scorer {name!r} is registered in group {ENTRY_POINT_GROUP} more than once "
+                          f"({', '.join(sorted(found))}): uninstall all but one, or name it as "
+                          "\"package.module:function\".")
+    return next(iter(found.values()), None)
+
+
+def _import(spec: str, module_name: str) -> ModuleType:
+    try:
+        return importlib.import_module(module_name)
+    except Exception as exc:  # the organiser must see why, whatever the module raised
+        raise ConfigError(f"Scorer {spec!r} cannot be loaded: importing module {module_name!r} failed "
+                          f"({type(exc).__name__}: {exc}).") from exc
+
+
+def _attribute(spec: str, module: ModuleType, attr: str) -> object:
+    obj: object = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ConfigError(f"Scorer {spec!r} cannot be loaded: module {module.__name__!r} has no {attr!r}.")
+        obj = getattr(obj, part)
+    return obj
+
+
+def _callable(spec: str, obj: object) -> Scorer:
+    if not callable(obj):
+        raise ConfigError(f"Scorer {spec!r} is not callable: it must be a function (results, reference) "
+                          "returning a dict of named scores.")
+    return obj  # type: ignore[return-value]
+
+
+def _file_digest(module: ModuleType) -> str:
+    path = getattr(module, "__file__", None)
+    if not path:
+        return "nofile"
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:12]
+
+
+# --- rules the built-in scorers share -----------------------------------------------------
+
+def read_reference_csv(reference: Path, fields: tuple[Collection[str] | None, ...],
+                       form: str) -> dict[str, tuple[str, ...]]:
+    """REFERENCE.csv as {record: (field, ...)}: one "RECORD,FIELD..." line per record, blank
+    lines and surrounding whitespace ignored. `fields` gives, for each field after RECORD,
+    the values allowed (None: any non-empty text); `form` (e.g. "RECORD,LABEL with LABEL 0
+    or 1") is quoted in the error, which names the file and line, so the organiser can fix
+    the reference rather than get a silently wrong score."""
+    path = reference / "REFERENCE.csv"
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ScoringError(f"The reference file {path} cannot be read ({exc.strerror or exc}).") from exc
+    table: dict[str, tuple[str, ...]] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line:
+            continue
+        parts = [p.strip() for p in line.split(",")]
+        record, values = parts[0], tuple(parts[1:])
+        if (not record or len(values) != len(fields)
+                or any(not v or (allowed is not None and v not in allowed) for v, allowed in zip(values, fields))):
+            raise ScoringError(f"{path} line {number} is {line!r}, but each line must be {form}.")
+        if record in table:
+            raise ScoringError(f"{path} line {number} repeats record {record!r}: give each record one line.")
+        table[record] = values
+    return table
+
+
+def reference_rows(results: ExamResults, table: Mapping[str, tuple[str, ...]],
+                   reference: Path) -> list[tuple[str, tuple[str, ...]]]:
+    """The reference line of each tested record, in test order; records only in the
+    reference are ignored (a challenge may keep one file for several test sets)."""
+    missing = [r for r in results.records if r not in table]
+    if missing:
+        raise ScoringError(f"{reference / 'REFERENCE.csv'} has no line for test record {missing[0]!r}"
+                           + (f" (nor for {len(missing) - 1} more)" if len(missing) > 1 else "")
+                           + ": every record of the test set needs a reference answer.")
+    return [(r, table[r]) for r in results.records]
+
+
+def answers_of(results: ExamResults, scorer: str) -> Callable[[str], str | None]:
+    """A lookup of each record's answer, stripped of surrounding whitespace (as the reference
+    is); None when the record has none. Refuses results of the other style, which would
+    otherwise score as all-missing."""
+    if results.answers is None:
+        raise ScoringError(f"The scorer {scorer} expects style answer-lines, but these results hold "
+                           "output files: set [results] style = \"answer-lines\" or choose another scorer.")
+    answers = results.answers
+
+    def answer(record: str) -> str | None:
+        value = answers.get(record)
+        return None if value is None else value.strip()
+
+    return answer
+
+
+def ratio(numerator: float, denominator: float) -> float:
+    """numerator/denominator, with 0/0 taken as 0: an empty class must not crash a score."""
+    return float(numerator) / denominator if denominator else 0.0

@@ -1,0 +1,20 @@
+"""Built-in scorer "accuracy": the share of test records answered with exactly the reference
+label. The default for a new challenge, whose labels need no special weighting."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vmjudge.stages.score import answers_of, ratio, read_reference_csv, reference_rows
+from vmjudge.stages.score.base import ExamResults
+
+VERSION = 1  # bump whenever a rule below changes; scorer_version() records it
+
+
+def score(results: ExamResults, reference: Path) -> dict[str, float]:
+    """{"correct", "records", "score"}. An answer counts when, stripped of surrounding
+    whitespace, it equals the label (case matters); a missing answer is wrong."""
+    answer = answers_of(results, "accuracy")
+    rows = reference_rows(results, read_reference_csv(reference, (None,), "\"RECORD,LABEL\""), reference)
+    correct = sum(1 for record, (label,) in rows if answer(record) == label)
+    return {"correct": float(correct), "records": float(len(rows)), "score": ratio(correct, len(rows))}
