@@ -23,7 +23,7 @@ test: setup
 
 demo: setup
 	$(VENV)/bin/vmjudge image build examples/minimal
-	$(VENV)/bin/vmjudge doctor --challenge examples/minimal
+	scripts/demo
 
 clean:
 	rm -rf $(VENV) *.egg-info

@@ -1,0 +1,293 @@
+"""The example challenges under examples/: reproducible, well formed, and with sample entries
+that behave as their case says. Host only (no VM): entries are run the way the judge runs
+them (entry files copied into a home directory, each record's files linked in, next.sh run
+there), with the host's python3 and numpy."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+GENERATED = ("training", "test", "reference", "entries")
+CASES = ("good", "missing-file", "setup-error", "quiz-mismatch", "quiz-timeout", "dryrun", "exam-errors",
+         "exam-over-cap")
+
+
+class Example:
+    def __init__(self, name: str, style: str, required: tuple[str, ...], mismatch: str, hang: str,
+                 failing: tuple[str, ...]):
+        self.name, self.style, self.required = name, style, required
+        self.mismatch, self.hang, self.failing = mismatch, hang, failing
+        self.dir = EXAMPLES / name
+
+    def records(self, subset: str) -> list[str]:
+        return (self.dir / subset / "RECORDS").read_text().split()
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+BEATS = Example("beats2014", "files", ("setup.sh", "next.sh", "AUTHORS.txt"), mismatch="102", hang="101",
+                failing=("201", "204"))
+AF = Example("af2017", "answer-lines", ("setup.sh", "next.sh", "answers.txt", "AUTHORS.txt", "LICENSE.txt"),
+             mismatch="A0003", hang="A0002", failing=("B0002", "B0005"))
+ALL = [BEATS, AF]
+
+
+def tree(root: Path) -> dict[str, tuple[bytes, bool]]:
+    """Relative path -> (bytes, executable) for every file under the generated directories."""
+    out = {}
+    for sub in GENERATED:
+        for path in sorted((root / sub).rglob("*")):
+            assert not path.is_symlink(), path
+            if path.is_file():
+                out[str(path.relative_to(root))] = (path.read_bytes(), bool(path.stat().st_mode & stat.S_IXUSR))
+    return out
+
+
+# ------------------------------------------------------------------ running entries like the judge
+
+def host_env(tmp_path: Path, fake_sleep: bool = False) -> dict[str, str]:
+    """python3 = this interpreter's venv (numpy); optionally a `sleep` that only logs its argument."""
+    path = [str(Path(sys.executable).parent), os.environ.get("PATH", "/usr/bin:/bin")]
+    env = dict(os.environ)
+    if fake_sleep:
+        fake = tmp_path / "fakebin"
+        fake.mkdir(exist_ok=True)
+        (fake / "sleep").write_text('#!/bin/sh\necho "$*" >> "$SLEEP_LOG"\n')
+        os.chmod(fake / "sleep", 0o755)
+        path.insert(0, str(fake))
+        env["SLEEP_LOG"] = str(tmp_path / "sleep.log")
+    env["PATH"] = os.pathsep.join(path)
+    return env
+
+
+def script(home: Path, name: str, *args: str) -> list[str]:
+    """As the judge: ./name if it has an execute bit, else bash name."""
+    return [f"./{name}", *args] if os.access(home / name, os.X_OK) else ["bash", name, *args]
+
+
+class Home:
+    """An entry installed as the judge installs it: its files in a fresh home directory, the
+    submitted answers.txt set aside (answer-lines style)."""
+
+    def __init__(self, example: Example, entry: Path, tmp_path: Path, env: dict[str, str]):
+        self.example, self.env = example, env
+        self.path = tmp_path / "home"
+        shutil.copytree(entry, self.path, symlinks=True)
+        if example.style == "answer-lines":
+            (self.path / "answers.txt").unlink()
+
+    def run(self, *cmd: str) -> subprocess.CompletedProcess:
+        return subprocess.run(list(cmd), cwd=self.path, env=self.env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, timeout=120)
+
+    def next(self, subset: str, record: str) -> tuple[subprocess.CompletedProcess, bytes | None]:
+        """Runs next.sh RECORD with the record's files linked in; returns its result and its
+        answer (the output file's bytes, or the lines it appended to answers.txt)."""
+        source = self.example.dir / subset
+        links = [self.path / f.name for f in sorted(source.glob(f"{record}.*"))]
+        for link in links:
+            link.symlink_to(source / link.name)
+        answers = self.path / "answers.txt"
+        before = answers.read_bytes() if answers.exists() else b""
+        try:
+            done = self.run(*script(self.path, "next.sh", record))
+        finally:
+            for link in links:
+                link.unlink()
+        if self.example.style == "files":
+            out = self.path / f"{record}.qrs"
+            return done, out.read_bytes() if out.exists() else None
+        after = answers.read_bytes() if answers.exists() else b""
+        assert after.startswith(before)
+        return done, after[len(before):] or None
+
+
+def submitted(example: Example, entry: Path) -> dict[str, bytes]:
+    """The entry's own answers for each training record."""
+    records = example.records("training")
+    if example.style == "files":
+        return {r: (entry / "outputs" / f"{r}.qrs").read_bytes() for r in records}
+    lines = (entry / "answers.txt").read_bytes().splitlines(keepends=True)
+    assert [line.split(b",")[0].decode() for line in lines] == records
+    return dict(zip(records, lines))
+
+
+def quiz(example: Example, case: str, tmp_path: Path, skip: tuple[str, ...] = ()) -> list[str]:
+    """Stage 2 on the host: the training records whose answer differs from the submitted one."""
+    entry = example.dir / "entries" / case
+    home = Home(example, entry, tmp_path, host_env(tmp_path))
+    assert home.run(*script(home.path, "setup.sh")).returncode == 0
+    expected = submitted(example, entry)
+    differ = []
+    for r in example.records("training"):
+        if r in skip:
+            continue
+        done, answer = home.next("training", r)
+        assert done.returncode == 0, (r, done.stdout)
+        if answer != expected[r]:
+            differ.append(r)
+    return differ
+
+
+# ------------------------------------------------------------------ the challenge directories
+
+@pytest.mark.parametrize("example", ALL, ids=repr)
+def test_generate_reproduces_committed_files(example, tmp_path):
+    copy = tmp_path / example.name
+    shutil.copytree(example.dir, copy)
+    done = subprocess.run([sys.executable, str(copy / "generate.py"), "--out", str(copy)],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
+    assert done.returncode == 0, done.stdout.decode()
+    committed, generated = tree(example.dir), tree(copy)
+    assert sorted(generated) == sorted(committed)
+    for rel in committed:
+        assert generated[rel] == committed[rel], rel
+
+
+@pytest.mark.parametrize("example", ALL, ids=repr)
+def test_layout_and_sizes(example):
+    for name in ("challenge.toml", "generate.py", "README.md"):
+        assert (example.dir / name).is_file()
+    assert 10 <= len((example.dir / "README.md").read_text().splitlines()) <= 20
+    size = sum(p.stat().st_size for p in example.dir.rglob("*") if p.is_file())
+    assert size < 600_000, size
+    for path in example.dir.rglob("*"):
+        if path.is_file() and not path.name.endswith(".sh"):
+            assert not path.stat().st_mode & 0o111, path
+
+
+@pytest.mark.parametrize("subset", ["training", "test"])
+@pytest.mark.parametrize("example", ALL, ids=repr)
+def test_records_list_exactly_the_record_files(example, subset):
+    directory = example.dir / subset
+    records = example.records(subset)
+    assert len(records) == len(set(records)) > 0
+    extra = {"RECORDS", "REFERENCE.csv"}
+    stems = {p.name.split(".")[0] for p in directory.iterdir() if p.name not in extra}
+    assert stems == set(records)
+    for r in records:
+        header = (directory / f"{r}.hea").read_text().split("\n")
+        assert header[0].split()[0] == r
+        signal_file = header[1].split()[0]
+        assert signal_file == f"{r}.dat" and (directory / signal_file).is_file()
+        assert header[1].split()[1] == "16"
+        assert "#" not in "".join(header)  # no comments, dates or times
+
+
+def test_beats2014_answers_only_where_allowed():
+    ex = BEATS
+    assert not list((ex.dir / "test").glob("*.atr"))
+    assert sorted(p.suffix for p in (ex.dir / "test").iterdir()) == sorted(
+        [".dat", ".hea"] * len(ex.records("test")) + [""])
+    assert sorted(p.name for p in (ex.dir / "reference").iterdir()) == sorted(f"{r}.atr" for r in ex.records("test"))
+    assert {p.name for p in (ex.dir / "training").glob("*.atr")} == {f"{r}.atr" for r in ex.records("training")}
+
+
+def test_af2017_test_labels_never_in_vm_directories():
+    ex = AF
+    reference = (ex.dir / "reference" / "REFERENCE.csv").read_text().splitlines()
+    assert [line.split(",")[0] for line in reference] == ex.records("test")
+    assert {line.split(",")[1] for line in reference} == {"N", "A", "O", "~"}
+    training = (ex.dir / "training" / "REFERENCE.csv").read_text().splitlines()
+    assert [line.split(",")[0] for line in training] == ex.records("training")
+    assert {line.split(",")[1] for line in training} == {"N", "A", "O", "~"}
+    assert not (ex.dir / "test" / "REFERENCE.csv").exists()
+    for sub in ("training", "test"):
+        for path in (ex.dir / sub).iterdir():
+            data = path.read_bytes()
+            for r in ex.records("test"):
+                assert f"{r},".encode() not in data, (path, r)
+
+
+# ------------------------------------------------------------------ the sample entries
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("example", ALL, ids=repr)
+def test_entry_has_the_files_its_case_needs(example, case):
+    entry = example.dir / "entries" / case
+    names = {p.relative_to(entry).as_posix() for p in entry.rglob("*") if p.is_file()}
+    required = set(example.required) - ({"next.sh"} if case == "missing-file" else set())
+    assert required <= names
+    assert ("next.sh" in names) == (case != "missing-file")
+    assert ("DRYRUN" in names) == (case == "dryrun")
+    if case == "dryrun":
+        assert (entry / "DRYRUN").read_bytes() == b""
+    for name in names:
+        path = entry / name
+        mode = stat.S_IMODE(path.stat().st_mode)
+        if name.endswith(".sh"):
+            text = path.read_bytes()
+            assert text.startswith(b"#!/bin/sh\n") and b"\r" not in text, name
+            assert mode == 0o755, (name, oct(mode))
+        else:
+            assert mode == 0o644, (name, oct(mode))
+    submitted(example, entry)  # answers for every training record, in RECORDS order
+
+
+@pytest.mark.parametrize("example", ALL, ids=repr)
+def test_good_entry_reproduces_its_submitted_outputs(example, tmp_path):
+    assert quiz(example, "good", tmp_path) == []
+
+
+@pytest.mark.parametrize("example", ALL, ids=repr)
+def test_quiz_mismatch_entry_differs_on_one_record(example, tmp_path):
+    assert quiz(example, "quiz-mismatch", tmp_path) == [example.mismatch]
+
+
+@pytest.mark.parametrize("case", ["dryrun", "exam-errors", "exam-over-cap"])
+@pytest.mark.parametrize("example", ALL, ids=repr)
+def test_entries_failing_after_the_quiz_pass_it(example, case, tmp_path):
+    assert quiz(example, case, tmp_path) == []
+
+
+@pytest.mark.parametrize("example", ALL, ids=repr)
+def test_setup_error_entry_fails_setup(example, tmp_path):
+    home = Home(example, example.dir / "entries" / "setup-error", tmp_path, host_env(tmp_path))
+    done = home.run(*script(home.path, "setup.sh"))
+    assert done.returncode == 1 and done.stdout == b"cannot build\n"
+
+
+@pytest.mark.parametrize("example", ALL, ids=repr)
+def test_quiz_timeout_entry_hangs_on_one_training_record(example, tmp_path):
+    env = host_env(tmp_path, fake_sleep=True)
+    home = Home(example, example.dir / "entries" / "quiz-timeout", tmp_path, env)
+    expected = submitted(example, example.dir / "entries" / "quiz-timeout")
+    for r in example.records("training"):
+        done, answer = home.next("training", r)
+        assert done.returncode == 0 and answer == expected[r]
+    assert (tmp_path / "sleep.log").read_text() == "1000\n"  # once, for the hanging record
+    assert example.hang in (home.path / "next.sh").read_text()
+
+
+@pytest.mark.parametrize("example", ALL, ids=repr)
+def test_exam_entries_on_test_records(example, tmp_path):
+    """exam-errors fails (exit 3, secret output) on its two records only; exam-over-cap sleeps
+    14 s on every test record and never on a training one (sleep is faked here)."""
+    env = host_env(tmp_path, fake_sleep=True)
+    (tmp_path / "errors").mkdir()
+    errors = Home(example, example.dir / "entries" / "exam-errors", tmp_path / "errors", env)
+    for r in example.records("test"):
+        done, answer = errors.next("test", r)
+        if r in example.failing:
+            assert done.returncode == 3 and done.stdout == f"SECRET-TEST-OUTPUT {r}\n".encode() and answer is None
+        else:
+            assert done.returncode == 0 and answer is not None
+    assert not (tmp_path / "sleep.log").exists()
+    (tmp_path / "cap").mkdir()
+    slow = Home(example, example.dir / "entries" / "exam-over-cap", tmp_path / "cap", env)
+    slow.next("training", example.records("training")[0])
+    assert not (tmp_path / "sleep.log").exists()
+    for r in example.records("test")[:2]:
+        done, answer = slow.next("test", r)
+        assert done.returncode == 0 and answer is not None
+    assert (tmp_path / "sleep.log").read_text() == "14\n14\n"
+    assert 14 * len(example.records("test")) > 60

@@ -1,0 +1,257 @@
+"""End to end: both example challenges, every sample entry, through the command line.
+
+`challenge add`, `submit` and one `daemon --slots 2 --until-idle` over all of them, with
+real VMs; then each case is checked through `show --json`. The good entries' scores are
+compared with a replay of the same entry on the host (the entries are deterministic).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+import pycdlib
+import pytest
+
+from vmjudge.config import load_challenge
+from vmjudge.stages.answers import parse_answer_lines
+from vmjudge.stages.score import load_scorer
+from vmjudge.stages.score.base import ExamResults
+from vmjudge.supervisor import vm
+from vmjudge.supervisor.daemon import DaemonLock
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "examples"
+
+# case: (outcome, failed_stage, reason)
+CASES = {
+    "good": ("scored", None, None),
+    "missing-file": ("failed", "prep", "missing-component"),
+    "setup-error": ("failed", "prep", "setup-error"),
+    "quiz-mismatch": ("failed", "quiz", "quiz-mismatch"),
+    "quiz-timeout": ("failed", "quiz", "quiz-timeout"),
+    "dryrun": ("dry-run", None, None),
+    "exam-errors": ("scored", None, None),
+    "exam-over-cap": ("failed", "exam", "exam-timeout"),
+}
+EXAMPLE_NAMES = ("beats2014", "af2017")
+
+
+def vmjudge(home: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "vmjudge.cli", *args], capture_output=True, text=True,
+                          env={**os.environ, "VMJUDGE_HOME": str(home)}, cwd=REPO)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"vmjudge {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def archive(entry_dir: Path, out: Path) -> Path:
+    with tarfile.open(out, "w:gz") as tar:
+        for path in sorted(entry_dir.rglob("*")):
+            tar.add(path, arcname=str(path.relative_to(entry_dir)), recursive=False)
+    return out
+
+
+class Judged:
+    def __init__(self, home: Path, ids: dict[tuple[str, str], int], archives: Path):
+        self.home, self.ids, self.archives = home, ids, archives
+
+    def show(self, example: str, case: str, organiser: bool = False) -> dict:
+        args = ["show", str(self.ids[example, case]), "--json"] + (["--organiser"] if organiser else [])
+        return json.loads(vmjudge(self.home, *args).stdout)
+
+
+@pytest.fixture(scope="module")
+def judged(site, image, conn):
+    home = Path(tempfile.mkdtemp(prefix="pipeline-", dir=site.home))
+    os.chmod(home, 0o711)
+    (home / "images").symlink_to(site.images_dir)  # share the test image cache
+    (home / "site.toml").write_text("[results]\nkeep_media = true\n")
+    archives = home / "archives"
+    archives.mkdir()
+    for name in EXAMPLE_NAMES:
+        vmjudge(home, "challenge", "add", str(EXAMPLES / name))
+    ids = {}
+    for name in EXAMPLE_NAMES:
+        for case in CASES:
+            path = archive(EXAMPLES / name / "entries" / case, archives / f"{name}-{case}-entry.tar.gz")
+            ids[name, case] = int(vmjudge(home, "submit", name, str(path), "--owner", case).stdout)
+    vmjudge(home, "daemon", "--slots", "2", "--until-idle")
+    yield Judged(home, ids, archives)
+    assert vm.leftover_domains(conn) == []
+    assert list((home / "run").iterdir()) == []
+    shutil.rmtree(home)
+
+
+@pytest.mark.parametrize("example", EXAMPLE_NAMES)
+@pytest.mark.parametrize("case", list(CASES))
+def test_each_case_gets_its_verdict(judged, example, case):
+    doc = judged.show(example, case)
+    outcome, failed_stage, reason = CASES[case]
+    assert (doc["state"], doc["outcome"], doc["failed_stage"], doc["reason"]) == \
+        ("done", outcome, failed_stage, reason), doc["report"]
+    n_test = len(load_challenge(EXAMPLES / example).test)
+    if case in ("good", "exam-errors"):
+        failed = 0 if case == "good" else 2
+        assert doc["exam"] == {"records": n_test, "completed": n_test - failed, "failed": failed, "timed_out": 0}
+        assert 0.0 <= doc["scores"]["score"] <= 1.0
+    elif case == "exam-over-cap":
+        assert doc["exam"]["records"] == n_test and doc["exam"]["completed"] < n_test
+        assert doc["scores"] == {} and "exceeded its limit of 60 s" in doc["report"]
+    else:
+        assert doc["exam"] is None and doc["scores"] == {}
+    if case == "dryrun":
+        assert "Dry run completed with no error. Remove the DRYRUN file" in doc["report"]
+    if case == "missing-file":
+        assert "Missing component(s): next.sh" in doc["report"]
+    if case == "setup-error":
+        assert "cannot build" in doc["report"]  # setup.sh's own output is shown
+    if case == "quiz-mismatch":
+        assert "output does not match submission" in doc["report"]
+    assert (judged.home / "results" / str(doc["id"]) / "report.html").is_file()
+
+
+def host_replay(example: str, case: str, records: tuple[str, ...]) -> ExamResults:
+    """Run the entry's next.sh on the host, as the guest does, for the test records."""
+    ch = load_challenge(EXAMPLES / example)
+    answers, files = {}, {}
+    for record in records:
+        with tempfile.TemporaryDirectory() as tmp:
+            work = Path(tmp)
+            shutil.copytree(EXAMPLES / example / "entries" / case, work, dirs_exist_ok=True)
+            if ch.results.style == "answer-lines":
+                (work / "answers.txt").unlink()  # the judge sets the submitted answers aside
+            for f in ch.record_files("test", record):
+                (work / f.name).symlink_to(f)
+            proc = subprocess.run(["sh", "./next.sh", record], cwd=work, capture_output=True,
+                                  env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+            ok = proc.returncode == 0
+            if ch.results.style == "files":
+                out = work / ch.results.output_name(record)
+                files[record] = out.read_bytes() if ok and out.exists() else None
+            else:
+                got = (work / "answers.txt").read_bytes() if (work / "answers.txt").exists() else None
+                answers[record] = parse_answer_lines(got).get(record) if ok else None
+    if ch.results.style == "files":
+        return ExamResults(records=records, files=files)
+    return ExamResults(records=records, answers=answers)
+
+
+@pytest.mark.parametrize("example", EXAMPLE_NAMES)
+@pytest.mark.parametrize("case", ["good", "exam-errors"])
+def test_scores_equal_a_replay_of_the_entry_on_the_host(judged, example, case):
+    ch = load_challenge(EXAMPLES / example)
+    expected = load_scorer(ch.scorer)(host_replay(example, case, ch.test), ch.reference_dir)
+    assert judged.show(example, case)["scores"] == pytest.approx(expected)
+
+
+def test_good_entries_outscore_their_failing_records(judged):
+    for example in EXAMPLE_NAMES:
+        good = judged.show(example, "good")["scores"]["score"]
+        assert good >= 0.75
+        assert judged.show(example, "exam-errors")["scores"]["score"] < good
+
+
+def test_no_reference_file_is_on_any_iso(judged):
+    forbidden_names, forbidden_hashes = set(), set()
+    for name in EXAMPLE_NAMES:
+        for f in (EXAMPLES / name / "reference").rglob("*"):
+            if f.is_file():
+                forbidden_names.add(f.name)
+                forbidden_hashes.add(hashlib.sha256(f.read_bytes()).hexdigest())
+    isos = sorted(judged.home.glob("results/*/*.iso"))
+    vm_stages = sum(1 for eid in judged.ids.values()
+                    for a in judged_attempts(judged, eid) if a["stage"] != "score" and a["manifest"].get("domain"))
+    assert len(isos) == vm_stages > 30
+    for path in isos:
+        iso = pycdlib.PyCdlib()
+        iso.open(str(path))
+        try:
+            for root, _dirs, files in iso.walk(rr_path="/"):
+                for fname in files:
+                    assert fname not in forbidden_names, f"{fname} from reference/ is on {path}"
+                    data = io.BytesIO()
+                    iso.get_file_from_iso_fp(data, rr_path=f"{root.rstrip('/')}/{fname}")
+                    assert hashlib.sha256(data.getvalue()).hexdigest() not in forbidden_hashes, \
+                        f"{root}/{fname} on {path} has the content of a reference file"
+        finally:
+            iso.close()
+
+
+def judged_attempts(judged, entry_id):
+    doc = json.loads(vmjudge(judged.home, "show", str(entry_id), "--json", "--organiser").stdout)
+    return doc["organiser"]["attempts"]
+
+
+@pytest.mark.parametrize("example", EXAMPLE_NAMES)
+def test_exam_output_never_reaches_the_participant(judged, example):
+    participant = judged.show(example, "exam-errors")
+    assert "SECRET-TEST-OUTPUT" not in json.dumps(participant)
+    organiser = judged.show(example, "exam-errors", organiser=True)
+    assert "SECRET-TEST-OUTPUT" in organiser["organiser"]["logs"]["exam.log"]
+
+
+def test_every_stage_run_has_a_manifest(judged):
+    entry_id = judged.ids["beats2014", "good"]
+    attempts = judged_attempts(judged, entry_id)
+    assert [a["stage"] for a in attempts] == ["prep", "quiz", "exam", "score"]
+    for a in attempts[:3]:
+        m = a["manifest"]
+        assert len(m["entry_sha256"]) == 64 and len(m["iso_sha256"]) == 64
+        assert set(m["image_sha256"]) == {"root.sqfs", "vmlinuz", "initrd.img"}
+        assert m["guest_agent"] == m["agent_version"] and m["host"]
+    assert attempts[3]["manifest"]["scorer_version"] == "beats2014/1"
+
+
+def test_leaderboard_ranks_the_scored_entries(judged):
+    rows = json.loads(vmjudge(judged.home, "leaderboard", "af2017", "--json").stdout)
+    assert {r["owner"] for r in rows} == {"good", "exam-errors"}
+    assert [r["rank"] for r in rows] == [1, 2] and rows[0]["score"] >= rows[1]["score"]
+
+
+def test_evaluate_runs_one_entry_in_the_foreground(judged):
+    path = judged.archives / "af2017-dryrun-entry.tar.gz"
+    proc = vmjudge(judged.home, "evaluate", "af2017", str(path), check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "stage prep" in proc.stdout and "stage quiz" in proc.stdout and "stage exam" not in proc.stdout
+    assert "Dry run completed" in proc.stdout
+
+
+def test_a_second_daemon_is_refused(judged):
+    lock = DaemonLock(judged.home)
+    assert lock.acquire()
+    try:
+        proc = vmjudge(judged.home, "daemon", "--until-idle", check=False)
+    finally:
+        lock.release()
+    assert proc.returncode == 1
+    assert f"another vmjudge daemon (pid {os.getpid()}) is running" in proc.stderr
+
+
+@pytest.mark.parametrize("name, content, words", [
+    ("solution.zip", None, "Improper name (solution.zip) for entry"),
+    ("x-entry.zip", b"this is not a zip file", "is not a readable zip archive"),
+    ("x-entry.tar.gz", b"\x1f\x8b truncated", "is not a readable"),
+])
+def test_submit_refuses_unreadable_or_misnamed_archives(judged, tmp_path, name, content, words):
+    path = tmp_path / name
+    path.write_bytes(content if content is not None else (EXAMPLES / "af2017" / "challenge.toml").read_bytes())
+    before = vmjudge(judged.home, "status", "--json").stdout
+    spooled = sorted(judged.home.glob("spool/*/*"))
+    proc = vmjudge(judged.home, "submit", "af2017", str(path), check=False)
+    assert proc.returncode == 1 and words in proc.stderr and "Traceback" not in proc.stderr
+    assert vmjudge(judged.home, "status", "--json").stdout == before
+    assert sorted(judged.home.glob("spool/*/*")) == spooled
+
+
+def test_submit_to_an_unknown_challenge_is_refused(judged):
+    proc = vmjudge(judged.home, "submit", "nope", str(judged.archives / "af2017-good-entry.tar.gz"), check=False)
+    assert proc.returncode == 1 and "no challenge named 'nope' is registered" in proc.stderr

@@ -1,0 +1,93 @@
+"""The queue's state machine, on a real SQLite file: nothing accepted is lost, infrastructure
+failures are retried and then parked, a dead daemon's stages are run again."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from vmjudge.queue.db import MAX_INFRA_ATTEMPTS, Queue
+
+
+@pytest.fixture
+def queue(tmp_path):
+    q = Queue(tmp_path / "queue.db")
+    q.add_challenge("c", tmp_path, "key")
+    return q
+
+
+def add(queue, owner="alice"):
+    return queue.add_entry("c", owner, False, "ab" * 32, f"{owner}-entry.zip", Path("/spool/x.zip"))
+
+
+def test_entries_are_claimed_in_queue_order(queue):
+    first, second = add(queue, "a"), add(queue, "b")
+    assert queue.claim_next("d").id == first
+    assert queue.claim_next("d").id == second
+    assert queue.claim_next("d") is None
+
+
+def test_a_stage_moves_the_entry_on_and_keeps_its_place(queue):
+    first, second = add(queue, "a"), add(queue, "b")
+    entry = queue.claim_next("d")
+    run = queue.start_stage(entry.id, "prep", "qemu:///system", 0)
+    queue.finish_stage(run, "passed", "ok", {"x": 1}, next_stage="quiz")
+    claimed = queue.claim_next("d")
+    assert (claimed.id, claimed.stage) == (first, "quiz")
+    assert queue.entry(second).state == "queued"
+
+
+def test_final_outcome_is_recorded(queue):
+    eid = add(queue)
+    run = queue.start_stage(queue.claim_next("d").id, "score", "h", 0)
+    queue.finish_stage(run, "scored", "Scores", {}, outcome="scored", scores={"score": 0.5})
+    e = queue.entry(eid)
+    assert (e.state, e.outcome, e.scores, e.failed_stage) == ("done", "scored", {"score": 0.5}, None)
+
+
+def test_infrastructure_failures_retry_then_park(queue):
+    eid = add(queue)
+    for attempt in range(1, MAX_INFRA_ATTEMPTS + 1):
+        entry = queue.claim_next("d")
+        assert entry is not None and entry.stage == "prep"
+        run = queue.start_stage(eid, "prep", "h", 0)
+        assert run.attempt == attempt
+        requeued = queue.infra_failure(run, "vm-start", "the VM would not start", {})
+        assert requeued == (attempt < MAX_INFRA_ATTEMPTS)
+    e = queue.entry(eid)
+    assert (e.state, e.reason, e.outcome) == ("parked", "vm-start", None)
+    assert queue.claim_next("d") is None
+    assert [r.status for r in queue.stage_runs(eid)] == ["infra"] * MAX_INFRA_ATTEMPTS
+
+
+def test_stages_left_running_by_a_dead_daemon_are_queued_again(queue):
+    eid = add(queue)
+    queue.claim_next("dead")
+    queue.start_stage(eid, "prep", "h", 0)
+    assert queue.requeue_running() == [eid]
+    assert queue.entry(eid).state == "queued"
+    assert queue.stage_runs(eid)[0].reason == "daemon-stopped"
+    assert queue.claim_next("d").id == eid
+
+
+def test_every_change_is_in_the_event_log(queue):
+    eid = add(queue)
+    run = queue.start_stage(queue.claim_next("d").id, "prep", "h", 0)
+    queue.finish_stage(run, "failed", "Missing", {}, reason="missing-component", outcome="failed")
+    assert [e["kind"] for e in queue.events(eid)] == ["submitted", "running", "done"]
+
+
+def test_a_committed_entry_survives_a_new_connection(queue, tmp_path):
+    eid = add(queue)
+    rows = sqlite3.connect(tmp_path / "queue.db").execute("SELECT id, state FROM entries").fetchall()
+    assert rows == [(eid, "queued")]
+    assert sqlite3.connect(tmp_path / "queue.db").execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_unknown_entry_and_challenge_say_what_to_do(queue):
+    with pytest.raises(Exception, match="there is no entry 99"):
+        queue.entry(99)
+    with pytest.raises(Exception, match="no challenge named 'x' is registered"):
+        queue.challenge_dir("x")
