@@ -6,6 +6,7 @@ silence, deadline) and the never-hang promise with bytes we control exactly.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -90,8 +91,9 @@ def test_silence_after_hello(pty):
     assert err.value.reason == "channel-silent"
 
 
-def test_hard_deadline_even_while_frames_keep_coming(pty):
-    master, reader = pty
+@contextlib.contextmanager
+def ticking(master):
+    """A guest that said hello and keeps ticking, as the agent does while a command runs."""
     stop = threading.Event()
 
     def ticker():
@@ -104,11 +106,16 @@ def test_hard_deadline_even_while_frames_keep_coming(pty):
     t = threading.Thread(target=ticker)
     t.start()
     try:
-        with pytest.raises(InfrastructureError) as err:
-            run_loop(reader, FrameStream("n"), FakeDomain(), budget=2.0)
+        yield
     finally:
         stop.set()
         t.join()
+
+
+def test_hard_deadline_even_while_frames_keep_coming(pty):
+    master, reader = pty
+    with ticking(master), pytest.raises(InfrastructureError) as err:
+        run_loop(reader, FrameStream("n"), FakeDomain(), budget=2.0)
     assert err.value.reason == "guest-deadline"
 
 
@@ -129,22 +136,8 @@ def test_reader_reports_the_end_of_the_stream(pty):
 
 def test_stage_cap_ends_the_run_as_capped(pty):
     master, reader = pty
-    stop = threading.Event()
-
-    def ticker():
-        os.write(master, frames.encode_json("hello", 0, {"nonce": "n"}))
-        seq = 1
-        while not stop.wait(0.2):
-            os.write(master, frames.encode("tick", seq))
-            seq += 1
-
-    t = threading.Thread(target=ticker)
-    t.start()
-    try:
+    with ticking(master):
         assert run_loop(reader, FrameStream("n"), FakeDomain(), cap=1.0, budget=30.0) == "capped"
-    finally:
-        stop.set()
-        t.join()
 
 
 def test_host_stop_rule_ends_the_run_after_the_frame_it_wanted(pty):

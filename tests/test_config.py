@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from vmjudge.config import load_challenge, load_site
+from vmjudge.config import check_challenge_data, load_challenge, load_site
 from vmjudge.errors import ConfigError
 
 
@@ -70,3 +70,62 @@ def test_bad_site_values(tmp_path):
     write(tmp_path, '[network]\nx = 1\n', "site.toml")
     with pytest.raises(ConfigError, match=r"unknown table \[network\]"):
         load_site(tmp_path)
+
+
+def challenge_dir(tmp_path, toml, training=("r1",), test=("t1",)):
+    write(tmp_path, toml)
+    for subset, records in (("training", training), ("test", test)):
+        (tmp_path / subset).mkdir(exist_ok=True)
+        (tmp_path / subset / "RECORDS").write_text("".join(r + "\n" for r in records))
+        for r in records:
+            (tmp_path / subset / f"{r}.hea").write_text("x")
+    (tmp_path / "reference").mkdir(exist_ok=True)
+    return tmp_path
+
+
+def test_pipeline_sections_load_with_physionet_defaults(tmp_path):
+    ch = load_challenge(challenge_dir(tmp_path, 'name = "x"\n'))
+    assert (ch.limits.setup, ch.limits.per_record, ch.limits.quiz_total, ch.limits.exam_total, ch.limits.output) \
+        == (300.0, 40.0, 4100.0, 3600.0, 1 << 20)
+    assert ch.results.style == "answer-lines" and ch.results.submitted == "answers.txt"
+    assert ch.entry.required == ("setup.sh", "next.sh") and ch.scorer == "accuracy"
+    assert (ch.training, ch.test) == (("r1",), ("t1",))
+    check_challenge_data(ch)
+
+
+def test_files_style_needs_pattern_and_submitted(tmp_path):
+    text = 'name = "x"\n[results]\nstyle = "files"\npattern = "{record}.qrs"\nsubmitted = "out/{record}.qrs"\n'
+    ch = load_challenge(challenge_dir(tmp_path, text))
+    assert ch.results.output_name("100") == "100.qrs" and ch.results.submitted_path("100") == "out/100.qrs"
+    with pytest.raises(ConfigError, match="needs pattern"):
+        load_challenge(challenge_dir(tmp_path, 'name = "x"\n[results]\nstyle = "files"\n'))
+    with pytest.raises(ConfigError, match="needs submitted"):
+        load_challenge(challenge_dir(tmp_path, 'name = "x"\n[results]\nstyle = "files"\npattern = "{record}.q"\n'))
+
+
+@pytest.mark.parametrize("text, words", [
+    ('name = "x"\n[limits]\nper_record = 0\n', "[limits] per_record = 0"),
+    ('name = "x"\n[limits]\nexam_total = "1h"\n', "[limits] exam_total = '1h'"),
+    ('name = "x"\n[results]\nstyle = "csv"\n', "[results] style = 'csv'"),
+    ('name = "x"\n[results]\nstyle = "files"\npattern = "../{record}"\n', "[results] pattern"),
+    ('name = "x"\n[entry]\nrequired = ["/etc/passwd"]\n', "[entry] required"),
+    ('name = "x"\n[entry]\nmax_size = -1\n', "[entry] max_size = -1"),
+    ('name = "x"\n[score]\nscorer = "rm -rf"\n', "[score] scorer = 'rm -rf'"),
+])
+def test_bad_pipeline_values_are_named(tmp_path, text, words):
+    with pytest.raises(ConfigError) as err:
+        load_challenge(challenge_dir(tmp_path, text))
+    assert words in str(err.value)
+
+
+def test_challenge_data_must_be_complete(tmp_path):
+    ch = load_challenge(challenge_dir(tmp_path, 'name = "x"\n', test=()))
+    with pytest.raises(ConfigError, match="test/RECORDS is missing or empty"):
+        check_challenge_data(ch)
+    ch = load_challenge(challenge_dir(tmp_path, 'name = "x"\n', test=("t1",)))
+    (tmp_path / "test" / "t1.hea").unlink()
+    with pytest.raises(ConfigError, match="record t1 in test/RECORDS has no files"):
+        check_challenge_data(ch)
+    (tmp_path / "training" / "RECORDS").write_text("bad name\n")
+    with pytest.raises(ConfigError, match="not a usable record name"):
+        load_challenge(tmp_path)

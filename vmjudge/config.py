@@ -6,6 +6,7 @@ the value and what is allowed, before any VM or image build is started.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import tomllib
@@ -109,6 +110,12 @@ class Site:
     boot_timeout: float = 120.0
     silence_timeout: float = 60.0
     keep_media: bool = False  # keep each stage's ISO in the entry's results (audits, debugging)
+
+    @property
+    def domain_tag(self) -> str:
+        """Names this home's domains, so that a daemon cleaning up after a crash destroys its
+        own leftovers and never the VMs of another home on the same libvirt host."""
+        return "h" + hashlib.sha256(str(self.home.resolve()).encode()).hexdigest()[:6]
 
     @property
     def images_dir(self) -> Path:

@@ -56,6 +56,11 @@ def run_stage(queue: Queue, site: Site, entry: EntryRow, slot: int) -> None:
     except VmjudgeError as exc:  # image missing, challenge moved: the organiser's to fix, not the entry's
         queue.infra_failure(run, "setup-problem", str(exc), {"stage": stage, "attempt": run.attempt})
         return
+    except Exception as exc:  # a bug of ours must not stop the daemon, nor be charged to the entry
+        log.exception("entry %d %s attempt %d failed inside vmjudge", entry.id, stage, run.attempt)
+        queue.infra_failure(run, "internal-error", f"{type(exc).__name__}: {exc}",
+                            {"stage": stage, "attempt": run.attempt})
+        return
     finally:
         if conn is not None:
             conn.close()

@@ -64,7 +64,8 @@ class StageContext:
         with RunDir(self.site, f"e{self.entry.id}-{stage}") as rd:
             run = run_job(self.conn, self.site, self.image, job, home_disk=home, workdir=rd.path,
                           console_log=console, vcpus=self.challenge.vm.vcpus,
-                          memory_mib=self.challenge.vm.memory_mib, label=f"e{self.entry.id}-{stage}",
+                          memory_mib=self.challenge.vm.memory_mib,
+                          label=f"{self.site.domain_tag}-e{self.entry.id}-{stage}",
                           limits=limits, should_stop=should_stop,
                           keep_iso=self.results_dir / f"{stage}-{self.attempt}.iso" if self.site.keep_media else None)
         return run

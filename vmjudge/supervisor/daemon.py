@@ -9,6 +9,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import shutil
 import threading
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
@@ -63,7 +64,7 @@ class DaemonLock:
 def recover(site: Site, queue: Queue) -> None:
     conn = vm.connect(site.uri)
     try:
-        for name in vm.leftover_domains(conn):
+        for name in vm.leftover_domains(conn, prefix=f"{vm.DOMAIN_PREFIX}{site.domain_tag}-"):
             log.warning("destroying leftover domain %s", name)
             try:
                 vm.Domain(conn.lookupByName(name)).destroy()
@@ -73,6 +74,11 @@ def recover(site: Site, queue: Queue) -> None:
         conn.close()
     for entry_id in queue.requeue_running():
         log.warning("entry %d: its stage was interrupted; it will run again", entry_id)
+    # Scratch directories of stage runs (named e<ID>-<stage>-...) that a dead daemon left.
+    if site.run_dir.is_dir():
+        for leftover in site.run_dir.glob("e[0-9]*-*-*"):
+            log.warning("removing leftover scratch directory %s", leftover)
+            shutil.rmtree(leftover, ignore_errors=True)
 
 
 def serve(site: Site, queue: Queue, slots: int, until_idle: bool, only: int | None = None,

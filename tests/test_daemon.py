@@ -1,0 +1,108 @@
+"""The daemon as a process: killed mid-stage it loses nothing, and `evaluate` waits its turn."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from vmjudge.config import load_site
+from vmjudge.images.iso import write_iso
+from vmjudge.queue.db import Queue
+from vmjudge.supervisor import vm
+from vmjudge.supervisor.job import Command, Job
+from vmjudge.supervisor.runner import make_blank_disk
+
+from .test_pipeline import EXAMPLES, REPO, archive, vmjudge
+
+
+def wait_until(condition, timeout: float, what: str):
+    """Poll a condition (a real wait on a state change, bounded by `timeout`)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+@pytest.fixture
+def home(site, image, conn):
+    home = Path(tempfile.mkdtemp(prefix="daemon-", dir=site.home))
+    os.chmod(home, 0o711)
+    (home / "images").symlink_to(site.images_dir)
+    vmjudge(home, "challenge", "add", str(EXAMPLES / "af2017"))
+    yield home
+    assert vm.leftover_domains(conn) == []
+    subprocess.run(["rm", "-rf", str(home)], check=True)
+
+
+def start_daemon(home: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "vmjudge.cli", "daemon"], cwd=REPO,
+                            env={**os.environ, "VMJUDGE_HOME": str(home)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def own_domains(conn, home: Path) -> list[str]:
+    return vm.leftover_domains(conn, prefix=f"{vm.DOMAIN_PREFIX}{load_site(home).domain_tag}-")
+
+
+def test_a_killed_daemon_leaves_nothing_behind_and_the_stage_runs_again(home, conn):
+    path = archive(EXAMPLES / "af2017" / "entries" / "dryrun", home / "dryrun-entry.tar.gz")
+    entry_id = int(vmjudge(home, "submit", "af2017", str(path)).stdout)
+    queue = Queue(home / "queue.db")
+    daemon = start_daemon(home)
+    try:
+        wait_until(lambda: any(r.stage == "quiz" and r.finished_at is None for r in queue.stage_runs(entry_id))
+                   and own_domains(conn, home), 300, "the quiz VM to be running")
+    finally:
+        daemon.send_signal(signal.SIGKILL)
+        daemon.wait()
+    assert own_domains(conn, home), "the killed daemon's VM should outlive it"
+    assert list((home / "run").iterdir()), "the killed daemon's scratch directory should remain"
+    vmjudge(home, "daemon", "--until-idle")
+    doc = json.loads(vmjudge(home, "show", str(entry_id), "--json", "--organiser").stdout)
+    assert (doc["state"], doc["outcome"]) == ("done", "dry-run")
+    quiz = [(a["attempt"], a["status"], a["reason"]) for a in doc["organiser"]["attempts"] if a["stage"] == "quiz"]
+    assert quiz == [(1, "infra", "daemon-stopped"), (2, "dry-run", None)]
+    assert vm.leftover_domains(conn) == [] and list((home / "run").iterdir()) == []
+
+
+def test_evaluate_waits_for_the_daemon_that_holds_the_slots(home):
+    path = archive(EXAMPLES / "af2017" / "entries" / "dryrun", home / "dryrun-entry.tar.gz")
+    daemon = start_daemon(home)
+    try:
+        wait_until(lambda: (home / "daemon.lock").exists() and (home / "daemon.lock").read_text().strip(), 30,
+                   "the daemon to take its lock")
+        proc = vmjudge(home, "evaluate", "af2017", str(path), check=False)
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"another vmjudge daemon (pid {daemon.pid}) is running" in proc.stdout
+    assert "Dry run completed" in proc.stdout
+
+
+def test_a_daemon_cleans_up_only_its_own_home(home, site, conn, image, rundir):
+    """A VM of another home on the same libvirt host survives this home's crash recovery."""
+    assert site.domain_tag != load_site(home).domain_tag
+    make_blank_disk(rundir / "other.qcow2", 64)
+    write_iso(rundir / "other.iso", {"job.json": Job(commands=(Command("x", ("true",), 5),)).job_json("n")})
+    other = vm.DomainSpec(name=f"{vm.DOMAIN_PREFIX}{site.domain_tag}-other", kernel=image.kernel,
+                          initrd=image.initrd, root=image.root, home=rundir / "other.qcow2",
+                          cdrom=rundir / "other.iso", console_log=rundir / "other.log", accel=site.accel,
+                          vcpus=1, memory_mib=256)
+    dom = vm.Domain.start_paused(conn, vm.domain_xml(other))
+    try:
+        vmjudge(home, "daemon", "--until-idle")
+        assert other.name in vm.leftover_domains(conn)
+    finally:
+        dom.destroy()
