@@ -1,0 +1,71 @@
+"""Reports and the leaderboard, from a real queue database (no VMs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from vmjudge.config import Site
+from vmjudge.leaderboard import leaderboard
+from vmjudge.queue.db import Queue
+from vmjudge.report import show
+
+
+@pytest.fixture
+def queue(tmp_path):
+    q = Queue(tmp_path / "queue.db")
+    q.add_challenge("c", tmp_path, "key")
+    return q
+
+
+def scored(queue, owner, score, late=False):
+    eid = queue.add_entry("c", owner, late, "cd" * 32, "e-entry.zip", Path("/x"))
+    entry = queue.claim_next("d", only=eid)
+    run = queue.start_stage(entry.id, "score", "h", 0)
+    queue.finish_stage(run, "scored", f"Scores: score {score}", {}, outcome="scored", scores={"score": score})
+    return eid
+
+
+def test_best_entry_per_owner_ties_go_to_the_earlier(queue):
+    a1 = scored(queue, "alice", 0.8)
+    b1 = scored(queue, "bob", 0.9)
+    scored(queue, "alice", 0.7)
+    c1 = scored(queue, "carol", 0.8)
+    rows = leaderboard(queue, "c")
+    assert [(r.rank, r.owner, r.entry_id) for r in rows] == [(1, "bob", b1), (2, "alice", a1), (3, "carol", c1)]
+
+
+def test_late_entries_have_a_board_of_their_own(queue):
+    scored(queue, "alice", 0.5)
+    late = scored(queue, "dave", 0.99, late=True)
+    assert [r.owner for r in leaderboard(queue, "c")] == ["alice"]
+    assert [(r.owner, r.entry_id) for r in leaderboard(queue, "c", late=True)] == [("dave", late)]
+
+
+def test_unscored_entries_are_not_ranked(queue):
+    eid = queue.add_entry("c", "erin", False, "ef" * 32, "e-entry.zip", Path("/x"))
+    run = queue.start_stage(queue.claim_next("d").id, "prep", "h", 0)
+    queue.finish_stage(run, "failed", "Missing component(s): next.sh.", {}, reason="missing-component",
+                       outcome="failed")
+    assert leaderboard(queue, "c") == []
+    doc = show(Site(home=queue.path.parent), queue, eid)
+    assert (doc["outcome"], doc["failed_stage"], doc["reason"]) == ("failed", "prep", "missing-component")
+    assert "Missing component(s): next.sh." in doc["report"]
+
+
+def test_report_shows_the_counted_attempt_and_hides_infrastructure_retries(queue):
+    eid = queue.add_entry("c", "frank", False, "ab" * 32, "e-entry.zip", Path("/x"))
+    queue.claim_next("d")
+    first = queue.start_stage(eid, "prep", "h", 0)
+    queue.infra_failure(first, "channel-broken", "the data channel broke: frame 3 failed its CRC check", {})
+    queue.claim_next("d")
+    second = queue.start_stage(eid, "prep", "h", 1)
+    queue.finish_stage(second, "passed", "setup.sh completed.", {"attempt": 2}, next_stage="quiz")
+    site = Site(home=queue.path.parent)
+    doc = show(site, queue, eid)
+    assert "setup.sh completed." in doc["report"] and "CRC" not in doc["report"]
+    assert (doc["state"], doc["stage"], doc["reason"]) == ("queued", "quiz", None)
+    attempts = show(site, queue, eid, organiser=True)["organiser"]["attempts"]
+    assert [(a["attempt"], a["status"], a["reason"]) for a in attempts] == [(1, "infra", "channel-broken"),
+                                                                             (2, "passed", None)]
