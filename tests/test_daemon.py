@@ -76,6 +76,25 @@ def test_a_killed_daemon_leaves_nothing_behind_and_the_stage_runs_again(home, co
     assert vm.leftover_domains(conn) == [] and list((home / "run").iterdir()) == []
 
 
+def test_sigterm_stops_cleanly_and_requeues_the_running_stage(home, conn):
+    path = archive(EXAMPLES / "af2017" / "entries" / "dryrun", home / "dryrun-entry.tar.gz")
+    entry_id = int(vmjudge(home, "submit", "af2017", str(path)).stdout)
+    queue = Queue(home / "queue.db")
+    daemon = start_daemon(home)
+    wait_until(lambda: any(r.stage == "quiz" and r.finished_at is None for r in queue.stage_runs(entry_id))
+               and own_domains(conn, home), 300, "the quiz VM to be running")
+    daemon.send_signal(signal.SIGTERM)
+    assert daemon.wait(timeout=60) == 0, daemon.stderr.read().decode()
+    assert own_domains(conn, home) == [] and list((home / "run").iterdir()) == []
+    entry = queue.entry(entry_id)
+    assert (entry.state, entry.stage, entry.outcome) == ("queued", "quiz", None)
+    vmjudge(home, "daemon", "--until-idle")
+    doc = json.loads(vmjudge(home, "show", str(entry_id), "--json", "--organiser").stdout)
+    assert (doc["state"], doc["outcome"]) == ("done", "dry-run")
+    quiz = [(a["attempt"], a["status"], a["reason"]) for a in doc["organiser"]["attempts"] if a["stage"] == "quiz"]
+    assert quiz == [(1, "cancelled", "daemon-stopping"), (2, "dry-run", None)]
+
+
 def test_evaluate_waits_for_the_daemon_that_holds_the_slots(home):
     path = archive(EXAMPLES / "af2017" / "entries" / "dryrun", home / "dryrun-entry.tar.gz")
     daemon = start_daemon(home)

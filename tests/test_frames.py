@@ -106,3 +106,44 @@ def test_agent_that_could_not_read_its_job_reports_why():
                       ("bye", {"commands": 0})))
     assert fs.transcript.agent_error == "job.json is not valid JSON"
     assert fs.transcript.finished
+
+
+def command_frames(out_chunks, file_chunks=(), index=0):
+    items = [("start", {"index": index, "name": "c"})] + [("out", c) for c in out_chunks]
+    if file_chunks:
+        items.append(("file", {"name": "r.qrs", "size": sum(map(len, file_chunks)), "kept": 0}))
+        items += [("fdata", c) for c in file_chunks]
+    items.append(("end", {"index": index, "status": "ok", "exit_code": 0, "seconds": 1,
+                          "output_bytes": sum(map(len, out_chunks)), "truncated": False}))
+    return items
+
+
+def test_host_keeps_only_the_allowance_whatever_the_guest_sends():
+    """A guest that ignores its output limit (a wedged or subverted agent) cannot grow host memory."""
+    fs = FrameStream("n1", limits=((1000, 500),))
+    fs.feed(stream_of(hello(), *command_frames([b"x" * 700] * 10, [b"y" * 400] * 5)))
+    cmd = fs.transcript.commands[0]
+    assert len(cmd.output) == 1000 and cmd.truncated and cmd.host_capped
+    assert len(cmd.files["r.qrs"].data) == 500 and cmd.files["r.qrs"].truncated
+
+
+def test_commands_must_come_in_the_jobs_order():
+    with pytest.raises(InfrastructureError, match="not the job's next command"):
+        FrameStream("n1", limits=((10, 10),)).feed(stream_of(hello(), *command_frames([b"a"], index=1)))
+    two = command_frames([b"a"]) + command_frames([b"b"], index=1)
+    with pytest.raises(InfrastructureError, match="not the job's next command"):
+        FrameStream("n1", limits=((10, 10),)).feed(stream_of(hello(), *two))
+
+
+def test_raw_frames_only_when_the_job_asked():
+    with pytest.raises(InfrastructureError, match="raw frame the job did not ask for"):
+        FrameStream("n1").feed(stream_of(hello(), ("raw", b"data")))
+    fs = FrameStream("n1", allow_raw=True)
+    fs.feed(stream_of(hello(), ("raw", b"data")))
+    assert bytes(fs.transcript.raw) == b"data"
+
+
+def test_agent_logs_are_capped():
+    fs = FrameStream("n1")
+    fs.feed(stream_of(hello(), *[("log", b"z" * 10000)] * 300))
+    assert len(fs.transcript.logs) == 256 and all(len(line) == 4096 for line in fs.transcript.logs)

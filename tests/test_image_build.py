@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from vmjudge.config import ImageRecipe
-from vmjudge.errors import ImageError
+from vmjudge.errors import ImageError, InfrastructureError
 from vmjudge.images import build
 from vmjudge.images.guest import frames
 from vmjudge.images.image import GuestImage, sha256_file
@@ -95,3 +95,26 @@ def test_cli_build_with_a_bad_challenge_says_why(site, tmp_path):
     assert proc.returncode == 1
     assert proc.stderr.startswith("vmjudge: ") and "[vm] vcpus = 0 is not allowed" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_stage_time_check_catches_an_altered_or_missing_file(image, tmp_path):
+    copy = tmp_path / "img"
+    copy.mkdir()
+    for name in ("root.sqfs", "vmlinuz", "initrd.img", "manifest.json"):
+        shutil.copy(image.directory / name, copy / name)
+    img = GuestImage.load(copy)
+    img.check()
+    assert (copy / "verified.json").exists()
+    img.check()  # unchanged files: passes again from the stamp
+    with open(copy / "vmlinuz", "r+b") as f:
+        f.seek(4096)
+        byte = f.read(1)
+        f.seek(4096)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    with pytest.raises(InfrastructureError) as err:
+        img.check()
+    assert err.value.reason == "image-altered" and "vmlinuz differs from its manifest" in str(err.value)
+    (copy / "vmlinuz").unlink()
+    with pytest.raises(InfrastructureError) as err:
+        img.check()
+    assert err.value.reason == "image-missing"

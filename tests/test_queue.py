@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from vmjudge.queue.db import MAX_INFRA_ATTEMPTS, Queue
+from vmjudge.queue import db as db_module
+from vmjudge.queue.db import MAX_INFRA_ATTEMPTS, RETRY_DELAYS, Queue
 
 
 @pytest.fixture
@@ -47,9 +48,14 @@ def test_final_outcome_is_recorded(queue):
     assert (e.state, e.outcome, e.scores, e.failed_stage) == ("done", "scored", {"score": 0.5}, None)
 
 
-def test_infrastructure_failures_retry_then_park(queue):
+def test_infrastructure_failures_retry_after_a_delay_then_park(queue, monkeypatch):
+    clock = [1000.0]
+    monkeypatch.setattr(db_module.time, "time", lambda: clock[0])
     eid = add(queue)
     for attempt in range(1, MAX_INFRA_ATTEMPTS + 1):
+        if attempt > 1:
+            assert queue.claim_next("d") is None and queue.waiting()  # waiting out its delay
+            clock[0] += RETRY_DELAYS[attempt - 2]
         entry = queue.claim_next("d")
         assert entry is not None and entry.stage == "prep"
         run = queue.start_stage(eid, "prep", "h", 0)
@@ -58,7 +64,7 @@ def test_infrastructure_failures_retry_then_park(queue):
         assert requeued == (attempt < MAX_INFRA_ATTEMPTS)
     e = queue.entry(eid)
     assert (e.state, e.reason, e.outcome) == ("parked", "vm-start", None)
-    assert queue.claim_next("d") is None
+    assert queue.claim_next("d") is None and not queue.waiting()
     assert [r.status for r in queue.stage_runs(eid)] == ["infra"] * MAX_INFRA_ATTEMPTS
 
 
@@ -91,3 +97,13 @@ def test_unknown_entry_and_challenge_say_what_to_do(queue):
         queue.entry(99)
     with pytest.raises(Exception, match="no challenge named 'x' is registered"):
         queue.challenge_dir("x")
+
+
+def test_a_cancelled_stage_is_queued_again_and_not_counted(queue):
+    eid = add(queue)
+    for _ in range(MAX_INFRA_ATTEMPTS + 1):
+        queue.claim_next("d")
+        queue.cancel_stage(queue.start_stage(eid, "prep", "h", 0))
+    assert queue.entry(eid).state == "queued"
+    queue.claim_next("d")
+    assert queue.infra_failure(queue.start_stage(eid, "prep", "h", 0), "vm-start", "x", {})  # first failure

@@ -44,3 +44,7 @@ class EntryError(VmjudgeError):
     def __init__(self, reason: str, message: str):
         super().__init__(message)
         self.reason = reason
+
+
+class Cancelled(Exception):
+    """The daemon is stopping: a run was abandoned, neither failed nor charged to anyone."""

@@ -13,11 +13,13 @@ the infrastructure (not the entry) broke is simply run again.
 
 from __future__ import annotations
 
+import errno
 import logging
+import threading
 from typing import Callable
 
 from .config import load_challenge
-from .errors import InfrastructureError, VmjudgeError
+from .errors import Cancelled, ImageError, InfrastructureError, VmjudgeError
 from .images.build import find_image
 from .queue.db import EntryRow, Queue
 from .stages.context import StageContext, StageOutcome
@@ -37,24 +39,37 @@ NEXT_STAGE = {"prep": "quiz", "quiz": "exam", "exam": "score"}
 OUTCOME = {"failed": "failed", "dry-run": "dry-run", "scored": "scored"}
 
 
-def run_stage(queue: Queue, site: Site, entry: EntryRow, slot: int) -> None:
+def run_stage(queue: Queue, site: Site, entry: EntryRow, slot: int, cancel: threading.Event | None = None) -> None:
     """Run the entry's current stage once and record what came of it."""
     stage = str(entry.stage)
     run = queue.start_stage(entry.id, stage, site.uri, slot)
     conn = None
     try:
         challenge = load_challenge(queue.challenge_dir(entry.challenge))
-        image = find_image(site, challenge.image)
+        try:
+            image = find_image(site, challenge.image)
+        except ImageError as exc:
+            raise InfrastructureError("image-missing", str(exc))
+        image.check()
         conn = vm.connect(site.uri) if stage != "score" else None
         ctx = StageContext(site=site, challenge=challenge, image=image, conn=conn, entry=entry,
-                           attempt=run.attempt)
+                           attempt=run.attempt, cancel=cancel)
         outcome = STAGES[stage](ctx)
+    except Cancelled:
+        log.info("entry %d %s attempt %d: abandoned, the daemon is stopping", entry.id, stage, run.attempt)
+        queue.cancel_stage(run)
+        return
     except InfrastructureError as exc:
         log.warning("entry %d %s attempt %d: %s", entry.id, stage, run.attempt, exc)
         queue.infra_failure(run, exc.reason, str(exc), {"stage": stage, "attempt": run.attempt, "host": site.uri})
         return
     except VmjudgeError as exc:  # image missing, challenge moved: the organiser's to fix, not the entry's
         queue.infra_failure(run, "setup-problem", str(exc), {"stage": stage, "attempt": run.attempt})
+        return
+    except OSError as exc:  # the host's disk, not the entry: e.g. no space left for the results
+        reason = "host-disk-full" if exc.errno == errno.ENOSPC else "host-io"
+        queue.infra_failure(run, reason, f"the host could not write the stage's files: {exc}",
+                            {"stage": stage, "attempt": run.attempt})
         return
     except Exception as exc:  # a bug of ours must not stop the daemon, nor be charged to the entry
         log.exception("entry %d %s attempt %d failed inside vmjudge", entry.id, stage, run.attempt)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import ImageError
+from ..errors import ImageError, InfrastructureError
 
 FILES = ("root.sqfs", "vmlinuz", "initrd.img")
 
@@ -55,6 +55,36 @@ class GuestImage:
             if not (Path(directory) / name).is_file():
                 raise ImageError(f"the guest image at {directory} lacks {name}: delete the directory and build again.")
         return cls(Path(directory), manifest)
+
+    def _signature(self) -> dict[str, list[int]]:
+        sig = {}
+        for name in FILES:
+            st = (self.directory / name).stat()
+            sig[name] = [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+        return sig
+
+    def check(self) -> None:
+        """Before each stage: the files must be those of the manifest. Hashing 150 MB per boot
+        would be wasteful, so the sha256 check runs again only when a file's inode, size,
+        mtime or ctime differs from when it last passed (ctime cannot be set back by hand)."""
+        stamp = self.directory / "verified.json"
+        try:
+            signature = self._signature()
+        except FileNotFoundError as exc:
+            raise InfrastructureError("image-missing", f"a file of the guest image is missing ({exc.filename}): "
+                                      f"build the image again with `vmjudge image build`.")
+        try:
+            if json.loads(stamp.read_text()) == signature:
+                return
+        except (OSError, ValueError):
+            pass
+        try:
+            self.verify()
+        except ImageError as exc:
+            raise InfrastructureError("image-altered", str(exc))
+        tmp = stamp.with_name(stamp.name + ".tmp")
+        tmp.write_text(json.dumps(signature))
+        tmp.replace(stamp)
 
     def verify(self) -> None:
         """Compare every file with its sha256 in the manifest (slow for a large root: not per boot)."""

@@ -20,6 +20,9 @@ from ..errors import VmjudgeError
 
 STAGES = ("prep", "quiz", "exam", "score")
 MAX_INFRA_ATTEMPTS = 3
+# Seconds before a stage that the infrastructure broke is tried again, by failures so far:
+# long enough for a restarting libvirtd or a passing disk-space problem to clear.
+RETRY_DELAYS = (10.0, 60.0)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS challenges (
@@ -40,6 +43,7 @@ CREATE TABLE IF NOT EXISTS entries (
     state TEXT NOT NULL,               -- queued | running | done | parked
     stage TEXT,                        -- the stage queued or running; NULL once done
     lease_owner TEXT,
+    not_before REAL NOT NULL DEFAULT 0,  -- a retried stage waits until this time (epoch seconds)
     outcome TEXT,                      -- scored | dry-run | failed
     failed_stage TEXT,
     reason TEXT,
@@ -56,7 +60,7 @@ CREATE TABLE IF NOT EXISTS stage_runs (
     slot INTEGER NOT NULL,
     started_at TEXT NOT NULL,
     finished_at TEXT,
-    status TEXT,                       -- passed | failed | dry-run | scored | infra
+    status TEXT,                       -- passed | failed | dry-run | scored | infra | cancelled
     reason TEXT,
     message TEXT,                      -- what the participant sees of this stage
     manifest TEXT                      -- JSON: what produced this result
@@ -99,6 +103,7 @@ class EntryRow:
     def from_row(cls, row: sqlite3.Row) -> "EntryRow":
         d = dict(row)
         d.pop("lease_owner", None)
+        d.pop("not_before", None)
         d["late"] = bool(d["late"])
         d["scores"] = json.loads(d["scores"]) if d["scores"] else None
         d["exam"] = json.loads(d["exam"]) if d["exam"] else None
@@ -133,6 +138,9 @@ class Queue:
         try:
             with self._connect() as db:
                 db.executescript(SCHEMA)
+                columns = {r["name"] for r in db.execute("PRAGMA table_info(entries)")}
+                if "not_before" not in columns:  # a queue made before retries waited
+                    db.execute("ALTER TABLE entries ADD COLUMN not_before REAL NOT NULL DEFAULT 0")
         except sqlite3.Error as exc:
             raise VmjudgeError(f"cannot open the queue database {self.path}: {exc}; check the home directory.")
 
@@ -210,14 +218,20 @@ class Queue:
     def claim_next(self, owner: str, only: int | None = None) -> EntryRow | None:
         """The oldest queued entry, now marked running under `owner`; None when nothing waits."""
         with self._transaction() as db:
-            sql = "SELECT * FROM entries WHERE state = 'queued'" + (" AND id = ?" if only else "") + \
-                  " ORDER BY id LIMIT 1"
-            row = db.execute(sql, (only,) if only else ()).fetchone()
+            sql = "SELECT * FROM entries WHERE state = 'queued' AND not_before <= ?" + \
+                  (" AND id = ?" if only else "") + " ORDER BY id LIMIT 1"
+            row = db.execute(sql, (time.time(), only) if only else (time.time(),)).fetchone()
             if row is None:
                 return None
             db.execute("UPDATE entries SET state = 'running', lease_owner = ? WHERE id = ?", (owner, row["id"]))
             self._event(db, row["id"], "running", f"{row['stage']} by {owner}")
         return self.entry(row["id"])
+
+    def waiting(self, only: int | None = None) -> bool:
+        """Whether any entry is queued, ready or waiting out a retry delay."""
+        with self._connect() as db:
+            sql = "SELECT 1 FROM entries WHERE state = 'queued'" + (" AND id = ?" if only else "") + " LIMIT 1"
+            return db.execute(sql, (only,) if only else ()).fetchone() is not None
 
     def requeue_running(self) -> list[int]:
         """After a daemon died: its running stages go back to the queue, to be run again."""
@@ -283,11 +297,20 @@ class Queue:
                                   "status = 'infra'", (run.entry_id, run.stage)).fetchone()[0]
             retry = failures < MAX_INFRA_ATTEMPTS
             state = "queued" if retry else "parked"
-            db.execute("UPDATE entries SET state = ?, lease_owner = NULL, reason = ? WHERE id = ?",
-                       (state, None if retry else reason, run.entry_id))
+            delay = RETRY_DELAYS[min(failures, len(RETRY_DELAYS)) - 1] if retry else 0.0
+            db.execute("UPDATE entries SET state = ?, lease_owner = NULL, reason = ?, not_before = ? WHERE id = ?",
+                       (state, None if retry else reason, time.time() + delay, run.entry_id))
             self._event(db, run.entry_id, "infra", f"{run.stage} attempt {run.attempt}: {reason}: {message}"
                         + ("" if retry else f" (parked after {failures} failures)"))
         return retry
+
+    def cancel_stage(self, run: StageRun) -> None:
+        """The daemon stopped on purpose while this stage ran: queue it again, uncounted."""
+        with self._transaction() as db:
+            db.execute("UPDATE stage_runs SET finished_at = ?, status = 'cancelled', reason = 'daemon-stopping', "
+                       "message = 'the daemon was stopped while this stage ran' WHERE id = ?", (now(), run.id))
+            db.execute("UPDATE entries SET state = 'queued', lease_owner = NULL WHERE id = ?", (run.entry_id,))
+            self._event(db, run.entry_id, "requeued", f"{run.stage}: the daemon was stopped; it will run again")
 
     def events(self, entry_id: int) -> list[dict[str, Any]]:
         with self._connect() as db:

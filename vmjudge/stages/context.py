@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,7 @@ class StageContext:
     conn: Any  # libvirt.virConnect
     entry: EntryRow
     attempt: int
+    cancel: threading.Event | None = None  # set when the daemon is stopping
 
     @property
     def results_dir(self) -> Path:
@@ -67,7 +69,8 @@ class StageContext:
                           memory_mib=self.challenge.vm.memory_mib,
                           label=f"{self.site.domain_tag}-e{self.entry.id}-{stage}",
                           limits=limits, should_stop=should_stop,
-                          keep_iso=self.results_dir / f"{stage}-{self.attempt}.iso" if self.site.keep_media else None)
+                          keep_iso=self.results_dir / f"{stage}-{self.attempt}.iso" if self.site.keep_media else None,
+                          cancel=self.cancel)
         return run
 
     def manifest(self, stage: str, run: JobRun | None = None) -> dict[str, Any]:

@@ -19,6 +19,9 @@ from ..errors import InfrastructureError
 from ..images.guest.frames import Decoder, Frame, FrameError
 
 READ_SIZE = 1 << 20
+MAX_LOGS = 256  # agent log lines kept, each at most MAX_LOG_BYTES
+MAX_LOG_BYTES = 4096
+MAX_FILES = 64  # result files per command
 
 
 class ChannelClosed(Exception):
@@ -75,6 +78,7 @@ class CommandResult:
     truncated: bool = False
     message: str = ""
     files: dict[str, FileResult] = field(default_factory=dict)
+    host_capped: bool = False  # the guest sent more than the job allowed; the host kept the allowance
 
 
 @dataclass
@@ -91,6 +95,11 @@ class Transcript:
     frames: int = 0
     # (seq, kind, host monotonic time) of every frame but data and ticks: host-side timings.
     timeline: list[tuple[int, str, float]] = field(default_factory=list)
+    # The host's own caps, per command index: (output bytes, bytes per result file). The agent
+    # caps too, but the host never trusts it to: a flooding guest cannot grow host memory.
+    # None (tests of the frame format only) means no command is expected.
+    limits: tuple[tuple[int, int], ...] | None = None
+    allow_raw: bool = False
     _file: FileResult | None = None
 
     @property
@@ -125,14 +134,20 @@ class Transcript:
         if kind == "tick":
             return
         if kind == "log":
-            self.logs.append(frame.payload.decode("utf-8", "replace"))
+            if len(self.logs) < MAX_LOGS:
+                self.logs.append(frame.payload[:MAX_LOG_BYTES].decode("utf-8", "replace"))
         elif kind == "raw":
+            if not self.allow_raw:
+                raise self._broken("the guest sent a raw frame the job did not ask for")
             self.raw += frame.payload
         elif kind == "start":
             if current is not None:
                 raise self._broken(f"command {current.index} was still running when another started")
             info = frame.json()
-            self.commands.append(CommandResult(index=int(info["index"]), name=str(info["name"])))
+            index = int(info["index"])
+            if index != len(self.commands) or (self.limits is not None and index >= len(self.limits)):
+                raise self._broken(f"the guest started command {index}, which is not the job's next command")
+            self.commands.append(CommandResult(index=index, name=str(info["name"])))
         elif kind in ("out", "file", "fdata", "end"):
             if current is None:
                 raise self._broken(f"a {kind} frame came with no command running")
@@ -146,18 +161,28 @@ class Transcript:
         else:
             raise self._broken(f"unexpected {kind} frame")
 
+    def _cap(self, cmd: CommandResult, which: int) -> int | None:
+        return None if self.limits is None else self.limits[cmd.index][which]
+
     def _command_frame(self, cmd: CommandResult, frame: Frame) -> None:
         if frame.kind == "out":
-            cmd.output += frame.payload
+            room = self._cap(cmd, 0)
+            room = len(frame.payload) if room is None else max(room - len(cmd.output), 0)
+            cmd.output += frame.payload[:room]
+            cmd.host_capped = cmd.host_capped or room < len(frame.payload)
         elif frame.kind == "file":
             info = frame.json()
             size = info.get("size")
+            if len(cmd.files) >= MAX_FILES:
+                raise self._broken(f"command {cmd.index} sent back more than {MAX_FILES} files")
             self._file = FileResult(name=str(info["name"]), size=None if size is None else int(size))
             cmd.files[self._file.name] = self._file
         elif frame.kind == "fdata":
             if self._file is None:
                 raise self._broken("file data came before its file header")
-            self._file.data += frame.payload
+            room = self._cap(cmd, 1)
+            room = len(frame.payload) if room is None else max(room - len(self._file.data), 0)
+            self._file.data += frame.payload[:room]
         else:  # end
             info = frame.json()
             cmd.status = str(info["status"])
@@ -166,7 +191,7 @@ class Transcript:
             cmd.exit_code = info.get("exit_code")
             cmd.seconds = float(info.get("seconds", 0.0))
             cmd.output_bytes = int(info.get("output_bytes", len(cmd.output)))
-            cmd.truncated = bool(info.get("truncated", False))
+            cmd.truncated = bool(info.get("truncated", False)) or cmd.host_capped
             cmd.message = str(info.get("message", ""))
             self._file = None
 
@@ -174,9 +199,9 @@ class Transcript:
 class FrameStream:
     """Decoder plus transcript: bytes in, a growing Transcript out, errors as infrastructure faults."""
 
-    def __init__(self, nonce: str):
+    def __init__(self, nonce: str, limits: tuple[tuple[int, int], ...] | None = None, allow_raw: bool = False):
         self.decoder = Decoder()
-        self.transcript = Transcript(nonce=nonce)
+        self.transcript = Transcript(nonce=nonce, limits=limits, allow_raw=allow_raw)
 
     def feed(self, data: bytes) -> int:
         try:

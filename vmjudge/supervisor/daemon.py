@@ -10,6 +10,7 @@ import fcntl
 import logging
 import os
 import shutil
+import signal
 import threading
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
@@ -90,6 +91,7 @@ def serve(site: Site, queue: Queue, slots: int, until_idle: bool, only: int | No
         raise DaemonBusy(f"another vmjudge daemon (pid {lock.holder()}) is running on {site.home}: "
                            "stop it first, or let it evaluate the queue.")
     stop = stop or threading.Event()
+    restore = _stop_on_signals(stop)
     try:
         recover(site, queue)
         running: dict[Future, int] = {}
@@ -103,19 +105,34 @@ def serve(site: Site, queue: Queue, slots: int, until_idle: bool, only: int | No
                     slot = free.pop(0)
                     if on_change:
                         on_change(entry)
-                    running[pool.submit(_slot, site, queue, entry, slot)] = slot
+                    running[pool.submit(run_stage, queue, site, entry, slot, stop)] = slot
                 if not running:
-                    if until_idle:
+                    if until_idle and not queue.waiting(only):
                         return
-                    stop.wait(1.0)
+                    stop.wait(1.0)  # new submissions, or a retry waiting out its delay
                     continue
                 done, _ = wait(list(running), timeout=1.0, return_when=FIRST_COMPLETED)
                 for fut in done:
                     free.append(running.pop(fut))
                     fut.result()
+            # Stopping: the slots see `stop`, destroy their VMs and queue their stages again.
+            for fut in running:
+                fut.result()
     finally:
+        restore()
         lock.release()
 
 
-def _slot(site: Site, queue: Queue, entry: EntryRow, slot: int) -> None:
-    run_stage(queue, site, entry, slot)
+def _stop_on_signals(stop: threading.Event) -> Callable[[], None]:
+    """SIGTERM and SIGINT stop the daemon cleanly: running stages are abandoned and queued
+    again, not failed. Returns a function that puts the previous handlers back."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    for sig in previous:
+        signal.signal(sig, lambda _sig, _frame: stop.set())
+
+    def restore() -> None:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return restore

@@ -50,6 +50,10 @@ class Job:
                "commands": [c.document() for c in self.commands]}
         return json.dumps(doc, indent=1, sort_keys=True).encode()
 
+    def host_limits(self) -> tuple[tuple[int, int], ...]:
+        """(output bytes, bytes per result file) per command, as the host enforces them."""
+        return tuple((c.output_limit, c.file_limit or c.output_limit) for c in self.commands)
+
     def time_budget(self) -> float:
         """The longest the commands may take, by their own limits, plus the agent's slack."""
         return sum(c.timeout + COMMAND_SLACK for c in self.commands)

@@ -13,6 +13,7 @@ import logging
 import os
 import secrets
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,7 @@ from typing import Callable
 import libvirt
 
 from ..config import Site
-from ..errors import InfrastructureError
+from ..errors import Cancelled, InfrastructureError
 from ..images.image import GuestImage, sha256_file
 from ..images.iso import write_iso
 from .channel import ChannelClosed, ChannelReader, FrameStream, Transcript
@@ -91,7 +92,8 @@ def _qemu_img(args: list[str]) -> None:
 
 def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *, home_disk: Path,
             workdir: Path, console_log: Path, vcpus: int = 2, memory_mib: int = 2048, label: str = "job",
-            limits: Limits = Limits(), should_stop: StopRule | None = None, keep_iso: Path | None = None) -> JobRun:
+            limits: Limits = Limits(), should_stop: StopRule | None = None, keep_iso: Path | None = None,
+            cancel: threading.Event | None = None) -> JobRun:
     boot_timeout = limits.boot_timeout or site.boot_timeout
     silence_timeout = limits.silence_timeout or site.silence_timeout
     budget = limits.deadline or (boot_timeout + min(job.time_budget(), limits.stage_cap or float("inf"))
@@ -111,9 +113,9 @@ def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *
         reader = ChannelReader(domain.channel_pty(site.channel))
         started = time.monotonic()
         domain.resume()
-        stream = FrameStream(nonce)
+        stream = FrameStream(nonce, limits=job.host_limits(), allow_raw=job.raw_copy is not None)
         reading = _Reading(domain, reader, stream, started, console_log, boot_timeout, silence_timeout, budget,
-                           limits.stage_cap, should_stop)
+                           limits.stage_cap, should_stop, cancel)
         ended = reading.until_bye()
         transcript = stream.transcript
         if ended == "bye" and not domain.wait_stopped(POWEROFF_GRACE):
@@ -147,12 +149,15 @@ class _Reading:
     budget: float
     stage_cap: float | None = None
     should_stop: StopRule | None = None
+    cancel: threading.Event | None = None
     boot_seconds: float = 0.0
 
     def until_bye(self) -> str:
         transcript = self.stream.transcript
         last_frame = self.started
         while not transcript.finished:
+            if self.cancel is not None and self.cancel.is_set():
+                raise Cancelled("the daemon is stopping")
             now = time.monotonic()
             self._check_limits(now, last_frame)
             if self.stage_cap is not None and transcript.hello is not None \

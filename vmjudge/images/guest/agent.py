@@ -32,6 +32,7 @@ HOME = "/home/entry"
 PORT_NAME = "org.vmjudge.data"
 CHUNK = 64 * 1024
 PR_SET_CHILD_SUBREAPER = 36
+ENTRY_MAX_PROCESSES = 1024  # per entry user: enough for any real program, not for a fork bomb
 
 
 class JobError(Exception):
@@ -284,8 +285,7 @@ def run_command(channel, index, cmd):
         proc = subprocess.Popen(
             cmd.argv, cwd=HOME, env=env, stdin=subprocess.DEVNULL, stdout=write_fd, stderr=write_fd,
             start_new_session=True, close_fds=True,
-            user=entry.pw_uid if as_entry else None, group=entry.pw_gid if as_entry else None,
-            extra_groups=[] if as_entry else None)
+            preexec_fn=(lambda: become_entry(entry)) if as_entry else None)
     except OSError as exc:
         os.close(read_fd)
         os.close(write_fd)
@@ -384,6 +384,26 @@ def run_job(channel, job):
     return done
 
 
+def become_entry(entry):
+    """In the child, before exec: killable by the OOM killer again (the agent is not), a cap on
+    processes against fork bombs, then the entry user's identity. The OOM setting comes first:
+    once the uid changes, /proc/self belongs to root until exec."""
+    import resource
+    with open("/proc/self/oom_score_adj", "w") as f:
+        f.write("0")
+    resource.setrlimit(resource.RLIMIT_NPROC, (ENTRY_MAX_PROCESSES, ENTRY_MAX_PROCESSES))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    os.setgroups([])
+    os.setgid(entry.pw_gid)
+    os.setuid(entry.pw_uid)
+
+
+def protect_from_oom():
+    """An entry that eats all memory must lose its own processes, never the agent."""
+    with open("/proc/self/oom_score_adj", "w") as f:
+        f.write("-1000")
+
+
 def become_subreaper():
     """Orphans of entry processes come to the agent (not PID 1), which reaps them."""
     import ctypes
@@ -409,6 +429,7 @@ def main():
     done = 0
     try:
         become_subreaper()
+        protect_from_oom()
         done = run_job(channel, job)
     except JobError as exc:
         channel.send_json("error", {"message": str(exc)})

@@ -33,6 +33,11 @@ def run(ctx: StageContext) -> StageOutcome:
     if missing:
         return StageOutcome("failed", f"Missing component(s): {', '.join(missing)}. Entry not scored.",
                             reason="missing-component", manifest=ctx.manifest("prep"))
+    crlf = [name for name in SCRIPTS if b"\r\n" in _head(ctx.entry_dir / name)]
+    if crlf:
+        return StageOutcome("failed", f"{' and '.join(crlf)} {'has' if len(crlf) == 1 else 'have'} Windows (CRLF) "
+                            f"line endings, which the shell cannot run: convert with `dos2unix {' '.join(crlf)}` "
+                            "and submit again. Entry not scored.", reason="bad-script", manifest=ctx.manifest("prep"))
     install = set_aside_submitted_answers(ctx)
 
     ctx.home_disk.unlink(missing_ok=True)
@@ -52,6 +57,17 @@ def run(ctx: StageContext) -> StageOutcome:
         return StageOutcome("failed", f"setup.sh failed (exit status {setup.exit_code}). Entry not scored.\n"
                             f"--- setup.sh output ---\n{output}", reason="setup-error", manifest=manifest)
     return StageOutcome("passed", f"setup.sh completed.\n--- setup.sh output ---\n{output}", manifest=manifest)
+
+
+SCRIPTS = ("setup.sh", "next.sh")
+
+
+def _head(path: Path) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read(1 << 16)
+    except OSError:
+        return b""
 
 
 def set_aside_submitted_answers(ctx: StageContext) -> Path:

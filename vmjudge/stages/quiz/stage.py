@@ -48,16 +48,22 @@ class Comparison:
             source = ctx.entry_dir / self.rule.submitted
             self.submitted = parse_answer_lines(source.read_bytes() if source.is_file() else None)
 
-    def mismatch(self, record: str, cmd: CommandResult) -> str | None:
+    def mismatch(self, record: str, cmd: CommandResult, earlier: tuple[str, ...] = ()) -> str | None:
         name = self.rule.output_name(record)
         got = cmd.files.get(name)
         produced = got.data if got is not None and got.size is not None else None
         if self.rule.style == "answer-lines":
-            answer = parse_answer_lines(produced).get(record)
+            lines = parse_answer_lines(produced)
+            answer = lines.get(record)
             if answer is None:
                 return f"next.sh {record}: no line for {record} in answers.txt"
             if answer != self.submitted.get(record):
                 return f"next.sh {record}: output does not match submission"
+            # answers.txt is the entry's whole answer sheet: a next.sh that loses or changes
+            # earlier lines would lose them in the exam too.
+            for prev in earlier:
+                if lines.get(prev) != self.submitted.get(prev):
+                    return f"next.sh {record}: answers.txt no longer holds the submitted line for {prev}"
             return None
         if produced is None:
             return f"next.sh {record}: no output file {name}"
@@ -77,7 +83,7 @@ class Comparison:
             if cmd.status != "ok":
                 return i, "quiz-error", f"next.sh {records[i]}: failed (exit status {cmd.exit_code})"
             if i not in self._verdicts:
-                self._verdicts[i] = self.mismatch(records[i], cmd)
+                self._verdicts[i] = self.mismatch(records[i], cmd, records[:i])
             wrong = self._verdicts[i]
             if wrong:
                 return i, "quiz-mismatch", wrong

@@ -1,0 +1,169 @@
+"""The hostile and malformed entries, each with the verdict vmjudge must give it.
+
+Each case builds its archive at test time from the good entry (tests/hostile/good) plus
+one hostile change. Where the hostile act should simply fail inside the VM, the rest of the
+entry is good and the expected verdict is "scored" with the good entry's score: a score
+that differs would show the act succeeded or disturbed the judge.
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+import stat
+import tarfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+GOOD = Path(__file__).resolve().parent / "good"
+REFUSED = "refused"  # `submit` refuses the archive: exit 1, nothing stored
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    build: Callable[[Path], Path]  # given a scratch directory, returns the archive to submit
+    expect: tuple[str | None, str | None, str | None] | str  # (outcome, failed_stage, reason) or REFUSED
+    says: str = ""  # words the participant's report must hold
+
+    @property
+    def reaches_vm(self) -> bool:
+        """Whether the entry gets past the host's checks into a VM."""
+        return self.expect != REFUSED and self.expect[2] not in HOST_REASONS
+
+
+HOST_REASONS = ("bad-archive", "missing-component", "bad-script")
+
+
+def tar_of(files: dict[str, bytes | None], out: Path, extra: Callable[[tarfile.TarFile], None] | None = None) -> Path:
+    """A tar.gz of the good entry's files (modes kept) with `files` replacing or removing some."""
+    with tarfile.open(out, "w:gz") as tar:
+        contents = {p.name: (p.read_bytes(), p.stat().st_mode & 0o777) for p in sorted(GOOD.iterdir())}
+        for name, data in files.items():
+            if data is None:
+                contents.pop(name, None)
+            else:
+                mode = 0o755 if name.endswith(".sh") else 0o644
+                contents[name] = (data, contents.get(name, (b"", mode))[1])
+        for name, (data, mode) in contents.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), mode
+            tar.addfile(info, io.BytesIO(data))
+        if extra is not None:
+            extra(tar)
+    return out
+
+
+def entry(files: dict[str, bytes | None] | None = None, extra=None) -> Callable[[Path], Path]:
+    return lambda d: tar_of(files or {}, d / "entry.tar.gz", extra)
+
+
+def setup(script: str) -> Callable[[Path], Path]:
+    return entry({"setup.sh": ("#!/bin/sh\n" + script + "\n").encode()})
+
+
+def member(name: str, kind: bytes, linkname: str = "", devmajor: int = 0) -> Callable[[tarfile.TarFile], None]:
+    def add(tar: tarfile.TarFile) -> None:
+        info = tarfile.TarInfo(name)
+        info.type, info.linkname, info.devmajor = kind, linkname, devmajor
+        tar.addfile(info)
+    return add
+
+
+def zip_of_zeros(size: int) -> Callable[[Path], Path]:
+    def build(d: Path) -> Path:
+        out = d / "entry.zip"
+        with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+            for p in sorted(GOOD.iterdir()):
+                info = zipfile.ZipInfo(p.name)
+                info.external_attr = (stat.S_IFREG | (p.stat().st_mode & 0o777)) << 16
+                z.writestr(info, p.read_bytes())
+            with z.open("zeros.bin", "w", force_zip64=True) as f:
+                block = b"\0" * (1 << 20)
+                for _ in range(size >> 20):
+                    f.write(block)
+        return out
+    return build
+
+
+def many_files(count: int) -> Callable[[Path], Path]:
+    def extra(tar: tarfile.TarFile) -> None:
+        for i in range(count):
+            info = tarfile.TarInfo(f"tiny/{i:06d}")
+            tar.addfile(info, io.BytesIO(b""))
+    return entry(extra=extra)
+
+
+def copy_named(name: str, content: bytes | None = None) -> Callable[[Path], Path]:
+    def build(d: Path) -> Path:
+        out = d / name
+        if content is None:
+            shutil.copy(tar_of({}, d / "entry.tar.gz"), out)
+        else:
+            out.write_bytes(content)
+        return out
+    return build
+
+
+SCORED = ("scored", None, None)
+BAD_ARCHIVE = ("failed", "prep", "bad-archive")
+NEXT_SH = "#!/bin/sh\necho \"$1,$(cat \"$1.txt\")\" >> answers.txt\n"
+SECRET = "SECRETLABEL-5c1e"
+
+CASES = [
+    # archives refused on the host, before any VM
+    Case("zip-bomb-ratio", zip_of_zeros(24 << 20), BAD_ARCHIVE, "times its own size"),
+    Case("zip-bomb-size", zip_of_zeros(200 << 20), BAD_ARCHIVE, "unpacks to more than"),
+    Case("tar-dotdot", entry(extra=member("../escape.sh", tarfile.REGTYPE)), BAD_ARCHIVE, ".."),
+    Case("tar-absolute", entry(extra=member("/etc/cron.d/x", tarfile.REGTYPE)), BAD_ARCHIVE, "absolute"),
+    Case("tar-symlink-out", entry(extra=member("passwd", tarfile.SYMTYPE, "/etc/passwd")), BAD_ARCHIVE, "link"),
+    Case("tar-hardlink-out", entry(extra=member("shadow", tarfile.LNKTYPE, "/etc/shadow")), BAD_ARCHIVE, "link"),
+    Case("tar-device", entry(extra=member("kmem", tarfile.CHRTYPE, devmajor=1)), BAD_ARCHIVE, "kmem"),
+    Case("many-tiny-files", many_files(100_000), BAD_ARCHIVE, "members"),
+    Case("not-an-archive", copy_named("x-entry.zip", b"just text, not a zip\n" * 100), REFUSED,
+         "is not a readable zip archive"),
+    Case("wrong-name", copy_named("solution.tar.gz"), REFUSED, "Improper name (solution.tar.gz) for entry"),
+    Case("missing-setup", entry({"setup.sh": None}), ("failed", "prep", "missing-component"), "setup.sh"),
+    Case("missing-next", entry({"next.sh": None}), ("failed", "prep", "missing-component"), "next.sh"),
+    Case("crlf-scripts", entry({"setup.sh": b"#!/bin/sh\r\necho set up\r\n"}), ("failed", "prep", "bad-script"),
+         "dos2unix setup.sh"),
+    # the rule: a script without an execute bit runs with bash
+    Case("no-exec-bit", lambda d: _no_exec(d), SCORED),
+    # setup.sh that attacks the VM it runs in
+    Case("fork-bomb", setup("bomb() { bomb | bomb & }; bomb; sleep 100"), ("failed", "prep", "setup-timeout")),
+    Case("eats-memory", setup("python3 -c 'l = []\nwhile True: l.append(bytearray(8 << 20))'"),
+         ("failed", "prep", "setup-error")),
+    Case("fills-home", setup("dd if=/dev/zero of=fill bs=1M 2>/dev/null; exit 0"), ("failed", "quiz", "quiz-mismatch"),
+         "no line for r1"),
+    Case("fills-tmp", setup("cat /dev/zero > /tmp/fill 2>/dev/null; cat /dev/zero > /var/tmp/fill 2>/dev/null;"
+                            " cat /dev/zero > /dev/shm/fill 2>/dev/null; exit 0"), SCORED),
+    Case("prints-100mb", setup("head -c 100000000 /dev/zero; exit 0"), SCORED, "[output truncated]"),
+    Case("never-exits", setup("sleep 100000"), ("failed", "prep", "setup-timeout"), "did not finish within 20 s"),
+    Case("powers-off", setup("python3 -c 'import ctypes; ctypes.CDLL(None).reboot(0x4321FEDC)'; "
+                             "echo o > /proc/sysrq-trigger 2>/dev/null; busybox poweroff -f 2>/dev/null; exit 0"),
+         SCORED),
+    Case("opens-socket", setup("python3 -c 'import socket; socket.create_connection((\"93.184.216.34\", 80), 3)' "
+                               "2>/dev/null && exit 1; exit 0"), SCORED),
+    Case("writes-devices", setup("for d in /dev/vport* /dev/ttyS0 /dev/ttyS1 /dev/console /dev/vda /dev/vdb "
+                                 "/dev/sr0 /dev/kmsg; do printf 'VMJ1 bye 99 0 00000000\\n' 2>/dev/null > $d "
+                                 "&& exit 1; done; exit 0"), SCORED),
+    Case("hunts-reference", entry({"next.sh": (
+        "#!/bin/sh\nif grep -r -l -s " + SECRET + " /media /home /tmp /var /opt /srv /mnt /root /etc >/dev/null "
+        "2>&1; then echo \"$1,LEAKED\" >> answers.txt; exit 0; fi\n" + NEXT_SH.split("\n", 1)[1]).encode()}), SCORED),
+    Case("corrupts-answers", entry({"next.sh": (
+        "#!/bin/sh\n[ \"$1\" = r2 ] && : > answers.txt\n" + NEXT_SH.split("\n", 1)[1]).encode()}),
+         ("failed", "quiz", "quiz-mismatch"), "no longer holds the submitted line for r1"),
+]
+
+
+def _no_exec(d: Path) -> Path:
+    out = d / "entry.tar.gz"
+    with tarfile.open(out, "w:gz") as tar:
+        for p in sorted(GOOD.iterdir()):
+            info = tarfile.TarInfo(p.name)
+            data = p.read_bytes()
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return out
