@@ -118,3 +118,39 @@ def test_stage_time_check_catches_an_altered_or_missing_file(image, tmp_path):
     with pytest.raises(InfrastructureError) as err:
         img.check()
     assert err.value.reason == "image-missing"
+
+
+def test_concurrent_checks_of_a_new_image_do_not_collide(image, tmp_path, monkeypatch):
+    """Two daemon slots verify a freshly built image at the same moment. A barrier before the
+    rename holds both until both have written their stamp, the window where they collided."""
+    import pathlib
+    import threading
+
+    copy = tmp_path / "img"
+    copy.mkdir()
+    for name in ("root.sqfs", "vmlinuz", "initrd.img", "manifest.json"):
+        shutil.copy(image.directory / name, copy / name)
+    img = GuestImage.load(copy)
+    barrier = threading.Barrier(2, timeout=30)
+    original = pathlib.Path.replace
+
+    def replace_together(self, target):
+        barrier.wait()
+        return original(self, target)
+
+    monkeypatch.setattr(pathlib.Path, "replace", replace_together)
+    errors = []
+
+    def check():
+        try:
+            img.check()
+        except Exception as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+
+    threads = [threading.Thread(target=check) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and (copy / "verified.json").exists()
+    assert [p.name for p in copy.iterdir() if p.name.endswith(".tmp")] == []

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,7 +84,8 @@ class GuestImage:
             self.verify()
         except ImageError as exc:
             raise InfrastructureError("image-altered", str(exc))
-        tmp = stamp.with_name(stamp.name + ".tmp")
+        # Two slots may check at once: each writes its own temporary file, and the last wins.
+        tmp = stamp.with_name(f"{stamp.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         tmp.write_text(json.dumps(signature))
         tmp.replace(stamp)
 
