@@ -135,10 +135,10 @@ CASES = [
     Case("fork-bomb", setup("bomb() { bomb | bomb & }; bomb; sleep 100"), ("failed", "prep", "setup-timeout")),
     Case("eats-memory", setup("python3 -c 'l = []\nwhile True: l.append(bytearray(8 << 20))'"),
          ("failed", "prep", "setup-error")),
-    # Fills every last block (dd leaves a few KiB), so next.sh cannot write answers.txt.
+    # Fills every last block (dd leaves a few KiB), so next.sh's append to answers.txt fails.
     Case("fills-home", setup("dd if=/dev/zero of=fill bs=1M 2>/dev/null; dd if=/dev/zero of=fill2 bs=1k "
                              "2>/dev/null; i=0; while echo x > f$i 2>/dev/null; do i=$((i + 1)); done; exit 0"),
-         ("failed", "quiz", "quiz-mismatch"), "no line for r1"),
+         ("failed", "quiz", "quiz-error"), "next.sh r1: failed"),
     Case("fills-tmp", setup("cat /dev/zero > /tmp/fill 2>/dev/null; cat /dev/zero > /var/tmp/fill 2>/dev/null;"
                             " cat /dev/zero > /dev/shm/fill 2>/dev/null; exit 0"), SCORED),
     Case("prints-100mb", setup("head -c 100000000 /dev/zero; exit 0"), SCORED, "[output truncated]"),
