@@ -76,6 +76,26 @@ def test_a_killed_daemon_leaves_nothing_behind_and_the_stage_runs_again(home, co
     assert vm.leftover_domains(conn) == [] and list((home / "run").iterdir()) == []
 
 
+def test_a_daemon_killed_in_the_exam_scores_the_entry_once(home, conn):
+    path = archive(EXAMPLES / "af2017" / "entries" / "good", home / "good-entry.tar.gz")
+    entry_id = int(vmjudge(home, "submit", "af2017", str(path)).stdout)
+    queue = Queue(home / "queue.db")
+    daemon = start_daemon(home)
+    try:
+        wait_until(lambda: any(r.stage == "exam" and r.finished_at is None for r in queue.stage_runs(entry_id))
+                   and own_domains(conn, home), 600, "the exam VM to be running")
+    finally:
+        daemon.send_signal(signal.SIGKILL)
+        daemon.wait()
+    vmjudge(home, "daemon", "--until-idle")
+    doc = json.loads(vmjudge(home, "show", str(entry_id), "--json", "--organiser").stdout)
+    assert (doc["state"], doc["outcome"], doc["scores"]["score"]) == ("done", "scored", 1.0)
+    runs = [(a["stage"], a["attempt"], a["status"]) for a in doc["organiser"]["attempts"]]
+    assert runs == [("prep", 1, "passed"), ("quiz", 1, "passed"), ("exam", 1, "infra"), ("exam", 2, "passed"),
+                    ("score", 1, "scored")]
+    assert own_domains(conn, home) == [] and list((home / "run").iterdir()) == []
+
+
 def test_sigterm_stops_cleanly_and_requeues_the_running_stage(home, conn):
     path = archive(EXAMPLES / "af2017" / "entries" / "dryrun", home / "dryrun-entry.tar.gz")
     entry_id = int(vmjudge(home, "submit", "af2017", str(path)).stdout)
