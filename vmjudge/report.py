@@ -61,10 +61,9 @@ def organiser_details(site: Site, entry: EntryRow, runs: list[StageRun]) -> dict
 def show(site: Site, queue: Queue, entry_id: int, organiser: bool = False) -> dict[str, Any]:
     entry = queue.entry(entry_id)
     runs = queue.stage_runs(entry_id)
-    state = entry.state if entry.state in ("queued", "running", "done") else entry.state
     doc: dict[str, Any] = {
         "id": entry.id, "challenge": entry.challenge, "owner": entry.owner, "late": entry.late,
-        "submitted_at": entry.submitted_at, "state": state, "stage": entry.stage,
+        "submitted_at": entry.submitted_at, "state": entry.state, "stage": entry.stage,
         "outcome": entry.outcome, "failed_stage": entry.failed_stage,
         "reason": entry.reason if entry.state == "done" else None,
         "scores": entry.scores or {}, "exam": entry.exam,

@@ -8,6 +8,8 @@ host acts rather than asks). An entry holding DRYRUN ends here with the original
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ...supervisor.channel import CommandResult, Transcript
 from ...supervisor.job import Command, Job
 from ...supervisor.runner import Limits, make_overlay
@@ -93,8 +95,7 @@ class Comparison:
 def run(ctx: StageContext) -> StageOutcome:
     ch = ctx.challenge
     records = ch.training
-    job = record_job(ctx, "training", records, collect_each=True)
-    job = Job(commands=job.commands, media=job.media, stop_on_failure=True)
+    job = replace(record_job(ctx, "training", records, collect_each=True), stop_on_failure=True)
     compare = Comparison(ctx)
     overlay = ctx.results_dir / "quiz-overlay.qcow2"
     make_overlay(overlay, ctx.home_disk)
