@@ -11,6 +11,7 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
+import libvirt
 import pytest
 
 from vmjudge.config import ImageRecipe, Site, load_site
@@ -37,9 +38,33 @@ def image(site):
     return build_image(site, ImageRecipe(), progress=lambda m: print(m))
 
 
+class LiveConn:
+    """The tests' libvirt connection, reopened when a call finds it dead: one test restarts
+    libvirtd, and a connection only learns it died when it next uses its socket."""
+
+    def __init__(self, uri: str):
+        self.uri = uri
+        self._conn = vm.connect(uri)
+
+    def __getattr__(self, name: str):
+        attr = getattr(self._conn, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args, **kwargs):
+            try:
+                return getattr(self._conn, name)(*args, **kwargs)
+            except libvirt.libvirtError:
+                if self._conn.isAlive():
+                    raise
+                self._conn = vm.connect(self.uri)
+                return getattr(self._conn, name)(*args, **kwargs)
+        return call
+
+
 @pytest.fixture(scope="session")
 def conn(site):
-    c = vm.connect(site.uri)
+    c = LiveConn(site.uri)
     yield c
     c.close()
 

@@ -11,7 +11,9 @@ import logging
 import os
 import shutil
 import signal
+import sqlite3
 import threading
+import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Callable
@@ -94,12 +96,17 @@ def serve(site: Site, queue: Queue, slots: int, until_idle: bool, only: int | No
     restore = _stop_on_signals(stop)
     try:
         recover(site, queue)
+        libvirt_up = _LibvirtWatch(site.uri)
         running: dict[Future, int] = {}
         free = list(range(slots))
         with ThreadPoolExecutor(max_workers=slots, thread_name_prefix="slot") as pool:
             while not stop.is_set():
-                while free:
-                    entry = queue.claim_next(owner=f"pid{os.getpid()}", only=only)
+                while free and libvirt_up.check():
+                    try:
+                        entry = queue.claim_next(owner=f"pid{os.getpid()}", only=only)
+                    except sqlite3.OperationalError as exc:  # e.g. its disk is full: wait, don't die
+                        log.error("cannot take an entry from the queue (%s); trying again shortly", exc)
+                        break
                     if entry is None:
                         break
                     slot = free.pop(0)
@@ -114,13 +121,46 @@ def serve(site: Site, queue: Queue, slots: int, until_idle: bool, only: int | No
                 done, _ = wait(list(running), timeout=1.0, return_when=FIRST_COMPLETED)
                 for fut in done:
                     free.append(running.pop(fut))
-                    fut.result()
+                    _report_crash(fut)
             # Stopping: the slots see `stop`, destroy their VMs and queue their stages again.
             for fut in running:
-                fut.result()
+                _report_crash(fut)
     finally:
         restore()
         lock.release()
+
+
+def _report_crash(fut: Future) -> None:
+    """run_stage records every outcome itself; an exception here is a vmjudge bug. The daemon
+    goes on with other entries; this one stays marked running until the next daemon start
+    queues it again, and the log says so."""
+    exc = fut.exception()
+    if exc is not None:
+        log.error("a slot failed inside vmjudge (%s: %s); its entry runs again after the daemon restarts",
+                  type(exc).__name__, exc, exc_info=exc)
+
+
+class _LibvirtWatch:
+    """Holds back new stages while libvirtd is down: claiming them would only burn their
+    retries (and park them) during an outage that restarting libvirtd ends."""
+
+    def __init__(self, uri: str):
+        self.uri = uri
+        self.down_since: float | None = None
+
+    def check(self) -> bool:
+        why = vm.unreachable(self.uri)
+        if why is None:
+            if self.down_since is not None:
+                log.warning("libvirt at %s answers again after %.0f s; taking entries from the queue",
+                            self.uri, time.monotonic() - self.down_since)
+                self.down_since = None
+            return True
+        if self.down_since is None:
+            self.down_since = time.monotonic()
+            log.warning("libvirt at %s does not answer (%s); waiting for it before starting any stage "
+                        "(start it with `libvirtd -d` or `systemctl start libvirtd`)", self.uri, why)
+        return False
 
 
 def _stop_on_signals(stop: threading.Event) -> Callable[[], None]:

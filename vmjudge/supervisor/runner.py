@@ -126,13 +126,15 @@ def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *
         return JobRun(domain=name, transcript=transcript, iso_sha256=iso_sha, boot_seconds=reading.boot_seconds,
                       total_seconds=time.monotonic() - started, ended=ended)
     finally:
-        if domain is not None:
-            domain.destroy()
-        if reader is not None:
-            reader.close()
-        if keep_iso is not None and iso.exists():
-            os.replace(iso, keep_iso)
-        iso.unlink(missing_ok=True)
+        try:
+            if domain is not None:
+                domain.destroy()
+        finally:  # a domain libvirt would not destroy still leaves no pty or file of ours open
+            if reader is not None:
+                reader.close()
+            if keep_iso is not None and iso.exists():
+                os.replace(iso, keep_iso)
+            iso.unlink(missing_ok=True)
 
 
 @dataclass

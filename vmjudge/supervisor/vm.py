@@ -12,6 +12,7 @@ import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable, TypeVar
 
 import libvirt
 
@@ -21,6 +22,7 @@ log = logging.getLogger(__name__)
 
 DOMAIN_PREFIX = "vmj-"
 CHANNEL_NAME = "org.vmjudge.data"
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,9 @@ def _sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) ->
 def _disk(devices: ET.Element, path: Path, fmt: str, target: str, bus: str, device: str = "disk",
           readonly: bool = False, relabel: bool = True) -> None:
     disk = _sub(devices, "disk", type="file", device=device)
-    _sub(disk, "driver", name="qemu", type=fmt)
+    # A failed read or write on the host (disk full, I/O error) pauses the VM instead of
+    # reaching the guest, where the entry would see an error it did not cause.
+    _sub(disk, "driver", name="qemu", type=fmt, error_policy="stop", rerror_policy="stop")
     source = _sub(disk, "source", file=str(path))
     if not relabel:
         # Shared by every VM at once: libvirt must not chown it back and forth.
@@ -119,24 +123,93 @@ def connect(uri: str) -> libvirt.virConnect:
             "`virtlogd -d && libvirtd -d` (or `systemctl start libvirtd`) and check the URI in site.toml.")
 
 
-class Domain:
-    """A started transient domain. Every method tolerates the domain having gone away."""
+# How long a run waits for a restarting libvirtd before giving the stage up as an
+# infrastructure failure. qemu keeps running meanwhile, and so does the data channel.
+RECONNECT_WINDOW = 60.0
 
-    def __init__(self, dom: libvirt.virDomain):
+
+def unreachable(uri: str) -> str | None:
+    """Why libvirt at `uri` cannot be used right now, or None when it answers."""
+    _quiet_libvirt()
+    try:
+        libvirt.open(uri).close()
+    except libvirt.libvirtError as exc:
+        return exc.get_error_message()
+    return None
+
+
+class Domain:
+    """A started transient domain. Every method tolerates the domain having gone away.
+
+    libvirtd may be restarted while a domain runs: qemu and the channel carry on, only our
+    connection dies. The domain then reconnects to `uri` and looks itself up by name, so a
+    run survives the restart instead of being abandoned with its VM left running.
+    """
+
+    def __init__(self, dom: libvirt.virDomain, uri: str | None = None, reconnect_window: float = RECONNECT_WINDOW):
         self._dom = dom
         self.name = dom.name()
+        self._uri = uri
+        self._window = reconnect_window
+        self._own_conn: libvirt.virConnect | None = None
+        self.reconnects = 0
 
     @classmethod
     def start_paused(cls, conn: libvirt.virConnect, xml: str) -> "Domain":
         """Start paused so the host can open the channel before the guest writes to it:
         qemu drops what a pty port is sent while nobody has it open."""
         try:
-            return cls(conn.createXML(xml, libvirt.VIR_DOMAIN_START_PAUSED))
+            return cls(conn.createXML(xml, libvirt.VIR_DOMAIN_START_PAUSED), uri=conn.getURI())
         except libvirt.libvirtError as exc:
             raise InfrastructureError("vm-start", f"the VM would not start: {exc.get_error_message()}")
 
+    def _call(self, op: Callable[[libvirt.virDomain], T], what: str) -> T:
+        """Run `op` on the domain; if libvirt's connection died, reconnect once and retry.
+        A missing domain is raised as is, for the caller to take as "stopped"."""
+        try:
+            return op(self._dom)
+        except libvirt.libvirtError as exc:
+            if _alive(self._dom.connect()) or self._uri is None:
+                raise
+            log.warning("lost the libvirt connection while %s domain %s (%s); reconnecting",
+                        what, self.name, exc.get_error_message())
+        self._reconnect()
+        return op(self._dom)
+
+    def _reconnect(self) -> None:
+        deadline = time.monotonic() + self._window
+        last = "no answer"
+        while True:
+            try:
+                conn = libvirt.open(self._uri)
+            except libvirt.libvirtError as exc:
+                last = exc.get_error_message()
+            else:
+                try:
+                    dom = conn.lookupByName(self.name)
+                except libvirt.libvirtError:
+                    conn.close()
+                    raise
+                self._close_own()
+                self._own_conn, self._dom = conn, dom
+                self.reconnects += 1
+                log.warning("reconnected to libvirt; domain %s is still there", self.name)
+                return
+            if time.monotonic() >= deadline:
+                raise InfrastructureError("libvirt-unreachable", f"lost touch with libvirt at {self._uri} and could "
+                                          f"not reconnect within {self._window:.0f} s ({last}).")
+            time.sleep(1.0)
+
+    def _close_own(self) -> None:
+        if self._own_conn is not None:
+            try:
+                self._own_conn.close()
+            except libvirt.libvirtError:
+                pass
+            self._own_conn = None
+
     def channel_pty(self, channel: str = "virtio") -> str:
-        root = ET.fromstring(self._dom.XMLDesc(0))
+        root = ET.fromstring(self._call(lambda d: d.XMLDesc(0), "reading"))
         if channel == "virtio":
             nodes = root.findall("./devices/channel/source")
         else:
@@ -150,17 +223,34 @@ class Domain:
 
     def resume(self) -> None:
         try:
-            self._dom.resume()
+            self._call(lambda d: d.resume(), "resuming")
         except libvirt.libvirtError as exc:
             raise InfrastructureError("vm-start", f"the VM would not resume: {exc.get_error_message()}")
 
     def is_active(self) -> bool:
+        """False once the domain is gone. A domain that qemu paused because a write to its
+        disks failed (the host's disk is full) is an infrastructure failure, raised here."""
         try:
-            return bool(self._dom.isActive())
+            state, reason = self._call(lambda d: d.state(), "checking")
         except libvirt.libvirtError as exc:
             if exc.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN:
                 return False
             raise InfrastructureError("libvirt-unreachable", f"lost touch with libvirt: {exc.get_error_message()}")
+        if state == libvirt.VIR_DOMAIN_PAUSED and reason == libvirt.VIR_DOMAIN_PAUSED_IOERROR:
+            raise self._disk_error()
+        return state not in (libvirt.VIR_DOMAIN_SHUTOFF, libvirt.VIR_DOMAIN_CRASHED, libvirt.VIR_DOMAIN_NOSTATE)
+
+    def _disk_error(self) -> InfrastructureError:
+        try:
+            errors = self._call(lambda d: d.diskErrors(), "asking") or {}
+        except libvirt.libvirtError:
+            errors = {}
+        full = libvirt.VIR_DOMAIN_DISK_ERROR_NO_SPACE in errors.values()
+        if full:
+            return InfrastructureError("host-disk-full", f"qemu paused domain {self.name}: the host's disk is full "
+                                       "(free space where the vmjudge home is; the stage will run again).")
+        return InfrastructureError("host-io", f"qemu paused domain {self.name}: reading or writing its disks failed "
+                                   f"on the host ({sorted(errors) or 'no detail'}); check the host's disk.")
 
     def wait_stopped(self, seconds: float, poll: float = 0.1) -> bool:
         deadline = time.monotonic() + seconds
@@ -172,12 +262,21 @@ class Domain:
 
     def destroy(self) -> None:
         try:
-            self._dom.destroy()
+            self._call(lambda d: d.destroy(), "destroying")
             log.info("destroyed domain %s", self.name)
         except libvirt.libvirtError as exc:
             if exc.get_error_code() not in (libvirt.VIR_ERR_NO_DOMAIN, libvirt.VIR_ERR_OPERATION_INVALID):
                 raise InfrastructureError("libvirt-unreachable",
                                           f"could not destroy domain {self.name}: {exc.get_error_message()}")
+        finally:
+            self._close_own()
+
+
+def _alive(conn: libvirt.virConnect) -> bool:
+    try:
+        return bool(conn.isAlive())
+    except libvirt.libvirtError:
+        return False
 
 
 def leftover_domains(conn: libvirt.virConnect, prefix: str = DOMAIN_PREFIX) -> list[str]:

@@ -1,0 +1,195 @@
+"""Faults of the host, not of the entry, in a running daemon: libvirtd restarting or down,
+and the disk holding the home filling up. The entry must reach the same verdict as if
+nothing happened, and never be charged for it."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import libvirt
+import pytest
+
+from vmjudge.queue.db import Queue
+
+from .test_daemon import own_domains, wait_until
+from .test_pipeline import EXAMPLES, REPO, archive, vmjudge
+
+
+def libvirt_answers(uri: str) -> bool:
+    return subprocess.run(["virsh", "-c", uri, "uri"], capture_output=True).returncode == 0
+
+
+class Libvirtd:
+    """Stops and starts the host's libvirtd the way it was started (systemd, or by hand)."""
+
+    def __init__(self, uri: str):
+        self.uri = uri
+        self.systemd = subprocess.run(["systemctl", "is-active", "--quiet", "libvirtd"],
+                                      capture_output=True).returncode == 0 if shutil.which("systemctl") else False
+
+    def stop(self) -> None:
+        if self.systemd:
+            subprocess.run(["systemctl", "stop", "libvirtd", "libvirtd.socket", "libvirtd-ro.socket",
+                            "libvirtd-admin.socket"], check=True)
+        else:
+            pids = [int(p) for p in subprocess.run(["pgrep", "-x", "libvirtd"], capture_output=True,
+                                                   text=True).stdout.split()]
+            for pid in pids:
+                os.kill(pid, signal.SIGTERM)
+            wait_until(lambda: not any(Path(f"/proc/{pid}").exists() for pid in pids), 60, "libvirtd to exit")
+        assert not libvirt_answers(self.uri)
+
+    def start(self) -> None:
+        if self.systemd:
+            subprocess.run(["systemctl", "start", "libvirtd"], check=True)
+        else:
+            subprocess.run(["libvirtd", "-d"], check=True)
+        wait_until(lambda: libvirt_answers(self.uri), 60, "libvirtd to answer")
+
+
+class Daemon:
+    """`vmjudge daemon` as a process, its log in a file the test can read while it runs."""
+
+    def __init__(self, home: Path):
+        self.log = home / "daemon.log"
+        self.proc = subprocess.Popen([sys.executable, "-m", "vmjudge.cli", "--verbose", "daemon"], cwd=REPO,
+                                     env={**os.environ, "VMJUDGE_HOME": str(home)},
+                                     stdout=subprocess.DEVNULL, stderr=self.log.open("w"))
+
+    def text(self) -> str:
+        return self.log.read_text()
+
+    def said(self, text: str) -> bool:
+        return text in self.text()
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        assert self.proc.wait(timeout=120) == 0, self.log.read_text()
+
+
+@pytest.fixture
+def home(site, image, conn):
+    home = Path(tempfile.mkdtemp(prefix="faults-", dir=site.home))
+    os.chmod(home, 0o711)
+    yield home
+    assert own_domains(conn, home) == []
+    if os.path.ismount(home):
+        subprocess.run(["umount", str(home)], check=True)
+    subprocess.run(["rm", "-rf", str(home)], check=True)
+
+
+def running_domains(conn, home: Path) -> list[str]:
+    """Own domains past their start (resumed), not ones libvirt is still creating."""
+    return [name for name in own_domains(conn, home)
+            if conn.lookupByName(name).state()[0] == libvirt.VIR_DOMAIN_RUNNING]
+
+
+def add_challenge(home: Path, site) -> None:
+    (home / "images").symlink_to(site.images_dir)
+    vmjudge(home, "challenge", "add", str(EXAMPLES / "af2017"))
+
+
+def submit_good(home: Path, name: str) -> int:
+    path = archive(EXAMPLES / "af2017" / "entries" / "good", home / f"{name}-entry.tar.gz")
+    return int(vmjudge(home, "submit", "af2017", str(path)).stdout)
+
+
+def report(home: Path, entry_id: int) -> dict:
+    return json.loads(vmjudge(home, "show", str(entry_id), "--json", "--organiser").stdout)
+
+
+def attempts(doc: dict) -> list[tuple[str, int, str, str | None]]:
+    return [(a["stage"], a["attempt"], a["status"], a["reason"]) for a in doc["organiser"]["attempts"]]
+
+
+CLEAN_RUN = [("prep", 1, "passed", None), ("quiz", 1, "passed", None), ("exam", 1, "passed", None),
+             ("score", 1, "scored", None)]
+
+
+def test_libvirtd_restarting_mid_stage_or_down_between_stages_costs_the_entry_nothing(home, site, conn):
+    add_challenge(home, site)
+    libvirtd = Libvirtd(site.uri)
+    queue = Queue(home / "queue.db")
+    first = submit_good(home, "first")
+    daemon = Daemon(home)
+    try:
+        # libvirtd restarts while the quiz VM runs: qemu and the channel carry on, the
+        # daemon reconnects, and the stage finishes as if nothing happened.
+        wait_until(lambda: any(r.stage == "quiz" and r.finished_at is None for r in queue.stage_runs(first))
+                   and running_domains(conn, home), 600, "the quiz VM to be running")
+        libvirtd.stop()
+        libvirtd.start()
+        wait_until(lambda: queue.entry(first).state == "done", 900, "the first entry to be judged")
+        assert daemon.said("reconnected to libvirt")
+
+        # libvirtd is down when the next entry arrives: the daemon waits for it rather than
+        # burning the entry's retries, and starts the entry once libvirtd is back.
+        libvirtd.stop()
+        second = submit_good(home, "second")
+        wait_until(lambda: daemon.said("does not answer"), 60, "the daemon to notice libvirtd is down")
+        assert queue.entry(second).state == "queued" and queue.stage_runs(second) == []
+        libvirtd.start()
+        wait_until(lambda: queue.entry(second).state == "done", 900, "the second entry to be judged")
+        assert daemon.said("answers again")
+    finally:
+        if not libvirt_answers(site.uri):
+            libvirtd.start()
+        daemon.stop()
+    for entry_id in (first, second):
+        doc = report(home, entry_id)
+        assert (doc["outcome"], doc["scores"]["score"]) == ("scored", 1.0)
+        assert attempts(doc) == CLEAN_RUN
+    assert own_domains(conn, home) == []
+
+
+def test_a_full_host_disk_during_a_stage_is_retried_not_charged(home, site, conn):
+    """The whole home on a small file system that fills while the quiz VM runs: qemu pauses
+    on the failed write or the host fails writing the results; either way the stage is an
+    infrastructure failure, recorded once space is free again, and the retry passes."""
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=160m,mode=0711", "vmjudge-full", str(home)], check=True)
+    add_challenge(home, site)
+    queue = Queue(home / "queue.db")
+    entry_id = submit_good(home, "good")
+    filler = home / "filler"
+    daemon = Daemon(home)
+    try:
+        wait_until(lambda: any(r.stage == "quiz" and r.finished_at is None for r in queue.stage_runs(entry_id))
+                   and own_domains(conn, home), 600, "the quiz VM to be running")
+        fill(filler)
+        # Even reading the queue can fail now: the daemon's log tells when it met the full disk.
+        wait_until(lambda: re.search(r"WARNING entry \d+ quiz attempt 1: |cannot record", daemon.text()),
+                   600, "the daemon to meet the full disk")
+        filler.unlink()
+        wait_until(lambda: queue.entry(entry_id).state == "done", 900, "the entry to be judged")
+    finally:
+        filler.unlink(missing_ok=True)
+        daemon.stop()
+    doc = report(home, entry_id)
+    assert (doc["outcome"], doc["scores"]["score"]) == ("scored", 1.0)
+    runs = attempts(doc)
+    infra = [r for r in runs if r[2] == "infra"]
+    assert infra and all(r[3] in ("host-disk-full", "host-io") for r in infra), runs
+    assert [r for r in runs if r[2] != "infra"] == [("prep", 1, "passed", None)] + [
+        (stage, 1 + sum(r[0] == stage for r in infra), status, None)
+        for stage, _, status, _ in CLEAN_RUN[1:]]
+    assert all("disk" in a["message"] for a in doc["organiser"]["attempts"] if a["status"] == "infra")
+
+
+def fill(path: Path) -> None:
+    """Write until the file system says it is full."""
+    chunk = b"\0" * (1 << 20)
+    with path.open("wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(chunk)
+        except OSError:
+            pass
+    assert shutil.disk_usage(path.parent).free < (1 << 20)
