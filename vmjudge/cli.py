@@ -11,7 +11,7 @@ import click
 
 from . import __version__
 from .config import Site, check_challenge_data, load_challenge, load_site
-from .errors import EntryError, VmjudgeError
+from .errors import VmjudgeError
 from .queue.db import Queue
 from .workdir import ensure_home
 
@@ -71,19 +71,15 @@ def challenge_add(ctx: click.Context, challenge_dir: Path) -> None:
 
 
 def _submit(site: Site, name: str, archive: Path, owner: str, late: bool) -> int:
-    """Check what can be checked without unpacking, store the archive (fsynced), then queue it."""
-    from .queue.spool import Spool, check_archive_name, check_readable
+    """Admit the entry (checks, entry limit, spool, queue); say on stderr how many scored
+    entries the owner has left, so that stdout stays the entry id alone."""
+    from .queue.admit import admit
 
     queue = _queue(site)
-    ch = load_challenge(queue.challenge_dir(name))
-    kind = check_archive_name(archive.name)
-    size = archive.stat().st_size
-    if size > ch.entry.max_size:
-        raise EntryError("bad-archive", f"{archive.name} is {size / 1e6:.1f} MB, over the {ch.entry.max_size / 1e6:.1f} MB "
-                         f"that {name} accepts: make the entry smaller and submit again.")
-    check_readable(archive, kind)
-    stored = Spool(site.home / "spool").store(archive)
-    return queue.add_entry(name, owner, late, stored.sha256, archive.name, stored.path)
+    admitted = admit(site, queue, name, load_challenge(queue.challenge_dir(name)), archive, owner, late)
+    if (line := admitted.remaining_line()) is not None:
+        click.echo(line, err=True)
+    return admitted.entry_id
 
 
 @main.command()
