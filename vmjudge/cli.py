@@ -226,19 +226,33 @@ def doctor(ctx: click.Context, challenge_dir: Path | None, as_json: bool) -> Non
 @main.command("leaderboard")
 @click.argument("challenge_name")
 @click.option("--late", is_flag=True, help="The board of late entries.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the board as JSON.")
+@click.option("--csv", "csv_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the board to FILE as CSV.")
+@click.option("--html", "html_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the board to FILE as a self-contained HTML page.")
 @click.pass_context
-def leaderboard_cmd(ctx: click.Context, challenge_name: str, late: bool, as_json: bool) -> None:
+def leaderboard_cmd(ctx: click.Context, challenge_name: str, late: bool, as_json: bool, csv_file: Path | None,
+                    html_file: Path | None) -> None:
     """Each owner's best scored entry, best first; ties go to the earlier submission."""
     from dataclasses import asdict
 
-    from .leaderboard import as_text, leaderboard
+    from . import leaderboard as lb
+    from .queue.db import now
 
+    if as_json + (csv_file is not None) + (html_file is not None) > 1:
+        raise VmjudgeError("--json, --csv and --html each choose the output: give only one of them.")
     queue = _queue(_site(ctx))
     queue.challenge_dir(challenge_name)
-    rows = leaderboard(queue, challenge_name, late)
-    click.echo(json.dumps([asdict(r) for r in rows], indent=2) if as_json else as_text(challenge_name, rows, late),
-               nl=as_json)
+    rows = lb.leaderboard(queue, challenge_name, late)
+    if csv_file is not None:
+        lb.write_file(csv_file, lb.as_csv(rows))
+    elif html_file is not None:
+        lb.write_file(html_file, lb.as_html(challenge_name, rows, late, generated_at=now()))
+    elif as_json:
+        click.echo(json.dumps([asdict(r) for r in rows], indent=2))
+    else:
+        click.echo(lb.as_text(challenge_name, rows, late), nl=False)
 
 
 if __name__ == "__main__":
