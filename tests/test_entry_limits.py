@@ -11,6 +11,7 @@ from __future__ import annotations
 import concurrent.futures
 import io
 import os
+import sqlite3
 import subprocess
 import sys
 import tarfile
@@ -178,3 +179,15 @@ def test_simultaneous_submissions_cannot_share_the_last_place(tmp_path):
 ])
 def test_dry_runs_are_recognised_as_the_quiz_stage_finds_them(names, expected):
     assert declares_dry_run(names) is expected
+
+
+def test_a_queue_made_before_entry_limits_gains_the_dry_run_column(tmp_path):
+    path = tmp_path / "queue.db"
+    old = Queue(path)
+    old.add_challenge("lim", tmp_path, "key")
+    entry_id = old.add_entry("lim", "alice", False, "ab" * 32, "a-entry.zip", Path("/spool/a.zip"))
+    with sqlite3.connect(path) as db:
+        db.execute("ALTER TABLE entries DROP COLUMN dry_run")
+    queue = Queue(path)
+    assert queue.entry(entry_id).dry_run is False
+    assert queue.owner_usage("lim", "alice", False) == (0, 1)
