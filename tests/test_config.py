@@ -45,6 +45,21 @@ def test_bad_values_are_named(tmp_path, text, words):
     assert str(tmp_path / "challenge.toml") in str(err.value)
 
 
+def test_entry_limit_is_absent_by_default_and_read_when_given(tmp_path):
+    assert load_challenge(write(tmp_path, 'name = "x"\n')).entry.max_scored_per_owner is None
+    ch = load_challenge(write(tmp_path, 'name = "x"\n[entry]\nmax_scored_per_owner = 5\n'))
+    assert ch.entry.max_scored_per_owner == 5
+
+
+@pytest.mark.parametrize("value", ["0", "-1", '"5"', "2.5", "true", "1000001"])
+def test_entry_limit_must_be_a_positive_whole_number(tmp_path, value):
+    with pytest.raises(ConfigError) as err:
+        load_challenge(write(tmp_path, f'name = "x"\n[entry]\nmax_scored_per_owner = {value}\n'))
+    message = str(err.value)
+    assert message.startswith(f"{tmp_path / 'challenge.toml'}: [entry] max_scored_per_owner = ")
+    assert "is not allowed: use a whole number from 1 to 1000000, or leave the key out for no limit." in message
+
+
 def test_missing_challenge_file(tmp_path):
     with pytest.raises(ConfigError, match="does not exist"):
         load_challenge(tmp_path)

@@ -79,13 +79,20 @@ def judged(site, image, conn):
     archives.mkdir()
     for name in EXAMPLE_NAMES:
         vmjudge(home, "challenge", "add", str(EXAMPLES / name))
-    ids = {}
+    ids, said = {}, {}
     for name in EXAMPLE_NAMES:
         for case in CASES:
             path = archive(EXAMPLES / name / "entries" / case, archives / f"{name}-{case}-entry.tar.gz")
-            ids[name, case] = int(vmjudge(home, "submit", name, str(path), "--owner", case).stdout)
+            proc = vmjudge(home, "submit", name, str(path), "--owner", case)
+            ids[name, case], said[name, case] = int(proc.stdout), proc.stderr
+    # The good af2017 entry once more, late: the same stages, another board.
+    proc = vmjudge(home, "submit", "af2017", str(archives / "af2017-good-entry.tar.gz"),
+                   "--owner", "latecomer", "--late")
+    ids["af2017", "late"] = int(proc.stdout)
     vmjudge(home, "daemon", "--slots", "2", "--until-idle")
-    yield Judged(home, ids, archives)
+    judged = Judged(home, ids, archives)
+    judged.said = said
+    yield judged
     assert vm.leftover_domains(conn) == []
     assert list((home / "run").iterdir()) == []
     shutil.rmtree(home)
@@ -215,6 +222,23 @@ def test_leaderboard_ranks_the_scored_entries(judged):
     rows = json.loads(vmjudge(judged.home, "leaderboard", "af2017", "--json").stdout)
     assert {r["owner"] for r in rows} == {"good", "exam-errors"}
     assert [r["rank"] for r in rows] == [1, 2] and rows[0]["score"] >= rows[1]["score"]
+
+
+def test_a_late_entry_is_judged_alike_and_ranked_only_on_the_late_board(judged):
+    late, good = judged.show("af2017", "late"), judged.show("af2017", "good")
+    assert (late["late"], late["state"], late["outcome"]) == (True, "done", "scored")
+    assert [a["stage"] for a in judged_attempts(judged, late["id"])] == ["prep", "quiz", "exam", "score"]
+    assert late["scores"] == good["scores"] and late["exam"] == good["exam"]
+    board = json.loads(vmjudge(judged.home, "leaderboard", "af2017", "--late", "--json").stdout)
+    assert [(r["rank"], r["owner"], r["entry_id"]) for r in board] == [(1, "latecomer", late["id"])]
+    official = json.loads(vmjudge(judged.home, "leaderboard", "af2017", "--json").stdout)
+    assert "latecomer" not in {r["owner"] for r in official}
+
+
+def test_submit_tells_each_owner_the_scored_entries_left(judged):
+    assert judged.said["beats2014", "good"] == "4 scored entries remain for good\n"  # max_scored_per_owner = 5
+    assert judged.said["beats2014", "dryrun"] == "a dry run does not count: 5 scored entries remain for dryrun\n"
+    assert judged.said["af2017", "good"] == ""  # af2017 sets no limit
 
 
 def test_evaluate_runs_one_entry_in_the_foreground(judged):

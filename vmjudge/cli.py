@@ -11,7 +11,7 @@ import click
 
 from . import __version__
 from .config import Site, check_challenge_data, load_challenge, load_site
-from .errors import EntryError, VmjudgeError
+from .errors import VmjudgeError
 from .queue.db import Queue
 from .workdir import ensure_home
 
@@ -71,19 +71,15 @@ def challenge_add(ctx: click.Context, challenge_dir: Path) -> None:
 
 
 def _submit(site: Site, name: str, archive: Path, owner: str, late: bool) -> int:
-    """Check what can be checked without unpacking, store the archive (fsynced), then queue it."""
-    from .queue.spool import Spool, check_archive_name, check_readable
+    """Admit the entry (checks, entry limit, spool, queue); say on stderr how many scored
+    entries the owner has left, so that stdout stays the entry id alone."""
+    from .queue.admit import admit
 
     queue = _queue(site)
-    ch = load_challenge(queue.challenge_dir(name))
-    kind = check_archive_name(archive.name)
-    size = archive.stat().st_size
-    if size > ch.entry.max_size:
-        raise EntryError("bad-archive", f"{archive.name} is {size / 1e6:.1f} MB, over the {ch.entry.max_size / 1e6:.1f} MB "
-                         f"that {name} accepts: make the entry smaller and submit again.")
-    check_readable(archive, kind)
-    stored = Spool(site.home / "spool").store(archive)
-    return queue.add_entry(name, owner, late, stored.sha256, archive.name, stored.path)
+    admitted = admit(site, queue, name, load_challenge(queue.challenge_dir(name)), archive, owner, late)
+    if (line := admitted.remaining_line()) is not None:
+        click.echo(line, err=True)
+    return admitted.entry_id
 
 
 @main.command()
@@ -230,19 +226,33 @@ def doctor(ctx: click.Context, challenge_dir: Path | None, as_json: bool) -> Non
 @main.command("leaderboard")
 @click.argument("challenge_name")
 @click.option("--late", is_flag=True, help="The board of late entries.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the board as JSON.")
+@click.option("--csv", "csv_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the board to FILE as CSV.")
+@click.option("--html", "html_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the board to FILE as a self-contained HTML page.")
 @click.pass_context
-def leaderboard_cmd(ctx: click.Context, challenge_name: str, late: bool, as_json: bool) -> None:
+def leaderboard_cmd(ctx: click.Context, challenge_name: str, late: bool, as_json: bool, csv_file: Path | None,
+                    html_file: Path | None) -> None:
     """Each owner's best scored entry, best first; ties go to the earlier submission."""
     from dataclasses import asdict
 
-    from .leaderboard import as_text, leaderboard
+    from . import leaderboard as lb
+    from .queue.db import now
 
+    if as_json + (csv_file is not None) + (html_file is not None) > 1:
+        raise VmjudgeError("--json, --csv and --html each choose the output: give only one of them.")
     queue = _queue(_site(ctx))
     queue.challenge_dir(challenge_name)
-    rows = leaderboard(queue, challenge_name, late)
-    click.echo(json.dumps([asdict(r) for r in rows], indent=2) if as_json else as_text(challenge_name, rows, late),
-               nl=as_json)
+    rows = lb.leaderboard(queue, challenge_name, late)
+    if csv_file is not None:
+        lb.write_file(csv_file, lb.as_csv(rows))
+    elif html_file is not None:
+        lb.write_file(html_file, lb.as_html(challenge_name, rows, late, generated_at=now()))
+    elif as_json:
+        click.echo(json.dumps([asdict(r) for r in rows], indent=2))
+    else:
+        click.echo(lb.as_text(challenge_name, rows, late), nl=False)
 
 
 if __name__ == "__main__":

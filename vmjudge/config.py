@@ -46,6 +46,9 @@ class EntryRules:
     max_size: int = 50 << 20  # archive bytes
     max_members: int = 10000
     max_unpacked: int = 1 << 30
+    # Scored entries an owner may have per board (official or late) of this challenge; None: no limit.
+    # A phase of a contest is a challenge of its own, so this is PhysioNet's "N entries per phase".
+    max_scored_per_owner: int | None = None
 
 
 @dataclass(frozen=True)
@@ -207,7 +210,9 @@ def _entry_rules(source: str, data: dict[str, Any]) -> EntryRules:
         max_size=sec.get("max_size", int, EntryRules.max_size, lambda v: 1 <= v <= 1 << 40, "a number of bytes"),
         max_members=sec.get("max_members", int, EntryRules.max_members, lambda v: 1 <= v <= 10**7, "a count"),
         max_unpacked=sec.get("max_unpacked", int, EntryRules.max_unpacked, lambda v: 1 <= v <= 1 << 42,
-                             "a number of bytes"))
+                             "a number of bytes"),
+        max_scored_per_owner=sec.get("max_scored_per_owner", int, None, lambda v: 1 <= v <= 10**6,
+                                     "a whole number from 1 to 1000000, or leave the key out for no limit"))
     sec.done()
     return rules
 

@@ -1,11 +1,27 @@
 """The leaderboard: each owner's best scored entry, ranked by its "score"; a tie goes to the
-earlier submission. Late entries are ranked on a board of their own."""
+earlier submission. Late entries are ranked on a board of their own and never on the
+official one.
+
+Boards are written as text, JSON, CSV or a self-contained HTML page. The page is meant to be
+copied to any web server as it is: inline CSS only, no script, no external asset, a
+Content-Security-Policy that forbids loading anything, and every value escaped, since owner
+names are whatever submitters called themselves.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import csv
+import html
+import io
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
 
-from .queue.db import Queue
+from .errors import VmjudgeError
+from .queue.db import EntryRow, Queue
+
+PRIMARY = "score"  # the field every scorer returns and the board ranks by
 
 
 @dataclass(frozen=True)
@@ -15,26 +31,110 @@ class Row:
     entry_id: int
     score: float
     submitted_at: str
+    scores: dict[str, float] = field(default_factory=dict)  # every field the scorer returned
 
 
 def leaderboard(queue: Queue, challenge: str, late: bool = False) -> list[Row]:
-    best: dict[str, tuple[float, str, int]] = {}
+    best: dict[str, tuple[tuple[float, str, int], EntryRow]] = {}
     for e in queue.entries(("done",)):
         if e.challenge != challenge or e.late != late or e.outcome != "scored" or not e.scores:
             continue
-        score = float(e.scores.get("score", 0.0))
-        key = (-score, e.submitted_at, e.id)
-        if e.owner not in best or key < (-best[e.owner][0], best[e.owner][1], best[e.owner][2]):
-            best[e.owner] = (score, e.submitted_at, e.id)
-    ordered = sorted(best.items(), key=lambda kv: (-kv[1][0], kv[1][1], kv[1][2]))
-    return [Row(rank=i + 1, owner=owner, entry_id=eid, score=score, submitted_at=at)
-            for i, (owner, (score, at, eid)) in enumerate(ordered)]
+        key = (-float(e.scores.get(PRIMARY, 0.0)), e.submitted_at, e.id)
+        if e.owner not in best or key < best[e.owner][0]:
+            best[e.owner] = (key, e)
+    ordered = sorted(best.values(), key=lambda ke: ke[0])
+    return [Row(rank=i + 1, owner=e.owner, entry_id=e.id, score=float((e.scores or {}).get(PRIMARY, 0.0)),
+                submitted_at=e.submitted_at, scores=dict(e.scores or {}))
+            for i, (_key, e) in enumerate(ordered)]
+
+
+def columns(rows: list[Row]) -> list[str]:
+    """The score fields shown: the primary one first, then the others in the scorer's order."""
+    names = [PRIMARY]
+    for r in rows:
+        names += [k for k in r.scores if k not in names]
+    return names
+
+
+def _value(row: Row, name: str) -> str:
+    value = row.score if name == PRIMARY else row.scores.get(name)
+    return "" if value is None else f"{value:.4f}"
+
+
+def title(challenge: str, late: bool) -> str:
+    return f"{challenge} {'late ' if late else ''}leaderboard"
 
 
 def as_text(challenge: str, rows: list[Row], late: bool = False) -> str:
-    title = f"{challenge} {'late ' if late else ''}leaderboard"
-    lines = [title, "=" * len(title), f"{'rank':>4}  {'score':>8}  {'entry':>6}  owner"]
-    lines += [f"{r.rank:>4}  {r.score:>8.4f}  {r.entry_id:>6}  {r.owner}" for r in rows]
+    names = columns(rows)
+    widths = [max(8, len(n)) for n in names]
+    head = title(challenge, late)
+    lines = [head, "=" * len(head),
+             "  ".join([f"{'rank':>4}", *(f"{n:>{w}}" for n, w in zip(names, widths)), f"{'entry':>6}", "owner"])]
+    lines += ["  ".join([f"{r.rank:>4}", *(f"{_value(r, n):>{w}}" for n, w in zip(names, widths)),
+                         f"{r.entry_id:>6}", r.owner]) for r in rows]
     if not rows:
         lines.append("(no scored entries yet)")
     return "\n".join(lines) + "\n"
+
+
+def as_csv(rows: list[Row]) -> str:
+    """One row per owner; scores with full precision, so a spreadsheet can re-rank them."""
+    names = columns(rows)
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["rank", "owner", "entry", "submitted_at", *names])
+    for r in rows:
+        writer.writerow([r.rank, r.owner, r.entry_id, r.submitted_at,
+                         *(r.score if n == PRIMARY else r.scores.get(n, "") for n in names)])
+    return out.getvalue()
+
+
+_CSS = ("body{font-family:sans-serif;max-width:60em;margin:2em auto;padding:0 1em;color:#222}"
+        "table{border-collapse:collapse;width:100%}th,td{padding:.3em .6em;border-bottom:1px solid #ddd}"
+        "th{text-align:left;background:#f4f4f4}.num{text-align:right;font-variant-numeric:tabular-nums}"
+        "tbody tr:first-child{font-weight:bold}caption{text-align:left;color:#666;padding:.5em 0}")
+
+
+def as_html(challenge: str, rows: list[Row], late: bool = False, generated_at: str = "") -> str:
+    e = html.escape
+    names = columns(rows)
+    head = "".join(f"<th scope='col'{cls}>{e(h)}</th>" for h, cls in
+                   [("Rank", " class='num'"), ("Owner", ""), *((n, " class='num'") for n in names),
+                    ("Entry", " class='num'"), ("Submitted", "")])
+    body = "".join(
+        "<tr>"
+        f"<td class='num rank'>{r.rank}</td><td class='owner'>{e(r.owner)}</td>"
+        + "".join(f"<td class='num score' data-field='{e(n)}'>{_value(r, n)}</td>" for n in names)
+        + f"<td class='num entry'>{r.entry_id}</td><td class='submitted'>{e(r.submitted_at)}</td></tr>"
+        for r in rows)
+    if not rows:
+        body = f"<tr><td colspan='{len(names) + 4}'>No scored entries yet.</td></tr>"
+    caption = (f"Each owner's best scored entry, ranked by {e(PRIMARY)}; a tie goes to the earlier submission."
+               + (f" Generated {e(generated_at)}." if generated_at else ""))
+    return ("<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+            "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; style-src 'unsafe-inline'\">"
+            "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+            f"<title>{e(title(challenge, late))}</title><style>{_CSS}</style></head><body>"
+            f"<h1>{e(title(challenge, late))}</h1>"
+            f"<table id='leaderboard'><caption>{caption}</caption><thead><tr>{head}</tr></thead>"
+            f"<tbody>{body}</tbody></table></body></html>\n")
+
+
+def write_file(path: Path, text: str) -> None:
+    """Replace `path` whole, so that a web server publishing it never serves half a board."""
+    path = Path(path)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    except OSError as exc:
+        raise VmjudgeError(f"cannot write {path} ({exc.strerror or exc}): give a file in an existing, "
+                           "writable directory.") from exc
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise VmjudgeError(f"cannot write {path} ({exc.strerror or exc}): give a file in an existing, "
+                           "writable directory.") from exc

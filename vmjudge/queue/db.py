@@ -36,6 +36,7 @@ CREATE TABLE IF NOT EXISTS entries (
     challenge TEXT NOT NULL REFERENCES challenges(name),
     owner TEXT NOT NULL,
     late INTEGER NOT NULL DEFAULT 0,
+    dry_run INTEGER NOT NULL DEFAULT 0,  -- the archive holds DRYRUN: it can never be scored
     archive_sha256 TEXT NOT NULL,
     archive_name TEXT NOT NULL,
     archive_path TEXT NOT NULL,
@@ -86,6 +87,7 @@ class EntryRow:
     challenge: str
     owner: str
     late: bool
+    dry_run: bool
     archive_sha256: str
     archive_name: str
     archive_path: str
@@ -105,6 +107,7 @@ class EntryRow:
         d.pop("lease_owner", None)
         d.pop("not_before", None)
         d["late"] = bool(d["late"])
+        d["dry_run"] = bool(d["dry_run"])
         d["scores"] = json.loads(d["scores"]) if d["scores"] else None
         d["exam"] = json.loads(d["exam"]) if d["exam"] else None
         return cls(**d)
@@ -141,6 +144,8 @@ class Queue:
                 columns = {r["name"] for r in db.execute("PRAGMA table_info(entries)")}
                 if "not_before" not in columns:  # a queue made before retries waited
                     db.execute("ALTER TABLE entries ADD COLUMN not_before REAL NOT NULL DEFAULT 0")
+                if "dry_run" not in columns:  # a queue made before entry limits
+                    db.execute("ALTER TABLE entries ADD COLUMN dry_run INTEGER NOT NULL DEFAULT 0")
         except sqlite3.Error as exc:
             raise VmjudgeError(f"cannot open the queue database {self.path}: {exc}; check the home directory.")
 
@@ -189,12 +194,13 @@ class Queue:
 
     # entries
 
-    def add_entry(self, challenge: str, owner: str, late: bool, sha256: str, name: str, path: Path) -> int:
+    def add_entry(self, challenge: str, owner: str, late: bool, sha256: str, name: str, path: Path,
+                  dry_run: bool = False) -> int:
         with self._transaction() as db:
             cur = db.execute(
-                "INSERT INTO entries (challenge, owner, late, archive_sha256, archive_name, archive_path, "
-                "submitted_at, state, stage) VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', 'prep')",
-                (challenge, owner, int(late), sha256, name, str(path), now()))
+                "INSERT INTO entries (challenge, owner, late, dry_run, archive_sha256, archive_name, archive_path, "
+                "submitted_at, state, stage) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', 'prep')",
+                (challenge, owner, int(late), int(dry_run), sha256, name, str(path), now()))
             entry_id = int(cur.lastrowid)
             self._event(db, entry_id, "submitted", f"{name} sha256 {sha256} by {owner}")
         return entry_id
@@ -205,6 +211,20 @@ class Queue:
         if row is None:
             raise VmjudgeError(f"there is no entry {entry_id}: `vmjudge status` lists the entries.")
         return EntryRow.from_row(row)
+
+    def owner_usage(self, challenge: str, owner: str, late: bool) -> tuple[int, int]:
+        """(scored, pending) entries of `owner` on one board of `challenge`, for the entry limit.
+
+        Pending ones are queued or running and may yet be scored, so they count until they end
+        otherwise; a declared dry run never can be scored and never counts. Failed, dry-run and
+        parked entries do not count."""
+        with self._connect() as db:
+            row = db.execute(
+                "SELECT COALESCE(SUM(state = 'done' AND outcome = 'scored'), 0) AS scored, "
+                "COALESCE(SUM(state IN ('queued', 'running') AND dry_run = 0), 0) AS pending "
+                "FROM entries WHERE challenge = ? AND owner = ? AND late = ?",
+                (challenge, owner, int(late))).fetchone()
+        return int(row["scored"]), int(row["pending"])
 
     def entries(self, states: tuple[str, ...] | None = None) -> list[EntryRow]:
         with self._connect() as db:

@@ -60,8 +60,9 @@ def check_archive_name(name: str) -> str:
                                     "(a prefix such as alice-entry.zip is allowed).")
 
 
-def check_readable(path: Path, kind: str, name: str | None = None) -> None:
-    """Refuse a file that is not a readable archive of its kind, reading only its member list.
+def check_readable(path: Path, kind: str, name: str | None = None) -> list[str]:
+    """Refuse a file that is not a readable archive of its kind, reading only its member list,
+    which is returned (names as stored, unchecked: prep checks them).
 
     `name` is what the participant called the file (the spool's own name is a hash); it
     defaults to the file's name. Nothing is extracted.
@@ -72,11 +73,10 @@ def check_readable(path: Path, kind: str, name: str | None = None) -> None:
             if not zipfile.is_zipfile(path):
                 raise zipfile.BadZipFile("no zip directory found")
             with zipfile.ZipFile(path) as zf:
-                zf.infolist()
+                return [info.filename for info in zf.infolist()]
         elif kind == "tar.gz":
             with tarfile.open(path, mode="r:gz") as tf:
-                for _ in tf:
-                    pass
+                return [ti.name for ti in tf]
         else:
             raise ValueError(f"unknown archive kind {kind!r}")
     except (zipfile.BadZipFile, tarfile.TarError, zlib.error, EOFError, OSError, UnicodeError) as exc:
