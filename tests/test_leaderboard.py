@@ -110,7 +110,7 @@ def test_late_entries_have_their_own_board_and_never_reach_the_official_one(boar
     assert text.startswith("c late leaderboard\n") and "dave" in text
 
 
-def test_csv_has_every_score_field_and_survives_awkward_owners(board, tmp_path):
+def test_csv_has_every_score_field_survives_awkward_owners_and_defuses_formulas(board, tmp_path):
     board.scored('smith, "jr"', 0.8, F1_N=0.9)
     board.scored("=cmd", 0.7, F1_A=0.1)
     out = tmp_path / "board.csv"
@@ -119,7 +119,7 @@ def test_csv_has_every_score_field_and_survives_awkward_owners(board, tmp_path):
     rows = list(csv.reader(out.open(newline="")))
     assert rows[0] == ["rank", "owner", "entry", "submitted_at", "score", "F1_N", "F1_A"]
     assert [(r[0], r[1], r[4], r[5], r[6]) for r in rows[1:]] == [("1", 'smith, "jr"', "0.8", "0.9", ""),
-                                                                   ("2", "=cmd", "0.7", "", "0.1")]
+                                                                   ("2", "'=cmd", "0.7", "", "0.1")]
 
 
 def test_only_one_output_may_be_chosen(board, tmp_path):

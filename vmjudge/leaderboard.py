@@ -85,9 +85,15 @@ def as_csv(rows: list[Row]) -> str:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["rank", "owner", "entry", "submitted_at", *names])
     for r in rows:
-        writer.writerow([r.rank, r.owner, r.entry_id, r.submitted_at,
+        writer.writerow([r.rank, _cell(r.owner), r.entry_id, r.submitted_at,
                          *(r.score if n == PRIMARY else r.scores.get(n, "") for n in names)])
     return out.getvalue()
+
+
+def _cell(text: str) -> str:
+    """Owners choose their own names: one starting like a formula (=, +, -, @) would run as
+    one in the organiser's spreadsheet, so it is quoted as text (OWASP's CSV-injection rule)."""
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 
 
 _CSS = ("body{font-family:sans-serif;max-width:60em;margin:2em auto;padding:0 1em;color:#222}"
