@@ -104,6 +104,16 @@ def test_guest_crash_is_reported_not_hung(boot):
     assert err.value.reason == "guest-stopped"
 
 
+def test_a_vm_that_cannot_start_is_an_infrastructure_error_and_leaves_nothing(boot, rundir):
+    """Its home disk vanished before the start (say, a cleanup gone wrong): libvirt refuses."""
+    job = Job(commands=(sh("never", "echo never ran"),))
+    with pytest.raises(InfrastructureError) as err:
+        boot(job, home=rundir / "no-such-home.qcow2")
+    assert err.value.reason == "vm-start"
+    assert "the VM would not start" in str(err.value) and "no-such-home.qcow2" in str(err.value)
+    assert not list(rundir.glob("*.iso"))
+
+
 def test_home_disk_persists_and_overlay_writes_stay_in_overlay(boot, rundir):
     home = boot.blank_home()
     first = boot(Job(commands=(sh("write", "echo kept > kept.txt; echo done"),)), home=home)
