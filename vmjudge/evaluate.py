@@ -27,6 +27,7 @@ from .stages.exam import stage as exam
 from .stages.prep import stage as prep
 from .stages.quiz import stage as quiz
 from .stages.score import stage as score
+from .stages.score.scoring import archived_results
 from .config import Site
 from .report import write_html
 from .supervisor import vm
@@ -46,14 +47,18 @@ def run_stage(queue: Queue, site: Site, entry: EntryRow, slot: int, cancel: thre
     conn = None
     try:
         challenge = load_challenge(queue.challenge_dir(entry.challenge))
-        try:
-            image = find_image(site, challenge.image)
-        except ImageError as exc:
-            raise InfrastructureError("image-missing", str(exc))
-        image.check()
-        conn = vm.connect(site.uri) if stage != "score" else None
+        image, found = None, None
+        if stage == "score":  # on the host only, from the archived results: no image, no VM
+            found = archived_results(queue, site.home, entry.id)
+        else:
+            try:
+                image = find_image(site, challenge.image)
+            except ImageError as exc:
+                raise InfrastructureError("image-missing", str(exc))
+            image.check()
+            conn = vm.connect(site.uri)
         ctx = StageContext(site=site, challenge=challenge, image=image, conn=conn, entry=entry,
-                           attempt=run.attempt, cancel=cancel)
+                           attempt=run.attempt, cancel=cancel, archived=found.sha256 if found else None)
         outcome = STAGES[stage](ctx)
     except Cancelled:
         log.info("entry %d %s attempt %d: abandoned, the daemon is stopping", entry.id, stage, run.attempt)
@@ -81,9 +86,10 @@ def run_stage(queue: Queue, site: Site, entry: EntryRow, slot: int, cancel: thre
             conn.close()
     if outcome.status == "passed":
         queue.finish_stage(run, "passed", outcome.message, outcome.manifest, next_stage=NEXT_STAGE[stage],
-                           exam=outcome.exam)
+                           exam=outcome.exam, results_sha256=outcome.results_sha256)
     else:
         queue.finish_stage(run, outcome.status, outcome.message, outcome.manifest, reason=outcome.reason,
-                           outcome=OUTCOME[outcome.status], scores=outcome.scores, exam=outcome.exam)
+                           outcome=OUTCOME[outcome.status], scores=outcome.scores, exam=outcome.exam,
+                           scoring=outcome.scoring)
         write_html(queue, site, entry.id)
     log.info("entry %d %s: %s %s", entry.id, stage, outcome.status, outcome.reason or "")
