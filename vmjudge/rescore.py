@@ -12,20 +12,15 @@ are instead queued again from stage 1, for the daemon.
 from __future__ import annotations
 
 import csv
-import logging
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from .config import Site
+from .config import Site, load_challenge
 from .errors import ArchiveError, ScoringError, VmjudgeError
 from .queue.db import EntryRow, Queue, Scoring
 from .report import write_html
 from .stages.score.scoring import ScoringRules, archived_results
-
-log = logging.getLogger(__name__)
-
-WHICH = ("official", "late", "all")
 
 
 @dataclass
@@ -133,21 +128,20 @@ def rescore(site: Site, queue: Queue, challenge: str, ids: Iterable[int] = (), w
             scorer: str | None = None, reference: Path | None = None,
             progress: Callable[[int, int], None] | None = None) -> RescoreReport:
     """Score the chosen entries again from their archived results; see the module's docstring.
-    The default choice is every entry of `which` kind that has archived results or a score.
+    The default choice is every entry of `which` kind that was scored or is being scored.
     Raises ScoringError (nothing recorded) when the scorer or the reference is at fault."""
-    from .config import load_challenge
-
     ch = load_challenge(queue.challenge_dir(challenge))
     rules = ScoringRules.load(scorer or ch.scorer, reference if reference is not None else ch.reference_dir)
     report = RescoreReport(challenge, "rescore", rules.scorer, rules.scorer_version, str(rules.reference),
                            rules.reference_sha256)
     archived = queue.latest_exam_results(challenge)
 
-    def has_results(e: EntryRow) -> bool:
-        return e.id in archived or e.outcome == "scored" or \
-            archived_results(queue, site.home, e.id) is not None  # a home older than the archive
+    def scored_or_scoring(e: EntryRow) -> bool:
+        """In the default set: every scored entry (one whose archive is gone is reported), and
+        any with archived results that is not done yet (reported: the daemon has it)."""
+        return e.outcome == "scored" or (e.state != "done" and e.id in archived)
 
-    entries, refused = choose(queue, challenge, ids, which, has_results)
+    entries, refused = choose(queue, challenge, ids, which, scored_or_scoring)
     outcomes: dict[int, EntryOutcome] = {o.entry_id: o for o in refused}
     scorings: list[Scoring] = []
     for done, entry in enumerate(entries, start=1):
