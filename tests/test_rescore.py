@@ -337,3 +337,25 @@ def test_a_damaged_blob_is_refused(tmp_path):
     path.write_bytes(path.read_bytes() + b" ")
     with pytest.raises(Exception, match="are damaged"):
         results_store.get(tmp_path, digest)
+
+
+def test_a_rerun_entry_gets_its_full_retries_again(home, tmp_path):
+    """Infrastructure failures are counted per evaluation: a parked entry run again starts with none."""
+    queue = home.queue
+    spooled = tmp_path / "p-entry.tar.gz"
+    spooled.write_bytes(b"p")
+    entry_id = queue.add_entry("af2017", "parker", False, "ef" * 32, spooled.name, spooled)
+
+    def fail_prep() -> bool:
+        with sqlite3.connect(queue.path) as db:  # skip the retry delay
+            db.execute("UPDATE entries SET not_before = 0 WHERE id = ?", (entry_id,))
+        run = queue.start_stage(queue.claim_next("t", only=entry_id).id, "prep", "h", 0)
+        return queue.infra_failure(run, "channel-broken", "the channel broke", {})
+
+    assert [fail_prep() for _ in range(3)] == [True, True, False]
+    assert queue.entry(entry_id).state == "parked"
+    proc = home.vmjudge("rescore", "af2017", "--rerun-stages", "--entries", str(entry_id))
+    assert f"entry {entry_id} (parker): queued again from stage 1" in proc.stdout
+    assert fail_prep() is True  # the fourth failure overall, the first of evaluation 2
+    runs = queue.stage_runs(entry_id)
+    assert [(r.attempt, r.evaluation) for r in runs] == [(1, 1), (2, 1), (3, 1), (4, 2)]
