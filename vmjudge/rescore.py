@@ -156,7 +156,7 @@ def rescore(site: Site, queue: Queue, challenge: str, ids: Iterable[int] = (), w
             except ArchiveError as exc:
                 outcome.problem = str(exc)
             except ScoringError as exc:
-                raise ScoringError(f"{exc} (entry {entry.id}; nothing was recorded)") from exc
+                raise ScoringError(f"{str(exc).rstrip('.')}; nothing was recorded (at entry {entry.id}).") from exc
             except Exception as exc:  # the organiser's scorer: say where it broke, record nothing
                 raise ScoringError(f"The scorer {rules.scorer} failed on entry {entry.id} ({type(exc).__name__}: "
                                    f"{exc}): fix it and run the rescore again; nothing was recorded.") from exc

@@ -62,9 +62,13 @@ def reference_sha256(reference: Path) -> str:
         raise ScoringError(f"The reference directory {reference} does not exist: give the directory holding "
                            "the reference answers for the test set.")
     digest = hashlib.sha256()
-    for path in sorted(p for p in reference.rglob("*") if p.is_file()):
-        digest.update(path.relative_to(reference).as_posix().encode() + b"\0")
-        digest.update(hashlib.sha256(path.read_bytes()).hexdigest().encode() + b"\n")
+    try:
+        for path in sorted(p for p in reference.rglob("*") if p.is_file()):
+            digest.update(path.relative_to(reference).as_posix().encode() + b"\0")
+            digest.update(hashlib.sha256(path.read_bytes()).hexdigest().encode() + b"\n")
+    except OSError as exc:
+        raise ScoringError(f"The reference directory {reference} cannot be read ({exc}): give a directory "
+                           "holding only the reference answers.") from exc
     return digest.hexdigest()
 
 
