@@ -305,9 +305,16 @@ def test_a_home_made_before_the_archive_is_migrated_and_rescored(tmp_path):
         db.execute("INSERT INTO entries (challenge, owner, late, archive_sha256, archive_name, archive_path, "
                    "submitted_at, state, outcome, scores) VALUES ('af2017', 'old', 0, 'ab', 'o-entry.zip', '/x', "
                    "'then', 'done', 'scored', '{\"score\": 0.5}')")
+        db.execute("INSERT INTO entries (challenge, owner, late, archive_sha256, archive_name, archive_path, "
+                   "submitted_at, state, outcome, scores) SELECT challenge, 'older', late, archive_sha256, "
+                   "archive_name, archive_path, submitted_at, state, outcome, scores FROM entries WHERE id = 1")
+    (home_dir / "results" / "2").mkdir()
+    (home_dir / "results" / "2" / "exam-results.json").write_text('{"records": [')  # cut short
     home = Home(load_site(home_dir), Queue(home_dir / "queue.db"), {1: answers})
-    doc = json.loads(home.vmjudge("rescore", "af2017", "--json").stdout)
-    [e] = doc["entries"]
+    doc = json.loads(home.vmjudge("rescore", "af2017", "--json", check=False).stdout)
+    e, broken = doc["entries"]
+    assert (broken["entry_id"], broken["status"]) == (2, "refused") and not doc["ok"]
+    assert "results/2/exam-results.json cannot be read" in broken["problem"]
     assert (e["entry_id"], e["old"], e["status"]) == (1, {"score": 0.5}, "rescored")
     assert e["new"]["score"] == pytest.approx(f1_mean(answers, LABELS))
     assert home.queue.exam_results(1).manifest == {"imported_from": str(home_dir / "results/1/exam-results.json")}

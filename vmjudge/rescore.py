@@ -147,8 +147,11 @@ def rescore(site: Site, queue: Queue, challenge: str, ids: Iterable[int] = (), w
     for done, entry in enumerate(entries, start=1):
         outcome = EntryOutcome(entry.id, "refused", entry.owner, entry.late, old=entry.scores)
         outcomes[entry.id] = outcome
-        found = archived.get(entry.id) or archived_results(queue, site.home, entry.id)
-        outcome.problem = _not_rescorable(entry, found is not None)
+        try:
+            found = archived.get(entry.id) or archived_results(queue, site.home, entry.id)
+            outcome.problem = _not_rescorable(entry, found is not None)
+        except ArchiveError as exc:  # an older home's results file that cannot be read
+            found, outcome.problem = None, str(exc)
         if outcome.problem is None and found is not None:
             outcome.results_sha256 = found.sha256
             try:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ... import results_store
-from ...errors import ScoringError
+from ...errors import ArchiveError, ScoringError
 from ...queue.db import ArchivedResults, Queue, Scoring
 from ..exam.stage import LEGACY_RESULTS_FILE
 from . import Scorer, load_scorer, reference_sha256, scorer_version
@@ -64,7 +64,11 @@ def archived_results(queue: Queue, home: Path, entry_id: int) -> ArchivedResults
     if not legacy.is_file():
         return None
     data = legacy.read_bytes()
-    results_store.decode(data)  # refuse to archive what could not be scored
+    try:
+        results_store.decode(data)  # refuse to archive what could not be scored
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ArchiveError(f"{legacy} cannot be read ({type(exc).__name__}: {exc}): run the entry again with "
+                           "--rerun-stages.") from exc
     digest = results_store.put(home, data)
     exam_runs = [r for r in queue.stage_runs(entry_id) if r.stage == "exam" and r.status == "passed"]
     run = exam_runs[-1] if exam_runs else None
