@@ -93,6 +93,8 @@ def test_a_daemon_killed_in_the_exam_scores_the_entry_once(home, conn):
     runs = [(a["stage"], a["attempt"], a["status"]) for a in doc["organiser"]["attempts"]]
     assert runs == [("prep", 1, "passed"), ("quiz", 1, "passed"), ("exam", 1, "infra"), ("exam", 2, "passed"),
                     ("score", 1, "scored")]
+    assert [s["why"] for s in doc["scorings"]] == ["official"]  # one scoring, of the one archived exam
+    assert queue.exam_results(entry_id).run_id == queue.stage_runs(entry_id)[3].id
     assert own_domains(conn, home) == [] and list((home / "run").iterdir()) == []
 
 

@@ -21,9 +21,10 @@ from pathlib import Path
 import pycdlib
 import pytest
 
+from vmjudge import results_store
 from vmjudge.config import load_challenge
 from vmjudge.stages.answers import parse_answer_lines
-from vmjudge.stages.score import load_scorer
+from vmjudge.stages.score import load_scorer, reference_sha256
 from vmjudge.stages.score.base import ExamResults
 from vmjudge.supervisor import vm
 from vmjudge.supervisor.daemon import DaemonLock
@@ -279,3 +280,52 @@ def test_submit_refuses_unreadable_or_misnamed_archives(judged, tmp_path, name, 
 def test_submit_to_an_unknown_challenge_is_refused(judged):
     proc = vmjudge(judged.home, "submit", "nope", str(judged.archives / "af2017-good-entry.tar.gz"), check=False)
     assert proc.returncode == 1 and "no challenge named 'nope' is registered" in proc.stderr
+
+
+@pytest.mark.parametrize("example", EXAMPLE_NAMES)
+@pytest.mark.parametrize("case", ["good", "exam-errors"])
+def test_exam_results_are_archived_and_scored_from_the_archive(judged, example, case):
+    """Stage 3 stores its results content-addressed; stage 4 scored exactly those bytes."""
+    ch = load_challenge(EXAMPLES / example)
+    doc = judged.show(example, case)
+    exam, score = [a for a in judged_attempts(judged, doc["id"]) if a["stage"] in ("exam", "score")]
+    digest = exam["manifest"]["results_sha256"]
+    blob = (judged.home / "archive" / "sha256" / digest).read_bytes()
+    assert hashlib.sha256(blob).hexdigest() == digest
+    archived = results_store.decode(blob)
+    replay = host_replay(example, case, ch.test)
+    assert archived.records == replay.records
+    assert (archived.answers, archived.files) == (replay.answers, replay.files)
+    assert score["manifest"]["results_sha256"] == digest
+    [official] = doc["scorings"]
+    assert (official["why"], official["results_sha256"], official["scores"]) == ("official", digest, doc["scores"])
+    assert official["scorer_version"] == f"{ch.scorer}/1"
+    assert official["reference_sha256"] == reference_sha256(ch.reference_dir)
+
+
+def test_rescore_and_rerun_on_a_judged_home(judged):
+    """Re-scoring the real archive starts no VM and gives the same numbers; --rerun-stages
+    puts an entry back through the daemon as a new evaluation, keeping its history."""
+    entry_id = judged.ids["af2017", "good"]
+    before = judged.show("af2017", "good")
+    runs_before = len(judged_attempts(judged, entry_id))
+    proc = vmjudge(judged.home, "rescore", "af2017", "--json")
+    doc = json.loads(proc.stdout)
+    rescored = {e["entry_id"]: e for e in doc["entries"]}
+    assert doc["ok"] and set(rescored) == {judged.ids["af2017", c] for c in ("good", "exam-errors")}
+    assert all(e["new"] == e["old"] for e in rescored.values())
+    assert len(judged_attempts(judged, entry_id)) == runs_before  # no stage ran
+    assert [s["why"] for s in judged.show("af2017", "good")["scorings"]] == ["official", "rescore"]
+
+    proc = vmjudge(judged.home, "rescore", "af2017", "--rerun-stages", "--entries", str(entry_id))
+    assert f"entry {entry_id} (good): queued again from stage 1" in proc.stdout
+    vmjudge(judged.home, "daemon", "--until-idle")
+    after = judged.show("af2017", "good")
+    assert (after["state"], after["outcome"], after["evaluation"]) == ("done", "scored", 2)
+    assert after["scores"] == before["scores"]
+    assert [s["why"] for s in after["scorings"]] == ["official", "rescore", "official"]
+    assert after["scorings"][2]["results_sha256"] == before["scorings"][0]["results_sha256"]  # deterministic
+    attempts = judged_attempts(judged, entry_id)
+    assert [(a["stage"], a["evaluation"]) for a in attempts] == \
+        [(s, 1) for s in ("prep", "quiz", "exam", "score")] + [(s, 2) for s in ("prep", "quiz", "exam", "score")]
+    assert "Re-scored" not in after["report"]  # the official scoring of evaluation 2 is the latest

@@ -13,6 +13,7 @@ from . import __version__
 from .config import Site, check_challenge_data, load_challenge, load_site
 from .errors import VmjudgeError
 from .queue.db import Queue
+from .rescore_command import rescore
 from .workdir import ensure_home
 
 
@@ -254,6 +255,8 @@ def leaderboard_cmd(ctx: click.Context, challenge_name: str, late: bool, as_json
     else:
         click.echo(lb.as_text(challenge_name, rows, late), nl=False)
 
+
+main.add_command(rescore)
 
 if __name__ == "__main__":
     main()

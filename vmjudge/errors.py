@@ -48,3 +48,7 @@ class EntryError(VmjudgeError):
 
 class Cancelled(Exception):
     """The daemon is stopping: a run was abandoned, neither failed nor charged to anyone."""
+
+
+class ArchiveError(VmjudgeError):
+    """Archived stage-3 results are missing or damaged (their bytes no longer match their hash)."""

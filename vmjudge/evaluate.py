@@ -28,6 +28,7 @@ from .stages.exam import stage as exam
 from .stages.prep import stage as prep
 from .stages.quiz import stage as quiz
 from .stages.score import stage as score
+from .stages.score.scoring import archived_results
 from .config import Site
 from .report import write_html
 from .supervisor import vm
@@ -53,11 +54,12 @@ def run_stage(queue: Queue, site: Site, entry: EntryRow, slot: int, cancel: thre
             return
         if outcome.status == "passed":
             record(f"entry {entry.id}'s {stage} result", queue.finish_stage, run, "passed", outcome.message,
-                   outcome.manifest, next_stage=NEXT_STAGE[stage], exam=outcome.exam)
+                   outcome.manifest, next_stage=NEXT_STAGE[stage], exam=outcome.exam,
+                   results_sha256=outcome.results_sha256)
         else:
             record(f"entry {entry.id}'s {stage} result", queue.finish_stage, run, outcome.status, outcome.message,
                    outcome.manifest, reason=outcome.reason, outcome=OUTCOME[outcome.status], scores=outcome.scores,
-                   exam=outcome.exam)
+                   exam=outcome.exam, scoring=outcome.scoring)
             _write_report(queue, site, entry.id)
     except Cancelled:
         # The daemon stopped while the queue could not be written: the stage is still marked
@@ -73,14 +75,18 @@ def _attempt(queue: Queue, site: Site, entry: EntryRow, stage: str, run: StageRu
     conn = None
     try:
         challenge = load_challenge(queue.challenge_dir(entry.challenge))
-        try:
-            image = find_image(site, challenge.image)
-        except ImageError as exc:
-            raise InfrastructureError("image-missing", str(exc))
-        image.check()
-        conn = vm.connect(site.uri) if stage != "score" else None
+        image, found = None, None
+        if stage == "score":  # on the host only, from the archived results: no image, no VM
+            found = archived_results(queue, site.home, entry.id)
+        else:
+            try:
+                image = find_image(site, challenge.image)
+            except ImageError as exc:
+                raise InfrastructureError("image-missing", str(exc))
+            image.check()
+            conn = vm.connect(site.uri)
         ctx = StageContext(site=site, challenge=challenge, image=image, conn=conn, entry=entry,
-                           attempt=run.attempt, cancel=cancel)
+                           attempt=run.attempt, cancel=cancel, archived=found.sha256 if found else None)
         return STAGES[stage](ctx)
     except Cancelled:
         log.info("entry %d %s attempt %d: abandoned, the daemon is stopping", entry.id, stage, run.attempt)

@@ -13,16 +13,18 @@ from pathlib import Path
 from typing import Any
 
 from .config import Site
-from .queue.db import STAGES, EntryRow, Queue, StageRun
+from .queue.db import STAGES, EntryRow, Queue, Scoring, StageRun
 
 TITLES = {"prep": "Stage 1 (prep)", "quiz": "Stage 2 (quiz)", "exam": "Stage 3 (exam)", "score": "Stage 4 (score)"}
 
 
 def final_runs(runs: list[StageRun]) -> list[StageRun]:
-    """The run of each stage whose result counted (the last one that was not an infrastructure failure)."""
+    """The run of each stage whose result counted (the last one that was not an infrastructure
+    failure), in the entry's latest evaluation (`rescore --rerun-stages` starts a new one)."""
+    latest = max((r.evaluation for r in runs), default=1)
     chosen: dict[str, StageRun] = {}
     for r in runs:
-        if r.status not in (None, "infra"):
+        if r.status not in (None, "infra") and r.evaluation == latest:
             chosen[r.stage] = r
     return [chosen[s] for s in STAGES if s in chosen]
 
@@ -39,12 +41,26 @@ def verdict(entry: EntryRow) -> str:
     return f"Entry not scored ({entry.failed_stage}: {entry.reason})."
 
 
-def participant_text(entry: EntryRow, runs: list[StageRun]) -> str:
+def rescore_line(scorings: list[Scoring]) -> str | None:
+    """One sentence when the latest scoring is a re-scoring: the stage-4 message above it
+    gives the score of the official scoring, which no longer counts."""
+    if not scorings or scorings[-1].why != "rescore":
+        return None
+    last, before = scorings[-1], (scorings[-2] if len(scorings) > 1 else None)
+    key = "score" if "score" in last.scores else next(iter(last.scores))
+    was = f" (was {before.scores[key]:.4f})" if before is not None and key in before.scores else ""
+    return f"Re-scored {last.at} with scorer {last.scorer_version}: {key} {last.scores[key]:.4f}{was}."
+
+
+def participant_text(entry: EntryRow, runs: list[StageRun], scorings: list[Scoring] = ()) -> str:
     lines = [f"Entry {entry.id} ({entry.archive_name}) for {entry.challenge} by {entry.owner}"
              f"{' (late)' if entry.late else ''}, submitted {entry.submitted_at}", ""]
     for r in final_runs(runs):
         lines.append(f"{TITLES[r.stage]}: {r.message}")
         lines.append("")
+    rescored = rescore_line(list(scorings)) if entry.state == "done" and entry.outcome == "scored" else None
+    if rescored:
+        lines += [rescored, ""]
     lines.append(verdict(entry))
     return "\n".join(lines).rstrip() + "\n"
 
@@ -52,7 +68,8 @@ def participant_text(entry: EntryRow, runs: list[StageRun]) -> str:
 def organiser_details(site: Site, entry: EntryRow, runs: list[StageRun]) -> dict[str, Any]:
     results = site.home / "results" / str(entry.id)
     logs = {p.name: p.read_text(errors="replace") for p in sorted(results.glob("*.log"))} if results.is_dir() else {}
-    return {"attempts": [{"stage": r.stage, "attempt": r.attempt, "status": r.status, "reason": r.reason,
+    return {"attempts": [{"stage": r.stage, "attempt": r.attempt, "evaluation": r.evaluation,
+                          "status": r.status, "reason": r.reason,
                           "message": r.message, "started_at": r.started_at, "finished_at": r.finished_at,
                           "host": r.host, "slot": r.slot, "manifest": r.manifest} for r in runs],
             "logs": logs, "results_dir": str(results)}
@@ -61,13 +78,17 @@ def organiser_details(site: Site, entry: EntryRow, runs: list[StageRun]) -> dict
 def show(site: Site, queue: Queue, entry_id: int, organiser: bool = False) -> dict[str, Any]:
     entry = queue.entry(entry_id)
     runs = queue.stage_runs(entry_id)
+    scorings = queue.scorings(entry_id)
     doc: dict[str, Any] = {
         "id": entry.id, "challenge": entry.challenge, "owner": entry.owner, "late": entry.late,
         "submitted_at": entry.submitted_at, "state": entry.state, "stage": entry.stage,
         "outcome": entry.outcome, "failed_stage": entry.failed_stage,
         "reason": entry.reason if entry.state == "done" else None,
-        "scores": entry.scores or {}, "exam": entry.exam,
-        "report": participant_text(entry, runs)}
+        "scores": entry.scores or {}, "exam": entry.exam, "evaluation": entry.evaluation,
+        "scorings": [{"at": s.at, "why": s.why, "scorer": s.scorer, "scorer_version": s.scorer_version,
+                      "reference_sha256": s.reference_sha256, "results_sha256": s.results_sha256,
+                      "scores": s.scores} for s in scorings],
+        "report": participant_text(entry, runs, scorings)}
     if organiser:
         doc["organiser"] = organiser_details(site, entry, runs)
         if entry.state == "parked":
@@ -78,6 +99,7 @@ def show(site: Site, queue: Queue, entry_id: int, organiser: bool = False) -> di
 def write_html(queue: Queue, site: Site, entry_id: int) -> Path:
     doc = show(site, queue, entry_id)
     path = site.home / "results" / str(entry_id) / "report.html"
+    path.parent.mkdir(parents=True, exist_ok=True)
     scores = "".join(f"<tr><th>{html.escape(k)}</th><td>{v:.4f}</td></tr>" for k, v in doc["scores"].items())
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>Entry {doc['id']}</title>"
             "<style>body{font-family:sans-serif;max-width:50em;margin:2em auto}pre{background:#f4f4f4;"

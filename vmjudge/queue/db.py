@@ -12,7 +12,7 @@ import json
 import sqlite3
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -73,8 +73,36 @@ CREATE TABLE IF NOT EXISTS events (
     kind TEXT NOT NULL,
     detail TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS exam_results (  -- stage 3's results of an entry, kept for (re)scoring
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    entry_id INTEGER NOT NULL REFERENCES entries(id),
+    run_id INTEGER REFERENCES stage_runs(id),  -- the exam run that produced them
+    sha256 TEXT NOT NULL,              -- the blob in HOME/archive/sha256/
+    manifest TEXT NOT NULL,            -- JSON: the exam's manifest (image, agent, entry sha256...)
+    archived_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS scorings (  -- every score an entry was given, oldest first
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    entry_id INTEGER NOT NULL REFERENCES entries(id),
+    at TEXT NOT NULL,
+    why TEXT NOT NULL,                 -- official | rescore
+    scorer TEXT NOT NULL,
+    scorer_version TEXT NOT NULL,
+    reference_sha256 TEXT NOT NULL,
+    results_sha256 TEXT NOT NULL,
+    scores TEXT NOT NULL               -- JSON object
+);
 CREATE INDEX IF NOT EXISTS entries_state ON entries(state, id);
+CREATE INDEX IF NOT EXISTS exam_results_entry ON exam_results(entry_id, id);
+CREATE INDEX IF NOT EXISTS scorings_entry ON scorings(entry_id, id);
 """
+# Columns added after the first release: (table, column, definition) for homes made before.
+MIGRATIONS = (
+    ("entries", "not_before", "REAL NOT NULL DEFAULT 0"),
+    ("entries", "evaluation", "INTEGER NOT NULL DEFAULT 1"),  # bumped by `rescore --rerun-stages`
+    ("stage_runs", "evaluation", "INTEGER NOT NULL DEFAULT 1"),
+    ("entries", "dry_run", "INTEGER NOT NULL DEFAULT 0"),  # entry limits: a DRYRUN archive never counts
+)
 
 
 def now() -> str:
@@ -100,6 +128,7 @@ class EntryRow:
     scores: dict[str, float] | None
     exam: dict[str, int] | None
     finished_at: str | None
+    evaluation: int = 1  # how many times the entry was (re)queued from stage 1
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> "EntryRow":
@@ -127,6 +156,7 @@ class StageRun:
     reason: str | None
     message: str | None
     manifest: dict[str, Any] | None
+    evaluation: int = 1
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> "StageRun":
@@ -135,17 +165,59 @@ class StageRun:
         return cls(**d)
 
 
+@dataclass(frozen=True)
+class ArchivedResults:
+    """Where an entry's stage-3 results are (a blob of the results store) and what made them."""
+
+    entry_id: int
+    sha256: str
+    manifest: dict[str, Any]
+    archived_at: str
+    run_id: int | None = None
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> "ArchivedResults":
+        return cls(entry_id=row["entry_id"], sha256=row["sha256"], manifest=json.loads(row["manifest"]),
+                   archived_at=row["archived_at"], run_id=row["run_id"])
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """One scoring of an entry and everything it used, so any score can be traced and redone."""
+
+    entry_id: int
+    why: str  # official | rescore
+    scorer: str  # as named: "af2017", "pkg.mod:func", "file.py:func"
+    scorer_version: str  # scorer_version(): "af2017/1" or the code's hash
+    reference_sha256: str  # reference_sha256() of the reference directory used
+    results_sha256: str  # the archived stage-3 results scored
+    scores: dict[str, float]
+    at: str = ""  # set when recorded
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> "Scoring":
+        d = dict(row)
+        d.pop("id")
+        d["scores"] = json.loads(d["scores"])
+        return cls(**d)
+
+    def insert(self, db: sqlite3.Connection) -> None:
+        db.execute("INSERT INTO scorings (entry_id, at, why, scorer, scorer_version, reference_sha256, "
+                   "results_sha256, scores) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                   (self.entry_id, self.at or now(), self.why, self.scorer, self.scorer_version,
+                    self.reference_sha256, self.results_sha256, json.dumps(self.scores)))
+
+
 class Queue:
     def __init__(self, path: Path):
         self.path = Path(path)
         try:
             with self._connect() as db:
                 db.executescript(SCHEMA)
-                columns = {r["name"] for r in db.execute("PRAGMA table_info(entries)")}
-                if "not_before" not in columns:  # a queue made before retries waited
-                    db.execute("ALTER TABLE entries ADD COLUMN not_before REAL NOT NULL DEFAULT 0")
-                if "dry_run" not in columns:  # a queue made before entry limits
-                    db.execute("ALTER TABLE entries ADD COLUMN dry_run INTEGER NOT NULL DEFAULT 0")
+                for table, column, definition in MIGRATIONS:  # a queue made by an older vmjudge
+                    columns = {r["name"] for r in db.execute(f"PRAGMA table_info({table})")}
+                    if column not in columns:
+                        db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
         except sqlite3.Error as exc:
             raise VmjudgeError(f"cannot open the queue database {self.path}: {exc}; check the home directory.")
 
@@ -271,8 +343,9 @@ class Queue:
         with self._transaction() as db:
             attempt = 1 + db.execute("SELECT COUNT(*) FROM stage_runs WHERE entry_id = ? AND stage = ?",
                                      (entry_id, stage)).fetchone()[0]
-            cur = db.execute("INSERT INTO stage_runs (entry_id, stage, attempt, host, slot, started_at) "
-                             "VALUES (?, ?, ?, ?, ?, ?)", (entry_id, stage, attempt, host, slot, now()))
+            evaluation = db.execute("SELECT evaluation FROM entries WHERE id = ?", (entry_id,)).fetchone()[0]
+            cur = db.execute("INSERT INTO stage_runs (entry_id, stage, attempt, host, slot, started_at, evaluation) "
+                             "VALUES (?, ?, ?, ?, ?, ?, ?)", (entry_id, stage, attempt, host, slot, now(), evaluation))
             run_id = int(cur.lastrowid)
         return self.stage_run(run_id)
 
@@ -288,13 +361,20 @@ class Queue:
     def finish_stage(self, run: StageRun, status: str, message: str, manifest: dict[str, Any],
                      reason: str | None = None, next_stage: str | None = None,
                      outcome: str | None = None, scores: dict[str, float] | None = None,
-                     exam: dict[str, int] | None = None) -> None:
-        """Record a stage's result and move the entry on: to `next_stage`, or to done with `outcome`."""
+                     exam: dict[str, int] | None = None, results_sha256: str | None = None,
+                     scoring: Scoring | None = None) -> None:
+        """Record a stage's result and move the entry on: to `next_stage`, or to done with `outcome`.
+        `results_sha256`: stage 3's archived results, linked to the entry in the same transaction;
+        `scoring`: stage 4's official scoring, added to the entry's history."""
         with self._transaction() as db:
             db.execute("UPDATE stage_runs SET finished_at = ?, status = ?, reason = ?, message = ?, manifest = ? "
                        "WHERE id = ?", (now(), status, reason, message, json.dumps(manifest), run.id))
             if exam is not None:
                 db.execute("UPDATE entries SET exam = ? WHERE id = ?", (json.dumps(exam), run.entry_id))
+            if results_sha256 is not None:
+                self._add_exam_results(db, run.entry_id, run.id, results_sha256, manifest)
+            if scoring is not None:
+                scoring.insert(db)
             if next_stage is not None:
                 db.execute("UPDATE entries SET state = 'queued', stage = ?, lease_owner = NULL WHERE id = ?",
                            (next_stage, run.entry_id))
@@ -314,7 +394,8 @@ class Queue:
             db.execute("UPDATE stage_runs SET finished_at = ?, status = 'infra', reason = ?, message = ?, "
                        "manifest = ? WHERE id = ?", (now(), reason, message, json.dumps(manifest), run.id))
             failures = db.execute("SELECT COUNT(*) FROM stage_runs WHERE entry_id = ? AND stage = ? AND "
-                                  "status = 'infra'", (run.entry_id, run.stage)).fetchone()[0]
+                                  "evaluation = ? AND status = 'infra'",
+                                  (run.entry_id, run.stage, run.evaluation)).fetchone()[0]
             retry = failures < MAX_INFRA_ATTEMPTS
             state = "queued" if retry else "parked"
             delay = RETRY_DELAYS[min(failures, len(RETRY_DELAYS)) - 1] if retry else 0.0
@@ -337,3 +418,69 @@ class Queue:
             rows = db.execute("SELECT at, kind, detail FROM events WHERE entry_id = ? ORDER BY id",
                               (entry_id,)).fetchall()
         return [dict(r) for r in rows]
+
+    # archived stage-3 results and scorings (re-scoring)
+
+    def _add_exam_results(self, db: sqlite3.Connection, entry_id: int, run_id: int | None, sha256: str,
+                          manifest: dict[str, Any]) -> None:
+        db.execute("INSERT INTO exam_results (entry_id, run_id, sha256, manifest, archived_at) VALUES (?, ?, ?, ?, ?)",
+                   (entry_id, run_id, sha256, json.dumps(manifest), now()))
+        self._event(db, entry_id, "archived", f"stage 3 results sha256 {sha256}")
+
+    def add_exam_results(self, entry_id: int, run_id: int | None, sha256: str, manifest: dict[str, Any]) -> None:
+        """Link archived results to an entry outside a stage (results of an older home)."""
+        with self._transaction() as db:
+            self._add_exam_results(db, entry_id, run_id, sha256, manifest)
+
+    def exam_results(self, entry_id: int) -> ArchivedResults | None:
+        """The entry's latest archived stage-3 results; None when it never passed stage 3."""
+        with self._connect() as db:
+            row = db.execute("SELECT * FROM exam_results WHERE entry_id = ? ORDER BY id DESC LIMIT 1",
+                             (entry_id,)).fetchone()
+        return ArchivedResults.from_row(row) if row is not None else None
+
+    def latest_exam_results(self, challenge: str) -> dict[int, ArchivedResults]:
+        """entry id -> latest archived results, for every entry of `challenge` that has some."""
+        with self._connect() as db:
+            rows = db.execute("SELECT r.* FROM exam_results r JOIN entries e ON e.id = r.entry_id "
+                              "WHERE e.challenge = ? ORDER BY r.id", (challenge,)).fetchall()
+        return {row["entry_id"]: ArchivedResults.from_row(row) for row in rows}
+
+    def scorings(self, entry_id: int) -> list[Scoring]:
+        with self._connect() as db:
+            rows = db.execute("SELECT * FROM scorings WHERE entry_id = ? ORDER BY id", (entry_id,)).fetchall()
+        return [Scoring.from_row(r) for r in rows]
+
+    def record_rescores(self, scorings: list[Scoring]) -> list[int]:
+        """Record re-scorings in one transaction: each becomes its entry's current scores, the
+        earlier ones stay in the history. An entry that is no longer done and scored (put back
+        in the queue meanwhile) is left alone; returns the ids that were recorded."""
+        recorded = []
+        with self._transaction() as db:
+            stamp = now()
+            for s in scorings:
+                cur = db.execute("UPDATE entries SET scores = ? WHERE id = ? AND state = 'done' AND outcome = 'scored'",
+                                 (json.dumps(s.scores), s.entry_id))
+                if cur.rowcount != 1:
+                    continue
+                replace(s, at=stamp).insert(db)
+                self._event(db, s.entry_id, "rescored", f"{s.scorer_version} reference {s.reference_sha256[:12]} "
+                            f"results {s.results_sha256[:12]}: {json.dumps(s.scores, sort_keys=True)}")
+                recorded.append(s.entry_id)
+        return recorded
+
+    def rerun(self, entry_id: int) -> EntryRow:
+        """Queue an entry again from stage 1 as a new evaluation; its earlier stage runs,
+        archived results and scorings stay. Refused while the entry is queued or running."""
+        with self._transaction() as db:
+            row = db.execute("SELECT * FROM entries WHERE id = ?", (entry_id,)).fetchone()
+            if row is None:
+                raise VmjudgeError(f"there is no entry {entry_id}: `vmjudge status` lists the entries.")
+            if row["state"] in ("queued", "running"):
+                raise VmjudgeError(f"entry {entry_id} is {row['state']} (stage {row['stage']}): wait until the "
+                                   "daemon has finished it, then run it again.")
+            evaluation = row["evaluation"] + 1
+            db.execute("UPDATE entries SET state = 'queued', stage = 'prep', lease_owner = NULL, not_before = 0, "
+                       "exam = NULL, evaluation = ? WHERE id = ?", (evaluation, entry_id))
+            self._event(db, entry_id, "rerun", f"queued again from stage 1 as evaluation {evaluation}")
+        return self.entry(entry_id)

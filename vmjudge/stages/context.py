@@ -15,7 +15,7 @@ from typing import Any
 
 from ..config import Challenge, Site
 from ..images.image import GuestImage
-from ..queue.db import EntryRow
+from ..queue.db import EntryRow, Scoring
 from ..supervisor.job import Job
 from ..supervisor.runner import JobRun, Limits, StopRule, run_job
 from ..workdir import RunDir
@@ -35,17 +35,20 @@ class StageOutcome:
     scores: dict[str, float] | None = None
     exam: dict[str, int] | None = None
     manifest: dict[str, Any] = field(default_factory=dict)
+    results_sha256: str | None = None  # stage 3: its results, archived in the results store
+    scoring: Scoring | None = None  # stage 4: the official scoring and what it used
 
 
 @dataclass(frozen=True)
 class StageContext:
     site: Site
     challenge: Challenge
-    image: GuestImage
-    conn: Any  # libvirt.virConnect
+    image: GuestImage | None  # None for stage 4, which runs on the host only
+    conn: Any  # libvirt.virConnect; None for stage 4
     entry: EntryRow
     attempt: int
     cancel: threading.Event | None = None  # set when the daemon is stopping
+    archived: str | None = None  # stage 4: the sha256 of the entry's archived stage-3 results
 
     @property
     def results_dir(self) -> Path:

@@ -3,19 +3,20 @@
 Errors and timeouts do not stop it; a failed record gets an empty answer. Nothing the
 entry prints reaches the participant: the report gives counts only, and the outputs are
 kept for organisers in exam.log. Over the cap, the entry fails with the share of records
-it processed and gets no score. The results are archived for stage 4 (and re-scoring).
+it processed and gets no score. The results are archived (content-addressed, see
+results_store) for stage 4, and for any re-scoring later.
 """
 
 from __future__ import annotations
 
-import base64
-
+from ... import results_store
 from ...supervisor.runner import Limits, make_overlay
 from ..answers import parse_answer_lines
-from ..context import StageContext, StageOutcome, capped_text, write_json
+from ..context import StageContext, StageOutcome, capped_text
 from ..quiz.stage import record_job
 
-RESULTS_FILE = "exam-results.json"
+# Where a home made before the results store kept them (read once, then archived).
+LEGACY_RESULTS_FILE = "exam-results.json"
 
 
 def run(ctx: StageContext) -> StageOutcome:
@@ -45,19 +46,20 @@ def run(ctx: StageContext) -> StageOutcome:
         return StageOutcome("failed", f"The exam exceeded its limit of {ch.limits.exam_total:.0f} s after "
                             f"processing {done} of {len(records)} test records ({share:.0f} %). Entry not scored.",
                             reason="exam-timeout", exam=counts, manifest=manifest)
-    archive = {"records": list(records), "statuses": statuses, "style": ch.results.style}
     if files_style:
-        archive["files"] = {}
+        files = {}
         for c in t.commands:
             record = records[c.index]
             got = c.files.get(ch.results.output_name(record))
             ok = c.status == "ok" and got is not None and got.size is not None and not got.truncated
-            archive["files"][record] = base64.b64encode(got.data).decode() if ok else None
+            files[record] = got.data if ok else None
+        blob = results_store.encode(records, statuses, ch.results.style, files=files)
     else:
         last = t.commands[-1].files.get("answers.txt") if t.commands else None
         lines = parse_answer_lines(last.data if last is not None and last.size is not None else None)
-        archive["answers"] = {r: (lines.get(r) if statuses.get(r) == "ok" else None) for r in records}
-    write_json(ctx.results_dir / RESULTS_FILE, archive)
+        answers = {r: (lines.get(r) if statuses.get(r) == "ok" else None) for r in records}
+        blob = results_store.encode(records, statuses, ch.results.style, answers=answers)
+    digest = results_store.put(ctx.site.home, blob)
     return StageOutcome("passed", f"{counts['records']} test records: {counts['completed']} completed, "
                         f"{counts['failed']} failed, {counts['timed_out']} timed out.", exam=counts,
-                        manifest={**manifest, "results_file": RESULTS_FILE})
+                        manifest={**manifest, "results_sha256": digest}, results_sha256=digest)

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.util
 import re
+import sys
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from types import ModuleType
@@ -16,40 +18,99 @@ from typing import Callable, Collection, Mapping
 from vmjudge.errors import ConfigError, ScoringError
 from vmjudge.stages.score.base import ExamResults, Scorer
 
-__all__ = ["BUILTINS", "ENTRY_POINT_GROUP", "ExamResults", "Scorer", "load_scorer", "scorer_version"]
+__all__ = ["BUILTINS", "ENTRY_POINT_GROUP", "ExamResults", "Scorer", "load_scorer", "reference_sha256",
+           "scorer_version"]
 
 BUILTINS: tuple[str, ...] = ("accuracy", "af2017", "alarms2015", "beats2014", "heart2016")
 ENTRY_POINT_GROUP = "vmjudge.scorers"
 
 _DOTTED = r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*"
 _TARGET_RE = re.compile(rf"^({_DOTTED}):({_DOTTED})$")
+_FILE_RE = re.compile(rf"^(.+\.py):({_DOTTED})$")
 
 
 # --- finding a scorer ---------------------------------------------------------------------
 
 def load_scorer(spec: str) -> Scorer:
     """The scorer named by `spec`: a built-in name, else an entry point of group
-    vmjudge.scorers, else "package.module:function". Built-ins come first so that an
-    installed package can never silently replace the official rules of a challenge."""
+    vmjudge.scorers, else "package.module:function", else "path/to/file.py:function" (an
+    organiser's fixed scorer for `vmjudge rescore`, which need not be installed). Built-ins
+    come first so that an installed package can never silently replace the official rules
+    of a challenge."""
     if spec in BUILTINS:
         return _builtin(spec).score
-    module_name, attr = _target(spec)
-    return _callable(spec, _attribute(spec, _import(spec, module_name), attr))
+    module, attr, _label = _module(spec)
+    return _callable(spec, _attribute(spec, module, attr))
 
 
 def scorer_version(spec: str) -> str:
     """What produced a score, for the record: "beats2014/1" for a built-in (its VERSION is
-    bumped whenever a rule changes), otherwise "package.module:function@<sha256[:12]>" of
-    the module's file, so a rescore shows whether the code changed in between."""
+    bumped whenever a rule changes), otherwise "package.module:function@<sha256[:12]>" (or
+    "file.py:function@...") of the module's file, so a rescore shows whether the code
+    changed in between."""
     if spec in BUILTINS:
         return f"{spec}/{_builtin(spec).VERSION}"
-    module_name, attr = _target(spec)
-    module = _import(spec, module_name)
-    return f"{module_name}:{attr}@{_file_digest(module)}"
+    module, attr, label = _module(spec)
+    return f"{label}:{attr}@{_file_digest(module)}"
+
+
+def reference_sha256(reference: Path) -> str:
+    """One hash over a reference directory (each file's relative path and sha256, in sorted
+    order), recorded with every score: a corrected label gives a different hash."""
+    reference = Path(reference)
+    if not reference.is_dir():
+        raise ScoringError(f"The reference directory {reference} does not exist: give the directory holding "
+                           "the reference answers for the test set.")
+    digest = hashlib.sha256()
+    try:
+        for path in sorted(p for p in reference.rglob("*") if p.is_file()):
+            digest.update(path.relative_to(reference).as_posix().encode() + b"\0")
+            digest.update(hashlib.sha256(path.read_bytes()).hexdigest().encode() + b"\n")
+    except OSError as exc:
+        raise ScoringError(f"The reference directory {reference} cannot be read ({exc}): give a directory "
+                           "holding only the reference answers.") from exc
+    return digest.hexdigest()
 
 
 def _builtin(name: str) -> ModuleType:
     return importlib.import_module(f"{__name__}.{name}")
+
+
+def _module(spec: str) -> tuple[ModuleType, str, str]:
+    """The module a non-built-in spec names (imported), the attribute to take from it, and
+    how to name the module in a scorer version (its dotted name, or its file's name)."""
+    if _entry_point(spec) is None:
+        match = _FILE_RE.match(spec)
+        if match is not None:
+            path = Path(match.group(1))
+            return _import_file(spec, path), match.group(2), path.name
+    module_name, attr = _target(spec)
+    return _import(spec, module_name), attr, module_name
+
+
+def _import_file(spec: str, path: Path) -> ModuleType:
+    """A scorer module loaded from its file, under a name made of its path and content hash,
+    so that a file edited between two loads is loaded afresh."""
+    try:
+        source = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"Scorer {spec!r} cannot be loaded: {path} cannot be read "
+                          f"({exc.strerror or exc}); give the path of a Python file.") from exc
+    tag = hashlib.sha256(str(path.resolve()).encode() + b"\0" + source).hexdigest()[:16]
+    name = f"vmjudge_scorer_{tag}"
+    if name in sys.modules:
+        return sys.modules[name]
+    loader_spec = importlib.util.spec_from_file_location(name, path)
+    if loader_spec is None or loader_spec.loader is None:
+        raise ConfigError(f"Scorer {spec!r} cannot be loaded: {path} is not a Python file.")
+    module = importlib.util.module_from_spec(loader_spec)
+    try:
+        loader_spec.loader.exec_module(module)
+    except Exception as exc:  # the organiser must see why, whatever the file raised
+        raise ConfigError(f"Scorer {spec!r} cannot be loaded: running {path} failed "
+                          f"({type(exc).__name__}: {exc}).") from exc
+    sys.modules[name] = module
+    return module
 
 
 def _target(spec: str) -> tuple[str, str]:
@@ -60,7 +121,8 @@ def _target(spec: str) -> tuple[str, str]:
     match = _TARGET_RE.match(spec)
     if match is None:
         raise ConfigError(f"Unknown scorer {spec!r}: use a built-in ({', '.join(BUILTINS)}), the name of an "
-                          f"entry point in group {ENTRY_POINT_GROUP}, or \"package.module:function\".")
+                          f"entry point in group {ENTRY_POINT_GROUP}, \"package.module:function\" or "
+                          "\"path/to/file.py:function\".")
     return match.group(1), match.group(2)
 
 

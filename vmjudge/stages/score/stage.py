@@ -1,37 +1,25 @@
-"""Stage 4, score: on the host only; the reference answers never enter a VM."""
+"""Stage 4, score: on the host only; the reference answers never enter a VM. It scores the
+entry's archived stage-3 results through scoring.ScoringRules, as `vmjudge rescore` does."""
 
 from __future__ import annotations
 
-import base64
-import json
-
-from ...errors import InfrastructureError, ScoringError
+from ...errors import ArchiveError, ConfigError, InfrastructureError, ScoringError
 from ..context import StageContext, StageOutcome
-from ..exam.stage import RESULTS_FILE
-from . import load_scorer, scorer_version
-from .base import ExamResults
-
-
-def load_results(path) -> ExamResults:
-    archive = json.loads(path.read_text())
-    records = tuple(archive["records"])
-    if archive["style"] == "files":
-        files = {r: (base64.b64decode(v) if v is not None else None) for r, v in archive["files"].items()}
-        return ExamResults(records=records, files=files)
-    return ExamResults(records=records, answers=dict(archive["answers"]))
+from .scoring import ScoringRules
 
 
 def run(ctx: StageContext) -> StageOutcome:
     ch = ctx.challenge
-    path = ctx.results_dir / RESULTS_FILE
+    if ctx.archived is None:
+        raise InfrastructureError("results-missing", f"entry {ctx.entry.id} has no archived stage-3 results to "
+                                  "score: run it again with `vmjudge rescore --rerun-stages`.")
     try:
-        results = load_results(path)
-        scores = load_scorer(ch.scorer)(results, ch.reference_dir)
-    except (ScoringError, FileNotFoundError, ValueError, KeyError) as exc:
-        # Not the entry's fault: the organiser must fix the reference or the scorer.
+        scoring = ScoringRules.load(ch.scorer, ch.reference_dir).score(ctx.site.home, ctx.entry.id, ctx.archived,
+                                                                       "official")
+    except (ScoringError, ConfigError, ArchiveError) as exc:
+        # Not the entry's fault: the organiser must fix the reference, the scorer or the archive.
         raise InfrastructureError("scoring-error", f"scoring failed: {exc}")
-    scores = {k: float(v) for k, v in scores.items()}
-    shown = ", ".join(f"{k} {v:.4f}" for k, v in scores.items())
-    manifest = {"stage": "score", "scorer": ch.scorer, "scorer_version": scorer_version(ch.scorer),
-                "results_file": RESULTS_FILE}
-    return StageOutcome("scored", f"Scores: {shown}.", scores=scores, manifest=manifest)
+    shown = ", ".join(f"{k} {v:.4f}" for k, v in scoring.scores.items())
+    manifest = {"stage": "score", "scorer": scoring.scorer, "scorer_version": scoring.scorer_version,
+                "reference_sha256": scoring.reference_sha256, "results_sha256": scoring.results_sha256}
+    return StageOutcome("scored", f"Scores: {shown}.", scores=scoring.scores, manifest=manifest, scoring=scoring)

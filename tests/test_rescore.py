@@ -1,0 +1,368 @@
+"""Re-scoring from archived stage-3 results, on a real queue database, without VMs.
+
+Fifty af2017 entries are judged up to stage 3 through the queue, their results written
+through the results store as the exam stage does, and scored by the real stage 4. Then
+`vmjudge rescore` runs (as a command, with libvirt unreachable and no qemu on PATH, so
+any attempt to start a VM would fail) with a changed scorer and with a corrected
+reference: every new score is checked against a computation made here from the answers.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import random
+import shutil
+import sqlite3
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from vmjudge import results_store
+from vmjudge.config import Site, load_site
+from vmjudge.evaluate import run_stage
+from vmjudge.queue.db import Queue
+from vmjudge.stages.score import reference_sha256
+from vmjudge.workdir import ensure_home
+
+REPO = Path(__file__).resolve().parent.parent
+AF2017 = REPO / "examples" / "af2017"
+RECORDS = tuple((AF2017 / "test" / "RECORDS").read_text().split())
+LABELS = dict(line.split(",") for line in (AF2017 / "reference" / "REFERENCE.csv").read_text().split())
+CLASSES = ("N", "A", "O", "~")
+NO_VM_ENV = {  # libvirt unreachable, no qemu-img or qemu-system on PATH
+    "VMJUDGE_URI": "qemu+unix:///system?socket=/nonexistent/libvirt-sock",
+    "PATH": str(Path(sys.executable).parent),
+}
+
+STRICT_SCORER = '''
+def score(results, reference):
+    """Exact-match accuracy: the "fixed" scorer of the tests."""
+    labels = dict(line.split(",") for line in (reference / "REFERENCE.csv").read_text().split())
+    right = sum(1 for r in results.records if results.answers.get(r) == labels[r])
+    return {"score": right / len(results.records), "right": float(right)}
+'''
+
+
+def f1_mean(answers: dict[str, str | None], labels: dict[str, str]) -> float:
+    """af2017's official score, computed here from scratch: mean F1 of N, A and O."""
+    given = {r: (a if a in CLASSES else "~") for r, a in answers.items()}
+    f1 = []
+    for c in ("N", "A", "O"):
+        correct = sum(1 for r in answers if given[r] == c and labels[r] == c)
+        total = sum(1 for r in answers if labels[r] == c) + sum(1 for r in answers if given[r] == c)
+        f1.append(2 * correct / total if total else 0.0)
+    return sum(f1) / 3
+
+
+def accuracy(answers: dict[str, str | None], labels: dict[str, str]) -> float:
+    return sum(1 for r in answers if answers[r] == labels[r]) / len(answers)
+
+
+@dataclass
+class Home:
+    site: Site
+    queue: Queue
+    answers: dict[int, dict[str, str | None]]  # entry id -> what it answered per test record
+
+    def vmjudge(self, *args: str, check: bool | None = True) -> subprocess.CompletedProcess:
+        proc = subprocess.run([sys.executable, "-m", "vmjudge.cli", *args], capture_output=True, text=True,
+                              cwd=REPO, env={**os.environ, **NO_VM_ENV, "VMJUDGE_HOME": str(self.site.home)})
+        if check is not None and (proc.returncode == 0) != check:
+            raise AssertionError(f"vmjudge {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+        return proc
+
+    def show(self, entry_id: int) -> dict:
+        return json.loads(self.vmjudge("show", str(entry_id), "--json").stdout)
+
+    def stage_runs(self) -> int:
+        with sqlite3.connect(self.queue.path) as db:
+            return db.execute("SELECT COUNT(*) FROM stage_runs").fetchone()[0]
+
+
+def judge_from_archive(home: Home, owner: str, late: bool, answers: dict[str, str | None]) -> int:
+    """An entry taken through the queue's four stages: prep and quiz recorded as passed, the
+    exam's results archived as the exam stage archives them, and stage 4 run for real."""
+    site, queue = home.site, home.queue
+    spooled = site.home / "spool" / f"{owner}-{len(home.answers)}-entry.tar.gz"
+    spooled.parent.mkdir(exist_ok=True)
+    spooled.write_bytes(owner.encode())
+    entry_id = queue.add_entry("af2017", owner, late, hashlib.sha256(spooled.read_bytes()).hexdigest(),
+                               spooled.name, spooled)
+    for stage in ("prep", "quiz"):
+        queue.claim_next("test", only=entry_id)
+        run = queue.start_stage(entry_id, stage, "test", 0)
+        queue.finish_stage(run, "passed", "ok", {"stage": stage}, next_stage={"prep": "quiz", "quiz": "exam"}[stage])
+    queue.claim_next("test", only=entry_id)
+    run = queue.start_stage(entry_id, "exam", "test", 0)
+    statuses = {r: ("ok" if a is not None else "error") for r, a in answers.items()}
+    digest = results_store.put(site.home, results_store.encode(RECORDS, statuses, "answer-lines", answers=answers))
+    queue.finish_stage(run, "passed", "exam done", {"stage": "exam", "results_sha256": digest}, next_stage="score",
+                       exam={"records": len(RECORDS), "completed": sum(s == "ok" for s in statuses.values()),
+                             "failed": sum(s != "ok" for s in statuses.values()), "timed_out": 0},
+                       results_sha256=digest)
+    run_stage(queue, site, queue.claim_next("test", only=entry_id), 0)  # the real stage 4
+    home.answers[entry_id] = answers
+    return entry_id
+
+
+def make_home(root: Path, official: int = 50, late: int = 5) -> Home:
+    home_dir = root / "home"
+    home_dir.mkdir()
+    site = load_site(home_dir)
+    ensure_home(site)
+    queue = Queue(home_dir / "queue.db")
+    queue.add_challenge("af2017", AF2017, "key")
+    home = Home(site, queue, {})
+    for i in range(official + late):
+        rng = random.Random(i)
+        answers = {r: rng.choice(["N", "A", "O", "~", "X", None]) for r in RECORDS}
+        answers["B0002"] = "N"  # each entry gets one right, so no two scorers agree by both giving 0
+        judge_from_archive(home, f"team{i % 17}", i >= official, answers)
+    return home
+
+
+@pytest.fixture(scope="module")
+def judged_home(tmp_path_factory) -> Home:
+    return make_home(tmp_path_factory.mktemp("rescore"))
+
+
+@pytest.fixture
+def home(judged_home, tmp_path) -> Home:
+    """A fresh copy of the judged home for each test (its spool stays in the original)."""
+    shutil.copytree(judged_home.site.home, tmp_path / "home")
+    return Home(load_site(tmp_path / "home"), Queue(tmp_path / "home" / "queue.db"), dict(judged_home.answers))
+
+
+def official_ids(home: Home) -> list[int]:
+    return [e.id for e in home.queue.entries() if not e.late]
+
+
+def test_the_official_scores_come_from_the_archive(home):
+    for entry_id, answers in home.answers.items():
+        entry = home.queue.entry(entry_id)
+        assert (entry.state, entry.outcome) == ("done", "scored")
+        assert entry.scores["score"] == pytest.approx(f1_mean(answers, LABELS))
+        [official] = home.queue.scorings(entry_id)
+        assert official.why == "official" and official.scorer_version == "af2017/1"
+        assert official.results_sha256 == home.queue.exam_results(entry_id).sha256
+
+
+def test_a_changed_scorer_changes_every_score_and_keeps_the_old_ones(home, tmp_path):
+    scorer = tmp_path / "strict.py"
+    scorer.write_text(STRICT_SCORER)
+    ids = official_ids(home)
+    assert len(ids) == 50
+    runs_before = home.stage_runs()
+    doc = json.loads(home.vmjudge("rescore", "af2017", "--scorer", f"{scorer}:score", "--json").stdout)
+    assert doc["ok"] and doc["done"] == 50 and doc["refused"] == 0
+    assert doc["scorer_version"] == f"strict.py:score@{hashlib.sha256(scorer.read_bytes()).hexdigest()[:12]}"
+    assert [e["entry_id"] for e in doc["entries"]] == ids  # the late ones are not in the default set
+    for e in doc["entries"]:
+        answers = home.answers[e["entry_id"]]
+        assert e["old"]["score"] == pytest.approx(f1_mean(answers, LABELS))
+        assert e["new"]["score"] == pytest.approx(accuracy(answers, LABELS))
+        assert e["new"]["score"] != pytest.approx(e["old"]["score"])
+        shown = home.show(e["entry_id"])
+        assert shown["scores"] == e["new"]  # the current scores, which the leaderboard ranks
+        assert [(s["why"], s["scorer_version"], s["scores"]) for s in shown["scorings"]] == \
+            [("official", "af2017/1", e["old"]), ("rescore", doc["scorer_version"], e["new"])]
+        assert shown["scorings"][0]["results_sha256"] == shown["scorings"][1]["results_sha256"]
+        assert f"(was {e['old']['score']:.4f})" in shown["report"]
+    # No VM: libvirt and qemu were out of reach, and no stage ran.
+    assert home.stage_runs() == runs_before
+    assert not list(home.site.home.glob("results/*/console-*"))
+
+    again = json.loads(home.vmjudge("rescore", "af2017", "--scorer", f"{scorer}:score", "--json").stdout)
+    assert [e["new"] for e in again["entries"]] == [e["new"] for e in doc["entries"]]
+    assert [e["old"] for e in again["entries"]] == [e["new"] for e in doc["entries"]]
+    assert [s["why"] for s in home.show(ids[0])["scorings"]] == ["official", "rescore", "rescore"]
+
+
+def test_a_corrected_reference_changes_every_score(home, tmp_path):
+    reference = tmp_path / "reference"
+    shutil.copytree(AF2017 / "reference", reference)
+    corrected = {**LABELS, "B0001": "N", "B0003": "A"}  # two labels fixed (no score stays the same)
+    (reference / "REFERENCE.csv").write_text("".join(f"{r},{corrected[r]}\n" for r in RECORDS))
+    proc = home.vmjudge("rescore", "af2017", "--reference", str(reference))
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 51 and lines[-1].startswith("re-scored 50 of 50 chosen entries of af2017 (scorer af2017/1")
+    for entry_id in official_ids(home):
+        answers = home.answers[entry_id]
+        old, new = f1_mean(answers, LABELS), f1_mean(answers, corrected)
+        assert new != pytest.approx(old)
+        assert f"entry {entry_id} (team" in proc.stdout and f"score {old:.4f} -> {new:.4f}" in proc.stdout
+        shown = home.show(entry_id)
+        assert shown["scores"]["score"] == pytest.approx(new)
+        assert [s["reference_sha256"] for s in shown["scorings"]] == \
+            [reference_sha256(AF2017 / "reference"), reference_sha256(reference)]
+    assert reference_sha256(reference) != reference_sha256(AF2017 / "reference")
+
+
+def test_late_and_all_choose_the_entries(home, tmp_path):
+    late = [e.id for e in home.queue.entries() if e.late]
+    doc = json.loads(home.vmjudge("rescore", "af2017", "--late", "--json").stdout)
+    assert [e["entry_id"] for e in doc["entries"]] == late and all(e["late"] for e in doc["entries"])
+    doc = json.loads(home.vmjudge("rescore", "af2017", "--all", "--json").stdout)
+    assert len(doc["entries"]) == 55
+    proc = home.vmjudge("rescore", "af2017", "--late", "--all", check=False)
+    assert proc.returncode == 1 and "--late and --all cannot be used together" in proc.stderr
+
+
+def test_entries_that_cannot_be_rescored_are_reported_and_fail_the_run(home, tmp_path):
+    ids = official_ids(home)
+    damaged, missing, unscored = ids[0], ids[1], ids[2]
+    blob = results_store.store_dir(home.site.home) / home.queue.exam_results(damaged).sha256
+    blob.write_bytes(blob.read_bytes().replace(b'"N"', b'"A"'))
+    (results_store.store_dir(home.site.home) / home.queue.exam_results(missing).sha256).unlink()
+    home.queue.add_challenge("other", tmp_path, "key")
+    other = home.queue.add_entry("other", "zed", False, "ab" * 32, "z-entry.zip", tmp_path / "z")
+    failed = home.queue.add_entry("af2017", "yan", False, "cd" * 32, "y-entry.zip", tmp_path / "y")
+    run = home.queue.start_stage(home.queue.claim_next("t", only=failed).id, "prep", "h", 0)
+    home.queue.finish_stage(run, "failed", "Missing component(s): next.sh.", {}, reason="missing-component",
+                            outcome="failed")
+    home.queue.rerun(unscored)  # queued again: the daemon owns it now
+    csv_path = tmp_path / "out.csv"
+    entries = ",".join(str(i) for i in (damaged, missing, unscored, ids[3], other, failed, 9999))
+    proc = home.vmjudge("rescore", "af2017", "--entries", entries, "--csv", str(csv_path), check=False)
+    assert proc.returncode == 1, proc.stderr
+    out = proc.stdout
+    assert f"entry {damaged} (team0): not done: the archived results " in out and "are damaged" in out
+    assert f"entry {missing} (team1): not done: the archived results" in out and "are missing" in out
+    assert f"entry {unscored} (team2): not done: entry {unscored} is queued (stage prep): wait" in out
+    assert f"entry {other} (zed): not done: entry {other} belongs to challenge other, not af2017" in out
+    assert f"entry {failed} (yan): not done: entry {failed} has no archived stage-3 results (outcome failed)" in out
+    assert "entry 9999: not done: there is no entry 9999" in out
+    assert "re-scored 1 of 7 chosen entries of af2017" in out and "6 not done" in out
+    rows = list(csv.DictReader(csv_path.open()))
+    assert [(int(r["entry"]), r["status"]) for r in rows] == sorted(
+        [(damaged, "refused"), (missing, "refused"), (unscored, "refused"), (ids[3], "rescored"), (other, "refused"),
+         (failed, "refused"), (9999, "refused")])
+    assert [s.why for s in home.queue.scorings(damaged)] == ["official"]  # a refused entry is left as it was
+    # The default set reports a scored entry whose archive is gone, rather than skipping it.
+    proc = home.vmjudge("rescore", "af2017", check=False)
+    assert proc.returncode == 1 and f"entry {missing} (team1): not done" in proc.stdout
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--scorer", "no such scorer"], "Unknown scorer 'no such scorer'"),
+    (["--scorer", "vmjudge.stages.score:nothing"], "has no 'nothing'"),
+    (["--scorer", "/nonexistent/fix.py:score"], "/nonexistent/fix.py cannot be read"),
+    (["--scorer", "beats2014"], "The scorer beats2014 expects style files"),
+])
+def test_a_bad_scorer_is_refused_and_nothing_is_recorded(home, args, words):
+    proc = home.vmjudge("rescore", "af2017", *args, check=False)
+    assert proc.returncode == 1 and proc.stderr.startswith("vmjudge: ") and words in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert all(len(home.queue.scorings(i)) == 1 for i in home.answers)
+
+
+def test_a_reference_missing_a_record_is_refused_and_nothing_is_recorded(home, tmp_path):
+    reference = tmp_path / "reference"
+    reference.mkdir()
+    (reference / "REFERENCE.csv").write_text("".join(f"{r},{LABELS[r]}\n" for r in RECORDS[:-1]))
+    proc = home.vmjudge("rescore", "af2017", "--reference", str(reference), check=False)
+    assert proc.returncode == 1
+    assert f"has no line for test record '{RECORDS[-1]}'" in proc.stderr and "nothing was recorded" in proc.stderr
+    assert all(len(home.queue.scorings(i)) == 1 for i in home.answers)
+
+
+def test_rerun_stages_queues_entries_again_and_keeps_their_history(home):
+    ids = official_ids(home)[:2]
+    before = [home.show(i) for i in ids]
+    proc = home.vmjudge("rescore", "af2017", "--rerun-stages", "--entries", f"{ids[0]},{ids[1]}")
+    assert proc.stdout.splitlines()[-1] == "queued again 2 of 2 chosen entries of af2017"
+    for entry_id, old in zip(ids, before):
+        entry = home.queue.entry(entry_id)
+        assert (entry.state, entry.stage, entry.evaluation) == ("queued", "prep", 2)
+        shown = home.show(entry_id)
+        assert shown["scorings"] == old["scorings"]
+        assert "Evaluation in progress" in shown["report"]
+    proc = home.vmjudge("rescore", "af2017", "--rerun-stages", "--entries", str(ids[0]), check=False)
+    assert proc.returncode == 1
+    assert f"entry {ids[0]} is queued (stage prep): wait until the daemon has finished it" in proc.stdout
+    proc = home.vmjudge("rescore", "af2017", "--rerun-stages", "--scorer", "accuracy", check=False)
+    assert proc.returncode == 1 and "leave out --scorer and --reference" in proc.stderr
+
+
+def test_a_home_made_before_the_archive_is_migrated_and_rescored(tmp_path):
+    """A queue.db of the previous schema and its results/ID/exam-results.json keep working."""
+    home_dir = tmp_path / "home"
+    (home_dir / "results" / "1").mkdir(parents=True)
+    answers = {r: LABELS[r] for r in RECORDS}
+    answers["B0001"] = None
+    legacy = {"records": list(RECORDS), "statuses": {r: "ok" for r in RECORDS}, "style": "answer-lines",
+              "answers": answers}
+    (home_dir / "results" / "1" / "exam-results.json").write_text(json.dumps(legacy, indent=1))
+    with sqlite3.connect(home_dir / "queue.db") as db:
+        db.executescript(OLD_SCHEMA)
+        db.execute("INSERT INTO challenges VALUES ('af2017', ?, 'key', 'then')", (str(AF2017),))
+        db.execute("INSERT INTO entries (challenge, owner, late, archive_sha256, archive_name, archive_path, "
+                   "submitted_at, state, outcome, scores) VALUES ('af2017', 'old', 0, 'ab', 'o-entry.zip', '/x', "
+                   "'then', 'done', 'scored', '{\"score\": 0.5}')")
+        db.execute("INSERT INTO entries (challenge, owner, late, archive_sha256, archive_name, archive_path, "
+                   "submitted_at, state, outcome, scores) SELECT challenge, 'older', late, archive_sha256, "
+                   "archive_name, archive_path, submitted_at, state, outcome, scores FROM entries WHERE id = 1")
+    (home_dir / "results" / "2").mkdir()
+    (home_dir / "results" / "2" / "exam-results.json").write_text('{"records": [')  # cut short
+    home = Home(load_site(home_dir), Queue(home_dir / "queue.db"), {1: answers})
+    doc = json.loads(home.vmjudge("rescore", "af2017", "--json", check=False).stdout)
+    e, broken = doc["entries"]
+    assert (broken["entry_id"], broken["status"]) == (2, "refused") and not doc["ok"]
+    assert "results/2/exam-results.json cannot be read" in broken["problem"]
+    assert (e["entry_id"], e["old"], e["status"]) == (1, {"score": 0.5}, "rescored")
+    assert e["new"]["score"] == pytest.approx(f1_mean(answers, LABELS))
+    assert home.queue.exam_results(1).manifest == {"imported_from": str(home_dir / "results/1/exam-results.json")}
+    assert [s["why"] for s in home.show(1)["scorings"]] == ["rescore"]
+
+
+OLD_SCHEMA = """
+CREATE TABLE challenges (name TEXT PRIMARY KEY, directory TEXT NOT NULL, image_key TEXT NOT NULL,
+    registered_at TEXT NOT NULL);
+CREATE TABLE entries (id INTEGER PRIMARY KEY AUTOINCREMENT, challenge TEXT NOT NULL REFERENCES challenges(name),
+    owner TEXT NOT NULL, late INTEGER NOT NULL DEFAULT 0, archive_sha256 TEXT NOT NULL, archive_name TEXT NOT NULL,
+    archive_path TEXT NOT NULL, submitted_at TEXT NOT NULL, state TEXT NOT NULL, stage TEXT, lease_owner TEXT,
+    outcome TEXT, failed_stage TEXT, reason TEXT, scores TEXT, exam TEXT, finished_at TEXT);
+CREATE TABLE stage_runs (id INTEGER PRIMARY KEY AUTOINCREMENT, entry_id INTEGER NOT NULL REFERENCES entries(id),
+    stage TEXT NOT NULL, attempt INTEGER NOT NULL, host TEXT NOT NULL, slot INTEGER NOT NULL, started_at TEXT NOT NULL,
+    finished_at TEXT, status TEXT, reason TEXT, message TEXT, manifest TEXT);
+CREATE TABLE events (id INTEGER PRIMARY KEY AUTOINCREMENT, entry_id INTEGER, at TEXT NOT NULL, kind TEXT NOT NULL,
+    detail TEXT NOT NULL);
+"""
+
+
+def test_a_damaged_blob_is_refused(tmp_path):
+    digest = results_store.put(tmp_path, results_store.encode(RECORDS, {}, "answer-lines", answers={}))
+    assert results_store.put(tmp_path, results_store.encode(RECORDS, {}, "answer-lines", answers={})) == digest
+    path = results_store.store_dir(tmp_path) / digest
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
+    path.write_bytes(path.read_bytes() + b" ")
+    with pytest.raises(Exception, match="are damaged"):
+        results_store.get(tmp_path, digest)
+
+
+def test_a_rerun_entry_gets_its_full_retries_again(home, tmp_path):
+    """Infrastructure failures are counted per evaluation: a parked entry run again starts with none."""
+    queue = home.queue
+    spooled = tmp_path / "p-entry.tar.gz"
+    spooled.write_bytes(b"p")
+    entry_id = queue.add_entry("af2017", "parker", False, "ef" * 32, spooled.name, spooled)
+
+    def fail_prep() -> bool:
+        with sqlite3.connect(queue.path) as db:  # skip the retry delay
+            db.execute("UPDATE entries SET not_before = 0 WHERE id = ?", (entry_id,))
+        run = queue.start_stage(queue.claim_next("t", only=entry_id).id, "prep", "h", 0)
+        return queue.infra_failure(run, "channel-broken", "the channel broke", {})
+
+    assert [fail_prep() for _ in range(3)] == [True, True, False]
+    assert queue.entry(entry_id).state == "parked"
+    proc = home.vmjudge("rescore", "af2017", "--rerun-stages", "--entries", str(entry_id))
+    assert f"entry {entry_id} (parker): queued again from stage 1" in proc.stdout
+    assert fail_prep() is True  # the fourth failure overall, the first of evaluation 2
+    runs = queue.stage_runs(entry_id)
+    assert [(r.attempt, r.evaluation) for r in runs] == [(1, 1), (2, 1), (3, 1), (4, 2)]

@@ -1,0 +1,223 @@
+"""Re-scoring: organisers fix a scorer or a reference label, or take late entries, and
+score again, as a scripted, reproducible batch job.
+
+Scores are computed again from each entry's archived stage-3 results through the same
+code as stage 4 (scoring.ScoringRules), so no VM is started. Every re-scoring is recorded
+as a new scoring with what it used; the entry's current scores become the new ones and the
+earlier ones stay in its history. All new scores are computed first and recorded in one
+transaction, so an interrupted or refused run records nothing. With rerun=True the entries
+are instead queued again from stage 1, for the daemon.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from .config import Site, load_challenge
+from .errors import ArchiveError, ScoringError, VmjudgeError
+from .queue.db import EntryRow, Queue, Scoring
+from .report import write_html
+from .stages.score.scoring import ScoringRules, archived_results
+
+
+@dataclass
+class EntryOutcome:
+    """What became of one chosen entry. status: rescored | requeued | refused."""
+
+    entry_id: int
+    status: str
+    owner: str | None = None
+    late: bool | None = None
+    old: dict[str, float] | None = None
+    new: dict[str, float] | None = None
+    results_sha256: str | None = None
+    problem: str | None = None  # why it was refused: one sentence saying what to do
+
+    def line(self) -> str:
+        who = f"entry {self.entry_id}" + (f" ({self.owner}{', late' if self.late else ''})" if self.owner else "")
+        if self.status == "refused":
+            return f"{who}: not done: {self.problem}"
+        if self.status == "requeued":
+            return f"{who}: queued again from stage 1"
+        key = main_key(self.new or {})
+        old = f"{self.old[key]:.4f}" if self.old and key in self.old else "none"
+        return f"{who}: {key} {old} -> {(self.new or {})[key]:.4f}"
+
+
+@dataclass
+class RescoreReport:
+    challenge: str
+    mode: str  # rescore | rerun
+    scorer: str | None = None
+    scorer_version: str | None = None
+    reference: str | None = None
+    reference_sha256: str | None = None
+    entries: list[EntryOutcome] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Whether every chosen entry was re-scored (or queued again): the exit status."""
+        return all(e.status != "refused" for e in self.entries)
+
+    def summary(self) -> str:
+        done = sum(1 for e in self.entries if e.status != "refused")
+        verb = "re-scored" if self.mode == "rescore" else "queued again"
+        text = f"{verb} {done} of {len(self.entries)} chosen entries of {self.challenge}"
+        if self.mode == "rescore":
+            text += f" (scorer {self.scorer_version}, reference {str(self.reference_sha256)[:12]})"
+        refused = len(self.entries) - done
+        return text + (f"; {refused} not done, see above" if refused else "")
+
+    def as_json(self) -> dict[str, Any]:
+        return {**{k: v for k, v in asdict(self).items() if k != "entries"}, "ok": self.ok,
+                "done": sum(1 for e in self.entries if e.status != "refused"),
+                "refused": sum(1 for e in self.entries if e.status == "refused"),
+                "entries": [asdict(e) for e in self.entries]}
+
+    def write_csv(self, path: Path) -> None:
+        with open(path, "w", newline="") as f:
+            out = csv.writer(f)
+            out.writerow(["entry", "owner", "late", "status", "score_name", "old_score", "new_score", "scorer_version",
+                          "reference_sha256", "results_sha256", "problem"])
+            for e in self.entries:
+                key = main_key(e.new or e.old or {})
+                out.writerow([e.entry_id, e.owner or "", "" if e.late is None else int(e.late), e.status,
+                              key if (e.new or e.old) else "", _number(e.old, key), _number(e.new, key),
+                              self.scorer_version or "", self.reference_sha256 or "", e.results_sha256 or "",
+                              e.problem or ""])
+
+
+def main_key(scores: dict[str, float]) -> str:
+    """The score that ranks ("score"), else the first one the scorer gave."""
+    return "score" if "score" in scores or not scores else next(iter(scores))
+
+
+def _number(scores: dict[str, float] | None, key: str) -> str:
+    return repr(scores[key]) if scores and key in scores else ""
+
+
+def choose(queue: Queue, challenge: str, ids: Iterable[int], which: str,
+           keep: Callable[[EntryRow], bool]) -> tuple[list[EntryRow], list[EntryOutcome]]:
+    """The entries to work on, and a refusal for each asked-for id that cannot be: given `ids`,
+    exactly those; otherwise the challenge's entries of `which` kind that `keep` accepts."""
+    queue.challenge_dir(challenge)  # an unknown challenge is refused with its own sentence
+    ids = list(dict.fromkeys(ids))
+    if not ids:
+        late = {"official": (False,), "late": (True,), "all": (False, True)}[which]
+        return [e for e in queue.entries() if e.challenge == challenge and e.late in late and keep(e)], []
+    chosen, refused = [], []
+    for entry_id in ids:
+        try:
+            entry = queue.entry(entry_id)
+        except VmjudgeError as exc:
+            refused.append(EntryOutcome(entry_id, "refused", problem=str(exc)))
+            continue
+        if entry.challenge != challenge:
+            refused.append(EntryOutcome(entry_id, "refused", entry.owner, entry.late,
+                                        problem=f"entry {entry_id} belongs to challenge {entry.challenge}, not "
+                                                f"{challenge}: leave it out or rescore {entry.challenge}."))
+            continue
+        chosen.append(entry)
+    return chosen, refused
+
+
+def rescore(site: Site, queue: Queue, challenge: str, ids: Iterable[int] = (), which: str = "official",
+            scorer: str | None = None, reference: Path | None = None,
+            progress: Callable[[int, int], None] | None = None) -> RescoreReport:
+    """Score the chosen entries again from their archived results; see the module's docstring.
+    The default choice is every entry of `which` kind that was scored or is being scored.
+    Raises ScoringError (nothing recorded) when the scorer or the reference is at fault."""
+    ch = load_challenge(queue.challenge_dir(challenge))
+    rules = ScoringRules.load(scorer or ch.scorer, reference if reference is not None else ch.reference_dir)
+    report = RescoreReport(challenge, "rescore", rules.scorer, rules.scorer_version, str(rules.reference),
+                           rules.reference_sha256)
+    archived = queue.latest_exam_results(challenge)
+
+    def scored_or_scoring(e: EntryRow) -> bool:
+        """In the default set: every scored entry (one whose archive is gone is reported), and
+        any with archived results that is not done yet (reported: the daemon has it)."""
+        return e.outcome == "scored" or (e.state != "done" and e.id in archived)
+
+    entries, refused = choose(queue, challenge, ids, which, scored_or_scoring)
+    outcomes: dict[int, EntryOutcome] = {o.entry_id: o for o in refused}
+    scorings: list[Scoring] = []
+    for done, entry in enumerate(entries, start=1):
+        outcome = EntryOutcome(entry.id, "refused", entry.owner, entry.late, old=entry.scores)
+        outcomes[entry.id] = outcome
+        try:
+            found = archived.get(entry.id) or archived_results(queue, site.home, entry.id)
+            outcome.problem = _not_rescorable(entry, found is not None)
+        except ArchiveError as exc:  # an older home's results file that cannot be read
+            found, outcome.problem = None, str(exc)
+        if outcome.problem is None and found is not None:
+            outcome.results_sha256 = found.sha256
+            try:
+                scoring = rules.score(site.home, entry.id, found.sha256, "rescore")
+            except ArchiveError as exc:
+                outcome.problem = str(exc)
+            except ScoringError as exc:
+                raise ScoringError(f"{str(exc).rstrip('.')}; nothing was recorded (at entry {entry.id}).") from exc
+            except Exception as exc:  # the organiser's scorer: say where it broke, record nothing
+                raise ScoringError(f"The scorer {rules.scorer} failed on entry {entry.id} ({type(exc).__name__}: "
+                                   f"{exc}): fix it and run the rescore again; nothing was recorded.") from exc
+            else:
+                scorings.append(scoring)
+                outcome.new = scoring.scores
+        if progress is not None:
+            progress(done, len(entries))
+    recorded = set(queue.record_rescores(scorings))
+    for scoring in scorings:
+        outcome = outcomes[scoring.entry_id]
+        if scoring.entry_id in recorded:
+            outcome.status = "rescored"
+            write_html(queue, site, scoring.entry_id)
+        else:
+            outcome.new = None
+            outcome.problem = (f"entry {scoring.entry_id} was put back in the queue while it was re-scored: "
+                               "rescore it once the daemon has finished it.")
+    report.entries = [outcomes[k] for k in sorted(outcomes)]
+    return report
+
+
+def _not_rescorable(entry: EntryRow, has_results: bool) -> str | None:
+    """Why an entry cannot be re-scored now, in one sentence; None when it can."""
+    if entry.state in ("queued", "running"):
+        return (f"entry {entry.id} is {entry.state} (stage {entry.stage}): wait until the daemon has finished it, "
+                "then rescore it.")
+    if entry.state == "parked":
+        return (f"entry {entry.id} is parked ({entry.reason}) at stage {entry.stage}: fix the problem and run it "
+                "again with --rerun-stages.")
+    if not has_results:
+        return (f"entry {entry.id} has no archived stage-3 results"
+                + (" although it was scored" if entry.outcome == "scored" else f" (outcome {entry.outcome})")
+                + ": run it again with --rerun-stages.")
+    if entry.outcome != "scored":
+        return (f"entry {entry.id} was not scored (outcome {entry.outcome}): only scored entries can be re-scored; "
+                "run it again with --rerun-stages.")
+    return None
+
+
+def rerun(site: Site, queue: Queue, challenge: str, ids: Iterable[int] = (), which: str = "official",
+          progress: Callable[[int, int], None] | None = None) -> RescoreReport:
+    """Queue the chosen entries (default: every entry of `which` kind) again from stage 1,
+    as a new evaluation that the daemon runs; entries queued or running are refused."""
+    entries, refused = choose(queue, challenge, ids, which, lambda e: True)
+    outcomes = {o.entry_id: o for o in refused}
+    for done, entry in enumerate(entries, start=1):
+        outcome = EntryOutcome(entry.id, "refused", entry.owner, entry.late, old=entry.scores)
+        outcomes[entry.id] = outcome
+        if not Path(entry.archive_path).is_file():
+            outcome.problem = (f"entry {entry.id}'s archive {entry.archive_path} is missing from the spool: "
+                               "restore it from a backup before running the entry again.")
+        else:
+            try:
+                queue.rerun(entry.id)
+                outcome.status = "requeued"
+            except VmjudgeError as exc:
+                outcome.problem = str(exc)
+        if progress is not None:
+            progress(done, len(entries))
+    return RescoreReport(challenge, "rerun", entries=[outcomes[k] for k in sorted(outcomes)])
