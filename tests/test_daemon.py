@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -95,6 +96,35 @@ def test_a_daemon_killed_in_the_exam_scores_the_entry_once(home, conn):
                     ("score", 1, "scored")]
     assert [s["why"] for s in doc["scorings"]] == ["official"]  # one scoring, of the one archived exam
     assert queue.exam_results(entry_id).run_id == queue.stage_runs(entry_id)[3].id
+    assert own_domains(conn, home) == [] and list((home / "run").iterdir()) == []
+
+
+def test_a_daemon_killed_while_scoring_scores_the_entry_once(home, conn, monkeypatch):
+    challenge = home / "af2017held"
+    shutil.copytree(EXAMPLES / "af2017", challenge, ignore=shutil.ignore_patterns("entries"))
+    toml = (challenge / "challenge.toml").read_text()
+    (challenge / "challenge.toml").write_text(toml.replace('name = "af2017"', 'name = "af2017held"')
+                                              .replace('scorer = "af2017"', 'scorer = "tests.held_scorer:score"'))
+    vmjudge(home, "challenge", "add", str(challenge))
+    hold = home / "hold"
+    hold.touch()
+    monkeypatch.setenv("VMJUDGE_TEST_HOLD", str(hold))
+    path = archive(EXAMPLES / "af2017" / "entries" / "good", home / "good-entry.tar.gz")
+    entry_id = int(vmjudge(home, "submit", "af2017held", str(path)).stdout)
+    daemon = start_daemon(home)
+    try:
+        wait_until(hold.with_suffix(".scoring").exists, 900, "stage 4 to begin")
+    finally:
+        daemon.send_signal(signal.SIGKILL)
+        daemon.wait()
+    hold.unlink()
+    vmjudge(home, "daemon", "--until-idle")
+    doc = json.loads(vmjudge(home, "show", str(entry_id), "--json", "--organiser").stdout)
+    assert (doc["state"], doc["outcome"], doc["scores"]["score"]) == ("done", "scored", 1.0)
+    runs = [(a["stage"], a["attempt"], a["status"]) for a in doc["organiser"]["attempts"]]
+    assert runs == [("prep", 1, "passed"), ("quiz", 1, "passed"), ("exam", 1, "passed"), ("score", 1, "infra"),
+                    ("score", 2, "scored")]
+    assert [s["scores"]["score"] for s in doc["scorings"]] == [1.0]
     assert own_domains(conn, home) == [] and list((home / "run").iterdir()) == []
 
 
