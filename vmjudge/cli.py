@@ -245,5 +245,10 @@ def leaderboard_cmd(ctx: click.Context, challenge_name: str, late: bool, as_json
                nl=as_json)
 
 
+from .replica.cli import replica  # noqa: E402  (its own module: `vmjudge replica build`)
+
+main.add_command(replica)
+
+
 if __name__ == "__main__":
     main()

@@ -21,7 +21,7 @@ from typing import Callable
 from .config import load_challenge
 from .errors import Cancelled, ImageError, InfrastructureError, VmjudgeError
 from .images.build import find_image
-from .queue.db import EntryRow, Queue
+from .queue.db import EntryRow, Queue, StageRun
 from .stages.context import StageContext, StageOutcome
 from .stages.exam import stage as exam
 from .stages.prep import stage as prep
@@ -29,7 +29,6 @@ from .stages.quiz import stage as quiz
 from .stages.score import stage as score
 from .config import Site
 from .report import write_html
-from .supervisor import vm
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +50,10 @@ def run_stage(queue: Queue, site: Site, entry: EntryRow, slot: int, cancel: thre
         except ImageError as exc:
             raise InfrastructureError("image-missing", str(exc))
         image.check()
-        conn = vm.connect(site.uri) if stage != "score" else None
+        if stage != "score":
+            from .supervisor import vm  # here: the replica ISO imports this module without libvirt
+
+            conn = vm.connect(site.uri)
         ctx = StageContext(site=site, challenge=challenge, image=image, conn=conn, entry=entry,
                            attempt=run.attempt, cancel=cancel)
         outcome = STAGES[stage](ctx)
@@ -79,11 +81,17 @@ def run_stage(queue: Queue, site: Site, entry: EntryRow, slot: int, cancel: thre
     finally:
         if conn is not None:
             conn.close()
+    record_outcome(queue, site, entry.id, run, stage, outcome)
+    log.info("entry %d %s: %s %s", entry.id, stage, outcome.status, outcome.reason or "")
+
+
+def record_outcome(queue: Queue, site: Site, entry_id: int, run: StageRun, stage: str, outcome: StageOutcome) -> None:
+    """Move the entry on after a stage the entry (not the infrastructure) decided; the replica
+    ISO records its stages 1 and 2 through here too, so its report is the judge's."""
     if outcome.status == "passed":
         queue.finish_stage(run, "passed", outcome.message, outcome.manifest, next_stage=NEXT_STAGE[stage],
                            exam=outcome.exam)
     else:
         queue.finish_stage(run, outcome.status, outcome.message, outcome.manifest, reason=outcome.reason,
                            outcome=OUTCOME[outcome.status], scores=outcome.scores, exam=outcome.exam)
-        write_html(queue, site, entry.id)
-    log.info("entry %d %s: %s %s", entry.id, stage, outcome.status, outcome.reason or "")
+        write_html(queue, site, entry_id)
