@@ -89,11 +89,18 @@ def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def test_replica_holds_the_judges_image_and_never_the_test_set(replica_iso, af2017_image):
+def test_replica_holds_the_judges_image_and_never_the_test_set(judged, replica_iso, af2017_image):
     files = iso_files(replica_iso)
+    home, ids = judged
+    # What the judge's own stage runs recorded they booted (their manifests), for every VM stage.
+    judge_runs = [a["manifest"]["image_sha256"] for i in ids.values() for a in
+                  json.loads(vmjudge(home, "show", str(i), "--json", "--organiser").stdout)["organiser"]["attempts"]
+                  if a["stage"] != "score"]
+    assert len(judge_runs) >= 6
     for name in ("root.sqfs", "vmlinuz", "initrd.img"):
         assert sha(files[f"/vmjudge/{name}"]) == af2017_image.manifest["sha256"][name] == \
             sha((af2017_image.directory / name).read_bytes())
+        assert {run[name] for run in judge_runs} == {sha(files[f"/vmjudge/{name}"])}
     ch = load_challenge(EXAMPLE)
     training = {f"/vmjudge/challenge/training/{f.name}" for r in ch.training for f in ch.record_files("training", r)}
     assert training <= set(files) and "/vmjudge/challenge/training/REFERENCE.csv" in files

@@ -164,8 +164,8 @@ def media(root: Path = MEDIA_ROOT) -> list[Path]:
         name = dev.name
         if name.startswith(("loop", "ram")) or f"/dev/{name}" in mounted_devs or f"/dev/{name}" == replica_dev:
             continue
-        if any((dev / "holders").iterdir()) if (dev / "holders").is_dir() else False:
-            continue
+        if (dev / "holders").is_dir() and any((dev / "holders").iterdir()):
+            continue  # in use by a loop or device-mapper device
         target = root / name
         target.mkdir(parents=True, exist_ok=True)
         for options in (["-o", "ro,fmask=0133,dmask=0022", "-t", "vfat"], ["-o", "ro", "-t", "iso9660"],
