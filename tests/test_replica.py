@@ -55,6 +55,7 @@ def judged(site, af2017_image, conn):
     for case in CASES:
         path = archive(EXAMPLE / "entries" / case, entries / f"af2017-{case}-entry.tar.gz")
         ids[case] = int(vmjudge(home, "submit", "af2017", str(path), "--owner", case).stdout)
+    shutil.copytree(EXAMPLE / "entries" / "dryrun", entries / "my-dryrun")  # a directory, not an archive
     vmjudge(home, "daemon", "--slots", "2", "--until-idle")
     yield home, ids
     assert vm.leftover_domains(conn) == []
@@ -197,6 +198,12 @@ def test_replica_check_gives_the_daemons_verdicts(judged, replica_iso):
                 assert status == (0 if case == "dryrun" else 1)
                 # The participant's report: every stage paragraph and the verdict line, word for word.
                 assert replica["report"].split("\n", 1)[1] == judge["report"].split("\n", 1)[1]
+        # A directory on the FAT drive is packed into the archive the judge would receive.
+        console.send("vmjudge-replica check --json /media/vda1/my-dryrun; echo @@END@@ $?")
+        body = console.expect(r"(?s)\n(\{[^\n]*\})\r?\n.*?@@END@@ (\d+)", CHECK_TIMEOUT)
+        replica = json.loads(body.group(1))
+        assert replica["archive"] == "my-dryrun-entry.tar.gz" and body.group(2) == "0"
+        assert replica["stages"] == daemon_stage_messages(home, ids["dryrun"])
         key = {"quiz-mismatch": "output does not match submission", "dryrun": "Dry run completed with no error"}
         for case, words in key.items():
             assert words in json.loads(vmjudge(home, "show", str(ids[case]), "--json").stdout)["report"]
