@@ -13,6 +13,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -28,6 +29,7 @@ from tests.replica_console import Console
 from tests.test_pipeline import archive, vmjudge
 from vmjudge.config import load_challenge
 from vmjudge.images.build import build_image
+from vmjudge.images.iso import write_iso
 from vmjudge.supervisor import vm
 
 REPO = Path(__file__).resolve().parent.parent
@@ -128,6 +130,20 @@ def test_replica_build_is_deterministic_and_bootable_from_cd_and_disk(judged, re
         boot_record = f.read(2048)
     assert mbr[510:512] == b"\x55\xaa" and mbr[0x1be + 4] != 0  # isohybrid: a partition a BIOS can boot
     assert boot_record[1:6] == b"CD001" and boot_record[7:30].startswith(b"EL TORITO SPECIFICATION")
+    # Written to a stick and shown to a VM as an IDE disk, as the README says, with the entry on a second ISO.
+    text = (REPO / "README.md").read_text().split("## For participants", 1)[1].split("\n## ", 1)[0]
+    line = re.search(r"`(qemu-system-x86_64 -m 2048 -drive file=/dev/sdX,[^`]*)`", text.replace("\n  ", " ")).group(1)
+    argv = [a.replace("/dev/sdX", str(replica_iso)) for a in shlex.split(line)]
+    entry_iso = write_iso(home / "entry.iso", {"alice-entry.tar.gz": home / "entries" / "af2017-good-entry.tar.gz"})
+    console = Console(argv + ["-drive", f"file={entry_iso},media=cdrom,readonly=on", "-accel", "tcg", "-display", "none"])
+    try:
+        console.expect(r"replica CD found on /dev/sda", BOOT_TIMEOUT)
+        console.expect(r"replica# ", BOOT_TIMEOUT)
+        console.send("vmjudge-replica media; echo @@MEDIA@@ $?")
+        console.expect(r"entry\? /media/sr\d/alice-entry.tar.gz", 120)
+        assert console.expect(r"@@MEDIA@@ (\d+)", 120).group(1) == "0"
+    finally:
+        console.close()
 
 
 def test_guest_side_imports_need_no_host_library():
