@@ -18,7 +18,8 @@ from vmjudge.config import ImageRecipe, Site, load_site
 from vmjudge.images.build import build_image
 from vmjudge.supervisor import vm
 from vmjudge.supervisor.job import Job
-from vmjudge.supervisor.runner import JobRun, Limits, make_blank_disk, run_job
+from vmjudge.supervisor.reading import JobRun, Limits
+from vmjudge.supervisor.runner import make_blank_disk, run_job
 from vmjudge.workdir import RunDir, ensure_home
 
 TEST_HOME = Path(os.environ.get("VMJUDGE_TEST_HOME", "/var/tmp/vmjudge-test"))

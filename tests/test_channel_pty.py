@@ -16,7 +16,7 @@ import pytest
 from vmjudge.errors import InfrastructureError
 from vmjudge.images.guest import frames
 from vmjudge.supervisor.channel import ChannelClosed, ChannelReader, FrameStream
-from vmjudge.supervisor.runner import _Reading
+from vmjudge.supervisor.reading import Reading
 
 
 class FakeDomain:
@@ -47,7 +47,7 @@ def pty():
 
 
 def run_loop(reader, stream, domain, boot=5.0, silence=5.0, budget=30.0, cap=None, stop=None):
-    return _Reading(domain, reader, stream, time.monotonic(), "console.log", boot, silence, budget, cap,
+    return Reading(domain, reader, stream, time.monotonic(), "console.log", boot, silence, budget, cap,
                     stop).until_bye()
 
 

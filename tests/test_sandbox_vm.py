@@ -10,7 +10,8 @@ import pytest
 from vmjudge.errors import InfrastructureError
 from vmjudge.images.image import sha256_file
 from vmjudge.supervisor.job import Command, Job
-from vmjudge.supervisor.runner import Limits, make_overlay
+from vmjudge.supervisor.reading import Limits
+from vmjudge.supervisor.runner import make_overlay
 
 from .conftest import output
 

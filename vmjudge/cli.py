@@ -257,6 +257,10 @@ def leaderboard_cmd(ctx: click.Context, challenge_name: str, late: bool, as_json
 
 
 main.add_command(rescore)
+from .replica.cli import replica  # noqa: E402  (its own module: `vmjudge replica build`)
+
+main.add_command(replica)
+
 
 if __name__ == "__main__":
     main()

@@ -19,7 +19,8 @@ from .errors import VmjudgeError
 from .images.image import GuestImage
 from .supervisor import vm
 from .supervisor.job import Command, Job
-from .supervisor.runner import Limits, make_blank_disk, run_job
+from .supervisor.reading import Limits
+from .supervisor.runner import make_blank_disk, run_job
 from .workdir import RunDir, ensure_home
 
 BOOT_LIMIT = {"kvm": 30.0, "tcg": 180.0}

@@ -31,7 +31,6 @@ from .stages.score import stage as score
 from .stages.score.scoring import archived_results
 from .config import Site
 from .report import write_html
-from .supervisor import vm
 
 log = logging.getLogger(__name__)
 
@@ -52,15 +51,7 @@ def run_stage(queue: Queue, site: Site, entry: EntryRow, slot: int, cancel: thre
         outcome = _attempt(queue, site, entry, stage, run, cancel, record)
         if outcome is None:
             return
-        if outcome.status == "passed":
-            record(f"entry {entry.id}'s {stage} result", queue.finish_stage, run, "passed", outcome.message,
-                   outcome.manifest, next_stage=NEXT_STAGE[stage], exam=outcome.exam,
-                   results_sha256=outcome.results_sha256)
-        else:
-            record(f"entry {entry.id}'s {stage} result", queue.finish_stage, run, outcome.status, outcome.message,
-                   outcome.manifest, reason=outcome.reason, outcome=OUTCOME[outcome.status], scores=outcome.scores,
-                   exam=outcome.exam, scoring=outcome.scoring)
-            _write_report(queue, site, entry.id)
+        record_outcome(queue, site, entry.id, run, stage, outcome, record)
     except Cancelled:
         # The daemon stopped while the queue could not be written: the stage is still marked
         # running, and the next daemon's recovery queues it again.
@@ -84,6 +75,8 @@ def _attempt(queue: Queue, site: Site, entry: EntryRow, stage: str, run: StageRu
             except ImageError as exc:
                 raise InfrastructureError("image-missing", str(exc))
             image.check()
+            from .supervisor import vm  # here: the replica ISO imports this module without libvirt
+
             conn = vm.connect(site.uri)
         ctx = StageContext(site=site, challenge=challenge, image=image, conn=conn, entry=entry,
                            attempt=run.attempt, cancel=cancel, archived=found.sha256 if found else None)
@@ -109,6 +102,22 @@ def _attempt(queue: Queue, site: Site, entry: EntryRow, stage: str, run: StageRu
     record(f"entry {entry.id}'s {stage} failure", queue.infra_failure, run, reason, message,
            {"stage": stage, "attempt": run.attempt, "host": site.uri})
     return None
+
+
+def record_outcome(queue: Queue, site: Site, entry_id: int, run: StageRun, stage: str, outcome: StageOutcome,
+                   record: "Recorder | None" = None) -> None:
+    """Move the entry on after a stage the entry (not the infrastructure) decided; the replica
+    ISO records its stages 1 and 2 through here too, so its report is the judge's."""
+    record = record or Recorder(None)
+    if outcome.status == "passed":
+        record(f"entry {entry_id}'s {stage} result", queue.finish_stage, run, "passed", outcome.message,
+               outcome.manifest, next_stage=NEXT_STAGE[stage], exam=outcome.exam,
+               results_sha256=outcome.results_sha256)
+    else:
+        record(f"entry {entry_id}'s {stage} result", queue.finish_stage, run, outcome.status, outcome.message,
+               outcome.manifest, reason=outcome.reason, outcome=OUTCOME[outcome.status], scores=outcome.scores,
+               exam=outcome.exam, scoring=outcome.scoring)
+        _write_report(queue, site, entry_id)
 
 
 class Recorder:

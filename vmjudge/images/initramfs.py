@@ -21,6 +21,10 @@ from ..errors import ImageError
 # over a second under TCG (measured), and so would any entry that asks for random bytes.
 MODULES = ("virtio_pci", "virtio_rng", "virtio_blk", "virtio_console", "squashfs", "overlay", "isofs",
            "sr_mod", "ata_piix")
+# Loaded only when booted as the replica ISO (kernel argument vmjudge.replica), so the judge's
+# boot does not pay for them: loop mounts root.sqfs from the CD, sd_mod reads the hybrid ISO
+# when a VM attaches it as a disk. The cloud kernel has no USB host or ahci drivers at all.
+REPLICA_MODULES = ("loop", "sd_mod")
 
 
 @dataclass(frozen=True)
@@ -112,6 +116,7 @@ def build_initramfs(root: Path, kernel_version: str, init_script: Path, out: Pat
     if not busybox.exists():
         raise ImageError("the guest root has no busybox: keep busybox-static in the base package list.")
     order = module_load_order(modules_dir)
+    replica = [m for m in module_load_order(modules_dir, REPLICA_MODULES) if m not in order]
     members = [
         Member("bin", stat.S_IFDIR | 0o755),
         Member("dev", stat.S_IFDIR | 0o755),
@@ -121,9 +126,10 @@ def build_initramfs(root: Path, kernel_version: str, init_script: Path, out: Pat
         Member("bin/busybox", stat.S_IFREG | 0o755, busybox.read_bytes()),
         Member("init", stat.S_IFREG | 0o755, init_script.read_bytes()),
         Member("modules.list", stat.S_IFREG | 0o644, "".join(p + "\n" for p in order).encode()),
+        Member("modules-replica.list", stat.S_IFREG | 0o644, "".join(p + "\n" for p in replica).encode()),
     ]
     made_dirs = {"lib/modules"}
-    for rel in order:
+    for rel in order + replica:
         parts = Path(rel).parts
         for i in range(1, len(parts)):
             d = "lib/modules/" + "/".join(parts[:i])

@@ -1,7 +1,9 @@
 """ISO 9660 media (Rock Ridge + Joliet) for the VM's CD-ROM, written with pycdlib.
 
 Files are added by path: pycdlib reads each one only while writing, so a data set of any
-size passes through in small blocks. The same inputs give the same bytes (dates pinned,
+size passes through in small blocks. The replica ISO is bootable: an El Torito entry for
+ISOLINUX with its boot info table, and an isohybrid MBR so the same image also boots when
+written to a disk. Boot files keep plain ISO 9660 names, which ISOLINUX looks up. The same inputs give the same bytes (dates pinned,
 names in sorted order), which lets a stage manifest's ISO hash identify its content.
 """
 
@@ -9,8 +11,10 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import stat
 import time
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Mapping, Union
 
@@ -26,6 +30,23 @@ PINNED_EPOCH = 946684800.0
 JOLIET_MAX = 64
 
 Source = Union[Path, bytes]
+_PLAIN_RE = re.compile(r"^[A-Z0-9_]{1,8}(\.[A-Z0-9_]{1,3})?$")
+# isohybrid MBR disk signature: pycdlib draws a random one unless given, and the same inputs
+# must give the same bytes.
+MBR_ID = 0x766D6A64
+
+
+@dataclass(frozen=True)
+class ElTorito:
+    """A BIOS boot entry (no emulation, boot info table) and an isohybrid MBR.
+
+    `loader` is the ISO path of isolinux.bin; it and every path in `plain` get plain ISO 9660
+    names (upper case, 8.3), which ISOLINUX finds where Rock Ridge names would be unseen."""
+
+    loader: str
+    catalog: str
+    plain: frozenset[str] = frozenset()
+    hybrid: bool = True
 
 
 class _PinnedClock:
@@ -80,10 +101,21 @@ def _expand(files: Mapping[str, Source]) -> dict[PurePosixPath, Source]:
     return out
 
 
-def write_iso(out: Path, files: Mapping[str, Source], volume_id: str = "VMJUDGE") -> Path:
+def _plain_name(path: PurePosixPath) -> str:
+    for part in path.parts:
+        if not _PLAIN_RE.match(part.upper()):
+            raise MediaError(f"boot file {path} needs an 8.3 name (letters, digits, _) on the ISO.")
+    upper = "/" + "/".join(p.upper() for p in path.parts)
+    return upper
+
+
+def write_iso(out: Path, files: Mapping[str, Source], volume_id: str = "VMJUDGE",
+              boot: ElTorito | None = None) -> Path:
     """Write an ISO holding `files` ({path on the ISO: host file, host directory or bytes})."""
     _pin_pycdlib_clock()
     entries = _expand(files)
+    plain = {PurePosixPath(p) for p in boot.plain | {boot.loader}} if boot is not None else set()
+    plain_dirs = {parent for p in plain for parent in p.parents if parent != PurePosixPath(".")}
     iso = pycdlib.PyCdlib()
     iso.new(interchange_level=3, vol_ident=volume_id[:32].upper(), sys_ident="LINUX",
             app_ident_str="VMJUDGE", rock_ridge="1.09", joliet=3)
@@ -97,7 +129,7 @@ def write_iso(out: Path, files: Mapping[str, Source], volume_id: str = "VMJUDGE"
             return dirs[path]
         parent = iso_dir(path.parent)
         counter += 1
-        name = f"{parent.rstrip('/')}/D{counter:06d}"
+        name = _plain_name(path) if path in plain_dirs else f"{parent.rstrip('/')}/D{counter:06d}"
         iso.add_directory(name, rr_name=path.name, joliet_path=_joliet(path), file_mode=0o40555)
         dirs[path] = name
         return name
@@ -107,6 +139,8 @@ def write_iso(out: Path, files: Mapping[str, Source], volume_id: str = "VMJUDGE"
         parent = iso_dir(path.parent)
         counter += 1
         name = f"{parent.rstrip('/')}/F{counter:06d}.;1"
+        if path in plain:
+            name = _plain_name(path) + ("" if "." in path.name else ".") + ";1"
         if isinstance(source, bytes):
             fp = io.BytesIO(source)
             handles.append(fp)
@@ -114,6 +148,15 @@ def write_iso(out: Path, files: Mapping[str, Source], volume_id: str = "VMJUDGE"
         else:
             mode = 0o100555 if os.access(source, os.X_OK) else 0o100444
             iso.add_file(str(source), name, rr_name=path.name, joliet_path=_joliet(path), file_mode=mode)
+    if boot is not None:
+        loader = PurePosixPath(boot.loader)
+        catalog = PurePosixPath(boot.catalog)
+        iso_dir(catalog.parent)
+        iso.add_eltorito(_plain_name(loader) + ";1", bootcatfile=_plain_name(catalog) + ";1",
+                         rr_bootcatname=catalog.name, joliet_bootcatfile=_joliet(catalog),
+                         boot_load_size=4, boot_info_table=True, media_name="noemul")
+        if boot.hybrid:
+            iso.add_isohybrid(mbr_id=MBR_ID)
     out = Path(out)
     tmp = out.with_name(out.name + ".part")
     try:

@@ -1,7 +1,10 @@
-"""What every stage gets (the entry, its challenge, a libvirt connection) and gives back.
+"""What every stage gets (the entry, its challenge, a way to run jobs) and gives back.
 
-Stages never call libvirt themselves: they build a Job and hand it to `ctx.run`, which
-boots one VM through the supervisor's runner and removes its scratch files afterwards.
+Stages never call libvirt themselves: they build a Job and hand it to `ctx.run`. In the
+judge that boots one VM through the supervisor's runner (VmRunner); on the replica ISO the
+same stage code runs the same job with the agent inside the participant's booted replica
+(vmjudge.replica.local). Home disks are the runner's business too: a qcow2 file for a VM,
+a saved directory tree for the replica.
 """
 
 from __future__ import annotations
@@ -11,13 +14,13 @@ import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..config import Challenge, Site
 from ..images.image import GuestImage
 from ..queue.db import EntryRow, Scoring
 from ..supervisor.job import Job
-from ..supervisor.runner import JobRun, Limits, StopRule, run_job
+from ..supervisor.reading import JobRun, Limits, StopRule
 from ..workdir import RunDir
 
 DRYRUN_MESSAGE = ("Dry run completed with no error. Remove the DRYRUN file from the entry and resubmit it if you "
@@ -39,6 +42,45 @@ class StageOutcome:
     scoring: Scoring | None = None  # stage 4: the official scoring and what it used
 
 
+class JobRunner(Protocol):
+    """How a stage's Job gets run, and how the entry's home is made and overlaid."""
+
+    def new_home(self, path: Path, size_mib: int) -> None: ...
+
+    def overlay(self, path: Path, backing: Path) -> None: ...
+
+    def run(self, ctx: "StageContext", stage: str, job: Job, home: Path, limits: Limits,
+            should_stop: StopRule | None) -> JobRun: ...
+
+
+class VmRunner:
+    """The judge's way: one libvirt VM per job, qcow2 home disks."""
+
+    def new_home(self, path: Path, size_mib: int) -> None:
+        from ..supervisor.runner import make_blank_disk
+
+        make_blank_disk(path, size_mib)
+
+    def overlay(self, path: Path, backing: Path) -> None:
+        from ..supervisor.runner import make_overlay
+
+        make_overlay(path, backing)
+
+    def run(self, ctx: "StageContext", stage: str, job: Job, home: Path, limits: Limits,
+            should_stop: StopRule | None) -> JobRun:
+        from ..supervisor.runner import run_job
+
+        console = ctx.results_dir / f"console-{stage}-{ctx.attempt}.log"
+        with RunDir(ctx.site, f"e{ctx.entry.id}-{stage}") as rd:
+            return run_job(ctx.conn, ctx.site, ctx.image, job, home_disk=home, workdir=rd.path,
+                           console_log=console, vcpus=ctx.challenge.vm.vcpus,
+                           memory_mib=ctx.challenge.vm.memory_mib,
+                           label=f"{ctx.site.domain_tag}-e{ctx.entry.id}-{stage}",
+                           limits=limits, should_stop=should_stop,
+                           keep_iso=ctx.results_dir / f"{stage}-{ctx.attempt}.iso" if ctx.site.keep_media else None,
+                           cancel=ctx.cancel)
+
+
 @dataclass(frozen=True)
 class StageContext:
     site: Site
@@ -49,6 +91,7 @@ class StageContext:
     attempt: int
     cancel: threading.Event | None = None  # set when the daemon is stopping
     archived: str | None = None  # stage 4: the sha256 of the entry's archived stage-3 results
+    runner: JobRunner = field(default_factory=VmRunner)
 
     @property
     def results_dir(self) -> Path:
@@ -65,16 +108,7 @@ class StageContext:
 
     def run(self, stage: str, job: Job, home: Path, limits: Limits = Limits(),
             should_stop: StopRule | None = None) -> JobRun:
-        console = self.results_dir / f"console-{stage}-{self.attempt}.log"
-        with RunDir(self.site, f"e{self.entry.id}-{stage}") as rd:
-            run = run_job(self.conn, self.site, self.image, job, home_disk=home, workdir=rd.path,
-                          console_log=console, vcpus=self.challenge.vm.vcpus,
-                          memory_mib=self.challenge.vm.memory_mib,
-                          label=f"{self.site.domain_tag}-e{self.entry.id}-{stage}",
-                          limits=limits, should_stop=should_stop,
-                          keep_iso=self.results_dir / f"{stage}-{self.attempt}.iso" if self.site.keep_media else None,
-                          cancel=self.cancel)
-        return run
+        return self.runner.run(self, stage, job, home, limits, should_stop)
 
     def manifest(self, stage: str, run: JobRun | None = None) -> dict[str, Any]:
         """Everything needed to trace a result to exactly what produced it."""

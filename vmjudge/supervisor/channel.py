@@ -13,8 +13,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import serial
-
 from ..errors import InfrastructureError
 from ..images.guest.frames import Decoder, Frame, FrameError
 
@@ -32,6 +30,8 @@ class ChannelReader:
     """Reads what arrives on the pty, in raw mode, without blocking past a deadline."""
 
     def __init__(self, pty_path: str):
+        import serial  # here, not at the top: the replica ISO's Python has no pyserial and needs no pty
+
         try:
             self._port = serial.Serial(pty_path, timeout=0, exclusive=True)
         except (serial.SerialException, OSError) as exc:
@@ -45,7 +45,7 @@ class ChannelReader:
                 return b""
             waiting = self._port.in_waiting
             data = self._port.read(min(max(waiting, 1), READ_SIZE))
-        except (serial.SerialException, OSError) as exc:
+        except OSError as exc:  # serial.SerialException is an OSError
             raise ChannelClosed(str(exc))
         if not data:
             raise ChannelClosed("end of stream")

@@ -15,55 +15,22 @@ import secrets
 import subprocess
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import libvirt
 
 from ..config import Site
-from ..errors import Cancelled, InfrastructureError
+from ..errors import InfrastructureError
 from ..images.image import GuestImage, sha256_file
 from ..images.iso import write_iso
-from .channel import ChannelClosed, ChannelReader, FrameStream, Transcript
+from .channel import ChannelReader, FrameStream
 from .job import Job
+from .reading import JobRun, Limits, Reading, StopRule
 from .vm import DOMAIN_PREFIX, Domain, DomainSpec, domain_xml
 
 log = logging.getLogger(__name__)
 
 POWEROFF_GRACE = 30.0
-POLL = 0.5
-# A pty closes a moment before libvirt reports the domain stopped.
-CLOSE_GRACE = 5.0
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Host-side limits for one run; None takes the site's value or the job's own budget.
-
-    `stage_cap` is the entry's own time limit for all its commands together, counted from
-    the guest's hello: passing it ends the run as the entry's fault (JobRun.capped), while
-    passing `deadline` (boot included) is the infrastructure's.
-    """
-
-    boot_timeout: float | None = None
-    silence_timeout: float | None = None
-    deadline: float | None = None
-    stage_cap: float | None = None
-
-
-@dataclass
-class JobRun:
-    domain: str
-    transcript: Transcript
-    iso_sha256: str
-    boot_seconds: float  # start to the hello frame
-    total_seconds: float
-    ended: str = "bye"  # bye | stopped (the host's should_stop said so) | capped (stage_cap passed)
-
-
-# Looks at the transcript after each batch of frames; True ends the run at once.
-StopRule = Callable[[Transcript], bool]
 
 
 def domain_name(label: str) -> str:
@@ -114,7 +81,7 @@ def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *
         started = time.monotonic()
         domain.resume()
         stream = FrameStream(nonce, limits=job.host_limits(), allow_raw=job.raw_copy is not None)
-        reading = _Reading(domain, reader, stream, started, console_log, boot_timeout, silence_timeout, budget,
+        reading = Reading(domain, reader, stream, started, console_log, boot_timeout, silence_timeout, budget,
                            limits.stage_cap, should_stop, cancel)
         ended = reading.until_bye()
         transcript = stream.transcript
@@ -136,62 +103,3 @@ def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *
                 os.replace(iso, keep_iso)
             iso.unlink(missing_ok=True)
 
-
-@dataclass
-class _Reading:
-    """The host's read loop for one run, with every host-side limit checked on each pass."""
-
-    domain: Domain
-    reader: ChannelReader
-    stream: FrameStream
-    started: float
-    console_log: Path
-    boot_timeout: float
-    silence_timeout: float
-    budget: float
-    stage_cap: float | None = None
-    should_stop: StopRule | None = None
-    cancel: threading.Event | None = None
-    boot_seconds: float = 0.0
-
-    def until_bye(self) -> str:
-        transcript = self.stream.transcript
-        last_frame = self.started
-        while not transcript.finished:
-            if self.cancel is not None and self.cancel.is_set():
-                raise Cancelled("the daemon is stopping")
-            now = time.monotonic()
-            self._check_limits(now, last_frame)
-            if self.stage_cap is not None and transcript.hello is not None \
-                    and now - (self.started + self.boot_seconds) >= self.stage_cap:
-                return "capped"
-            try:
-                data = self.reader.read(min(POLL, self.budget - (now - self.started)))
-            except ChannelClosed:
-                data = b""
-                if not self.domain.wait_stopped(CLOSE_GRACE):
-                    raise InfrastructureError("channel-broken", "the data channel closed while the VM still ran.")
-            if data:
-                had_hello = transcript.hello is not None
-                if self.stream.feed(data):
-                    last_frame = time.monotonic()
-                    if not had_hello and transcript.hello is not None:
-                        self.boot_seconds = last_frame - self.started
-                    if self.should_stop is not None and self.should_stop(transcript):
-                        return "stopped"
-            elif not self.domain.is_active():
-                raise InfrastructureError("guest-stopped", "the VM stopped before the guest agent finished "
-                                          f"(a crash, a kernel panic or a reboot; console log: {self.console_log}).")
-        return "bye"
-
-    def _check_limits(self, now: float, last_frame: float) -> None:
-        transcript = self.stream.transcript
-        if now - self.started >= self.budget:
-            raise InfrastructureError("guest-deadline", f"the VM ran past its host deadline of {self.budget:.0f} s "
-                                      f"and was destroyed (console log: {self.console_log}).")
-        if transcript.hello is None and now - self.started >= self.boot_timeout:
-            raise InfrastructureError("guest-no-hello", f"the guest did not report within {self.boot_timeout:.0f} s "
-                                      f"of starting; it may not have booted (console log: {self.console_log}).")
-        if transcript.hello is not None and now - last_frame >= self.silence_timeout:
-            raise InfrastructureError("channel-silent", f"the data channel was silent for {self.silence_timeout:.0f} s;"
-                                      f" the guest agent has stopped (console log: {self.console_log}).")

@@ -6,6 +6,10 @@ user `entry` in its own session; the agent enforces each command's wall-time lim
 killing that session and then every process the entry user still has, so nothing an
 entry starts outlives its command. The host enforces every limit again from outside.
 
+On the replica ISO the same agent runs the same jobs with `--replica`: the frames go to
+its standard output (a pipe read by `vmjudge-replica check`, which prepared the home
+directory and the job's files at /media/cdrom), and the home is left mounted for the caller.
+
 Only the standard library is used: this file must run on the guest's Python as is.
 Modules needed only on some paths (ctypes, shutil, termios) are imported where used: every
 import is paid at each boot, before the first frame, under emulation.
@@ -368,9 +372,10 @@ def send_files(channel, cmd):
             channel.send("fdata", data[start:start + CHUNK])
 
 
-def run_job(channel, job):
+def run_job(channel, job, home_ready=False):
     heartbeat = float(job.get("heartbeat", 2))
-    mount_home(channel)
+    if not home_ready:
+        mount_home(channel)
     if job.get("install"):
         install(job["install"])
     if job.get("raw_copy"):
@@ -411,8 +416,11 @@ def become_subreaper():
 
 
 def main():
-    args = kernel_args()
-    channel = Channel(open_channel(args.get("vmjudge.channel", "virtio")))
+    replica = "--replica" in sys.argv[1:]
+    if replica:
+        channel = Channel(sys.stdout.fileno())
+    else:
+        channel = Channel(open_channel(kernel_args().get("vmjudge.channel", "virtio")))
     job = None
     try:
         mount_cdrom()
@@ -430,13 +438,13 @@ def main():
     try:
         become_subreaper()
         protect_from_oom()
-        done = run_job(channel, job)
+        done = run_job(channel, job, home_ready=replica)
     except JobError as exc:
         channel.send_json("error", {"message": str(exc)})
     except Exception as exc:  # report, then let init power off
         channel.send_json("error", {"message": "agent failure: %s: %s" % (type(exc).__name__, exc)})
     finally:
-        if os.path.ismount(HOME):
+        if os.path.ismount(HOME) and not replica:
             os.sync()
             subprocess.run(["umount", HOME])
     channel.send_json("bye", {"commands": done})

@@ -10,7 +10,7 @@ results_store) for stage 4, and for any re-scoring later.
 from __future__ import annotations
 
 from ... import results_store
-from ...supervisor.runner import Limits, make_overlay
+from ...supervisor.reading import Limits
 from ..answers import parse_answer_lines
 from ..context import StageContext, StageOutcome, capped_text
 from ..quiz.stage import record_job
@@ -25,7 +25,7 @@ def run(ctx: StageContext) -> StageOutcome:
     files_style = ch.results.style == "files"
     job = record_job(ctx, "test", records, collect_each=files_style)
     overlay = ctx.results_dir / "exam-overlay.qcow2"
-    make_overlay(overlay, ctx.home_disk)
+    ctx.runner.overlay(overlay, ctx.home_disk)
     try:
         run_ = ctx.run("exam", job, overlay, Limits(stage_cap=ch.limits.exam_total))
     finally:

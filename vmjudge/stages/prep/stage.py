@@ -13,7 +13,6 @@ from pathlib import Path
 from ...errors import EntryError
 from ...queue.spool import check_archive_name
 from ...supervisor.job import Command, Job
-from ...supervisor.runner import make_blank_disk
 from ..context import StageContext, StageOutcome, capped_text, script_argv
 from .unpack import UnpackLimits, find_required, unpack
 
@@ -41,7 +40,7 @@ def run(ctx: StageContext) -> StageOutcome:
     install = set_aside_submitted_answers(ctx)
 
     ctx.home_disk.unlink(missing_ok=True)
-    make_blank_disk(ctx.home_disk, ch.vm.home_mib)
+    ctx.runner.new_home(ctx.home_disk, ch.vm.home_mib)
     job = Job(commands=(Command("setup.sh", script_argv("setup.sh"), ch.limits.setup, output_limit=ch.limits.output),),
               media={"entry": install}, install="entry", stop_on_failure=True)
     run_ = ctx.run("prep", job, ctx.home_disk)

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from ...supervisor.channel import CommandResult, Transcript
 from ...supervisor.job import Command, Job
-from ...supervisor.runner import Limits, make_overlay
+from ...supervisor.reading import Limits
 from ..answers import parse_answer_lines
 from ..context import DRYRUN_MESSAGE, StageContext, StageOutcome, capped_text, script_argv
 
@@ -98,7 +98,7 @@ def run(ctx: StageContext) -> StageOutcome:
     job = replace(record_job(ctx, "training", records, collect_each=True), stop_on_failure=True)
     compare = Comparison(ctx)
     overlay = ctx.results_dir / "quiz-overlay.qcow2"
-    make_overlay(overlay, ctx.home_disk)
+    ctx.runner.overlay(overlay, ctx.home_disk)
     try:
         run_ = ctx.run("quiz", job, overlay, Limits(stage_cap=ch.limits.quiz_total),
                        should_stop=lambda t: compare.first_failure(t, records) is not None)

@@ -1,0 +1,252 @@
+"""The replica ISO: the judge's own image files and training set, nothing of the test set,
+bootable by plain qemu, and `vmjudge-replica check` giving the judge's verdicts.
+
+The verdicts are computed for real: the daemon judges the same three archives (good,
+quiz-mismatch, dryrun) in libvirt VMs, and the replica, booted with the qemu command line the
+README gives participants (BIOS boot through the ISO's own ISOLINUX, TCG), checks them from
+a FAT drive in one boot, driven over its serial console.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pycdlib
+import pytest
+
+from tests.replica_console import Console
+from tests.test_pipeline import archive, vmjudge
+from vmjudge.config import load_challenge
+from vmjudge.images.build import build_image
+from vmjudge.images.iso import write_iso
+from vmjudge.supervisor import vm
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLE = REPO / "examples" / "af2017"
+CASES = ("good", "quiz-mismatch", "dryrun")
+BOOT_TIMEOUT = 300  # seconds from qemu's start to the replica's prompt under TCG (measured: about 6)
+CHECK_TIMEOUT = 600
+
+
+@pytest.fixture(scope="module")
+def af2017_image(site):
+    return build_image(site, load_challenge(EXAMPLE).image, progress=print)
+
+
+@pytest.fixture(scope="module")
+def judged(site, af2017_image, conn):
+    """The daemon's verdicts for the three archives, and the replica ISO built by the CLI."""
+    home = Path(tempfile.mkdtemp(prefix="replica-", dir=site.home))
+    os.chmod(home, 0o711)
+    (home / "images").symlink_to(site.images_dir)
+    entries = home / "entries"
+    entries.mkdir()
+    vmjudge(home, "challenge", "add", str(EXAMPLE))
+    ids = {}
+    for case in CASES:
+        path = archive(EXAMPLE / "entries" / case, entries / f"af2017-{case}-entry.tar.gz")
+        ids[case] = int(vmjudge(home, "submit", "af2017", str(path), "--owner", case).stdout)
+    shutil.copytree(EXAMPLE / "entries" / "dryrun", entries / "my-dryrun")  # a directory, not an archive
+    vmjudge(home, "daemon", "--slots", "2", "--until-idle")
+    yield home, ids
+    assert vm.leftover_domains(conn) == []
+    shutil.rmtree(home)
+
+
+@pytest.fixture(scope="module")
+def replica_iso(judged):
+    home, _ = judged
+    proc = vmjudge(home, "replica", "build", "af2017", "-o", str(home / "replica.iso"))
+    assert "[3/3] done" in proc.stderr and f"{(home / 'replica.iso').stat().st_size} bytes" in proc.stderr
+    return home / "replica.iso"
+
+
+def iso_files(path: Path) -> dict[str, bytes]:
+    iso = pycdlib.PyCdlib()
+    iso.open(str(path))
+    try:
+        out = {}
+        for root, _dirs, files in iso.walk(rr_path="/"):
+            for name in files:
+                rr = f"{root.rstrip('/')}/{name}"
+                data = io.BytesIO()
+                iso.get_file_from_iso_fp(data, rr_path=rr)
+                out[rr] = data.getvalue()
+        return out
+    finally:
+        iso.close()
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_replica_holds_the_judges_image_and_never_the_test_set(judged, replica_iso, af2017_image):
+    files = iso_files(replica_iso)
+    home, ids = judged
+    # What the judge's own stage runs recorded they booted (their manifests), for every VM stage.
+    judge_runs = [a["manifest"]["image_sha256"] for i in ids.values() for a in
+                  json.loads(vmjudge(home, "show", str(i), "--json", "--organiser").stdout)["organiser"]["attempts"]
+                  if a["stage"] != "score"]
+    assert len(judge_runs) >= 6
+    for name in ("root.sqfs", "vmlinuz", "initrd.img"):
+        assert sha(files[f"/vmjudge/{name}"]) == af2017_image.manifest["sha256"][name] == \
+            sha((af2017_image.directory / name).read_bytes())
+        assert {run[name] for run in judge_runs} == {sha(files[f"/vmjudge/{name}"])}
+    ch = load_challenge(EXAMPLE)
+    training = {f"/vmjudge/challenge/training/{f.name}" for r in ch.training for f in ch.record_files("training", r)}
+    assert training <= set(files) and "/vmjudge/challenge/training/REFERENCE.csv" in files
+    forbidden = [f for d in ("test", "reference") for f in (EXAMPLE / d).rglob("*") if f.is_file()]
+    assert len(forbidden) > 10
+    hashes = {sha(f.read_bytes()): f for f in forbidden}
+    # training/RECORDS and training/REFERENCE.csv share their names (not their content) with test/ and reference/.
+    names = {f.name for f in forbidden} - {f.name for f in (EXAMPLE / "training").iterdir()}
+    for path, data in files.items():
+        assert sha(data) not in hashes, f"{path} on the replica has the content of {hashes[sha(data)]}"
+        assert Path(path).name not in names, f"{path} on the replica is named like a test or reference file"
+    assert not [p for p in files if "/test/" in p or "/reference/" in p]
+
+
+def test_replica_build_is_deterministic_and_bootable_from_cd_and_disk(judged, replica_iso):
+    home, _ = judged
+    again = home / "again.iso"
+    vmjudge(home, "replica", "build", "af2017", "-o", str(again))
+    assert sha(again.read_bytes()) == sha(replica_iso.read_bytes())
+    again.unlink()
+    with open(replica_iso, "rb") as f:
+        mbr = f.read(512)
+        f.seek(17 * 2048)
+        boot_record = f.read(2048)
+    assert mbr[510:512] == b"\x55\xaa" and mbr[0x1be + 4] != 0  # isohybrid: a partition a BIOS can boot
+    assert boot_record[1:6] == b"CD001" and boot_record[7:30].startswith(b"EL TORITO SPECIFICATION")
+    # Written to a stick and shown to a VM as an IDE disk, as the README says, with the entry on a second ISO.
+    text = (REPO / "README.md").read_text().split("## For participants", 1)[1].split("\n## ", 1)[0]
+    line = re.search(r"`(qemu-system-x86_64 -m 2048 -drive file=/dev/sdX,[^`]*)`", text.replace("\n  ", " ")).group(1)
+    argv = [a.replace("/dev/sdX", str(replica_iso)) for a in shlex.split(line)]
+    entry_iso = write_iso(home / "entry.iso", {"alice-entry.tar.gz": home / "entries" / "af2017-good-entry.tar.gz"})
+    console = Console(argv + ["-drive", f"file={entry_iso},media=cdrom,readonly=on", "-accel", "tcg", "-display", "none"])
+    try:
+        console.expect(r"replica CD found on /dev/sda", BOOT_TIMEOUT)
+        console.expect(r"replica# ", BOOT_TIMEOUT)
+        console.send("vmjudge-replica media; echo @@MEDIA@@ $?")
+        console.expect(r"entry\? /media/sr\d/alice-entry.tar.gz", 120)
+        assert console.expect(r"@@MEDIA@@ (\d+)", 120).group(1) == "0"
+    finally:
+        console.close()
+
+
+def test_guest_side_imports_need_no_host_library():
+    """vmjudge-replica runs on the guest root's Python: no click, libvirt, pyserial or pycdlib."""
+    code = ("import sys\n"
+            "class Block:\n"
+            "    def find_spec(self, name, path, target=None):\n"
+            "        if name.split('.')[0] in ('libvirt', 'serial', 'pycdlib', 'click', 'wfdb'):\n"
+            "            raise ImportError('blocked ' + name)\n"
+            "sys.meta_path.insert(0, Block())\n"
+            "import vmjudge.replica.check, vmjudge.replica.local, vmjudge.evaluate, vmjudge.stages.score.af2017\n"
+            "print('imported')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert proc.stdout.strip() == "imported", proc.stderr
+
+
+def readme_qemu_command() -> list[str]:
+    """The qemu line participants are told to run, from the README's "For participants" section."""
+    text = (REPO / "README.md").read_text()
+    section = text.split("## For participants", 1)[1].split("\n## ", 1)[0]
+    line = next(ln.strip() for ln in section.splitlines() if ln.strip().startswith("qemu-system-x86_64 -m 2048 -cdrom"))
+    return shlex.split(line)
+
+
+def test_readme_documents_the_build_command():
+    text = (REPO / "README.md").read_text()
+    assert "vmjudge [--home DIR] replica build CHALLENGE_NAME -o replica.iso" in text
+    argv = readme_qemu_command()
+    assert "-nic" in argv and argv[argv.index("-nic") + 1] == "none" and "-kernel" not in argv
+
+
+def daemon_stage_messages(home: Path, entry_id: int) -> dict[str, str]:
+    doc = json.loads(vmjudge(home, "show", str(entry_id), "--json", "--organiser").stdout)
+    return {a["stage"]: a["message"] for a in doc["organiser"]["attempts"] if a["status"] != "infra"}
+
+
+def test_replica_check_gives_the_daemons_verdicts(judged, replica_iso):
+    home, ids = judged
+    argv = readme_qemu_command()
+    # Participants' own names in the README: the ISO and their entries directory.
+    argv = [str(replica_iso) if a == "replica.iso" else a.replace("fat:ro:entries", f"fat:ro:{home / 'entries'}")
+            for a in argv]
+    assert f"file=fat:ro:{home / 'entries'},format=raw,if=virtio,readonly=on" in argv
+    console = Console(argv + ["-accel", "tcg", "-display", "none"])
+    try:
+        started = time.monotonic()
+        console.expect(r"replica# ", BOOT_TIMEOUT)
+        print(f"replica boot to prompt: {time.monotonic() - started:.1f} s")
+        console.send("vmjudge-replica media; echo @@MEDIA@@ $?")
+        assert console.expect(r"@@MEDIA@@ (\d+)", 120).group(1) == "0"
+        for case in CASES:
+            console.send(f"vmjudge-replica check --json /media/vda1/af2017-{case}-entry.tar.gz; echo @@END@@ $?")
+            body = console.expect(r"(?s)\n(\{[^\n]*\})\r?\n.*?@@END@@ (\d+)", CHECK_TIMEOUT)
+            replica = json.loads(body.group(1))
+            status = int(body.group(2))
+            judge = json.loads(vmjudge(home, "show", str(ids[case]), "--json").stdout)
+            messages = daemon_stage_messages(home, ids[case])
+            assert replica["stages"]["prep"] == messages["prep"], case
+            if case == "good":
+                assert judge["outcome"] == "scored" and replica["outcome"] == "passed" and status == 0
+                assert replica["stages"]["quiz"] == messages["quiz"]
+                assert replica["training_scores"]["score"] == pytest.approx(1.0)
+                assert "would now go on to stage 3" in replica["report"]
+            else:
+                assert (replica["outcome"], replica["failed_stage"], replica["reason"]) == \
+                    (judge["outcome"], judge["failed_stage"], judge["reason"]), case
+                assert replica["stages"] == messages
+                assert status == (0 if case == "dryrun" else 1)
+                # The participant's report: every stage paragraph and the verdict line, word for word.
+                assert replica["report"].split("\n", 1)[1] == judge["report"].split("\n", 1)[1]
+        # A directory on the FAT drive is packed into the archive the judge would receive.
+        console.send("vmjudge-replica check --json /media/vda1/my-dryrun; echo @@END@@ $?")
+        body = console.expect(r"(?s)\n(\{[^\n]*\})\r?\n.*?@@END@@ (\d+)", CHECK_TIMEOUT)
+        replica = json.loads(body.group(1))
+        assert replica["archive"] == "my-dryrun-entry.tar.gz" and body.group(2) == "0"
+        assert replica["stages"] == daemon_stage_messages(home, ids["dryrun"])
+        key = {"quiz-mismatch": "output does not match submission", "dryrun": "Dry run completed with no error"}
+        for case, words in key.items():
+            assert words in json.loads(vmjudge(home, "show", str(ids[case]), "--json").stdout)["report"]
+    finally:
+        console.close()
+    assert console.proc.returncode is not None
+
+
+def test_boot_files_keep_plain_iso9660_names_and_the_output_is_reproducible(tmp_path):
+    """ISOLINUX looks files up by their ISO 9660 names; pycdlib's random MBR id is pinned."""
+    from vmjudge.images.iso import ElTorito, write_iso
+    from vmjudge.replica.build import ISOLINUX_BIN, LDLINUX_C32
+
+    files = {"isolinux/isolinux.bin": ISOLINUX_BIN, "isolinux/ldlinux.c32": LDLINUX_C32,
+             "isolinux/isolinux.cfg": b"DEFAULT x\n", "vmjudge/vmlinuz": b"kernel", "vmjudge/root.sqfs": b"root"}
+    boot = ElTorito(loader="isolinux/isolinux.bin", catalog="isolinux/boot.cat",
+                    plain=frozenset({"isolinux/ldlinux.c32", "isolinux/isolinux.cfg", "vmjudge/vmlinuz"}))
+    one, two = write_iso(tmp_path / "one.iso", files, boot=boot), write_iso(tmp_path / "two.iso", files, boot=boot)
+    assert one.read_bytes() == two.read_bytes()
+    iso = pycdlib.PyCdlib()
+    iso.open(str(one))
+    try:
+        for plain in ("/ISOLINUX/ISOLINUX.BIN;1", "/ISOLINUX/LDLINUX.C32;1", "/ISOLINUX/ISOLINUX.CFG;1",
+                      "/VMJUDGE/VMLINUZ.;1"):
+            iso.get_record(iso_path=plain)
+        data = io.BytesIO()
+        iso.get_file_from_iso_fp(data, rr_path="/vmjudge/root.sqfs")
+        assert data.getvalue() == b"root"
+    finally:
+        iso.close()

@@ -1,0 +1,111 @@
+"""`vmjudge replica build`: the bootable replica ISO for one challenge.
+
+It holds the judge's image files as they are (root.sqfs, vmlinuz, initrd.img and their
+manifest, byte for byte), ISOLINUX to boot them with the kernel argument vmjudge.replica, the
+pure-Python part of vmjudge for `vmjudge-replica check`, and the challenge's training set.
+Only files named here go on it: challenge.toml, training/RECORDS, each training record's
+files and training/REFERENCE*; never test/ or reference/. The same inputs give the same bytes
+(the ISO writer pins dates and orders names).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from ..config import Challenge, Site
+from ..errors import ImageError, MediaError
+from ..images.build import find_image
+from ..images.image import FILES, GuestImage
+from ..images.iso import ElTorito, Source, write_iso
+
+PACKAGE_DIR = Path(__file__).resolve().parent.parent
+BOOT_DIR = Path(__file__).resolve().parent / "boot"
+# Debian's isolinux and syslinux-common packages (scripts/setup-host installs them).
+ISOLINUX_BIN = Path("/usr/lib/ISOLINUX/isolinux.bin")
+LDLINUX_C32 = Path("/usr/lib/syslinux/modules/bios/ldlinux.c32")
+VOLUME_ID = "VMJUDGE_REPLICA"
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class ReplicaBuild:
+    path: Path
+    size: int
+    seconds: float
+    files: int
+
+
+def training_files(ch: Challenge) -> dict[str, Path]:
+    """The training set as it goes on the ISO: RECORDS, each record's files, REFERENCE*."""
+    base = ch.directory / "training"
+    out: dict[str, Path] = {"RECORDS": base / "RECORDS"}
+    for record in ch.training:
+        for f in ch.record_files("training", record):
+            out[f.name] = f
+    for f in sorted(base.glob("REFERENCE*")):
+        if f.is_file():
+            out[f.name] = f
+    return out
+
+
+def package_files() -> dict[str, Path]:
+    """vmjudge's Python sources (the guest imports only the pure-Python part of them)."""
+    return {str(p.relative_to(PACKAGE_DIR.parent)): p for p in sorted(PACKAGE_DIR.rglob("*.py"))
+            if "__pycache__" not in p.parts}
+
+
+def replica_files(ch: Challenge, image: GuestImage) -> dict[str, Source]:
+    for tool in (ISOLINUX_BIN, LDLINUX_C32):
+        if not tool.is_file():
+            raise MediaError(f"{tool} is missing: run `make setup` or `apt-get install isolinux syslinux-common`.")
+    files: dict[str, Source] = {
+        "isolinux/isolinux.bin": ISOLINUX_BIN,
+        "isolinux/ldlinux.c32": LDLINUX_C32,
+        "isolinux/isolinux.cfg": BOOT_DIR / "isolinux.cfg",
+        "vmjudge/init": BOOT_DIR / "init",
+        "vmjudge/vmjudge-replica": BOOT_DIR / "vmjudge-replica",
+        "vmjudge/greeting.txt": BOOT_DIR / "greeting.txt",
+        "vmjudge/manifest.json": image.directory / "manifest.json",
+        "vmjudge/challenge/challenge.toml": ch.directory / "challenge.toml",
+        "vmjudge/replica.json": (json.dumps({"challenge": ch.name, "image": image.key,
+                                             "sha256": image.manifest["sha256"],
+                                             "training_records": len(ch.training)}, indent=1, sort_keys=True)
+                                 + "\n").encode(),
+        "README.txt": (BOOT_DIR / "greeting.txt").read_bytes(),
+    }
+    for name in FILES:
+        files[f"vmjudge/{name}"] = image.directory / name
+    for name, path in training_files(ch).items():
+        files[f"vmjudge/challenge/training/{name}"] = path
+    for name, path in package_files().items():
+        files[f"vmjudge/python/{name}"] = path
+    return files
+
+
+BOOT = ElTorito(loader="isolinux/isolinux.bin", catalog="isolinux/boot.cat",
+                plain=frozenset({"isolinux/ldlinux.c32", "isolinux/isolinux.cfg", "vmjudge/vmlinuz",
+                                 "vmjudge/initrd.img"}))
+
+
+def build_replica(site: Site, ch: Challenge, out: Path, progress: Progress = print) -> ReplicaBuild:
+    started = time.monotonic()
+    if not ch.training:
+        raise ImageError(f"{ch.directory / 'training' / 'RECORDS'} is missing or empty: the replica carries the "
+                         "training set, so list one record per line.")
+    image = find_image(site, ch.image)
+    progress(f"[1/3] checking the judge's image {image.key} against its manifest")
+    image.verify()
+    files = replica_files(ch, image)
+    data = sum(p.stat().st_size for p in files.values() if isinstance(p, Path))
+    progress(f"[2/3] writing {out}: {len(files)} files, {data / 1e6:.0f} MB "
+             f"({len(ch.training)} training records, root.sqfs {image.root.stat().st_size / 1e6:.0f} MB)")
+    write_iso(out, files, volume_id=VOLUME_ID, boot=BOOT)
+    size = out.stat().st_size
+    seconds = time.monotonic() - started
+    progress(f"[3/3] done in {seconds:.1f} s: {out} is {size / 1e6:.1f} MB ({size} bytes)")
+    return ReplicaBuild(path=out, size=size, seconds=seconds, files=len(files))

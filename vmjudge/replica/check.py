@@ -1,0 +1,228 @@
+"""`vmjudge-replica`: inside the booted replica, stages 1 and 2 on an entry, as the judge runs them.
+
+The stages are the judge's own code (vmjudge.stages.prep and .quiz, recorded through
+evaluate.record_outcome into a queue database of the same schema), with one difference:
+jobs run through LocalRunner instead of a VM. So the messages, the verdict and the report
+text are those the judge would give for stages 1 and 2. Only the standard library and
+vmjudge's pure-Python modules are imported: the guest root has no click, libvirt or pycdlib.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+from ..config import Challenge, Site, load_challenge
+from ..errors import EntryError, InfrastructureError, VmjudgeError
+from ..images.image import GuestImage, sha256_file
+
+REPLICA_DIR = Path("/media/replica/vmjudge")
+WORK = Path("/var/lib/vmjudge-replica")
+MEDIA_ROOT = Path("/media")
+NOT_OFFICIAL = "NOT the official score: training records, whose answers the entry itself submitted"
+NEXT_LINE = ("Stages 1 and 2 passed. On the judge this entry would now go on to stage 3 (exam) on the "
+             "hidden test set, then be scored.")
+
+
+def _archive_directory(directory: Path, out_dir: Path) -> Path:
+    """A directory entry becomes the tar.gz the judge would receive (members sorted, no links)."""
+    name = "".join(c if c.isalnum() or c in "-_" else "-" for c in directory.resolve().name) or "my"
+    out = out_dir / f"{name}-entry.tar.gz"
+    with tarfile.open(out, "w:gz") as tar:
+        for path in sorted(directory.rglob("*")):
+            tar.add(path, arcname=str(path.relative_to(directory)), recursive=False)
+    return out
+
+
+def _accept(ch: Challenge, archive: Path) -> None:
+    """What the judge's `submit` checks before it queues an entry."""
+    from ..queue.spool import check_archive_name, check_readable
+
+    kind = check_archive_name(archive.name)
+    size = archive.stat().st_size
+    if size > ch.entry.max_size:
+        raise EntryError("bad-archive", f"{archive.name} is {size / 1e6:.1f} MB, over the "
+                         f"{ch.entry.max_size / 1e6:.1f} MB that {ch.name} accepts: make the entry smaller and "
+                         "submit again.")
+    check_readable(archive, kind)
+
+
+def training_scores(ch: Challenge, entry_dir: Path) -> dict[str, float] | None:
+    """The entry's submitted training answers (stage 2 proved next.sh reproduces them) scored
+    with the challenge's scorer against training/REFERENCE*; None when there is no reference."""
+    from ..stages.answers import parse_answer_lines
+    from ..stages.score import load_scorer
+    from ..stages.score.base import ExamResults
+
+    training = ch.directory / "training"
+    if not any(training.glob("REFERENCE*")):
+        return None
+    rule = ch.results
+    if rule.style == "answer-lines":
+        source = entry_dir / rule.submitted
+        answers = parse_answer_lines(source.read_bytes() if source.is_file() else None)
+        results = ExamResults(records=ch.training, answers={r: answers.get(r) for r in ch.training})
+    else:
+        files = {}
+        for r in ch.training:
+            p = entry_dir / rule.submitted_path(r)
+            files[r] = p.read_bytes() if p.is_file() else None
+        results = ExamResults(records=ch.training, files=files)
+    return load_scorer(ch.scorer)(results, training)
+
+
+def check(entry: Path, replica_dir: Path = REPLICA_DIR, work: Path = WORK, score: bool = True,
+          progress=lambda m: print(m, file=sys.stderr, flush=True)) -> dict:
+    from ..evaluate import STAGES, record_outcome
+    from ..queue.db import Queue
+    from ..report import show
+    from ..stages.context import StageContext
+    from .local import LocalRunner
+
+    ch = load_challenge(replica_dir / "challenge")
+    image = GuestImage.load(replica_dir)
+    if work.exists():
+        for old in work.glob("check-*"):
+            shutil.rmtree(old, ignore_errors=True)
+    home = work / f"check-{os.getpid()}"
+    home.mkdir(parents=True)
+    site = Site(home=home, uri="replica", accel="replica")
+    if entry.is_dir():
+        archive = _archive_directory(entry, home)
+        progress(f"{entry} is a directory: checking it as the archive {archive.name}")
+    elif entry.is_file():
+        archive = entry
+    else:
+        raise EntryError("no-entry", f"{entry} does not exist: give the path of your entry archive "
+                         "(NAME-entry.zip or NAME-entry.tar.gz) or directory; `vmjudge-replica media` lists them.")
+    _accept(ch, archive)
+    queue = Queue(home / "queue.db")
+    queue.add_challenge(ch.name, ch.directory, image.key)
+    entry_id = queue.add_entry(ch.name, "participant", False, sha256_file(archive), archive.name, archive.resolve())
+    runner = LocalRunner(site)
+    titles = {"prep": "stage 1 (prep): unpacking, installing, setup.sh",
+              "quiz": f"stage 2 (quiz): next.sh on {len(ch.training)} training records"}
+    for stage in ("prep", "quiz"):
+        row = queue.entry(entry_id)
+        if row.state != "queued":
+            break
+        progress(f"{titles[stage]} ...")
+        run = queue.start_stage(entry_id, stage, site.uri, 0)
+        ctx = StageContext(site=site, challenge=ch, image=image, conn=None, entry=row, attempt=run.attempt,
+                           runner=runner)
+        outcome = STAGES[stage](ctx)
+        record_outcome(queue, site, entry_id, run, stage, outcome)
+    row = queue.entry(entry_id)
+    doc = show(site, queue, entry_id)
+    report = doc["report"]
+    passed = row.state == "queued" and row.stage == "exam"
+    if passed:
+        lines = report.rstrip("\n").split("\n")
+        report = "\n".join(lines[:-1] + [NEXT_LINE]) + "\n"
+    stages = {r.stage: r.message for r in queue.stage_runs(entry_id)}
+    result = {"challenge": ch.name, "archive": archive.name,
+              "outcome": "passed" if passed else doc["outcome"],
+              "failed_stage": doc["failed_stage"], "reason": doc["reason"], "stages": stages,
+              "report": report, "results_dir": str(home / "results" / str(entry_id)), "training_scores": None}
+    if passed and score:
+        try:
+            result["training_scores"] = training_scores(ch, home / "results" / str(entry_id) / "entry")
+        except VmjudgeError as exc:
+            result["training_scores_error"] = str(exc)
+    return result
+
+
+def print_report(result: dict) -> None:
+    print("=" * 72)
+    print("vmjudge REPLICA check: stages 1 and 2 as the judge runs them (not an official evaluation)")
+    print("=" * 72)
+    print(result["report"], end="")
+    scores = result.get("training_scores")
+    if scores:
+        print()
+        print(f"Training-set score ({NOT_OFFICIAL}):")
+        for k, v in scores.items():
+            print(f"  {k:<14} {v:.4f}")
+    elif result.get("training_scores_error"):
+        print(f"\nNo training-set score: {result['training_scores_error']}")
+    print(f"\nLogs (setup.sh and next.sh output): {result['results_dir']}")
+
+
+def media(root: Path = MEDIA_ROOT) -> list[Path]:
+    """Mount every attached disk and CD (not the replica CD) read-only under /media/NAME, and
+    list what looks like an entry: *entry.zip, *entry.tar.gz, or a directory with next.sh."""
+    mounted_devs = {line.split()[0] for line in Path("/proc/mounts").read_text().splitlines()}
+    replica_dev = next((line.split()[0] for line in Path("/proc/mounts").read_text().splitlines()
+                        if line.split()[1] == "/media/replica"), None)
+    for dev in sorted(Path("/sys/class/block").iterdir()):
+        name = dev.name
+        if name.startswith(("loop", "ram")) or f"/dev/{name}" in mounted_devs or f"/dev/{name}" == replica_dev:
+            continue
+        if (dev / "holders").is_dir() and any((dev / "holders").iterdir()):
+            continue  # in use by a loop or device-mapper device
+        target = root / name
+        target.mkdir(parents=True, exist_ok=True)
+        for options in (["-o", "ro,fmask=0133,dmask=0022", "-t", "vfat"], ["-o", "ro", "-t", "iso9660"],
+                        ["-o", "ro,noload"]):
+            if subprocess.run(["mount", *options, f"/dev/{name}", str(target)], capture_output=True).returncode == 0:
+                print(f"/dev/{name} mounted read-only on {target}")
+                break
+        else:
+            target.rmdir()
+    found = []
+    for base in sorted(p for p in root.iterdir() if p.is_dir() and os.path.ismount(p) and p.name not in
+                       ("replica", "cdrom")):
+        for path in sorted(base.rglob("*")):
+            if (path.is_file() and path.name.endswith(("entry.zip", "entry.tar.gz"))) or \
+                    (path.is_dir() and (path / "next.sh").is_file()):
+                found.append(path)
+    return found
+
+
+def info(replica_dir: Path = REPLICA_DIR) -> dict:
+    meta = json.loads((replica_dir / "replica.json").read_text())
+    image = GuestImage.load(replica_dir)
+    return {"challenge": meta["challenge"], "image": image.key, "kernel_version": image.manifest.get("kernel_version"),
+            "agent_version": image.manifest.get("agent_version"),
+            "sha256": {name: sha256_file(replica_dir / name) for name in image.manifest["sha256"]},
+            "manifest_sha256": image.manifest["sha256"]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="vmjudge-replica", description="The judge's stages 1 and 2, here.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("check", help="run stages 1 and 2 on ENTRY (an archive or a directory)")
+    c.add_argument("entry", type=Path)
+    c.add_argument("--json", action="store_true", help="print the result as JSON")
+    c.add_argument("--no-score", action="store_true", help="do not score the training answers")
+    sub.add_parser("media", help="mount attached drives read-only under /media and list entries on them")
+    sub.add_parser("info", help="the challenge, the image and the sha256 of each image file")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "check":
+            if os.geteuid() != 0:
+                raise VmjudgeError("the check runs the judge's agent, which needs root: run it as root.")
+            result = check(args.entry, score=not args.no_score)
+            if args.json:
+                print(json.dumps(result, sort_keys=True))
+            else:
+                print_report(result)
+            return 0 if result["outcome"] in ("passed", "dry-run") else 1
+        if args.command == "media":
+            found = media()
+            print("\n".join(f"entry? {p}" for p in found) if found else "no entry found on the attached drives")
+            return 0
+        print(json.dumps(info(), indent=1, sort_keys=True))
+        return 0
+    except InfrastructureError as exc:
+        print(f"vmjudge-replica: the replica could not finish the check ({exc.reason}): {exc}", file=sys.stderr)
+        return 2
+    except VmjudgeError as exc:
+        print(f"vmjudge-replica: {exc}", file=sys.stderr)
+        return 1

@@ -1,0 +1,32 @@
+"""`vmjudge replica ...`: the organiser's commands for the participants' replica ISO."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+@click.group()
+def replica() -> None:
+    """Build the replica ISO participants boot to check their entries."""
+
+
+@replica.command("build")
+@click.argument("challenge_name")
+@click.option("-o", "--output", "output", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Where to write the ISO, e.g. replica.iso.")
+@click.pass_context
+def build(ctx: click.Context, challenge_name: str, output: Path) -> None:
+    """Write the bootable replica ISO of registered CHALLENGE_NAME (or of a challenge directory)."""
+    from ..config import load_challenge, load_site
+    from ..queue.db import Queue
+    from .build import build_replica
+
+    site = load_site(ctx.find_root().obj)
+    if Path(challenge_name).is_dir():
+        directory = Path(challenge_name)
+    else:
+        directory = Queue(site.home / "queue.db").challenge_dir(challenge_name)
+    built = build_replica(site, load_challenge(directory), output, progress=lambda m: click.echo(m, err=True))
+    click.echo(f"{built.path} {built.size}")

@@ -1,0 +1,218 @@
+"""Running a stage's Job inside the booted replica: the judge's agent, locally.
+
+The judge writes the job's files on a CD, boots a VM with a home disk and reads the agent's
+frames from a virtio port. Here the same files are laid out at /media/cdrom (a tmpfs made
+read-only, files 0444 or 0555 as on the judge's ISO), the home is a tmpfs at /home/entry of
+the challenge's home size, and the very agent of the judge's root (/opt/vmjudge/agent.py)
+runs with --replica, writing its frames to a pipe. The host side is the judge's own: the same
+FrameStream and the same read loop with the same limits and stop rules (reading.Reading).
+
+A home "disk" is a tar archive of the home directory: blank = empty, an overlay = a copy, so
+stage 2 starts from the post-setup home as in the judge, and throwing it away is unlinking it.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import secrets
+import select
+import shutil
+import signal
+import subprocess
+import tarfile
+import time
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
+
+from ..config import Site
+from ..errors import InfrastructureError
+from ..supervisor.channel import ChannelClosed, FrameStream
+from ..supervisor.job import Job
+from ..supervisor.reading import JobRun, Limits, Reading, StopRule
+
+if TYPE_CHECKING:
+    from ..stages.context import StageContext
+
+MEDIA = Path("/media/cdrom")
+HOME = Path("/home/entry")
+REPLICA_CD = Path("/media/replica")
+# Exactly how the judge's /opt/vmjudge/init starts the agent, plus --replica.
+AGENT_ARGV = ("/usr/bin/python3", "-I", "-S", "-c",
+              'import sys; sys.path.insert(0, "/opt/vmjudge"); import agent; agent.main()', "--replica")
+POWEROFF_GRACE = 30.0
+
+
+class _Agent:
+    """The agent process, seen the way the read loop sees a domain."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.proc = proc
+
+    def is_active(self) -> bool:
+        return self.proc.poll() is None
+
+    def wait_stopped(self, seconds: float) -> bool:
+        try:
+            self.proc.wait(timeout=seconds)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+
+
+class _PipeReader:
+    def __init__(self, fd: int):
+        self.fd = fd
+
+    def read(self, timeout: float) -> bytes:
+        ready, _, _ = select.select([self.fd], [], [], max(timeout, 0))
+        if not ready:
+            return b""
+        data = os.read(self.fd, 1 << 20)
+        if not data:
+            raise ChannelClosed("end of stream")
+        return data
+
+
+def _run(argv: list[str]) -> None:
+    proc = subprocess.run(argv, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise InfrastructureError("replica", f"{' '.join(argv)} failed: {proc.stderr.strip()}")
+
+
+def _umount(path: Path) -> None:
+    while os.path.ismount(path):
+        if subprocess.run(["umount", str(path)], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+def kill_user(name: str = "entry") -> None:
+    """SIGKILL every process of the entry user, as the judge's agent does after each command."""
+    uid = pwd.getpwnam(name).pw_uid
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            for _ in range(3):
+                os.kill(-1, signal.SIGKILL)
+        except OSError:
+            pass
+        os._exit(0)
+    os.waitpid(pid, 0)
+
+
+class LocalRunner:
+    """The replica's JobRunner (see stages.context.JobRunner)."""
+
+    def __init__(self, site: Site):
+        self.site = site
+
+    def new_home(self, path: Path, size_mib: int) -> None:
+        with tarfile.open(path, "w"):
+            pass
+
+    def overlay(self, path: Path, backing: Path) -> None:
+        shutil.copyfile(backing, path)
+
+    def run(self, ctx: "StageContext", stage: str, job: Job, home: Path, limits: Limits,
+            should_stop: StopRule | None) -> JobRun:
+        nonce = secrets.token_hex(16)
+        log_path = ctx.results_dir / f"agent-{stage}-{ctx.attempt}.log"
+        boot_timeout = limits.boot_timeout or self.site.boot_timeout
+        budget = limits.deadline or (boot_timeout + min(job.time_budget(), limits.stage_cap or float("inf"))
+                                     + POWEROFF_GRACE)
+        self._lay_out_media(job, nonce)
+        try:
+            self._restore_home(home, ctx.challenge.vm.home_mib)
+            try:
+                with open(log_path, "wb") as log:
+                    proc = subprocess.Popen(AGENT_ARGV, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                            stderr=log, start_new_session=True)
+                assert proc.stdout is not None
+                try:
+                    started = time.monotonic()
+                    stream = FrameStream(nonce, limits=job.host_limits(), allow_raw=job.raw_copy is not None)
+                    reading = Reading(_Agent(proc), _PipeReader(proc.stdout.fileno()), stream, started, log_path,
+                                      boot_timeout, limits.silence_timeout or self.site.silence_timeout, budget,
+                                      limits.stage_cap, should_stop, None)
+                    ended = reading.until_bye()
+                    if ended == "bye":
+                        _Agent(proc).wait_stopped(POWEROFF_GRACE)
+                finally:
+                    if proc.poll() is None:
+                        proc.kill()
+                        proc.wait()
+                    proc.stdout.close()
+                    kill_user()
+                transcript = stream.transcript
+                if transcript.agent_error is not None:
+                    raise InfrastructureError("agent-error", f"the agent could not carry out the job: "
+                                              f"{transcript.agent_error}")
+                return JobRun(domain="replica", transcript=transcript, iso_sha256="", ended=ended,
+                              boot_seconds=reading.boot_seconds, total_seconds=time.monotonic() - started)
+            finally:
+                self._save_home(home)
+        finally:
+            _umount(MEDIA)
+
+    def _lay_out_media(self, job: Job, nonce: str) -> None:
+        """The job's CD, as a read-only tmpfs at the judge's mount point. Files from the replica
+        CD (training records) are linked, not copied; everything else is copied."""
+        _umount(MEDIA)
+        MEDIA.mkdir(parents=True, exist_ok=True)
+        _run(["mount", "-t", "tmpfs", "-o", "mode=0755,nosuid,nodev", "replica-job", str(MEDIA)])
+        entries = dict(_expand(job.media))
+        entries[PurePosixPath("job.json")] = job.job_json(nonce)
+        for rel, source in sorted(entries.items()):
+            target = MEDIA / rel
+            for parent in reversed(target.relative_to(MEDIA).parents[:-1]):
+                d = MEDIA / parent
+                if not d.exists():
+                    d.mkdir()
+            if isinstance(source, bytes):
+                target.write_bytes(source)
+                os.chmod(target, 0o444)
+            elif REPLICA_CD in source.resolve().parents:
+                target.symlink_to(source.resolve())
+            else:
+                shutil.copyfile(source, target)
+                os.chmod(target, 0o555 if os.access(source, os.X_OK) else 0o444)
+        for root, dirs, _ in os.walk(MEDIA):
+            for d in dirs:
+                os.chmod(os.path.join(root, d), 0o555)
+        _run(["mount", "-o", "remount,ro", str(MEDIA)])
+
+    def _restore_home(self, home: Path, size_mib: int) -> None:
+        _umount(HOME)
+        HOME.mkdir(parents=True, exist_ok=True)
+        _run(["mount", "-t", "tmpfs", "-o", f"size={size_mib}m,mode=0755,nosuid,nodev", "home", str(HOME)])
+        _run(["tar", "-x", "-p", "--numeric-owner", "-f", str(home), "-C", str(HOME)])
+        entry = pwd.getpwnam("entry")
+        os.chown(HOME, entry.pw_uid, entry.pw_gid)
+
+    def _save_home(self, home: Path) -> None:
+        try:
+            tmp = home.with_name(home.name + ".tmp")
+            _run(["tar", "-c", "-p", "--numeric-owner", "-f", str(tmp), "-C", str(HOME), "."])
+            os.replace(tmp, home)
+        finally:
+            _umount(HOME)
+
+
+def _expand(media) -> dict[PurePosixPath, Path | bytes]:
+    """{path on the CD: file, directory or bytes} -> {path: file or bytes}, as the ISO writer does."""
+    out: dict[PurePosixPath, Path | bytes] = {}
+    for name, source in media.items():
+        path = PurePosixPath(name)
+        if isinstance(source, bytes) or not Path(source).is_dir():
+            out[path] = source if isinstance(source, bytes) else Path(source)
+            continue
+        for root, dirs, names in os.walk(source):
+            dirs.sort()
+            for n in sorted(names):
+                full = Path(root, n)
+                if full.is_file() and not full.is_symlink():
+                    out[path / PurePosixPath(*full.relative_to(source).parts)] = full
+    return out

@@ -1,0 +1,110 @@
+"""The host's read loop for one run, with every host-side limit, and what a run gives back.
+
+Kept apart from runner.py (libvirt) because the replica ISO runs the same loop inside the
+participant's machine: there the "domain" is the agent's local process and the "reader" a
+pipe, and the loop, the limits and the stop rules must be the judge's very own.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from ..errors import Cancelled, InfrastructureError
+from .channel import ChannelClosed, FrameStream, Transcript
+
+POLL = 0.5
+# A pty closes a moment before libvirt reports the domain stopped.
+CLOSE_GRACE = 5.0
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Host-side limits for one run; None takes the site's value or the job's own budget.
+
+    `stage_cap` is the entry's own time limit for all its commands together, counted from
+    the guest's hello: passing it ends the run as the entry's fault (JobRun.capped), while
+    passing `deadline` (boot included) is the infrastructure's.
+    """
+
+    boot_timeout: float | None = None
+    silence_timeout: float | None = None
+    deadline: float | None = None
+    stage_cap: float | None = None
+
+
+@dataclass
+class JobRun:
+    domain: str
+    transcript: Transcript
+    iso_sha256: str
+    boot_seconds: float  # start to the hello frame
+    total_seconds: float
+    ended: str = "bye"  # bye | stopped (the host's should_stop said so) | capped (stage_cap passed)
+
+
+# Looks at the transcript after each batch of frames; True ends the run at once.
+StopRule = Callable[[Transcript], bool]
+
+
+@dataclass
+class Reading:
+    """The host's read loop for one run, with every host-side limit checked on each pass."""
+
+    domain: Any  # is_active() and wait_stopped(seconds): a libvirt Domain, or the replica's process
+    reader: Any  # read(timeout) -> bytes, ChannelClosed at the end
+    stream: FrameStream
+    started: float
+    console_log: Path
+    boot_timeout: float
+    silence_timeout: float
+    budget: float
+    stage_cap: float | None = None
+    should_stop: StopRule | None = None
+    cancel: threading.Event | None = None
+    boot_seconds: float = 0.0
+
+    def until_bye(self) -> str:
+        transcript = self.stream.transcript
+        last_frame = self.started
+        while not transcript.finished:
+            if self.cancel is not None and self.cancel.is_set():
+                raise Cancelled("the daemon is stopping")
+            now = time.monotonic()
+            self._check_limits(now, last_frame)
+            if self.stage_cap is not None and transcript.hello is not None \
+                    and now - (self.started + self.boot_seconds) >= self.stage_cap:
+                return "capped"
+            try:
+                data = self.reader.read(min(POLL, self.budget - (now - self.started)))
+            except ChannelClosed:
+                data = b""
+                if not self.domain.wait_stopped(CLOSE_GRACE):
+                    raise InfrastructureError("channel-broken", "the data channel closed while the VM still ran.")
+            if data:
+                had_hello = transcript.hello is not None
+                if self.stream.feed(data):
+                    last_frame = time.monotonic()
+                    if not had_hello and transcript.hello is not None:
+                        self.boot_seconds = last_frame - self.started
+                    if self.should_stop is not None and self.should_stop(transcript):
+                        return "stopped"
+            elif not self.domain.is_active():
+                raise InfrastructureError("guest-stopped", "the VM stopped before the guest agent finished "
+                                          f"(a crash, a kernel panic or a reboot; console log: {self.console_log}).")
+        return "bye"
+
+    def _check_limits(self, now: float, last_frame: float) -> None:
+        transcript = self.stream.transcript
+        if now - self.started >= self.budget:
+            raise InfrastructureError("guest-deadline", f"the VM ran past its host deadline of {self.budget:.0f} s "
+                                      f"and was destroyed (console log: {self.console_log}).")
+        if transcript.hello is None and now - self.started >= self.boot_timeout:
+            raise InfrastructureError("guest-no-hello", f"the guest did not report within {self.boot_timeout:.0f} s "
+                                      f"of starting; it may not have booted (console log: {self.console_log}).")
+        if transcript.hello is not None and now - last_frame >= self.silence_timeout:
+            raise InfrastructureError("channel-silent", f"the data channel was silent for {self.silence_timeout:.0f} s;"
+                                      f" the guest agent has stopped (console log: {self.console_log}).")
