@@ -69,16 +69,22 @@ def _admission_lock(home: Path) -> Iterator[None]:
         yield  # closing the file releases the lock
 
 
-def admit(site: Site, queue: Queue, name: str, ch: Challenge, archive: Path, owner: str, late: bool) -> Admitted:
-    """Check what can be checked without unpacking, apply the entry limit, store the archive
-    (fsynced), then queue it. `name` is the challenge as registered, `ch` its challenge.toml."""
+def check_archive(ch: Challenge, name: str, archive: Path) -> list[str]:
+    """What can be checked without unpacking (name, size, readability); the member names.
+    The replica ISO's check runs this too, so it refuses what `submit` would."""
     kind = check_archive_name(archive.name)
     size = archive.stat().st_size
     if size > ch.entry.max_size:
         raise EntryError("bad-archive", f"{archive.name} is {size / 1e6:.1f} MB, over the "
                          f"{ch.entry.max_size / 1e6:.1f} MB that {name} accepts: make the entry smaller and "
                          "submit again.")
-    dry_run = declares_dry_run(check_readable(archive, kind))
+    return check_readable(archive, kind)
+
+
+def admit(site: Site, queue: Queue, name: str, ch: Challenge, archive: Path, owner: str, late: bool) -> Admitted:
+    """Check what can be checked without unpacking, apply the entry limit, store the archive
+    (fsynced), then queue it. `name` is the challenge as registered, `ch` its challenge.toml."""
+    dry_run = declares_dry_run(check_archive(ch, name, archive))
     limit = ch.entry.max_scored_per_owner
     with _admission_lock(site.home):
         if limit is not None and not dry_run:

@@ -40,19 +40,6 @@ def _archive_directory(directory: Path, out_dir: Path) -> Path:
     return out
 
 
-def _accept(ch: Challenge, archive: Path) -> None:
-    """What the judge's `submit` checks before it queues an entry."""
-    from ..queue.spool import check_archive_name, check_readable
-
-    kind = check_archive_name(archive.name)
-    size = archive.stat().st_size
-    if size > ch.entry.max_size:
-        raise EntryError("bad-archive", f"{archive.name} is {size / 1e6:.1f} MB, over the "
-                         f"{ch.entry.max_size / 1e6:.1f} MB that {ch.name} accepts: make the entry smaller and "
-                         "submit again.")
-    check_readable(archive, kind)
-
-
 def training_scores(ch: Challenge, entry_dir: Path) -> dict[str, float] | None:
     """The entry's submitted training answers (stage 2 proved next.sh reproduces them) scored
     with the challenge's scorer against training/REFERENCE*; None when there is no reference."""
@@ -101,7 +88,9 @@ def check(entry: Path, replica_dir: Path = REPLICA_DIR, work: Path = WORK, score
     else:
         raise EntryError("no-entry", f"{entry} does not exist: give the path of your entry archive "
                          "(NAME-entry.zip or NAME-entry.tar.gz) or directory; `vmjudge-replica media` lists them.")
-    _accept(ch, archive)
+    from ..queue.admit import check_archive
+
+    check_archive(ch, ch.name, archive)
     queue = Queue(home / "queue.db")
     queue.add_challenge(ch.name, ch.directory, image.key)
     entry_id = queue.add_entry(ch.name, "participant", False, sha256_file(archive), archive.name, archive.resolve())
