@@ -56,17 +56,26 @@ def own_domains(conn, home: Path) -> list[str]:
     return vm.leftover_domains(conn, prefix=f"{vm.DOMAIN_PREFIX}{load_site(home).domain_tag}-")
 
 
+def stage_running(queue: Queue, entry_id: int, stage: str) -> bool:
+    return any(r.stage == stage and r.finished_at is None for r in queue.stage_runs(entry_id))
+
+
+def kill_daemon_when(home: Path, condition, timeout: float, what: str) -> None:
+    """Start a daemon, wait for `condition`, then SIGKILL it (also if the wait failed)."""
+    daemon = start_daemon(home)
+    try:
+        wait_until(condition, timeout, what)
+    finally:
+        daemon.send_signal(signal.SIGKILL)
+        daemon.wait()
+
+
 def test_a_killed_daemon_leaves_nothing_behind_and_the_stage_runs_again(home, conn):
     path = archive(EXAMPLES / "af2017" / "entries" / "dryrun", home / "dryrun-entry.tar.gz")
     entry_id = int(vmjudge(home, "submit", "af2017", str(path)).stdout)
     queue = Queue(home / "queue.db")
-    daemon = start_daemon(home)
-    try:
-        wait_until(lambda: any(r.stage == "quiz" and r.finished_at is None for r in queue.stage_runs(entry_id))
-                   and own_domains(conn, home), 300, "the quiz VM to be running")
-    finally:
-        daemon.send_signal(signal.SIGKILL)
-        daemon.wait()
+    kill_daemon_when(home, lambda: stage_running(queue, entry_id, "quiz") and own_domains(conn, home),
+                     300, "the quiz VM to be running")
     assert own_domains(conn, home), "the killed daemon's VM should outlive it"
     assert list((home / "run").iterdir()), "the killed daemon's scratch directory should remain"
     vmjudge(home, "daemon", "--until-idle")
@@ -81,13 +90,8 @@ def test_a_daemon_killed_in_the_exam_scores_the_entry_once(home, conn):
     path = archive(EXAMPLES / "af2017" / "entries" / "good", home / "good-entry.tar.gz")
     entry_id = int(vmjudge(home, "submit", "af2017", str(path)).stdout)
     queue = Queue(home / "queue.db")
-    daemon = start_daemon(home)
-    try:
-        wait_until(lambda: any(r.stage == "exam" and r.finished_at is None for r in queue.stage_runs(entry_id))
-                   and own_domains(conn, home), 600, "the exam VM to be running")
-    finally:
-        daemon.send_signal(signal.SIGKILL)
-        daemon.wait()
+    kill_daemon_when(home, lambda: stage_running(queue, entry_id, "exam") and own_domains(conn, home),
+                     600, "the exam VM to be running")
     vmjudge(home, "daemon", "--until-idle")
     doc = json.loads(vmjudge(home, "show", str(entry_id), "--json", "--organiser").stdout)
     assert (doc["state"], doc["outcome"], doc["scores"]["score"]) == ("done", "scored", 1.0)
@@ -107,17 +111,12 @@ def test_a_daemon_killed_while_scoring_scores_the_entry_once(home, conn, monkeyp
                                               .replace('scorer = "af2017"', 'scorer = "tests.held_scorer:score"'))
     vmjudge(home, "challenge", "add", str(challenge))
     hold = home / "hold"
-    hold.touch()
+    os.mkfifo(hold)
     monkeypatch.setenv("VMJUDGE_TEST_HOLD", str(hold))
     path = archive(EXAMPLES / "af2017" / "entries" / "good", home / "good-entry.tar.gz")
     entry_id = int(vmjudge(home, "submit", "af2017held", str(path)).stdout)
-    daemon = start_daemon(home)
-    try:
-        wait_until(hold.with_suffix(".scoring").exists, 900, "stage 4 to begin")
-    finally:
-        daemon.send_signal(signal.SIGKILL)
-        daemon.wait()
-    hold.unlink()
+    kill_daemon_when(home, hold.with_suffix(".scoring").exists, 900, "stage 4 to begin")
+    hold.unlink()  # the next daemon's scorer finds no hold and scores at once
     vmjudge(home, "daemon", "--until-idle")
     doc = json.loads(vmjudge(home, "show", str(entry_id), "--json", "--organiser").stdout)
     assert (doc["state"], doc["outcome"], doc["scores"]["score"]) == ("done", "scored", 1.0)
@@ -133,7 +132,7 @@ def test_sigterm_stops_cleanly_and_requeues_the_running_stage(home, conn):
     entry_id = int(vmjudge(home, "submit", "af2017", str(path)).stdout)
     queue = Queue(home / "queue.db")
     daemon = start_daemon(home)
-    wait_until(lambda: any(r.stage == "quiz" and r.finished_at is None for r in queue.stage_runs(entry_id))
+    wait_until(lambda: stage_running(queue, entry_id, "quiz")
                and own_domains(conn, home), 300, "the quiz VM to be running")
     daemon.send_signal(signal.SIGTERM)
     assert daemon.wait(timeout=60) == 0, daemon.stderr.read().decode()

@@ -19,7 +19,7 @@ import pytest
 
 from vmjudge.queue.db import Queue
 
-from .test_daemon import own_domains, wait_until
+from .test_daemon import own_domains, stage_running, wait_until
 from .test_pipeline import EXAMPLES, REPO, archive, vmjudge
 
 
@@ -123,7 +123,7 @@ def test_libvirtd_restarting_mid_stage_or_down_between_stages_costs_the_entry_no
     try:
         # libvirtd restarts while the quiz VM runs: qemu and the channel carry on, the
         # daemon reconnects, and the stage finishes as if nothing happened.
-        wait_until(lambda: any(r.stage == "quiz" and r.finished_at is None for r in queue.stage_runs(first))
+        wait_until(lambda: stage_running(queue, first, "quiz")
                    and running_domains(conn, home), 600, "the quiz VM to be running")
         libvirtd.stop()
         libvirtd.start()
@@ -161,7 +161,7 @@ def test_a_full_host_disk_during_a_stage_is_retried_not_charged(home, site, conn
     filler = home / "filler"
     daemon = Daemon(home)
     try:
-        wait_until(lambda: any(r.stage == "quiz" and r.finished_at is None for r in queue.stage_runs(entry_id))
+        wait_until(lambda: stage_running(queue, entry_id, "quiz")
                    and own_domains(conn, home), 600, "the quiz VM to be running")
         fill(filler)
         # Even reading the queue can fail now: the daemon's log tells when it met the full disk.
