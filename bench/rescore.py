@@ -36,6 +36,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+import numpy as np  # noqa: E402
 import wfdb  # noqa: E402
 
 from vmjudge import rescore, results_store  # noqa: E402
@@ -47,22 +48,13 @@ from vmjudge.stages.score.beats2014 import score as beats2014_score  # noqa: E40
 from vmjudge.workdir import ensure_home  # noqa: E402
 
 EXAMPLE = REPO / "examples" / "beats2014"
-NORMAL, SKIP = 1, 59  # WFDB annotation codes
 
 
 def encode_annotations(samples: list[int]) -> bytes:
-    """WFDB MIT annotation format, as examples/beats2014's detect.py writes it."""
-    out = bytearray()
-    previous = 0
-    for s in samples:
-        delta = s - previous
-        previous = s
-        if delta > 1023:
-            out += (SKIP << 10).to_bytes(2, "little")
-            out += (delta >> 16).to_bytes(2, "little") + (delta & 0xFFFF).to_bytes(2, "little")
-            delta = 0
-        out += ((NORMAL << 10) | delta).to_bytes(2, "little")
-    return bytes(out + b"\x00\x00")
+    """The annotation file a detector writes (WFDB MIT format), written by wfdb itself."""
+    with tempfile.TemporaryDirectory() as tmp:
+        wfdb.wrann("answer", "qrs", np.array(samples, dtype=np.int64), symbol=["N"] * len(samples), write_dir=tmp)
+        return (Path(tmp) / "answer.qrs").read_bytes()
 
 
 def detections(rng: random.Random, beats: list[int], length: int) -> bytes | None:
