@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -13,7 +14,7 @@ import pytest
 
 from vmjudge.config import ImageRecipe
 from vmjudge.errors import ImageError, InfrastructureError
-from vmjudge.images import build
+from vmjudge.images import build, initramfs, kernel_modules
 from vmjudge.images.guest import frames
 from vmjudge.images.image import GuestImage, sha256_file
 
@@ -24,12 +25,35 @@ def test_manifest_pins_every_file_and_package(image):
     m = image.manifest
     for name in ("root.sqfs", "vmlinuz", "initrd.img"):
         assert m["sha256"][name] == sha256_file(image.directory / name)
-    assert {"python3", "linux-image-cloud-amd64", "busybox-static"} <= set(m["packages"])
+    assert {"python3", "linux-image-amd64", "busybox-static"} <= set(m["packages"])
     assert all(v for v in m["packages"].values())  # every package with its version
     assert m["agent_version"] == build.agent_version() and m["protocol"] == frames.PROTOCOL
     assert m["recipe"] == {"packages": [], "pip": []}
-    assert m["kernel_version"].endswith("-cloud-amd64")
+    assert m["kernel_version"].endswith("-amd64") and "cloud" not in m["kernel_version"]
     assert "kernel/drivers/char/virtio_console.ko" in m["initramfs_modules"]
+
+
+def test_kernel_has_usb_and_sata_for_the_replica_and_no_network_drivers(image):
+    """Debian's generic kernel, so the replica boots from a stick on a real computer; its module
+    tree trimmed of network, radio and sound drivers, and still consistent."""
+    members = initramfs.read_newc(gzip.decompress(image.initrd.read_bytes()))
+    replica = members["modules-replica.list"].data.decode().split()
+    for wanted in ("usb-storage.ko", "uas.ko", "xhci-pci.ko", "ehci-pci.ko", "ahci.ko", "usbhid.ko", "loop.ko"):
+        assert any(p.endswith("/" + wanted) for p in replica), wanted
+    assert not set(replica) & set(members["modules.list"].data.decode().split())
+    listing = subprocess.run(["unsquashfs", "-l", "-d", "", str(image.root)], capture_output=True, text=True,
+                             check=True).stdout.split()
+    version = image.manifest["kernel_version"]
+    tree = f"/lib/modules/{version}/kernel/"
+    modules = [p.split(tree, 1)[1] for p in listing if tree in p and p.endswith(".ko")]
+    assert len(modules) > 1000
+    assert "drivers/gpu/drm/drm.ko" in modules  # kept, for GPU passthrough
+    for pruned in kernel_modules.PRUNED:
+        assert not [m for m in modules if m.startswith(pruned + "/")], pruned
+    dep = subprocess.run(["unsquashfs", "-cat", str(image.root), f"usr/lib/modules/{version}/modules.dep"],
+                         capture_output=True, text=True, check=True).stdout
+    needed = {p for line in dep.splitlines() for p in line.replace(":", " ").split()}
+    assert needed and needed <= set(f"kernel/{m}" for m in modules)
 
 
 def test_unchanged_recipe_is_not_rebuilt(site, image):

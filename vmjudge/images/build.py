@@ -21,11 +21,12 @@ from typing import Callable
 
 from ..config import ImageRecipe, Site
 from ..errors import ImageError
-from . import initramfs
+from . import initramfs, kernel_modules
+from .kernel_modules import prune_modules
 from .guest import frames
 from .image import FILES, GuestImage, sha256_file
 
-BASE_PACKAGES = ("python3", "e2fsprogs", "busybox-static", "tiny-initramfs", "linux-image-cloud-amd64")
+BASE_PACKAGES = ("python3", "e2fsprogs", "busybox-static", "tiny-initramfs", "linux-image-amd64")
 GUEST_DIR = Path(__file__).parent / "guest"
 GUEST_FILES = ("agent.py", "frames.py", "init")
 ENTRY_UID = 1000
@@ -49,7 +50,7 @@ def _sources(site: Site) -> list[str]:
 def recipe_document(site: Site, recipe: ImageRecipe) -> dict:
     """Everything that decides the image's content; its hash names the image."""
     code = hashlib.sha256()
-    for path in sorted(GUEST_DIR.iterdir()) + [Path(__file__), Path(initramfs.__file__)]:
+    for path in sorted(GUEST_DIR.iterdir()) + [Path(__file__), Path(initramfs.__file__), Path(kernel_modules.__file__)]:
         if path.is_file() and not path.name.endswith(".pyc"):
             code.update(path.name.encode() + b"\0" + path.read_bytes())
     return {"suite": site.suite, "sources": _sources(site),
@@ -176,8 +177,10 @@ def _build(site: Site, recipe: ImageRecipe, work: Path, progress: Progress) -> d
     step("kernel and initramfs")
     kernels = sorted((root / "boot").glob("vmlinuz-*"))
     if not kernels:
-        raise ImageError("the guest root has no kernel in /boot: keep linux-image-cloud-amd64 in the base packages.")
+        raise ImageError("the guest root has no kernel in /boot: keep linux-image-amd64 in the base packages.")
     kernel_version = kernels[-1].name[len("vmlinuz-"):]
+    freed = prune_modules(root, kernel_version)
+    progress(f"    removed {freed / 1e6:.0f} MB of network, radio and sound drivers")
     shutil.copyfile(kernels[-1], work / "vmlinuz")
     modules = initramfs.build_initramfs(root, kernel_version, GUEST_DIR / "initramfs-init", work / "initrd.img")
 

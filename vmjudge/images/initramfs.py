@@ -1,7 +1,7 @@
 """The initramfs: busybox, the few kernel modules needed to reach the root, and our init.
 
-Debian's cloud kernel keeps virtio, squashfs, overlay, isofs and the CD-ROM drivers as
-modules, and they must be loaded dependencies first. The archive is a gzip'd "newc" cpio
+Debian's kernel keeps virtio, squashfs, overlay, isofs and the CD-ROM drivers as modules,
+and they must be loaded dependencies first. The archive is a gzip'd "newc" cpio
 written here directly: the format is a fixed 110-byte header per member, and writing it
 ourselves keeps the output byte-for-byte reproducible (no host mtimes, uids or inode numbers).
 """
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ImageError
+from .kernel_modules import read_modules_dep
 
 # What the init needs, by module name; their dependencies are found in modules.dep.
 # virtio_rng comes first: without a seeded CRNG, Python's start blocks in getrandom() for
@@ -22,9 +23,12 @@ from ..errors import ImageError
 MODULES = ("virtio_pci", "virtio_rng", "virtio_blk", "virtio_console", "squashfs", "overlay", "isofs",
            "sr_mod", "ata_piix")
 # Loaded only when booted as the replica ISO (kernel argument vmjudge.replica), so the judge's
-# boot does not pay for them: loop mounts root.sqfs from the CD, sd_mod reads the hybrid ISO
-# when a VM attaches it as a disk. The cloud kernel has no USB host or ahci drivers at all.
-REPLICA_MODULES = ("loop", "sd_mod")
+# boot does not pay for them: loop mounts root.sqfs from the CD; sd_mod, ahci and the USB host
+# and storage drivers find the hybrid ISO written to a stick or attached as a SATA disk or CD on
+# a participant's own computer; usbhid keeps a USB keyboard working once the USB host drivers
+# have taken the controller from the firmware's legacy keyboard emulation.
+REPLICA_MODULES = ("loop", "sd_mod", "ahci", "xhci_pci", "ehci_pci", "ohci_pci", "uhci_hcd", "usb_storage", "uas",
+                   "usbhid", "hid_generic")
 
 
 @dataclass(frozen=True)
@@ -37,10 +41,7 @@ class Member:
 
 def module_load_order(modules_dir: Path, wanted: tuple[str, ...] = MODULES) -> list[str]:
     """Paths (relative to modules_dir) of the wanted modules, each after what it needs."""
-    deps: dict[str, list[str]] = {}
-    for line in (modules_dir / "modules.dep").read_text().splitlines():
-        path, _, rest = line.partition(":")
-        deps[path] = rest.split()
+    deps = read_modules_dep(modules_dir)
     builtin = set()
     builtin_file = modules_dir / "modules.builtin"
     if builtin_file.exists():
@@ -60,7 +61,7 @@ def module_load_order(modules_dir: Path, wanted: tuple[str, ...] = MODULES) -> l
             visit(by_name[name])
         elif name not in builtin:
             raise ImageError(f"the guest kernel has no module {name}: the image cannot boot; "
-                             "use Debian's linux-image-cloud-amd64 kernel.")
+                             "use Debian's linux-image-amd64 kernel.")
     return order
 
 

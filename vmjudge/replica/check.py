@@ -149,10 +149,13 @@ def media(root: Path = MEDIA_ROOT) -> list[Path]:
     mounted_devs = {line.split()[0] for line in Path("/proc/mounts").read_text().splitlines()}
     replica_dev = next((line.split()[0] for line in Path("/proc/mounts").read_text().splitlines()
                         if line.split()[1] == "/media/replica"), None)
+    replica_name = replica_dev.removeprefix("/dev/") if replica_dev else None
     for dev in sorted(Path("/sys/class/block").iterdir()):
         name = dev.name
-        if name.startswith(("loop", "ram")) or f"/dev/{name}" in mounted_devs or f"/dev/{name}" == replica_dev:
+        if name.startswith(("loop", "ram")) or f"/dev/{name}" in mounted_devs or name == replica_name:
             continue
+        if (dev / "partition").exists() and dev.resolve().parent.name == replica_name:
+            continue  # a partition of the replica stick (its isohybrid or EFI partition)
         if (dev / "holders").is_dir() and any((dev / "holders").iterdir()):
             continue  # in use by a loop or device-mapper device
         target = root / name
