@@ -149,8 +149,9 @@ def test_replica_build_is_deterministic_and_bootable_from_cd_and_disk(judged, re
 def test_replica_boots_from_a_usb_stick_on_pc_hardware_and_names_no_network(judged, replica_iso):
     """The hardware of a participant's own computer, as qemu models it: the ISO written to a USB
     stick on an xHCI controller, booted by the firmware from the stick; the entry on a CD in a
-    SATA (AHCI) drive, as VirtualBox attaches one; and a network card, for which the replica
-    has no driver."""
+    SATA (AHCI) drive, as VirtualBox attaches one; a USB keyboard, which must keep working once
+    the kernel's USB drivers take the controller from the firmware; and a network card, for which
+    the replica has no driver."""
     home, _ = judged
     entry_iso = write_iso(home / "entry-sata.iso", {"alice-entry.tar.gz": home / "entries" / "af2017-good-entry.tar.gz"})
     console = Console(["qemu-system-x86_64", "-m", "2048", "-accel", "tcg", "-display", "none", "-serial", "stdio",
@@ -158,6 +159,7 @@ def test_replica_boots_from_a_usb_stick_on_pc_hardware_and_names_no_network(judg
                        "-device", "qemu-xhci,id=xhci",
                        "-drive", f"if=none,id=stick,file={replica_iso},format=raw,readonly=on",
                        "-device", "usb-storage,bus=xhci.0,drive=stick,bootindex=1",
+                       "-device", "usb-kbd,bus=xhci.0",
                        "-device", "ahci,id=sata",
                        "-drive", f"if=none,id=entrycd,file={entry_iso},media=cdrom,readonly=on",
                        "-device", "ide-cd,bus=sata.0,drive=entrycd"])
@@ -166,11 +168,12 @@ def test_replica_boots_from_a_usb_stick_on_pc_hardware_and_names_no_network(judg
         console.expect(r"replica# ", BOOT_TIMEOUT)
         # The markers are typed with quotes in them, so only the output matches them.
         console.send(f"echo '@@HW''-START@@'; readlink -f /sys/block/{stick} /sys/block/sr0; ls /sys/class/net; "
-                     "echo '@@HW''-END@@'")
+                     "echo '@@HW''-END@@'; cat /sys/class/input/input*/name; echo '@@KBD''-END@@'")
         seen = console.expect(r"(?s)@@HW-START@@\r?\n(.*?)@@HW-END@@", 60).group(1).split()
         assert re.match(r"/sys/devices/pci0000:00/[^ ]*/usb\d/.*/block/sd[a-z]$", seen[0]), seen
         assert "/ata" in seen[1] and seen[1].endswith("/block/sr0"), seen
         assert seen[2:] == ["lo"], seen  # the e1000 card is there, and has no driver
+        assert "QEMU QEMU USB Keyboard" in console.expect(r"(?s)(.*?)@@KBD-END@@", 60).group(1)
         console.send("vmjudge-replica media; echo @@MEDIA@@ $?")
         console.expect(r"entry\? /media/sr0/alice-entry.tar.gz", 120)
         assert console.expect(r"@@MEDIA@@ (\d+)", 120).group(1) == "0"
