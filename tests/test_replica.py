@@ -16,6 +16,7 @@ import os
 import re
 import shlex
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -36,6 +37,7 @@ REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "af2017"
 CASES = ("good", "quiz-mismatch", "dryrun")
 BOOT_TIMEOUT = 300  # seconds from qemu's start to the replica's prompt under TCG (measured: about 6)
+OVMF = Path("/usr/share/ovmf/OVMF.fd")  # Debian's ovmf package: UEFI firmware for qemu
 CHECK_TIMEOUT = 600
 
 
@@ -128,7 +130,8 @@ def test_replica_build_is_deterministic_and_bootable_from_cd_and_disk(judged, re
         mbr = f.read(512)
         f.seek(17 * 2048)
         boot_record = f.read(2048)
-    assert mbr[510:512] == b"\x55\xaa" and mbr[0x1be + 4] != 0  # isohybrid: a partition a BIOS can boot
+    # isohybrid: partition 1 (the whole ISO, marked active) for a BIOS, partition 2 (0xEF) for UEFI.
+    assert mbr[510:512] == b"\x55\xaa" and mbr[0x1be] == 0x80 and mbr[0x1ce + 4] == 0xEF
     assert boot_record[1:6] == b"CD001" and boot_record[7:30].startswith(b"EL TORITO SPECIFICATION")
     # Written to a stick and shown to a VM as an IDE disk, as the README says, with the entry on a second ISO.
     text = (REPO / "README.md").read_text().split("## For participants", 1)[1].split("\n## ", 1)[0]
@@ -144,6 +147,52 @@ def test_replica_build_is_deterministic_and_bootable_from_cd_and_disk(judged, re
         assert console.expect(r"@@MEDIA@@ (\d+)", 120).group(1) == "0"
     finally:
         console.close()
+
+
+def efi_partition(iso: Path) -> bytes:
+    """What a UEFI firmware finds as the EFI system partition of the ISO written to a disk."""
+    with open(iso, "rb") as f:
+        mbr = f.read(512)
+        start, count = struct.unpack_from("<LL", mbr, 0x1ce + 8)
+        f.seek(start * 512)
+        return f.read(count * 512)
+
+
+def test_replica_boots_with_uefi_from_cd_and_disk(judged, replica_iso, tmp_path):
+    """OVMF boots the ISO as a CD (El Torito EFI entry) and as a disk (the MBR's EFI system
+    partition), GRUB boots the same kernel, initramfs and command line as ISOLINUX, and the
+    replica works; the kernel itself says it was started by UEFI firmware."""
+    home, _ = judged
+    esp = efi_partition(replica_iso)
+    assert esp == iso_files(replica_iso)["/efi/efiboot.img"]
+    (tmp_path / "esp.img").write_bytes(esp)
+    listing = subprocess.run(["mdir", "-b", "-i", str(tmp_path / "esp.img"), "::/EFI/BOOT"],
+                             capture_output=True, text=True, check=True, env=dict(os.environ, MTOOLS_SKIP_CHECK="1"))
+    assert listing.stdout.split() == ["::/EFI/BOOT/BOOTX64.EFI"]
+    isolinux = (REPO / "vmjudge" / "replica" / "boot" / "isolinux.cfg").read_text()
+    append = [w for w in re.search(r"APPEND (.*)", isolinux).group(1).split() if not w.startswith("initrd=")]
+    text = (REPO / "README.md").read_text().split("## For participants", 1)[1].split("\n## ", 1)[0]
+    assert f"-bios {OVMF}" in text
+    cd = [str(replica_iso) if a == "replica.iso" else a for a in readme_qemu_command()]
+    cd = cd[:cd.index("-drive")] + cd[cd.index("-drive") + 2:]  # no entries directory needed here
+    disk = ["qemu-system-x86_64", "-m", "2048", "-drive", f"file={replica_iso},format=raw,if=ide,snapshot=on",
+            "-nic", "none", "-serial", "stdio"]
+    for how, argv, device in (("cd", cd, r"/dev/sr0"), ("disk", disk, r"/dev/sda")):
+        console = Console(argv + ["-bios", str(OVMF), "-accel", "tcg", "-display", "none"])
+        try:
+            started = time.monotonic()
+            console.expect(rf"replica CD found on {device}", BOOT_TIMEOUT)
+            console.expect(r"replica# ", BOOT_TIMEOUT)
+            print(f"UEFI boot from {how} to prompt: {time.monotonic() - started:.1f} s")
+            # The echoed command line shows "$(" where the answers will be, which the patterns skip.
+            console.send("echo @@FIRMWARE@@ $(test -d /sys/firmware/efi && echo uefi || echo bios);"
+                         " echo @@CMDLINE@@ $(cat /proc/cmdline); vmjudge-replica media; echo @@MEDIA@@ $?")
+            assert console.expect(r"@@FIRMWARE@@ (\w+)", 60).group(1) == "uefi", how
+            cmdline = console.expect(r"@@CMDLINE@@ ([^$\r\n][^\r\n]*)", 60).group(1).split()
+            assert [w for w in cmdline if not w.startswith("BOOT_IMAGE=")] == append, how
+            assert console.expect(r"@@MEDIA@@ (\d+)", 120).group(1) == "0"
+        finally:
+            console.close()
 
 
 def test_guest_side_imports_need_no_host_library():
