@@ -4,7 +4,8 @@ bootable by plain qemu, and `vmjudge-replica check` giving the judge's verdicts.
 The verdicts are computed for real: the daemon judges the same three archives (good,
 quiz-mismatch, dryrun) in libvirt VMs, and the replica, booted with the qemu command line the
 README gives participants (BIOS boot through the ISO's own ISOLINUX, TCG), checks them from
-a FAT drive in one boot, driven over its serial console.
+a FAT drive in one boot, driven over its serial console. UEFI firmware (OVMF) boots the same
+ISO through its GRUB, as a CD and as a disk.
 """
 
 from __future__ import annotations
@@ -299,3 +300,43 @@ def test_boot_files_keep_plain_iso9660_names_and_the_output_is_reproducible(tmp_
         assert data.getvalue() == b"root"
     finally:
         iso.close()
+
+
+def test_uefi_boot_image_is_pinned_and_is_both_the_el_torito_entry_and_the_efi_partition(tmp_path, monkeypatch):
+    """Nothing in the UEFI boot image carries the build's date; the ISO's El Torito EFI entry
+    and its MBR partition 2 (type 0xEF) are that image; the GPT's GUIDs are fixed and agree."""
+    from vmjudge.errors import MediaError
+    from vmjudge.images.iso import GPT_DISK_GUID, ElTorito, write_iso
+    from vmjudge.replica import efi
+    from vmjudge.replica.build import ISOLINUX_BIN
+
+    image = efi.build_efi_image(tmp_path)
+    env = dict(os.environ, MTOOLS_SKIP_CHECK="1")
+    listing = subprocess.run(["mdir", "-i", str(image), "-/", "::/"], capture_output=True, text=True, check=True,
+                             env=env).stdout
+    dates = re.findall(r"\d{4}-\d\d-\d\d +\d+:\d\d", listing)
+    assert "BOOTX64  EFI" in listing and len(dates) == 7 and set(dates) == {"2000-01-01   0:00"}, listing
+    grub = (tmp_path / "BOOTX64.EFI").read_bytes()
+    pe = struct.unpack_from("<I", grub, 0x3c)[0]
+    # grub-mkimage's PE header date is its fixed 2015-01-01, not the build's.
+    assert grub[pe:pe + 4] == b"PE\0\0" and struct.unpack_from("<I", grub, pe + 8)[0] == 1420070400
+    files = {"isolinux/isolinux.bin": ISOLINUX_BIN, "efi/efiboot.img": image, "vmjudge/replica.json": b"{}"}
+    boot = ElTorito(loader="isolinux/isolinux.bin", catalog="isolinux/boot.cat", efi="efi/efiboot.img")
+    one, two = write_iso(tmp_path / "one.iso", files, boot=boot), write_iso(tmp_path / "two.iso", files, boot=boot)
+    data = one.read_bytes()
+    assert data == two.read_bytes()
+    assert data[0x1ce + 4] == 0xEF and efi_partition(one) == image.read_bytes()
+    iso = pycdlib.PyCdlib()
+    iso.open(str(one))
+    try:
+        sections = iso.eltorito_boot_catalog.sections
+        assert [s.platform_id for s in sections] == [0xEF]
+        assert sections[0].section_entries[0].load_rba * 2048 == data.index(image.read_bytes())
+    finally:
+        iso.close()
+    primary, backup = data[512:1024], data[-512:]
+    assert primary[:8] == backup[:8] == b"EFI PART"
+    assert primary[56:72] == backup[56:72] == GPT_DISK_GUID.bytes
+    monkeypatch.setattr(efi, "GRUB_EFI_MODULES", tmp_path / "no-grub")
+    with pytest.raises(MediaError, match=r"apt-get install grub-efi-amd64-bin`\.$"):
+        efi.build_efi_image(tmp_path)
