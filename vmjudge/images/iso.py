@@ -37,6 +37,10 @@ _PLAIN_RE = re.compile(r"^[A-Z0-9_]{1,8}(\.[A-Z0-9_]{1,3})?$")
 # isohybrid MBR disk signature: pycdlib draws a random one unless given, and the same inputs
 # must give the same bytes.
 MBR_ID = 0x766D6A64
+# pycdlib's isohybrid pads the image to whole cylinders of 64 heads x 32 sectors x 512 bytes;
+# the backup GPT is 32 sectors of partition entries and a header sector.
+CYLINDER = 64 * 32 * 512
+BACKUP_GPT = 33 * 512
 # The GPT that pycdlib writes for an EFI isohybrid: pycdlib draws random GUIDs (and different
 # ones for the primary and the backup table); these are fixed, the same in both.
 GPT_DISK_GUID = uuid.UUID("766d6a75-6467-4500-8000-000000000000")
@@ -176,6 +180,7 @@ def write_iso(out: Path, files: Mapping[str, Source], volume_id: str = "VMJUDGE"
             iso.add_isohybrid(mbr_id=MBR_ID, efi=bool(boot.efi))
             if boot.efi:
                 _pin_gpt(iso)
+                _leave_room_for_backup_gpt(iso)
     out = Path(out)
     tmp = out.with_name(out.name + ".part")
     try:
@@ -197,6 +202,18 @@ def _pin_gpt(iso: pycdlib.PyCdlib) -> None:
         gpt.header.disk_guid = GPT_DISK_GUID
         for part, guid in zip(gpt.parts, GPT_PART_GUIDS):
             part.part_guid = guid
+
+
+def _leave_room_for_backup_gpt(iso: pycdlib.PyCdlib) -> None:
+    """pycdlib writes the backup GPT (33 sectors) at the very end of the padding that rounds
+    the image up to whole 1 MiB cylinders, and when that padding is shorter the GPT overwrites
+    the ISO's last blocks (file data). So the volume grows by enough empty blocks to leave it
+    that room (at most 1 MiB more)."""
+    size = iso.pvd.space_size * iso.logical_block_size
+    padding = -size % CYLINDER
+    if padding < BACKUP_GPT:
+        blocks = -(-BACKUP_GPT // iso.logical_block_size)
+        iso._finish_add(padding + blocks * iso.logical_block_size, 0)
 
 
 def _joliet(path: PurePosixPath) -> str | None:
