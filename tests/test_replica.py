@@ -337,6 +337,9 @@ def test_uefi_boot_image_is_pinned_and_is_both_the_el_torito_entry_and_the_efi_p
     primary, backup = data[512:1024], data[-512:]
     assert primary[:8] == backup[:8] == b"EFI PART"
     assert primary[56:72] == backup[56:72] == GPT_DISK_GUID.bytes
+    monkeypatch.setattr(efi, "TOOLS", {"mkfs.nothing": "dosfstools"})
+    with pytest.raises(MediaError, match=r"^mkfs.nothing is missing, .*`apt-get install dosfstools`\.$"):
+        efi.build_efi_image(tmp_path)
     monkeypatch.setattr(efi, "GRUB_EFI_MODULES", tmp_path / "no-grub")
     with pytest.raises(MediaError, match=r"apt-get install grub-efi-amd64-bin`\.$"):
         efi.build_efi_image(tmp_path)

@@ -52,14 +52,19 @@ def _find(tool: str) -> str | None:
     return None
 
 
-def check_tools() -> None:
+def check_tools() -> dict[str, str]:
+    """The path of each tool the FAT image needs, or a MediaError naming the package to install."""
     if not GRUB_EFI_MODULES.is_dir():
         raise MediaError(f"{GRUB_EFI_MODULES} is missing, so the replica cannot boot with UEFI: run `make setup` "
                          "or `apt-get install grub-efi-amd64-bin`.")
+    paths = {}
     for tool, package in TOOLS.items():
-        if _find(tool) is None:
+        path = _find(tool)
+        if path is None:
             raise MediaError(f"{tool} is missing, so the replica cannot boot with UEFI: run `make setup` or "
                              f"`apt-get install {package}`.")
+        paths[tool] = path
+    return paths
 
 
 def _run(argv: list[str], env: dict[str, str] | None = None) -> None:
@@ -73,19 +78,19 @@ def _run(argv: list[str], env: dict[str, str] | None = None) -> None:
 
 def build_efi_image(workdir: Path, config: Path = GRUB_CFG) -> Path:
     """Write efiboot.img (FAT with EFI/BOOT/BOOTX64.EFI) in `workdir` and return its path."""
-    check_tools()
+    tools = check_tools()
     workdir = Path(workdir)
     grub = workdir / "BOOTX64.EFI"
-    _run([_find("grub-mkimage"), "-O", "x86_64-efi", "-d", str(GRUB_EFI_MODULES), "-p", "/EFI/BOOT",
+    _run([tools["grub-mkimage"], "-O", "x86_64-efi", "-d", str(GRUB_EFI_MODULES), "-p", "/EFI/BOOT",
           "-c", str(config), "-o", str(grub), *MODULES])
     os.utime(grub, (PINNED_EPOCH, PINNED_EPOCH))
     image = workdir / "efiboot.img"
     image.unlink(missing_ok=True)
     kib = -(-grub.stat().st_size // 1024) + FAT_SLACK_KIB
-    _run([_find("mkfs.vfat"), "-C", "--invariant", "-i", FAT_SERIAL, "-n", FAT_LABEL, str(image), str(kib)])
+    _run([tools["mkfs.vfat"], "-C", "--invariant", "-i", FAT_SERIAL, "-n", FAT_LABEL, str(image), str(kib)])
     env = dict(os.environ, SOURCE_DATE_EPOCH=str(int(PINNED_EPOCH)), MTOOLS_SKIP_CHECK="1")
-    _run([_find("mmd"), "-i", str(image), "::/EFI", "::/EFI/BOOT"], env=env)
-    _run([_find("mcopy"), "-m", "-i", str(image), str(grub), "::/EFI/BOOT/BOOTX64.EFI"], env=env)
+    _run([tools["mmd"], "-i", str(image), "::/EFI", "::/EFI/BOOT"], env=env)
+    _run([tools["mcopy"], "-m", "-i", str(image), str(grub), "::/EFI/BOOT/BOOTX64.EFI"], env=env)
     return image
 
 
