@@ -6,6 +6,7 @@ import io
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import pycdlib
 import pytest
@@ -102,3 +103,31 @@ def test_large_files_are_streamed_not_loaded(tmp_path):
     large = min(peak_rss_writing(tmp_path, 400 << 20) for _ in range(2))
     # Ten times the data may not cost more than a few MiB more memory (360 MiB if it were loaded).
     assert large - small < 16 * 1024, f"40 MiB: {small} KiB peak, 400 MiB: {large} KiB peak"
+
+
+def test_efi_hybrid_leaves_room_for_its_backup_gpt_after_the_data(tmp_path):
+    """pycdlib puts the backup GPT at the end of the padding to a whole MiB; an image whose
+    data ends on (or just before) a MiB boundary must still keep every byte of its files."""
+    from vmjudge.images.iso import CYLINDER, ElTorito
+    from vmjudge.replica.build import ISOLINUX_BIN
+
+    def files(filler: int) -> dict:
+        return {"isolinux/isolinux.bin": ISOLINUX_BIN, "efi/efiboot.img": b"\xeb" * 4096,
+                "zz/filler": b"\xa5" * filler}
+
+    boot = ElTorito(loader="isolinux/isolinux.bin", catalog="isolinux/boot.cat", efi="efi/efiboot.img")
+    probe = write_iso(tmp_path / "probe.iso", files(2048), boot=replace(boot, hybrid=False)).read_bytes()
+    blocks = int.from_bytes(probe[16 * 2048 + 80:16 * 2048 + 84], "little")  # the volume space size
+    for short in (0, 2048, 16 * 1024):  # the data ends this far before a MiB boundary
+        filler = 2048 + (-(blocks * 2048) % CYLINDER) - short
+        out = write_iso(tmp_path / "hybrid.iso", files(filler), boot=boot)
+        data = out.read_bytes()
+        assert len(data) % CYLINDER == 0 and data[-512:-504] == b"EFI PART"
+        iso = pycdlib.PyCdlib()
+        iso.open(str(out))
+        try:
+            back = io.BytesIO()
+            iso.get_file_from_iso_fp(back, rr_path="/zz/filler")
+        finally:
+            iso.close()
+        assert back.getvalue() == b"\xa5" * filler, short

@@ -4,7 +4,8 @@ bootable by plain qemu, and `vmjudge-replica check` giving the judge's verdicts.
 The verdicts are computed for real: the daemon judges the same three archives (good,
 quiz-mismatch, dryrun) in libvirt VMs, and the replica, booted with the qemu command line the
 README gives participants (BIOS boot through the ISO's own ISOLINUX, TCG), checks them from
-a FAT drive in one boot, driven over its serial console.
+a FAT drive in one boot, driven over its serial console. UEFI firmware (OVMF) boots the same
+ISO through its GRUB, as a CD and as a disk.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import os
 import re
 import shlex
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -36,6 +38,7 @@ REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "af2017"
 CASES = ("good", "quiz-mismatch", "dryrun")
 BOOT_TIMEOUT = 300  # seconds from qemu's start to the replica's prompt under TCG (measured: about 6)
+OVMF = Path("/usr/share/ovmf/OVMF.fd")  # Debian's ovmf package: UEFI firmware for qemu
 CHECK_TIMEOUT = 600
 
 
@@ -128,7 +131,8 @@ def test_replica_build_is_deterministic_and_bootable_from_cd_and_disk(judged, re
         mbr = f.read(512)
         f.seek(17 * 2048)
         boot_record = f.read(2048)
-    assert mbr[510:512] == b"\x55\xaa" and mbr[0x1be + 4] != 0  # isohybrid: a partition a BIOS can boot
+    # isohybrid: partition 1 (the whole ISO, marked active) for a BIOS, partition 2 (0xEF) for UEFI.
+    assert mbr[510:512] == b"\x55\xaa" and mbr[0x1be] == 0x80 and mbr[0x1ce + 4] == 0xEF
     assert boot_record[1:6] == b"CD001" and boot_record[7:30].startswith(b"EL TORITO SPECIFICATION")
     # Written to a stick and shown to a VM as an IDE disk, as the README says, with the entry on a second ISO.
     text = (REPO / "README.md").read_text().split("## For participants", 1)[1].split("\n## ", 1)[0]
@@ -180,6 +184,55 @@ def test_replica_boots_from_a_usb_stick_on_pc_hardware_and_names_no_network(judg
         assert f"/media/{stick}" not in console.text()  # the stick's own partitions are not offered as media
     finally:
         console.close()
+
+
+def efi_partition(iso: Path) -> bytes:
+    """What a UEFI firmware finds as the EFI system partition of the ISO written to a disk."""
+    with open(iso, "rb") as f:
+        mbr = f.read(512)
+        start, count = struct.unpack_from("<LL", mbr, 0x1ce + 8)
+        f.seek(start * 512)
+        return f.read(count * 512)
+
+
+def test_replica_boots_with_uefi_from_cd_and_disk(judged, replica_iso, tmp_path):
+    """OVMF boots the ISO as a CD (El Torito EFI entry) and as an IDE disk and a USB stick (the
+    MBR's EFI system partition), GRUB boots the same kernel, initramfs and command line as ISOLINUX, and the
+    replica works; the kernel itself says it was started by UEFI firmware."""
+    home, _ = judged
+    esp = efi_partition(replica_iso)
+    assert esp == iso_files(replica_iso)["/efi/efiboot.img"]
+    (tmp_path / "esp.img").write_bytes(esp)
+    listing = subprocess.run(["mdir", "-b", "-i", str(tmp_path / "esp.img"), "::/EFI/BOOT"],
+                             capture_output=True, text=True, check=True, env=dict(os.environ, MTOOLS_SKIP_CHECK="1"))
+    assert listing.stdout.split() == ["::/EFI/BOOT/BOOTX64.EFI"]
+    isolinux = (REPO / "vmjudge" / "replica" / "boot" / "isolinux.cfg").read_text()
+    append = [w for w in re.search(r"APPEND (.*)", isolinux).group(1).split() if not w.startswith("initrd=")]
+    text = (REPO / "README.md").read_text().split("## For participants", 1)[1].split("\n## ", 1)[0]
+    assert f"-bios {OVMF}" in text
+    cd = [str(replica_iso) if a == "replica.iso" else a for a in readme_qemu_command()]
+    cd = cd[:cd.index("-drive")] + cd[cd.index("-drive") + 2:]  # no entries directory needed here
+    disk = ["qemu-system-x86_64", "-m", "2048", "-drive", f"file={replica_iso},format=raw,if=ide,snapshot=on",
+            "-nic", "none", "-serial", "stdio"]
+    stick = ["qemu-system-x86_64", "-m", "2048", "-device", "qemu-xhci,id=xhci",
+             "-drive", f"if=none,id=stick,file={replica_iso},format=raw,readonly=on",
+             "-device", "usb-storage,bus=xhci.0,drive=stick,bootindex=1", "-nic", "none", "-serial", "stdio"]
+    for how, argv, device in (("cd", cd, r"/dev/sr0"), ("disk", disk, r"/dev/sda"), ("usb stick", stick, r"/dev/sda")):
+        console = Console(argv + ["-bios", str(OVMF), "-accel", "tcg", "-display", "none"])
+        try:
+            started = time.monotonic()
+            console.expect(rf"replica CD found on {device}", BOOT_TIMEOUT)
+            console.expect(r"replica# ", BOOT_TIMEOUT)
+            print(f"UEFI boot from {how} to prompt: {time.monotonic() - started:.1f} s")
+            # The echoed command line shows "$(" where the answers will be, which the patterns skip.
+            console.send("echo @@FIRMWARE@@ $(test -d /sys/firmware/efi && echo uefi || echo bios);"
+                         " echo @@CMDLINE@@ $(cat /proc/cmdline); vmjudge-replica media; echo @@MEDIA@@ $?")
+            assert console.expect(r"@@FIRMWARE@@ (\w+)", 60).group(1) == "uefi", how
+            cmdline = console.expect(r"@@CMDLINE@@ ([^$\r\n][^\r\n]*)", 60).group(1).split()
+            assert [w for w in cmdline if not w.startswith("BOOT_IMAGE=")] == append, how
+            assert console.expect(r"@@MEDIA@@ (\d+)", 120).group(1) == "0"
+        finally:
+            console.close()
 
 
 def test_guest_side_imports_need_no_host_library():
@@ -286,3 +339,46 @@ def test_boot_files_keep_plain_iso9660_names_and_the_output_is_reproducible(tmp_
         assert data.getvalue() == b"root"
     finally:
         iso.close()
+
+
+def test_uefi_boot_image_is_pinned_and_is_both_the_el_torito_entry_and_the_efi_partition(tmp_path, monkeypatch):
+    """Nothing in the UEFI boot image carries the build's date; the ISO's El Torito EFI entry
+    and its MBR partition 2 (type 0xEF) are that image; the GPT's GUIDs are fixed and agree."""
+    from vmjudge.errors import MediaError
+    from vmjudge.images.iso import GPT_DISK_GUID, ElTorito, write_iso
+    from vmjudge.replica import efi
+    from vmjudge.replica.build import ISOLINUX_BIN
+
+    image = efi.build_efi_image(tmp_path)
+    env = dict(os.environ, MTOOLS_SKIP_CHECK="1")
+    listing = subprocess.run(["mdir", "-i", str(image), "-/", "::/"], capture_output=True, text=True, check=True,
+                             env=env).stdout
+    dates = re.findall(r"\d{4}-\d\d-\d\d +\d+:\d\d", listing)
+    assert "BOOTX64  EFI" in listing and len(dates) == 7 and set(dates) == {"2000-01-01   0:00"}, listing
+    grub = (tmp_path / "BOOTX64.EFI").read_bytes()
+    pe = struct.unpack_from("<I", grub, 0x3c)[0]
+    # grub-mkimage's PE header date is its fixed 2015-01-01, not the build's.
+    assert grub[pe:pe + 4] == b"PE\0\0" and struct.unpack_from("<I", grub, pe + 8)[0] == 1420070400
+    files = {"isolinux/isolinux.bin": ISOLINUX_BIN, "efi/efiboot.img": image, "vmjudge/replica.json": b"{}"}
+    boot = ElTorito(loader="isolinux/isolinux.bin", catalog="isolinux/boot.cat", efi="efi/efiboot.img")
+    one, two = write_iso(tmp_path / "one.iso", files, boot=boot), write_iso(tmp_path / "two.iso", files, boot=boot)
+    data = one.read_bytes()
+    assert data == two.read_bytes()
+    assert data[0x1ce + 4] == 0xEF and efi_partition(one) == image.read_bytes()
+    iso = pycdlib.PyCdlib()
+    iso.open(str(one))
+    try:
+        sections = iso.eltorito_boot_catalog.sections
+        assert [s.platform_id for s in sections] == [0xEF]
+        assert sections[0].section_entries[0].load_rba * 2048 == data.index(image.read_bytes())
+    finally:
+        iso.close()
+    primary, backup = data[512:1024], data[-512:]
+    assert primary[:8] == backup[:8] == b"EFI PART"
+    assert primary[56:72] == backup[56:72] == GPT_DISK_GUID.bytes
+    monkeypatch.setattr(efi, "TOOLS", {"mkfs.nothing": "dosfstools"})
+    with pytest.raises(MediaError, match=r"^mkfs.nothing is missing, .*`apt-get install dosfstools`\.$"):
+        efi.build_efi_image(tmp_path)
+    monkeypatch.setattr(efi, "GRUB_EFI_MODULES", tmp_path / "no-grub")
+    with pytest.raises(MediaError, match=r"apt-get install grub-efi-amd64-bin`\.$"):
+        efi.build_efi_image(tmp_path)

@@ -2,8 +2,10 @@
 
 Files are added by path: pycdlib reads each one only while writing, so a data set of any
 size passes through in small blocks. The replica ISO is bootable: an El Torito entry for
-ISOLINUX with its boot info table, and an isohybrid MBR so the same image also boots when
-written to a disk. Boot files keep plain ISO 9660 names, which ISOLINUX looks up. The same inputs give the same bytes (dates pinned,
+ISOLINUX with its boot info table, an El Torito EFI entry for a FAT image holding a UEFI boot
+loader, and an isohybrid MBR (with the FAT image as partition 2, type 0xEF, and a GPT) so the
+same image also boots when written to a disk. Boot files keep plain ISO 9660 names, which
+ISOLINUX looks up. The same inputs give the same bytes (dates pinned,
 names in sorted order), which lets a stage manifest's ISO hash identify its content.
 """
 
@@ -14,6 +16,7 @@ import os
 import re
 import stat
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Mapping, Union
@@ -34,19 +37,32 @@ _PLAIN_RE = re.compile(r"^[A-Z0-9_]{1,8}(\.[A-Z0-9_]{1,3})?$")
 # isohybrid MBR disk signature: pycdlib draws a random one unless given, and the same inputs
 # must give the same bytes.
 MBR_ID = 0x766D6A64
+# pycdlib's isohybrid pads the image to whole cylinders of 64 heads x 32 sectors x 512 bytes;
+# the backup GPT is 32 sectors of partition entries and a header sector.
+CYLINDER = 64 * 32 * 512
+BACKUP_GPT = 33 * 512
+# The GPT that pycdlib writes for an EFI isohybrid: pycdlib draws random GUIDs (and different
+# ones for the primary and the backup table); these are fixed, the same in both.
+GPT_DISK_GUID = uuid.UUID("766d6a75-6467-4500-8000-000000000000")
+GPT_PART_GUIDS = (uuid.UUID("766d6a75-6467-4500-8000-000000000001"),
+                  uuid.UUID("766d6a75-6467-4500-8000-000000000002"))
 
 
 @dataclass(frozen=True)
 class ElTorito:
-    """A BIOS boot entry (no emulation, boot info table) and an isohybrid MBR.
+    """A BIOS boot entry (no emulation, boot info table), optionally a UEFI one, and an
+    isohybrid MBR.
 
     `loader` is the ISO path of isolinux.bin; it and every path in `plain` get plain ISO 9660
-    names (upper case, 8.3), which ISOLINUX finds where Rock Ridge names would be unseen."""
+    names (upper case, 8.3), which ISOLINUX finds where Rock Ridge names would be unseen.
+    `efi` is the ISO path of a FAT image holding EFI/BOOT/BOOTX64.EFI: the El Torito EFI entry
+    and, on a hybrid, the MBR's EFI system partition both point at it."""
 
     loader: str
     catalog: str
     plain: frozenset[str] = frozenset()
     hybrid: bool = True
+    efi: str | None = None
 
 
 class _PinnedClock:
@@ -114,7 +130,8 @@ def write_iso(out: Path, files: Mapping[str, Source], volume_id: str = "VMJUDGE"
     """Write an ISO holding `files` ({path on the ISO: host file, host directory or bytes})."""
     _pin_pycdlib_clock()
     entries = _expand(files)
-    plain = {PurePosixPath(p) for p in boot.plain | {boot.loader}} if boot is not None else set()
+    plain = {PurePosixPath(p) for p in boot.plain | {boot.loader} | ({boot.efi} if boot.efi else set())} \
+        if boot is not None else set()
     plain_dirs = {parent for p in plain for parent in p.parents if parent != PurePosixPath(".")}
     iso = pycdlib.PyCdlib()
     iso.new(interchange_level=3, vol_ident=volume_id[:32].upper(), sys_ident="LINUX",
@@ -155,8 +172,15 @@ def write_iso(out: Path, files: Mapping[str, Source], volume_id: str = "VMJUDGE"
         iso.add_eltorito(_plain_name(loader) + ";1", bootcatfile=_plain_name(catalog) + ";1",
                          rr_bootcatname=catalog.name, joliet_bootcatfile=_joliet(catalog),
                          boot_load_size=4, boot_info_table=True, media_name="noemul")
+        if boot.efi:
+            iso.add_eltorito(_plain_name(PurePosixPath(boot.efi)) + ";1", bootcatfile=_plain_name(catalog) + ";1",
+                             rr_bootcatname=catalog.name, joliet_bootcatfile=_joliet(catalog),
+                             efi=True, media_name="noemul")
         if boot.hybrid:
-            iso.add_isohybrid(mbr_id=MBR_ID)
+            iso.add_isohybrid(mbr_id=MBR_ID, efi=bool(boot.efi))
+            if boot.efi:
+                _pin_gpt(iso)
+                _leave_room_for_backup_gpt(iso)
     out = Path(out)
     tmp = out.with_name(out.name + ".part")
     try:
@@ -170,6 +194,26 @@ def write_iso(out: Path, files: Mapping[str, Source], volume_id: str = "VMJUDGE"
         iso.close()
         tmp.unlink(missing_ok=True)
     return out
+
+
+def _pin_gpt(iso: pycdlib.PyCdlib) -> None:
+    hybrid = iso.isohybrid_mbr
+    for gpt in (hybrid.primary_gpt, hybrid.secondary_gpt):
+        gpt.header.disk_guid = GPT_DISK_GUID
+        for part, guid in zip(gpt.parts, GPT_PART_GUIDS):
+            part.part_guid = guid
+
+
+def _leave_room_for_backup_gpt(iso: pycdlib.PyCdlib) -> None:
+    """pycdlib writes the backup GPT (33 sectors) at the very end of the padding that rounds
+    the image up to whole 1 MiB cylinders, and when that padding is shorter the GPT overwrites
+    the ISO's last blocks (file data). So the volume grows by enough empty blocks to leave it
+    that room (at most 1 MiB more)."""
+    size = iso.pvd.space_size * iso.logical_block_size
+    padding = -size % CYLINDER
+    if padding < BACKUP_GPT:
+        blocks = -(-BACKUP_GPT // iso.logical_block_size)
+        iso._finish_add(padding + blocks * iso.logical_block_size, 0)
 
 
 def _joliet(path: PurePosixPath) -> str | None:

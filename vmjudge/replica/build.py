@@ -1,8 +1,9 @@
 """`vmjudge replica build`: the bootable replica ISO for one challenge.
 
 It holds the judge's image files as they are (root.sqfs, vmlinuz, initrd.img and their
-manifest, byte for byte), ISOLINUX to boot them with the kernel argument vmjudge.replica, the
-pure-Python part of vmjudge for `vmjudge-replica check`, and the challenge's training set.
+manifest, byte for byte), ISOLINUX (BIOS) and GRUB (UEFI, efi.py) to boot them with the
+kernel argument vmjudge.replica, the pure-Python part of vmjudge for `vmjudge-replica check`,
+and the challenge's training set.
 Only files named here go on it: challenge.toml, training/RECORDS, each training record's
 files and training/REFERENCE*; never test/ or reference/. The same inputs give the same bytes
 (the ISO writer pins dates and orders names).
@@ -21,6 +22,7 @@ from ..errors import ImageError, MediaError
 from ..images.build import find_image
 from ..images.image import FILES, GuestImage
 from ..images.iso import ElTorito, Source, write_iso
+from .efi import efi_image_bytes
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 BOOT_DIR = Path(__file__).resolve().parent / "boot"
@@ -67,6 +69,7 @@ def replica_files(ch: Challenge, image: GuestImage) -> dict[str, Source]:
         "isolinux/isolinux.bin": ISOLINUX_BIN,
         "isolinux/ldlinux.c32": LDLINUX_C32,
         "isolinux/isolinux.cfg": BOOT_DIR / "isolinux.cfg",
+        "efi/efiboot.img": efi_image_bytes(),
         "vmjudge/init": BOOT_DIR / "init",
         "vmjudge/vmjudge-replica": BOOT_DIR / "vmjudge-replica",
         "vmjudge/greeting.txt": BOOT_DIR / "greeting.txt",
@@ -89,7 +92,8 @@ def replica_files(ch: Challenge, image: GuestImage) -> dict[str, Source]:
 
 BOOT = ElTorito(loader="isolinux/isolinux.bin", catalog="isolinux/boot.cat",
                 plain=frozenset({"isolinux/ldlinux.c32", "isolinux/isolinux.cfg", "vmjudge/vmlinuz",
-                                 "vmjudge/initrd.img"}))
+                                 "vmjudge/initrd.img"}),
+                efi="efi/efiboot.img")
 
 
 def build_replica(site: Site, ch: Challenge, out: Path, progress: Progress = print) -> ReplicaBuild:
