@@ -224,11 +224,12 @@ def test_replica_boots_with_uefi_from_cd_and_disk(judged, replica_iso, tmp_path)
             console.expect(rf"replica CD found on {device}", BOOT_TIMEOUT)
             console.expect(r"replica# ", BOOT_TIMEOUT)
             print(f"UEFI boot from {how} to prompt: {time.monotonic() - started:.1f} s")
-            # The echoed command line shows "$(" where the answers will be, which the patterns skip.
+            # The echoed command line shows "$(" where the answers will be, which the patterns skip; each
+            # pattern ends at the line's end, so that it never matches a line still arriving.
             console.send("echo @@FIRMWARE@@ $(test -d /sys/firmware/efi && echo uefi || echo bios);"
                          " echo @@CMDLINE@@ $(cat /proc/cmdline); vmjudge-replica media; echo @@MEDIA@@ $?")
-            assert console.expect(r"@@FIRMWARE@@ (\w+)", 60).group(1) == "uefi", how
-            cmdline = console.expect(r"@@CMDLINE@@ ([^$\r\n][^\r\n]*)", 60).group(1).split()
+            assert console.expect(r"@@FIRMWARE@@ (\w+)\r?\n", 60).group(1) == "uefi", how
+            cmdline = console.expect(r"@@CMDLINE@@ ([^$\r\n][^\r\n]*)\r?\n", 60).group(1).split()
             assert [w for w in cmdline if not w.startswith("BOOT_IMAGE=")] == append, how
             assert console.expect(r"@@MEDIA@@ (\d+)", 120).group(1) == "0"
         finally:
