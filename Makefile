@@ -19,7 +19,7 @@ $(STAMP): setup.cfg pyproject.toml
 	touch $(STAMP)
 
 test: setup
-	$(VENV)/bin/pytest -q -rs tests
+	$(VENV)/bin/pytest -q -rs --durations=25 tests
 
 demo: setup
 	$(VENV)/bin/vmjudge image build examples/minimal
