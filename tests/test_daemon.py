@@ -60,6 +60,16 @@ def stage_running(queue: Queue, entry_id: int, stage: str) -> bool:
     return any(r.stage == stage and r.finished_at is None for r in queue.stage_runs(entry_id))
 
 
+def submit_example(home: Path, case: str, challenge: str = "af2017", name: str | None = None) -> int:
+    """Submit the af2017 example entry `case` to `challenge`; returns its id."""
+    path = archive(EXAMPLES / "af2017" / "entries" / case, home / f"{name or case}-entry.tar.gz")
+    return int(vmjudge(home, "submit", challenge, str(path)).stdout)
+
+
+def organiser_report(home: Path, entry_id: int) -> dict:
+    return json.loads(vmjudge(home, "show", str(entry_id), "--json", "--organiser").stdout)
+
+
 def kill_daemon_when(home: Path, condition, timeout: float, what: str) -> None:
     """Start a daemon, wait for `condition`, then SIGKILL it (also if the wait failed)."""
     daemon = start_daemon(home)
@@ -71,15 +81,14 @@ def kill_daemon_when(home: Path, condition, timeout: float, what: str) -> None:
 
 
 def test_a_killed_daemon_leaves_nothing_behind_and_the_stage_runs_again(home, conn):
-    path = archive(EXAMPLES / "af2017" / "entries" / "dryrun", home / "dryrun-entry.tar.gz")
-    entry_id = int(vmjudge(home, "submit", "af2017", str(path)).stdout)
+    entry_id = submit_example(home, "dryrun")
     queue = Queue(home / "queue.db")
     kill_daemon_when(home, lambda: stage_running(queue, entry_id, "quiz") and own_domains(conn, home),
                      300, "the quiz VM to be running")
     assert own_domains(conn, home), "the killed daemon's VM should outlive it"
     assert list((home / "run").iterdir()), "the killed daemon's scratch directory should remain"
     vmjudge(home, "daemon", "--until-idle")
-    doc = json.loads(vmjudge(home, "show", str(entry_id), "--json", "--organiser").stdout)
+    doc = organiser_report(home, entry_id)
     assert (doc["state"], doc["outcome"]) == ("done", "dry-run")
     quiz = [(a["attempt"], a["status"], a["reason"]) for a in doc["organiser"]["attempts"] if a["stage"] == "quiz"]
     assert quiz == [(1, "infra", "daemon-stopped"), (2, "dry-run", None)]
@@ -87,13 +96,12 @@ def test_a_killed_daemon_leaves_nothing_behind_and_the_stage_runs_again(home, co
 
 
 def test_a_daemon_killed_in_the_exam_scores_the_entry_once(home, conn):
-    path = archive(EXAMPLES / "af2017" / "entries" / "good", home / "good-entry.tar.gz")
-    entry_id = int(vmjudge(home, "submit", "af2017", str(path)).stdout)
+    entry_id = submit_example(home, "good")
     queue = Queue(home / "queue.db")
     kill_daemon_when(home, lambda: stage_running(queue, entry_id, "exam") and own_domains(conn, home),
                      600, "the exam VM to be running")
     vmjudge(home, "daemon", "--until-idle")
-    doc = json.loads(vmjudge(home, "show", str(entry_id), "--json", "--organiser").stdout)
+    doc = organiser_report(home, entry_id)
     assert (doc["state"], doc["outcome"], doc["scores"]["score"]) == ("done", "scored", 1.0)
     runs = [(a["stage"], a["attempt"], a["status"]) for a in doc["organiser"]["attempts"]]
     assert runs == [("prep", 1, "passed"), ("quiz", 1, "passed"), ("exam", 1, "infra"), ("exam", 2, "passed"),
@@ -113,12 +121,11 @@ def test_a_daemon_killed_while_scoring_scores_the_entry_once(home, conn, monkeyp
     hold = home / "hold"
     os.mkfifo(hold)
     monkeypatch.setenv("VMJUDGE_TEST_HOLD", str(hold))
-    path = archive(EXAMPLES / "af2017" / "entries" / "good", home / "good-entry.tar.gz")
-    entry_id = int(vmjudge(home, "submit", "af2017held", str(path)).stdout)
+    entry_id = submit_example(home, "good", "af2017held")
     kill_daemon_when(home, hold.with_suffix(".scoring").exists, 900, "stage 4 to begin")
     hold.unlink()  # the next daemon's scorer finds no hold and scores at once
     vmjudge(home, "daemon", "--until-idle")
-    doc = json.loads(vmjudge(home, "show", str(entry_id), "--json", "--organiser").stdout)
+    doc = organiser_report(home, entry_id)
     assert (doc["state"], doc["outcome"], doc["scores"]["score"]) == ("done", "scored", 1.0)
     runs = [(a["stage"], a["attempt"], a["status"]) for a in doc["organiser"]["attempts"]]
     assert runs == [("prep", 1, "passed"), ("quiz", 1, "passed"), ("exam", 1, "passed"), ("score", 1, "infra"),
@@ -128,8 +135,7 @@ def test_a_daemon_killed_while_scoring_scores_the_entry_once(home, conn, monkeyp
 
 
 def test_sigterm_stops_cleanly_and_requeues_the_running_stage(home, conn):
-    path = archive(EXAMPLES / "af2017" / "entries" / "dryrun", home / "dryrun-entry.tar.gz")
-    entry_id = int(vmjudge(home, "submit", "af2017", str(path)).stdout)
+    entry_id = submit_example(home, "dryrun")
     queue = Queue(home / "queue.db")
     daemon = start_daemon(home)
     wait_until(lambda: stage_running(queue, entry_id, "quiz")
@@ -140,7 +146,7 @@ def test_sigterm_stops_cleanly_and_requeues_the_running_stage(home, conn):
     entry = queue.entry(entry_id)
     assert (entry.state, entry.stage, entry.outcome) == ("queued", "quiz", None)
     vmjudge(home, "daemon", "--until-idle")
-    doc = json.loads(vmjudge(home, "show", str(entry_id), "--json", "--organiser").stdout)
+    doc = organiser_report(home, entry_id)
     assert (doc["state"], doc["outcome"]) == ("done", "dry-run")
     quiz = [(a["attempt"], a["status"], a["reason"]) for a in doc["organiser"]["attempts"] if a["stage"] == "quiz"]
     assert quiz == [(1, "cancelled", "daemon-stopping"), (2, "dry-run", None)]

@@ -9,12 +9,10 @@ holding DRYRUN never counts; each owner and each board (official, late) has its 
 from __future__ import annotations
 
 import concurrent.futures
-import io
 import os
 import sqlite3
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -22,6 +20,8 @@ import pytest
 from vmjudge.queue import db as db_module
 from vmjudge.queue.admit import declares_dry_run
 from vmjudge.queue.db import MAX_INFRA_ATTEMPTS, RETRY_DELAYS, Queue
+
+from .test_spool import make_tar
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -49,12 +49,7 @@ class Home:
         files = {"./setup.sh": b"true\n", "./next.sh": f"echo {self.made}\n".encode()}
         if dry_run:
             files["./DRYRUN"] = b""
-        with tarfile.open(path, "w:gz") as tar:
-            for name, data in files.items():
-                info = tarfile.TarInfo(name)
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
-        return path
+        return make_tar(path, files)
 
     def submit(self, owner: str = "alice", late: bool = False, dry_run: bool = False,
                archive: Path | None = None) -> subprocess.CompletedProcess:

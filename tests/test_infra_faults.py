@@ -4,7 +4,6 @@ nothing happened, and never be charged for it."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -19,8 +18,8 @@ import pytest
 
 from vmjudge.queue.db import Queue
 
-from .test_daemon import own_domains, stage_running, wait_until
-from .test_pipeline import EXAMPLES, REPO, archive, vmjudge
+from .test_daemon import organiser_report, own_domains, stage_running, submit_example, wait_until
+from .test_pipeline import EXAMPLES, REPO, vmjudge
 
 
 def libvirt_answers(uri: str) -> bool:
@@ -97,15 +96,6 @@ def add_challenge(home: Path, site) -> None:
     vmjudge(home, "challenge", "add", str(EXAMPLES / "af2017"))
 
 
-def submit_good(home: Path, name: str) -> int:
-    path = archive(EXAMPLES / "af2017" / "entries" / "good", home / f"{name}-entry.tar.gz")
-    return int(vmjudge(home, "submit", "af2017", str(path)).stdout)
-
-
-def report(home: Path, entry_id: int) -> dict:
-    return json.loads(vmjudge(home, "show", str(entry_id), "--json", "--organiser").stdout)
-
-
 def attempts(doc: dict) -> list[tuple[str, int, str, str | None]]:
     return [(a["stage"], a["attempt"], a["status"], a["reason"]) for a in doc["organiser"]["attempts"]]
 
@@ -118,7 +108,7 @@ def test_libvirtd_restarting_mid_stage_or_down_between_stages_costs_the_entry_no
     add_challenge(home, site)
     libvirtd = Libvirtd(site.uri)
     queue = Queue(home / "queue.db")
-    first = submit_good(home, "first")
+    first = submit_example(home, "good", name="first")
     daemon = Daemon(home)
     try:
         # libvirtd restarts while the quiz VM runs: qemu and the channel carry on, the
@@ -133,7 +123,7 @@ def test_libvirtd_restarting_mid_stage_or_down_between_stages_costs_the_entry_no
         # libvirtd is down when the next entry arrives: the daemon waits for it rather than
         # burning the entry's retries, and starts the entry once libvirtd is back.
         libvirtd.stop()
-        second = submit_good(home, "second")
+        second = submit_example(home, "good", name="second")
         wait_until(lambda: daemon.said("does not answer"), 60, "the daemon to notice libvirtd is down")
         assert queue.entry(second).state == "queued" and queue.stage_runs(second) == []
         libvirtd.start()
@@ -144,7 +134,7 @@ def test_libvirtd_restarting_mid_stage_or_down_between_stages_costs_the_entry_no
             libvirtd.start()
         daemon.stop()
     for entry_id in (first, second):
-        doc = report(home, entry_id)
+        doc = organiser_report(home, entry_id)
         assert (doc["outcome"], doc["scores"]["score"]) == ("scored", 1.0)
         assert attempts(doc) == CLEAN_RUN
     assert own_domains(conn, home) == []
@@ -157,7 +147,7 @@ def test_a_full_host_disk_during_a_stage_is_retried_not_charged(home, site, conn
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=160m,mode=0711", "vmjudge-full", str(home)], check=True)
     add_challenge(home, site)
     queue = Queue(home / "queue.db")
-    entry_id = submit_good(home, "good")
+    entry_id = submit_example(home, "good")
     filler = home / "filler"
     daemon = Daemon(home)
     try:
@@ -172,7 +162,7 @@ def test_a_full_host_disk_during_a_stage_is_retried_not_charged(home, site, conn
     finally:
         filler.unlink(missing_ok=True)
         daemon.stop()
-    doc = report(home, entry_id)
+    doc = organiser_report(home, entry_id)
     assert (doc["outcome"], doc["scores"]["score"]) == ("scored", 1.0)
     runs = attempts(doc)
     infra = [r for r in runs if r[2] == "infra"]

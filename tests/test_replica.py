@@ -206,7 +206,7 @@ def test_replica_boots_with_uefi_from_cd_and_disk(judged, replica_iso, tmp_path)
     listing = subprocess.run(["mdir", "-b", "-i", str(tmp_path / "esp.img"), "::/EFI/BOOT"],
                              capture_output=True, text=True, check=True, env=dict(os.environ, MTOOLS_SKIP_CHECK="1"))
     assert listing.stdout.split() == ["::/EFI/BOOT/BOOTX64.EFI"]
-    isolinux = (REPO / "vmjudge" / "replica" / "boot" / "isolinux.cfg").read_text()
+    isolinux = iso_files(replica_iso)["/isolinux/isolinux.cfg"].decode()
     append = [w for w in re.search(r"APPEND (.*)", isolinux).group(1).split() if not w.startswith("initrd=")]
     text = (REPO / "README.md").read_text().split("## For participants", 1)[1].split("\n## ", 1)[0]
     assert f"-bios {OVMF}" in text

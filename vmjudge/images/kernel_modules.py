@@ -9,6 +9,7 @@ participant's own hardware, where the replica would otherwise find and name thei
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -39,14 +40,11 @@ def prune_modules(root: Path, kernel_version: str) -> int:
     deps = read_modules_dep(modules_dir)
     removed = {m for m in deps if any(m.startswith(f"kernel/{p}/") for p in PRUNED)}
     removed |= {m for m, needs in deps.items() if removed.intersection(needs)}
-    freed = 0
-    for rel in sorted(removed):
-        path = modules_dir / rel
-        freed += path.stat().st_size
-        path.unlink()
-    for directory in sorted({p for rel in removed for p in (modules_dir / rel).parents}, reverse=True):
-        if directory.is_relative_to(modules_dir / "kernel") and directory.is_dir() and not any(directory.iterdir()):
-            directory.rmdir()
+    freed = sum((modules_dir / m).stat().st_size for m in removed)
+    for rel in removed:
+        (modules_dir / rel).unlink()
+    for pruned in PRUNED:
+        shutil.rmtree(modules_dir / "kernel" / pruned, ignore_errors=True)  # now only empty directories
     depmod = subprocess.run(["chroot", str(root), "depmod", kernel_version], capture_output=True, text=True)
     if depmod.returncode != 0:
         raise ImageError(f"depmod failed on the trimmed guest kernel modules: {depmod.stderr.strip()}")

@@ -22,6 +22,7 @@ from ..errors import ImageError, MediaError
 from ..images.build import find_image
 from ..images.image import FILES, GuestImage
 from ..images.iso import ElTorito, Source, write_iso
+from .boot_config import ISOLINUX_CFG
 from .efi import efi_image_bytes
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
@@ -68,7 +69,7 @@ def replica_files(ch: Challenge, image: GuestImage) -> dict[str, Source]:
     files: dict[str, Source] = {
         "isolinux/isolinux.bin": ISOLINUX_BIN,
         "isolinux/ldlinux.c32": LDLINUX_C32,
-        "isolinux/isolinux.cfg": BOOT_DIR / "isolinux.cfg",
+        "isolinux/isolinux.cfg": ISOLINUX_CFG.encode(),
         "efi/efiboot.img": efi_image_bytes(),
         "vmjudge/init": BOOT_DIR / "init",
         "vmjudge/vmjudge-replica": BOOT_DIR / "vmjudge-replica",

@@ -2,7 +2,7 @@
 
 UEFI firmware boots a CD from the FAT image its El Torito EFI entry points at, and a disk from
 the FAT partition of type 0xEF that the isohybrid MBR points at (the same image on the ISO).
-BOOTX64.EFI is GRUB made by grub-mkimage with its configuration built in (boot/grub.cfg): it
+BOOTX64.EFI is GRUB made by grub-mkimage with its configuration built in (boot_config.py): it
 finds the ISO file system by a file only the replica carries and boots the very vmlinuz and
 initrd.img that ISOLINUX boots, with the same kernel command line, so both firmwares start
 the same replica. GRUB reads them from the ISO file system, which keeps the FAT image at a
@@ -23,9 +23,8 @@ from pathlib import Path
 
 from ..errors import MediaError
 from ..images.iso import PINNED_EPOCH
+from .boot_config import GRUB_CFG
 
-BOOT_DIR = Path(__file__).resolve().parent / "boot"
-GRUB_CFG = BOOT_DIR / "grub.cfg"
 # Debian's grub-efi-amd64-bin package: the x86_64-efi modules grub-mkimage links in.
 GRUB_EFI_MODULES = Path("/usr/lib/grub/x86_64-efi")
 # What the built-in configuration uses, and nothing more: no `normal` module, no menu, no
@@ -76,13 +75,14 @@ def _run(argv: list[str], env: dict[str, str] | None = None) -> None:
                          "dosfstools and mtools packages are installed and intact.")
 
 
-def build_efi_image(workdir: Path, config: Path = GRUB_CFG) -> Path:
+def build_efi_image(workdir: Path, config: str = GRUB_CFG) -> Path:
     """Write efiboot.img (FAT with EFI/BOOT/BOOTX64.EFI) in `workdir` and return its path."""
     tools = check_tools()
     workdir = Path(workdir)
     grub = workdir / "BOOTX64.EFI"
+    (workdir / "grub.cfg").write_text(config)
     _run([tools["grub-mkimage"], "-O", "x86_64-efi", "-d", str(GRUB_EFI_MODULES), "-p", "/EFI/BOOT",
-          "-c", str(config), "-o", str(grub), *MODULES])
+          "-c", str(workdir / "grub.cfg"), "-o", str(grub), *MODULES])
     os.utime(grub, (PINNED_EPOCH, PINNED_EPOCH))
     image = workdir / "efiboot.img"
     image.unlink(missing_ok=True)
@@ -94,7 +94,7 @@ def build_efi_image(workdir: Path, config: Path = GRUB_CFG) -> Path:
     return image
 
 
-def efi_image_bytes(config: Path = GRUB_CFG) -> bytes:
+def efi_image_bytes(config: str = GRUB_CFG) -> bytes:
     """The FAT image's bytes (a few hundred kilobytes), made in a directory that is then removed."""
     with tempfile.TemporaryDirectory(prefix="vmjudge-efi-") as tmp:
         return build_efi_image(Path(tmp), config).read_bytes()
