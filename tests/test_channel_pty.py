@@ -15,7 +15,7 @@ import pytest
 
 from vmjudge.errors import InfrastructureError
 from vmjudge.images.guest import frames
-from vmjudge.supervisor.channel import ChannelClosed, ChannelReader, FrameStream
+from vmjudge.supervisor.channel import ChannelClosed, ChannelReader, FrameStream, Watch
 from vmjudge.supervisor.reading import Reading
 
 
@@ -46,9 +46,8 @@ def pty():
         pass
 
 
-def run_loop(reader, stream, domain, boot=5.0, silence=5.0, budget=30.0, cap=None, stop=None):
-    return Reading(domain, reader, stream, time.monotonic(), "console.log", boot, silence, budget, cap,
-                    stop).until_bye()
+def run_loop(reader, stream, domain, boot=5.0, silence=5.0, budget=30.0, cap=None):
+    return Reading(domain, reader, stream, time.monotonic(), "console.log", boot, silence, budget, cap).until_bye()
 
 
 def test_a_large_binary_stream_arrives_whole_through_pyserial(pty):
@@ -140,8 +139,12 @@ def test_stage_cap_ends_the_run_as_capped(pty):
         assert run_loop(reader, FrameStream("n"), FakeDomain(), cap=1.0, budget=30.0) == "capped"
 
 
-def test_host_stop_rule_ends_the_run_after_the_frame_it_wanted(pty):
+def test_host_stop_rule_ends_the_run_after_the_command_it_wanted(pty):
     master, reader = pty
-    os.write(master, frames.encode_json("hello", 0, {"nonce": "n"}) + frames.encode("log", 1, b"stop here"))
-    stream = FrameStream("n")
-    assert run_loop(reader, stream, FakeDomain(), stop=lambda t: t.logs == ["stop here"]) == "stopped"
+    os.write(master, frames.encode_json("hello", 0, {"nonce": "n"})
+             + frames.encode_json("start", 1, {"index": 0, "name": "c"})
+             + frames.encode_json("end", 2, {"index": 0, "status": "error", "exit_code": 1})
+             + frames.encode("log", 3, b"not read"))
+    stream = FrameStream("n", watch=Watch(on_end=lambda cmd: cmd.status == "error"))
+    assert run_loop(reader, stream, FakeDomain()) == "stopped"
+    assert stream.transcript.logs == []

@@ -8,6 +8,7 @@ import os
 import pytest
 
 from vmjudge.errors import InfrastructureError
+from vmjudge.images.guest import frames
 from vmjudge.images.image import sha256_file
 from vmjudge.supervisor.job import Command, Job
 from vmjudge.supervisor.reading import Limits
@@ -146,6 +147,70 @@ def test_output_is_capped_and_result_files_come_back(boot):
     assert cmd.files["missing.txt"].size is None
 
 
+def test_output_keeps_a_head_and_a_tail_and_counts_the_middle(boot):
+    script = "head -c 3145728 /dev/zero | tr '\\000' h; head -c 100000 /dev/zero | tr '\\000' t; echo END"
+    cmd = boot(Job(commands=(sh("big", script, timeout=60, output_limit=MIB, tail_limit=4096),))).transcript.commands[0]
+    assert cmd.output_bytes == 3 * MIB + 100000 + 4
+    assert bytes(cmd.output) == b"h" * MIB and bytes(cmd.tail) == b"t" * 4092 + b"END\n"
+    assert cmd.omitted == 2 * MIB + 100000 - 4092 and cmd.truncated and not cmd.host_capped
+
+
+def test_limits_hold_after_the_command_closes_its_output(boot):
+    """exec >&- 2>&- closes the pipe the agent reads: the deadline still holds, ticks still
+    come (the host's silence limit is shorter than the sleep), and the leftovers are killed."""
+    job = Job(commands=(sh("closed", "exec >&- 2>&-; setsid sleep 1000 & sleep 1000", timeout=5),
+                        sh("closed-ok", "exec >&- 2>&-; sleep 2; exit 0", timeout=20),
+                        sh("count", "grep -l '^Name:.sleep' /proc/[0-9]*/status 2>/dev/null | wc -l")))
+    run = boot(job, limits=Limits(boot_timeout=120, silence_timeout=4))
+    closed, closed_ok, count = run.transcript.commands
+    assert closed.status == "timeout" and 5 <= closed.seconds < 12
+    assert closed_ok.status == "ok" and 2 <= closed_ok.seconds < 10
+    assert output(run, 2) == "0\n"
+
+
+def test_guest_hardening_holds_for_the_entry(boot):
+    """The nonce in job.json is root's; no user namespaces, no module loading; System V
+    shared memory dies with the command that made it; setuid gives nothing."""
+    job = Job(commands=(
+        sh("job.json", "cat /media/cdrom/job.json >/dev/null 2>&1 && echo read || echo denied"),
+        sh("job.json-root", "head -c 1 /media/cdrom/job.json", user="root"),
+        sh("userns", "unshare -Ur true 2>/dev/null && echo made || echo refused"),
+        sh("sysctl", "cat /proc/sys/kernel/modules_disabled /proc/sys/user/max_user_namespaces "
+                     "/proc/sys/kernel/shm_rmid_forced /proc/sys/fs/protected_hardlinks"),
+        sh("shm-leave", "python3 -c 'import ctypes; libc = ctypes.CDLL(None); libc.shmat.restype = ctypes.c_void_p; "
+                        "i = libc.shmget(0, 1 << 20, 0o1600); ctypes.memset(libc.shmat(i, None, 0), 1, 1 << 20)'; "
+                        "ipcmk -M 4096 >/dev/null; readlink /proc/self/ns/ipc"),
+        sh("shm-after", "ipcs -m | grep -c entry; true"),
+        sh("ipc-agent", "readlink /proc/1/ns/ipc", user="root"),
+        sh("no-new-privs", "grep NoNewPrivs /proc/self/status"),
+    ))
+    run = boot(job)
+    assert [output(run, i) for i in (0, 1, 2, 3, 5, 7)] == [
+        "denied\n", "{", "refused\n", "1\n0\n1\n1\n", "0\n", "NoNewPrivs:\t1\n"]
+    command_ipc, agent_ipc = output(run, 4), output(run, 6)
+    assert command_ipc.startswith("ipc:[") and agent_ipc.startswith("ipc:[") and command_ipc != agent_ipc
+
+
+def test_what_the_entry_leaves_in_its_home_is_its_own_fault_never_the_agents(boot, rundir):
+    """A directory where a record file is linked, a linked directory on the way to a result
+    file, a FIFO as a result file, a lost+found that is a link: each fails the command or
+    gives no file, and the agent carries on (no infrastructure error)."""
+    (rundir / "rec.dat").write_bytes(b"data\n")
+    home = boot.blank_home()
+    boot(Job(commands=(sh("plant", "rmdir lost+found 2>/dev/null; mkdir e rec.dat; ln -s e lost+found; "
+                                   "ln -s /media/cdrom out; mkfifo fifo.txt"),)), home=home)
+    run = boot(Job(commands=(
+        sh("linked", "echo ran", links=("data/rec.dat",)),
+        sh("results", "true", collect=("out/job.json", "fifo.txt")),
+        sh("after", "ls -ld lost+found | cut -c1"),
+    ), media={"data/rec.dat": rundir / "rec.dat"}), home=home)
+    linked, results, after = run.transcript.commands
+    assert linked.status == "error" and "could not link the record file rec.dat" in linked.message
+    assert results.status == "ok"
+    assert results.files["out/job.json"].size is None and results.files["fifo.txt"].size is None
+    assert output(run, 2) == "l\n"
+
+
 def test_failing_command_stops_the_job_when_asked(boot):
     job = Job(commands=(sh("ok", "echo one"), sh("fail", "echo two; exit 3"), sh("skipped", "echo three")),
               stop_on_failure=True)
@@ -169,8 +234,8 @@ def test_entry_is_installed_into_home_with_its_modes(boot, rundir):
 
 
 def test_malformed_job_json_is_reported_by_the_agent(boot, monkeypatch):
-    monkeypatch.setattr(Job, "job_json", lambda self, nonce: b'{"protocol": 1, "nonce": "%s", "commands": [{"argv": 5}]}'
-                        % nonce.encode())
+    monkeypatch.setattr(Job, "job_json", lambda self, nonce: b'{"protocol": %d, "nonce": "%s", "commands": [{"argv": 5}]}'
+                        % (frames.PROTOCOL, nonce.encode()))
     with pytest.raises(InfrastructureError) as err:
         boot(Job(commands=(sh("x", "true"),)))
     assert err.value.reason == "agent-error"

@@ -126,8 +126,12 @@ def _plain_name(path: PurePosixPath) -> str:
 
 
 def write_iso(out: Path, files: Mapping[str, Source], volume_id: str = "VMJUDGE",
-              boot: ElTorito | None = None) -> Path:
-    """Write an ISO holding `files` ({path on the ISO: host file, host directory or bytes})."""
+              boot: ElTorito | None = None, private: frozenset[str] = frozenset()) -> Path:
+    """Write an ISO holding `files` ({path on the ISO: host file, host directory or bytes}).
+
+    Paths in `private` are root's alone in the guest (Rock Ridge mode 0400, owner 0): the
+    job's description holds the run's nonce, which the entry must not read. Linux reads a
+    disc's Rock Ridge tree in preference to its Joliet one, so the mode holds."""
     _pin_pycdlib_clock()
     entries = _expand(files)
     plain = {PurePosixPath(p) for p in boot.plain | {boot.loader} | ({boot.efi} if boot.efi else set())} \
@@ -161,7 +165,8 @@ def write_iso(out: Path, files: Mapping[str, Source], volume_id: str = "VMJUDGE"
         if isinstance(source, bytes):
             fp = io.BytesIO(source)
             handles.append(fp)
-            iso.add_fp(fp, len(source), name, rr_name=path.name, joliet_path=_joliet(path), file_mode=0o100444)
+            mode = 0o100400 if str(path) in private else 0o100444
+            iso.add_fp(fp, len(source), name, rr_name=path.name, joliet_path=_joliet(path), file_mode=mode)
         else:
             mode = 0o100555 if os.access(source, os.X_OK) else 0o100444
             iso.add_file(str(source), name, rr_name=path.name, joliet_path=_joliet(path), file_mode=mode)

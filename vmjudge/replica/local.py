@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING
 
 from ..config import Site
 from ..errors import InfrastructureError
-from ..supervisor.channel import ChannelClosed, FrameStream
-from ..supervisor.job import Job
-from ..supervisor.reading import JobRun, Limits, Reading, StopRule
+from ..supervisor.channel import ChannelClosed, FrameStream, Watch
+from ..supervisor.job import JOB_FILE, Job
+from ..supervisor.reading import JobRun, Limits, Reading, check_agent_error
 
 if TYPE_CHECKING:
     from ..stages.context import StageContext
@@ -117,7 +117,7 @@ class LocalRunner:
         shutil.copyfile(backing, path)
 
     def run(self, ctx: "StageContext", stage: str, job: Job, home: Path, limits: Limits,
-            should_stop: StopRule | None) -> JobRun:
+            watch: Watch | None) -> JobRun:
         nonce = secrets.token_hex(16)
         log_path = ctx.results_dir / f"agent-{stage}-{ctx.attempt}.log"
         boot_timeout = limits.boot_timeout or self.site.boot_timeout
@@ -133,10 +133,11 @@ class LocalRunner:
                 assert proc.stdout is not None
                 try:
                     started = time.monotonic()
-                    stream = FrameStream(nonce, limits=job.host_limits(), allow_raw=job.raw_copy is not None)
+                    stream = FrameStream(nonce, limits=job.host_limits(), allow_raw=job.raw_copy is not None,
+                                         watch=watch)
                     reading = Reading(_Agent(proc), _PipeReader(proc.stdout.fileno()), stream, started, log_path,
                                       boot_timeout, limits.silence_timeout or self.site.silence_timeout, budget,
-                                      limits.stage_cap, should_stop, None)
+                                      limits.stage_cap, None)
                     ended = reading.until_bye()
                     if ended == "bye":
                         _Agent(proc).wait_stopped(POWEROFF_GRACE)
@@ -147,9 +148,7 @@ class LocalRunner:
                     proc.stdout.close()
                     kill_user()
                 transcript = stream.transcript
-                if transcript.agent_error is not None:
-                    raise InfrastructureError("agent-error", f"the agent could not carry out the job: "
-                                              f"{transcript.agent_error}")
+                check_agent_error(transcript)
                 return JobRun(domain="replica", transcript=transcript, iso_sha256="", ended=ended,
                               boot_seconds=reading.boot_seconds, total_seconds=time.monotonic() - started)
             finally:
@@ -164,7 +163,7 @@ class LocalRunner:
         MEDIA.mkdir(parents=True, exist_ok=True)
         _run(["mount", "-t", "tmpfs", "-o", "mode=0755,nosuid,nodev", "replica-job", str(MEDIA)])
         entries = dict(_expand(job.media))
-        entries[PurePosixPath("job.json")] = job.job_json(nonce)
+        entries[PurePosixPath(JOB_FILE)] = job.job_json(nonce)
         for rel, source in sorted(entries.items()):
             target = MEDIA / rel
             for parent in reversed(target.relative_to(MEDIA).parents[:-1]):
@@ -173,7 +172,7 @@ class LocalRunner:
                     d.mkdir()
             if isinstance(source, bytes):
                 target.write_bytes(source)
-                os.chmod(target, 0o444)
+                os.chmod(target, 0o400 if str(rel) == JOB_FILE else 0o444)
             elif REPLICA_CD in source.resolve().parents:
                 target.symlink_to(source.resolve())
             else:

@@ -4,6 +4,12 @@ The link is one-way (guest to host). Anything wrong with it — a bad CRC, a gap
 sequence, a wrong nonce, a frame out of place, silence — is the judge's failure, never the
 entry's, so every such case raises InfrastructureError with reason "channel-broken" or
 "channel-silent".
+
+A stage may run thousands of commands, each allowed a megabyte of output: the host's
+memory must not grow with them. So a Transcript can hand each command's output to a log
+on disk as it arrives (Watch.log), let the stage consume each command's result files when
+it ends (Watch.on_end), and keep the bytes of the last command only (Watch.keep_all off);
+the commands' statuses and sizes stay, a few hundred bytes each.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ from __future__ import annotations
 import select
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, Protocol
 
 from ..errors import InfrastructureError
 from ..images.guest.frames import Decoder, Frame, FrameError
@@ -55,6 +61,17 @@ class ChannelReader:
         self._port.close()
 
 
+@dataclass(frozen=True)
+class Caps:
+    """The host's own caps for one command; the agent caps too, but the host never trusts it
+    to: a flooding guest cannot grow host memory. `files` are the names the job collects."""
+
+    output: int  # head bytes
+    tail: int  # bytes of the end of the output, beyond the head
+    file: int  # bytes per result file
+    files: tuple[str, ...] = ()
+
+
 @dataclass
 class FileResult:
     name: str
@@ -73,12 +90,49 @@ class CommandResult:
     status: str = "running"  # ok | error | timeout
     exit_code: int | None = None
     seconds: float = 0.0
-    output: bytearray = field(default_factory=bytearray)
+    output: bytearray = field(default_factory=bytearray)  # the head
+    tail: bytearray = field(default_factory=bytearray)  # the end, when the output was longer
     output_bytes: int = 0
     truncated: bool = False
     message: str = ""
     files: dict[str, FileResult] = field(default_factory=dict)
     host_capped: bool = False  # the guest sent more than the job allowed; the host kept the allowance
+
+    @property
+    def omitted(self) -> int:
+        """Output bytes the command printed that neither the head nor the tail holds."""
+        return max(self.output_bytes - len(self.output) - len(self.tail), 0)
+
+    def release(self) -> None:
+        """Drop the bytes (output, result files), keep the facts."""
+        self.output = bytearray()
+        self.tail = bytearray()
+        for f in self.files.values():
+            f.data = b""
+
+
+class CommandLog(Protocol):
+    """Where a run's output goes as it arrives (a stage log on disk)."""
+
+    def started(self, cmd: CommandResult) -> None: ...
+
+    def output(self, cmd: CommandResult, data: bytes) -> None: ...
+
+    def ended(self, cmd: CommandResult) -> None: ...
+
+
+@dataclass
+class Watch:
+    """What the host does with a run's commands as they go by.
+
+    `log` receives the output as it arrives; `on_end` sees each command once it has ended,
+    result files and all, and returns True to stop the run there (the quiz's first mismatch);
+    with `keep_all` off, a command's bytes are dropped once the next command starts, so only
+    the last command's output and files stay in memory."""
+
+    log: CommandLog | None = None
+    on_end: Callable[[CommandResult], bool] | None = None
+    keep_all: bool = True
 
 
 @dataclass
@@ -91,15 +145,17 @@ class Transcript:
     logs: list[str] = field(default_factory=list)
     raw: bytearray = field(default_factory=bytearray)
     agent_error: str | None = None
+    entry_fault: str | None = None  # the agent's error is the entry's doing: this reason code
     bye: dict[str, Any] | None = None
     frames: int = 0
     # (seq, kind, host monotonic time) of every frame but data and ticks: host-side timings.
     timeline: list[tuple[int, str, float]] = field(default_factory=list)
-    # The host's own caps, per command index: (output bytes, bytes per result file). The agent
-    # caps too, but the host never trusts it to: a flooding guest cannot grow host memory.
-    # None (tests of the frame format only) means no command is expected.
-    limits: tuple[tuple[int, int], ...] | None = None
+    # The host's own caps, per command index. None (tests of the frame format only) means no
+    # command is expected and nothing is capped.
+    limits: tuple[Caps, ...] | None = None
     allow_raw: bool = False
+    watch: Watch = field(default_factory=Watch)
+    stopped: bool = False  # watch.on_end asked to stop: later frames are not read
     _file: FileResult | None = None
 
     @property
@@ -147,13 +203,21 @@ class Transcript:
             index = int(info["index"])
             if index != len(self.commands) or (self.limits is not None and index >= len(self.limits)):
                 raise self._broken(f"the guest started command {index}, which is not the job's next command")
-            self.commands.append(CommandResult(index=index, name=str(info["name"])))
-        elif kind in ("out", "file", "fdata", "end"):
+            if not self.watch.keep_all and self.commands:
+                self.commands[-1].release()
+            cmd = CommandResult(index=index, name=str(info["name"])[:200])
+            self.commands.append(cmd)
+            if self.watch.log is not None:
+                self.watch.log.started(cmd)
+        elif kind in ("out", "tail", "file", "fdata", "end"):
             if current is None:
                 raise self._broken(f"a {kind} frame came with no command running")
             self._command_frame(current, frame)
         elif kind == "error":
-            self.agent_error = str(frame.json().get("message", "no message"))
+            info = frame.json()
+            self.agent_error = str(info.get("message", "no message"))[:4096]
+            if info.get("fault") == "entry":
+                self.entry_fault = str(info.get("reason", "entry-fault"))[:64]
         elif kind == "bye":
             if current is not None:
                 raise self._broken(f"the guest said goodbye while command {current.index} was running")
@@ -161,28 +225,36 @@ class Transcript:
         else:
             raise self._broken(f"unexpected {kind} frame")
 
-    def _cap(self, cmd: CommandResult, which: int) -> int | None:
-        return None if self.limits is None else self.limits[cmd.index][which]
+    def _room(self, cmd: CommandResult, cap: str, have: int, offered: int) -> int:
+        limit = None if self.limits is None else getattr(self.limits[cmd.index], cap)
+        return offered if limit is None else max(min(limit - have, offered), 0)
 
     def _command_frame(self, cmd: CommandResult, frame: Frame) -> None:
+        payload = frame.payload
         if frame.kind == "out":
-            room = self._cap(cmd, 0)
-            room = len(frame.payload) if room is None else max(room - len(cmd.output), 0)
-            cmd.output += frame.payload[:room]
-            cmd.host_capped = cmd.host_capped or room < len(frame.payload)
+            room = self._room(cmd, "output", len(cmd.output), len(payload))
+            cmd.output += payload[:room]
+            cmd.host_capped = cmd.host_capped or room < len(payload)
+            if room and self.watch.log is not None:
+                self.watch.log.output(cmd, payload[:room])
+        elif frame.kind == "tail":
+            room = self._room(cmd, "tail", len(cmd.tail), len(payload))
+            cmd.tail += payload[:room]
+            cmd.host_capped = cmd.host_capped or room < len(payload)
         elif frame.kind == "file":
             info = frame.json()
             size = info.get("size")
-            if len(cmd.files) >= MAX_FILES:
-                raise self._broken(f"command {cmd.index} sent back more than {MAX_FILES} files")
-            self._file = FileResult(name=str(info["name"]), size=None if size is None else int(size))
+            name = str(info["name"])
+            if len(cmd.files) >= MAX_FILES or name in cmd.files or (
+                    self.limits is not None and name not in self.limits[cmd.index].files):
+                raise self._broken(f"command {cmd.index} sent back a file the job did not ask for, or twice")
+            self._file = FileResult(name=name, size=None if size is None else int(size))
             cmd.files[self._file.name] = self._file
         elif frame.kind == "fdata":
             if self._file is None:
                 raise self._broken("file data came before its file header")
-            room = self._cap(cmd, 1)
-            room = len(frame.payload) if room is None else max(room - len(self._file.data), 0)
-            self._file.data += frame.payload[:room]
+            room = self._room(cmd, "file", len(self._file.data), len(payload))
+            self._file.data += payload[:room]
         else:  # end
             info = frame.json()
             cmd.status = str(info["status"])
@@ -192,28 +264,39 @@ class Transcript:
             cmd.seconds = float(info.get("seconds", 0.0))
             cmd.output_bytes = int(info.get("output_bytes", len(cmd.output)))
             cmd.truncated = bool(info.get("truncated", False)) or cmd.host_capped
-            cmd.message = str(info.get("message", ""))
+            cmd.message = str(info.get("message", ""))[:4096]
             self._file = None
+            if self.watch.log is not None:
+                self.watch.log.ended(cmd)
+            if self.watch.on_end is not None and self.watch.on_end(cmd):
+                self.stopped = True
 
 
 class FrameStream:
     """Decoder plus transcript: bytes in, a growing Transcript out, errors as infrastructure faults."""
 
-    def __init__(self, nonce: str, limits: tuple[tuple[int, int], ...] | None = None, allow_raw: bool = False):
-        self.decoder = Decoder()
-        self.transcript = Transcript(nonce=nonce, limits=limits, allow_raw=allow_raw)
+    def __init__(self, nonce: str, limits: tuple[Caps, ...] | None = None, allow_raw: bool = False,
+                 watch: Watch | None = None):
+        self.decoder = Decoder(allow_raw=allow_raw)
+        self.transcript = Transcript(nonce=nonce, limits=limits, allow_raw=allow_raw, watch=watch or Watch())
 
     def feed(self, data: bytes) -> int:
+        """Decode and take in `data`; the number of frames taken. Once the watch has asked
+        to stop, nothing more is read."""
+        if self.transcript.stopped:
+            return 0
         try:
             frames = self.decoder.feed(data)
         except FrameError as exc:
             raise InfrastructureError("channel-broken", f"the data channel broke: {exc}")
         arrived = time.monotonic()
-        for frame in frames:
+        for taken, frame in enumerate(frames, 1):
             try:
                 self.transcript.add(frame, arrived)
             except (FrameError, KeyError, ValueError, TypeError) as exc:
                 raise InfrastructureError("channel-broken", f"the data channel broke: frame {frame.seq} "
                                           f"({frame.kind}) is malformed: {exc}")
+            if self.transcript.stopped:
+                return taken
         return len(frames)
 

@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Mapping, Union
 
 from ..images.guest import frames
+from .channel import Caps
 
 MIB = 1 << 20
+JOB_FILE = "job.json"  # on the CD, readable by the guest's root only
 # Time the agent may need around each command (links, collecting files, framing).
 COMMAND_SLACK = 5.0
 
@@ -23,7 +25,8 @@ class Command:
     name: str
     argv: tuple[str, ...]
     timeout: float
-    output_limit: int = MIB
+    output_limit: int = MIB  # the head of the output, kept as it arrives
+    tail_limit: int = 0  # the end of the output beyond the head, kept too
     user: str = "entry"  # "root" only for the judge's own checks (doctor, benchmarks)
     links: tuple[str, ...] = ()  # CD paths linked into the working directory for this command
     collect: tuple[str, ...] = ()  # files (relative to home) sent back after the command
@@ -31,7 +34,8 @@ class Command:
 
     def document(self) -> dict:
         return {"name": self.name, "argv": list(self.argv), "timeout": self.timeout,
-                "output_limit": self.output_limit, "user": self.user, "links": list(self.links),
+                "output_limit": self.output_limit, "tail_limit": self.tail_limit, "user": self.user,
+                "links": list(self.links),
                 "collect": list(self.collect), "file_limit": self.file_limit or self.output_limit}
 
 
@@ -50,9 +54,10 @@ class Job:
                "commands": [c.document() for c in self.commands]}
         return json.dumps(doc, indent=1, sort_keys=True).encode()
 
-    def host_limits(self) -> tuple[tuple[int, int], ...]:
-        """(output bytes, bytes per result file) per command, as the host enforces them."""
-        return tuple((c.output_limit, c.file_limit or c.output_limit) for c in self.commands)
+    def host_limits(self) -> tuple[Caps, ...]:
+        """Each command's caps, as the host enforces them."""
+        return tuple(Caps(c.output_limit, c.tail_limit, c.file_limit or c.output_limit, c.collect)
+                     for c in self.commands)
 
     def time_budget(self) -> float:
         """The longest the commands may take, by their own limits, plus the agent's slack."""

@@ -11,9 +11,9 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from ..errors import Cancelled, InfrastructureError
+from ..errors import Cancelled, EntryError, InfrastructureError
 from .channel import ChannelClosed, FrameStream, Transcript
 
 POLL = 0.5
@@ -43,11 +43,7 @@ class JobRun:
     iso_sha256: str
     boot_seconds: float  # start to the hello frame
     total_seconds: float
-    ended: str = "bye"  # bye | stopped (the host's should_stop said so) | capped (stage_cap passed)
-
-
-# Looks at the transcript after each batch of frames; True ends the run at once.
-StopRule = Callable[[Transcript], bool]
+    ended: str = "bye"  # bye | stopped (the watch's on_end said so) | capped (stage_cap passed)
 
 
 @dataclass
@@ -63,7 +59,6 @@ class Reading:
     silence_timeout: float
     budget: float
     stage_cap: float | None = None
-    should_stop: StopRule | None = None
     cancel: threading.Event | None = None
     boot_seconds: float = 0.0
 
@@ -90,7 +85,7 @@ class Reading:
                     last_frame = time.monotonic()
                     if not had_hello and transcript.hello is not None:
                         self.boot_seconds = last_frame - self.started
-                    if self.should_stop is not None and self.should_stop(transcript):
+                    if transcript.stopped:
                         return "stopped"
             elif not self.domain.is_active():
                 raise InfrastructureError("guest-stopped", "the VM stopped before the guest agent finished "
@@ -108,3 +103,14 @@ class Reading:
         if transcript.hello is not None and now - last_frame >= self.silence_timeout:
             raise InfrastructureError("channel-silent", f"the data channel was silent for {self.silence_timeout:.0f} s;"
                                       f" the guest agent has stopped (console log: {self.console_log}).")
+
+
+def check_agent_error(transcript: Transcript) -> None:
+    """An agent that could not carry out the job: the entry's fault when the agent says so
+    (the entry does not fit its home disk), else the judge's."""
+    if transcript.agent_error is None:
+        return
+    if transcript.entry_fault is not None:
+        raise EntryError(transcript.entry_fault, f"The entry could not be installed: {transcript.agent_error}.")
+    raise InfrastructureError("agent-error", f"the guest agent could not carry out the job: "
+                              f"{transcript.agent_error}")

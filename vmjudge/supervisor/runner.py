@@ -23,9 +23,9 @@ from ..config import Site
 from ..errors import InfrastructureError
 from ..images.image import GuestImage, sha256_file
 from ..images.iso import write_iso
-from .channel import ChannelReader, FrameStream
-from .job import Job
-from .reading import JobRun, Limits, Reading, StopRule
+from .channel import ChannelReader, FrameStream, Watch
+from .job import JOB_FILE, Job
+from .reading import JobRun, Limits, Reading, check_agent_error
 from .vm import DOMAIN_PREFIX, Domain, DomainSpec, domain_xml
 
 log = logging.getLogger(__name__)
@@ -59,7 +59,7 @@ def _qemu_img(args: list[str]) -> None:
 
 def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *, home_disk: Path,
             workdir: Path, console_log: Path, vcpus: int = 2, memory_mib: int = 2048, label: str = "job",
-            limits: Limits = Limits(), should_stop: StopRule | None = None, keep_iso: Path | None = None,
+            limits: Limits = Limits(), watch: Watch | None = None, keep_iso: Path | None = None,
             cancel: threading.Event | None = None) -> JobRun:
     boot_timeout = limits.boot_timeout or site.boot_timeout
     silence_timeout = limits.silence_timeout or site.silence_timeout
@@ -68,7 +68,7 @@ def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *
     nonce = secrets.token_hex(16)
     name = domain_name(label)
     iso = Path(workdir) / f"{name}.iso"
-    write_iso(iso, {**job.media, "job.json": job.job_json(nonce)})
+    write_iso(iso, {**job.media, JOB_FILE: job.job_json(nonce)}, private=frozenset({JOB_FILE}))
     reader: ChannelReader | None = None
     domain: Domain | None = None
     try:
@@ -80,16 +80,14 @@ def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *
         reader = ChannelReader(domain.channel_pty(site.channel))
         started = time.monotonic()
         domain.resume()
-        stream = FrameStream(nonce, limits=job.host_limits(), allow_raw=job.raw_copy is not None)
+        stream = FrameStream(nonce, limits=job.host_limits(), allow_raw=job.raw_copy is not None, watch=watch)
         reading = Reading(domain, reader, stream, started, console_log, boot_timeout, silence_timeout, budget,
-                           limits.stage_cap, should_stop, cancel)
+                           limits.stage_cap, cancel)
         ended = reading.until_bye()
         transcript = stream.transcript
         if ended == "bye" and not domain.wait_stopped(POWEROFF_GRACE):
             log.warning("domain %s did not power off after its last frame; destroying it", name)
-        if transcript.agent_error is not None:
-            raise InfrastructureError("agent-error", f"the guest agent could not carry out the job: "
-                                      f"{transcript.agent_error}")
+        check_agent_error(transcript)
         return JobRun(domain=name, transcript=transcript, iso_sha256=iso_sha, boot_seconds=reading.boot_seconds,
                       total_seconds=time.monotonic() - started, ended=ended)
     finally:

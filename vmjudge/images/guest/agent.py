@@ -28,7 +28,7 @@ import zlib
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import frames  # noqa: E402
 
-AGENT_VERSION = "1.0"
+AGENT_VERSION = "1.1"
 CDROM_DEV = "/dev/sr0"
 CDROM = "/media/cdrom"
 HOME_DEV = "/dev/vdb"
@@ -37,10 +37,24 @@ PORT_NAME = "org.vmjudge.data"
 CHUNK = 64 * 1024
 PR_SET_CHILD_SUBREAPER = 36
 ENTRY_MAX_PROCESSES = 1024  # per entry user: enough for any real program, not for a fork bomb
+# After a command's process has ended and every process of the entry user was killed, the
+# output pipe closes at once; a writer that is somehow still there gets this long.
+DRAIN_SECONDS = 5.0
+CLONE_NEWIPC = 0x08000000
+PR_SET_NO_NEW_PRIVS = 38
 
 
 class JobError(Exception):
     """The job cannot be carried out; the message is sent to the host."""
+
+
+class EntryFault(JobError):
+    """The job cannot be carried out because of what the entry is or did (it does not fit
+    the home disk, say): the host charges it to the entry, never to the infrastructure."""
+
+    def __init__(self, reason, message):
+        JobError.__init__(self, message)
+        self.reason = reason
 
 
 class Channel(object):
@@ -49,6 +63,8 @@ class Channel(object):
     def __init__(self, fd):
         self.fd = fd
         self.seq = 0
+        import threading
+        self.lock = threading.RLock()  # ticks may come from a second thread (ticking())
 
     def _write(self, data):
         view = memoryview(data)
@@ -57,13 +73,40 @@ class Channel(object):
             view = view[n:]
 
     def send(self, kind, payload=b""):
-        for start in range(0, max(len(payload), 1), frames.MAX_PAYLOAD):
-            self._write(frames.encode(kind, self.seq, payload[start:start + frames.MAX_PAYLOAD]))
-            self.seq += 1
+        with self.lock:
+            for start in range(0, max(len(payload), 1), frames.MAX_PAYLOAD):
+                self._write(frames.encode(kind, self.seq, payload[start:start + frames.MAX_PAYLOAD]))
+                self.seq += 1
 
     def send_json(self, kind, obj):
-        self._write(frames.encode_json(kind, self.seq, obj))
-        self.seq += 1
+        with self.lock:
+            self._write(frames.encode_json(kind, self.seq, obj))
+            self.seq += 1
+
+
+class ticking(object):
+    """Ticks from a second thread while the agent does something long of its own (copying a
+    large entry in, making a big home's filesystem, writing the home disk back): the host
+    must not take a busy agent for a dead one and charge a retry to nobody."""
+
+    def __init__(self, channel, heartbeat):
+        import threading
+        self.channel, self.heartbeat = channel, heartbeat
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._tick, daemon=True)
+
+    def _tick(self):
+        while not self.done.wait(self.heartbeat):
+            self.channel.send("tick")
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.done.set()
+        self.thread.join()
+        return False
 
     def send_file_raw(self, path):
         """One frame whose payload is copied by `cat`: the benchmark's raw baseline.
@@ -194,9 +237,15 @@ def mount_home(channel):
     entry = pwd.getpwnam("entry")
     os.chown(HOME, entry.pw_uid, entry.pw_gid)
     os.chmod(HOME, 0o755)
+    # An empty lost+found is mkfs's, not the entry's: out of its way. Whatever the entry put in
+    # its place in an earlier stage (a link, a file) is the entry's own and stays.
     lost = os.path.join(HOME, "lost+found")
-    if os.path.isdir(lost) and not os.listdir(lost):
-        os.rmdir(lost)
+    try:
+        import stat
+        if stat.S_ISDIR(os.lstat(lost).st_mode) and not os.listdir(lost):
+            os.rmdir(lost)
+    except OSError:
+        pass
 
 
 def install(source):
@@ -204,17 +253,26 @@ def install(source):
     src = os.path.join(CDROM, source)
     if not os.path.isdir(src):
         raise JobError("the CD-ROM has no directory %s to install" % source)
+    import errno
     import shutil
     entry = pwd.getpwnam("entry")
-    shutil.copytree(src, HOME, symlinks=True, dirs_exist_ok=True)
-    # The CD holds everything read-only; in the home directory the owner may write.
-    for root, dirs, files in os.walk(HOME):
-        for name in dirs + files:
-            path = os.path.join(root, name)
-            os.lchown(path, entry.pw_uid, entry.pw_gid)
-            if not os.path.islink(path):
-                os.chmod(path, os.lstat(path).st_mode & 0o7777 | 0o200)
-        os.chmod(root, os.stat(root).st_mode | 0o700)
+    try:
+        shutil.copytree(src, HOME, symlinks=True, dirs_exist_ok=True)
+        # The CD holds everything read-only; in the home directory the owner may write.
+        for root, dirs, files in os.walk(HOME):
+            for name in dirs + files:
+                path = os.path.join(root, name)
+                os.lchown(path, entry.pw_uid, entry.pw_gid)
+                if not os.path.islink(path):
+                    os.chmod(path, os.lstat(path).st_mode & 0o7777 | 0o200)
+            os.chmod(root, os.stat(root).st_mode | 0o700)
+    except (OSError, shutil.Error) as exc:
+        errors = [exc] if isinstance(exc, OSError) else [e for e in exc.args[0] if isinstance(e, OSError)]
+        if any(getattr(e, "errno", None) in (errno.ENOSPC, errno.EDQUOT) for e in errors) or \
+                "No space left" in str(exc):
+            raise EntryFault("entry-too-large", "the entry does not fit in the home disk: make it smaller "
+                                                "and submit again")
+        raise
 
 
 def kill_user(uid, passes=3):
@@ -251,6 +309,7 @@ class Command(object):
         self.argv = spec["argv"]
         self.timeout = float(spec["timeout"])
         self.output_limit = int(spec["output_limit"])
+        self.tail_limit = int(spec.get("tail_limit", 0))
         self.file_limit = int(spec.get("file_limit", self.output_limit))
         self.user = spec.get("user", "entry")
         self.links = spec.get("links", [])
@@ -258,65 +317,159 @@ class Command(object):
         self.heartbeat = heartbeat
 
 
-def make_links(paths):
-    made = []
+class LinkError(Exception):
+    """A record file could not be linked into the home directory: what the entry left there
+    (a directory of that name, a full inode table) is in the way. The command fails, as the
+    entry's fault."""
+
+
+def make_links(paths, made):
+    """Link each CD path into the home directory, appending each link to `made` as it is
+    made (so the caller removes exactly those, whatever happens)."""
     for rel in paths:
         target = os.path.join(CDROM, rel)
-        link = os.path.join(HOME, os.path.basename(rel))
-        if os.path.lexists(link):
-            os.unlink(link)
-        os.symlink(target, link)
+        name = os.path.basename(rel)
+        link = os.path.join(HOME, name)
+        try:
+            if os.path.lexists(link):
+                os.unlink(link)
+            os.symlink(target, link)
+        except OSError as exc:
+            raise LinkError("could not link the record file %s into the home directory: %s (the entry left "
+                            "something in its way)" % (name, exc.strerror or exc))
         made.append(link)
-    return made
 
 
 def remove_links(links):
     for link in links:
-        if os.path.islink(link):
-            os.unlink(link)
+        try:
+            if os.path.islink(link):
+                os.unlink(link)
+        except OSError:
+            pass
+
+
+class OutputCap(object):
+    """What is kept of a command's output: the first `head` bytes, sent as they arrive, and
+    the last `tail` bytes after them, sent when the command ends; the middle is counted."""
+
+    def __init__(self, head, tail):
+        self.head, self.tail = head, tail
+        self.total = 0
+        self.kept = 0
+        self.ring = bytearray()
+
+    def add(self, data):
+        """Count `data`; return the part of it that belongs to the head."""
+        self.total += len(data)
+        part = b""
+        if self.kept < self.head:
+            part = data[:self.head - self.kept]
+            self.kept += len(part)
+            data = data[len(part):]
+        if data and self.tail > 0:
+            self.ring += data[-self.tail:]
+            if len(self.ring) > self.tail:
+                del self.ring[:len(self.ring) - self.tail]
+        return part
+
+    @property
+    def omitted(self):
+        return self.total - self.kept - len(self.ring)
+
+
+def stop_command(proc, entry, as_entry):
+    """SIGKILL the command's process group and, for entry commands, every process the entry
+    user has; either may already be gone (the race at a deadline)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    if as_entry:
+        kill_user(entry.pw_uid)
 
 
 def run_command(channel, index, cmd):
     channel.send_json("start", {"index": index, "name": cmd.name})
     entry = pwd.getpwnam("entry")
     as_entry = cmd.user == "entry"
-    links = make_links(cmd.links)
+    links = []
+    started = time.monotonic()
+    try:
+        make_links(cmd.links, links)
+    except LinkError as exc:
+        remove_links(links)
+        return end_without_running(channel, index, str(exc))
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": HOME,
            "USER": cmd.user, "LOGNAME": cmd.user, "SHELL": "/bin/sh", "TMPDIR": "/tmp"}
     read_fd, write_fd = os.pipe()
-    started = time.monotonic()
     try:
         proc = subprocess.Popen(
             cmd.argv, cwd=HOME, env=env, stdin=subprocess.DEVNULL, stdout=write_fd, stderr=write_fd,
             start_new_session=True, close_fds=True,
             preexec_fn=(lambda: become_entry(entry)) if as_entry else None)
-    except OSError as exc:
+    except (OSError, subprocess.SubprocessError) as exc:
         os.close(read_fd)
         os.close(write_fd)
         remove_links(links)
-        channel.send_json("end", {"index": index, "status": "error", "exit_code": None,
-                                  "seconds": 0.0, "output_bytes": 0, "truncated": False,
-                                  "message": "could not start %s: %s" % (cmd.argv[0], exc.strerror)})
-        return "error"
+        return end_without_running(channel, index, "could not start %s: %s"
+                                   % (cmd.argv[0], getattr(exc, "strerror", None) or exc))
     os.close(write_fd)
+    output = OutputCap(cmd.output_limit, cmd.tail_limit)
+    try:
+        status = watch(channel, cmd, proc, read_fd, output, started, entry, as_entry)
+    finally:
+        os.close(read_fd)
+    seconds = time.monotonic() - started
+    if as_entry:  # nothing the command started may outlive it (a setsid child appending later)
+        kill_user(entry.pw_uid)
+    reap()
+    remove_links(links)
+    if status is None:
+        status = "ok" if proc.returncode == 0 else "error"
+    for start_at in range(0, len(output.ring), frames.MAX_PAYLOAD):
+        channel.send("tail", bytes(output.ring[start_at:start_at + frames.MAX_PAYLOAD]))
+    send_files(channel, cmd)
+    channel.send_json("end", {"index": index, "status": status, "exit_code": proc.returncode,
+                              "seconds": round(seconds, 3), "output_bytes": output.total,
+                              "tail_bytes": len(output.ring), "truncated": output.omitted > 0})
+    return status
+
+
+def end_without_running(channel, index, message):
+    channel.send_json("end", {"index": index, "status": "error", "exit_code": None, "seconds": 0.0,
+                              "output_bytes": 0, "truncated": False, "message": message})
+    return "error"
+
+
+def watch(channel, cmd, proc, read_fd, output, started, entry, as_entry):
+    """Relay the command's output until it has ended and its pipe is closed, holding the
+    deadline all the while: a command that closes its stdout and stderr is still timed and
+    killed, and ticks keep telling the host the agent is alive. Returns "timeout" or None."""
     deadline = started + cmd.timeout
     pidfd = os.pidfd_open(proc.pid)
-    total = 0
-    kept = 0
     status = None
     exited = False
     pipe_open = True
+    drain_until = None
+    last_kill = 0.0
     try:
-        while pipe_open:
+        while pipe_open or not exited:
             now = time.monotonic()
-            if now >= deadline and status is None:
+            if status is None and now >= deadline:
                 status = "timeout"
-                os.killpg(proc.pid, signal.SIGKILL)
-                if as_entry:
-                    kill_user(entry.pw_uid)
-            wait = cmd.heartbeat if status is not None else min(cmd.heartbeat, max(deadline - now, 0))
-            watch = [read_fd] if exited else [read_fd, pidfd]
-            ready, _, _ = select.select(watch, [], [], wait)
+            if status == "timeout" and not exited and now - last_kill >= 1.0:
+                stop_command(proc, entry, as_entry)  # again each second, until the process is gone
+                last_kill = now
+            if drain_until is not None and now >= drain_until:
+                break
+            wait = cmd.heartbeat
+            if status is None:
+                wait = min(wait, max(deadline - now, 0))
+            if drain_until is not None:
+                wait = min(wait, max(drain_until - now, 0))
+            watched = ([read_fd] if pipe_open else []) + ([] if exited else [pidfd])
+            ready, _, _ = select.select(watched, [], [], wait)
             if not ready:
                 channel.send("tick")
                 continue
@@ -324,60 +477,109 @@ def run_command(channel, index, cmd):
                 exited = True
                 proc.wait()
                 # Stragglers would hold the pipe open (and outlive the command): end them.
-                if as_entry:
-                    kill_user(entry.pw_uid)
-                else:
-                    try:
-                        os.killpg(proc.pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
+                stop_command(proc, entry, as_entry)
+                drain_until = time.monotonic() + DRAIN_SECONDS
             if read_fd in ready:
                 data = os.read(read_fd, CHUNK)
                 if not data:
                     pipe_open = False
                     continue
-                total += len(data)
-                if kept < cmd.output_limit:
-                    part = data[:cmd.output_limit - kept]
-                    kept += len(part)
+                part = output.add(data)
+                if part:
                     channel.send("out", part)
     finally:
-        os.close(read_fd)
         os.close(pidfd)
-    proc.wait()
-    seconds = time.monotonic() - started
-    reap()
-    remove_links(links)
-    if status is None:
-        status = "ok" if proc.returncode == 0 else "error"
-    send_files(channel, cmd)
-    channel.send_json("end", {"index": index, "status": status, "exit_code": proc.returncode,
-                              "seconds": round(seconds, 3), "output_bytes": total,
-                              "truncated": total > kept})
+    if not exited:
+        stop_command(proc, entry, as_entry)
+        proc.wait()
     return status
 
 
 def send_files(channel, cmd):
     """Send back the files a command was asked to leave (e.g. RECORD.qrs), capped."""
     for pattern in cmd.collect:
-        path = os.path.join(HOME, pattern)
-        if os.path.islink(path) or not os.path.isfile(path):
-            channel.send_json("file", {"name": pattern, "size": None, "kept": 0})
-            continue
-        size = os.path.getsize(path)
-        with open(path, "rb") as f:
-            data = f.read(cmd.file_limit)
+        size, data = read_result(pattern, cmd.file_limit)
         channel.send_json("file", {"name": pattern, "size": size, "kept": len(data)})
         for start in range(0, len(data), CHUNK):
             channel.send("fdata", data[start:start + CHUNK])
 
 
+def read_result(rel, limit):
+    """(size, first `limit` bytes) of the regular file at `rel` under the home, or (None, b"").
+
+    The agent is root and the home is the entry's: every path component is opened without
+    following links (a linked directory could lead to job.json or any root-only file), the
+    file is opened non-blocking (a FIFO must not hang the agent), and its size is taken from
+    the very descriptor that is read, once."""
+    import stat
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    parts = [p for p in rel.split("/") if p]
+    if not parts or ".." in parts:
+        return None, b""
+    fds = []
+    try:
+        fds.append(os.open(HOME, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+        for part in parts[:-1]:
+            fds.append(os.open(part, flags | os.O_DIRECTORY, dir_fd=fds[-1]))
+        fds.append(os.open(parts[-1], flags, dir_fd=fds[-1]))
+        st = os.fstat(fds[-1])
+        if not stat.S_ISREG(st.st_mode):
+            return None, b""
+        chunks = []
+        left = limit
+        while left > 0:
+            chunk = os.read(fds[-1], min(left, CHUNK))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return st.st_size, b"".join(chunks)
+    except OSError:
+        return None, b""
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+# Defence in depth for the kernel the entry shares with the agent (the channel's only guard
+# is guest root). Set once the home is mounted (ext4 and its checksum module are loaded by
+# then) and before any entry command: no user namespaces (an entry's "root" in one reaches
+# kernel code no unprivileged user should), no more module loading, System V shared memory
+# removed with its last user, the kernel's link protections (busybox init applies no
+# sysctl.d), and the kernel log and addresses kept from unprivileged eyes.
+HARDENING = (
+    ("user/max_user_namespaces", "0", True),
+    ("kernel/unprivileged_userns_clone", "0", False),  # Debian's kernels only
+    ("kernel/shm_rmid_forced", "1", True),
+    ("fs/protected_hardlinks", "1", True),
+    ("fs/protected_symlinks", "1", True),
+    ("fs/protected_fifos", "2", False),
+    ("fs/protected_regular", "2", False),
+    ("kernel/dmesg_restrict", "1", False),
+    ("kernel/kptr_restrict", "2", False),
+    ("kernel/perf_event_paranoid", "3", False),
+    ("kernel/modules_disabled", "1", True),  # last: it cannot be undone
+)
+
+
+def harden():
+    for key, value, required in HARDENING:
+        try:
+            with open("/proc/sys/" + key, "w") as f:
+                f.write(value)
+        except OSError as exc:
+            if required:
+                raise JobError("cannot set %s=%s in the guest: %s" % (key.replace("/", "."), value, exc))
+
+
 def run_job(channel, job, home_ready=False):
     heartbeat = float(job.get("heartbeat", 2))
-    if not home_ready:
-        mount_home(channel)
-    if job.get("install"):
-        install(job["install"])
+    with ticking(channel, heartbeat):
+        if not home_ready:
+            mount_home(channel)
+            harden()
+        if job.get("install"):
+            install(job["install"])
     if job.get("raw_copy"):
         channel.send_file_raw(os.path.join(CDROM, job["raw_copy"]))
     done = 0
@@ -391,16 +593,41 @@ def run_job(channel, job, home_ready=False):
 
 def become_entry(entry):
     """In the child, before exec: killable by the OOM killer again (the agent is not), a cap on
-    processes against fork bombs, then the entry user's identity. The OOM setting comes first:
-    once the uid changes, /proc/self belongs to root until exec."""
+    processes against fork bombs, a System V IPC namespace of its own (its shared memory dies
+    with the command instead of pinning the VM's memory for the next one), no gaining
+    privileges through setuid programs, then the entry user's identity. The OOM setting comes
+    first: once the uid changes, /proc/self belongs to root until exec."""
     import resource
     with open("/proc/self/oom_score_adj", "w") as f:
         f.write("0")
     resource.setrlimit(resource.RLIMIT_NPROC, (ENTRY_MAX_PROCESSES, ENTRY_MAX_PROCESSES))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    libc = _libc()
+    if libc.unshare(CLONE_NEWIPC) != 0:
+        raise OSError(ctypes_errno(), "cannot make an IPC namespace for the command")
+    with open("/proc/sys/kernel/shm_rmid_forced", "w") as f:  # a setting of each IPC namespace
+        f.write("1")
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes_errno(), "cannot set no_new_privs for the command")
     os.setgroups([])
     os.setgid(entry.pw_gid)
     os.setuid(entry.pw_uid)
+
+
+_LIBC = []
+
+
+def _libc():
+    """libc through ctypes, loaded once (before any fork: a child must not import)."""
+    if not _LIBC:
+        import ctypes
+        _LIBC.append(ctypes.CDLL(None, use_errno=True))
+    return _LIBC[0]
+
+
+def ctypes_errno():
+    import ctypes
+    return ctypes.get_errno()
 
 
 def protect_from_oom():
@@ -411,8 +638,7 @@ def protect_from_oom():
 
 def become_subreaper():
     """Orphans of entry processes come to the agent (not PID 1), which reaps them."""
-    import ctypes
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    _libc().prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
 def main():
@@ -439,14 +665,17 @@ def main():
         become_subreaper()
         protect_from_oom()
         done = run_job(channel, job, home_ready=replica)
+    except EntryFault as exc:
+        channel.send_json("error", {"message": str(exc), "fault": "entry", "reason": exc.reason})
     except JobError as exc:
         channel.send_json("error", {"message": str(exc)})
     except Exception as exc:  # report, then let init power off
         channel.send_json("error", {"message": "agent failure: %s: %s" % (type(exc).__name__, exc)})
     finally:
         if os.path.ismount(HOME) and not replica:
-            os.sync()
-            subprocess.run(["umount", HOME])
+            with ticking(channel, float(job.get("heartbeat", 2))):
+                os.sync()
+                subprocess.run(["umount", HOME])
     channel.send_json("bye", {"commands": done})
 
 

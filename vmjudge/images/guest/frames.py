@@ -18,13 +18,15 @@ import re
 import zlib
 
 MAGIC = b"VMJ1"
-PROTOCOL = 1
+PROTOCOL = 2  # 2: "tail" frames (the end of a command's output beyond its head)
 MAX_PAYLOAD = 1 << 20
 # A "raw" frame is sent only when the host's job asks for one (the channel benchmark's
 # baseline: a file copied to the port by `cat` in one piece), so it may be larger.
 MAX_RAW_PAYLOAD = 64 << 20
 MAX_HEADER = 64
-KINDS = ("hello", "start", "out", "file", "fdata", "end", "tick", "log", "error", "raw", "bye")
+KINDS = ("hello", "start", "out", "tail", "file", "fdata", "end", "tick", "log", "error", "raw", "bye")
+# JSON payloads are small objects the agent writes; anything nested deeper is not the agent's.
+MAX_JSON_DEPTH = 4
 
 _HEADER_RE = re.compile(rb"VMJ1 ([a-z]{1,8}) (\d{1,12}) (\d{1,9}) ([0-9a-f]{8})\n\Z")
 
@@ -65,6 +67,9 @@ class Frame(object):
         self.payload = payload
 
     def json(self):
+        if _nesting(self.payload) > MAX_JSON_DEPTH:
+            raise FrameError("frame %d (%s) carries JSON nested deeper than %d levels"
+                             % (self.seq, self.kind, MAX_JSON_DEPTH))
         try:
             obj = json.loads(self.payload.decode("utf-8"))
         except ValueError as exc:
@@ -77,16 +82,42 @@ class Frame(object):
         return "Frame(%r, %d, %d bytes)" % (self.kind, self.seq, len(self.payload))
 
 
+def _nesting(payload):
+    """How deep brackets nest in a JSON text, strings skipped: checked before parsing, so a
+    deeply nested payload is refused without recursing into it."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for byte in bytes(payload):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # quote
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):  # [ {
+            depth += 1
+            deepest = max(deepest, depth)
+        elif byte in (0x5D, 0x7D):
+            depth -= 1
+    return deepest
+
+
 class Decoder(object):
     """Incremental decoder: feed() bytes as they arrive, get back whole frames.
 
     It also checks the sequence: frames must be numbered 0, 1, 2, ... with no gap,
-    because a lost frame would silently drop part of an entry's output.
+    because a lost frame would silently drop part of an entry's output. A "raw" frame is
+    refused at its header unless the job asked for one, before its (up to 64 MiB) payload
+    is buffered.
     """
 
-    def __init__(self, max_payload=MAX_PAYLOAD):
+    def __init__(self, max_payload=MAX_PAYLOAD, allow_raw=False):
         self._buf = bytearray()
         self._max_payload = max_payload
+        self._allow_raw = allow_raw
         self._pending = None  # parsed header waiting for its payload
         self.next_seq = 0
         self.offset = 0  # stream offset of the start of _buf, for error messages
@@ -116,9 +147,11 @@ class Decoder(object):
             seq, length, crc = int(match.group(2)), int(match.group(3)), int(match.group(4), 16)
             if kind not in KINDS:
                 raise FrameError("frame %d has unknown kind %r" % (seq, kind))
-            if length > (MAX_RAW_PAYLOAD if kind == "raw" else self._max_payload):
-                raise FrameError("frame %d announces %d bytes, more than the limit of %d"
-                                 % (seq, length, self._max_payload))
+            if kind == "raw" and not self._allow_raw:
+                raise FrameError("frame %d is a raw frame, which the job did not ask for" % seq)
+            limit = MAX_RAW_PAYLOAD if kind == "raw" else self._max_payload
+            if length > limit:
+                raise FrameError("frame %d announces %d bytes, more than the limit of %d" % (seq, length, limit))
             if seq != self.next_seq:
                 raise FrameError("frame sequence gap: expected frame %d, got %d" % (self.next_seq, seq))
             del self._buf[:end + 1]
