@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -17,10 +19,18 @@ import pytest
 
 from vmjudge.supervisor import vm
 
-from .hostile.cases import CASES, REFUSED, Case, tar_of
+from .hostile.cases import CASES, REFUSED, Case, tar_of, wide_challenge
 from .test_pipeline import vmjudge
 
 CHALLENGE = Path(__file__).resolve().parent / "hostile" / "challenge"
+# The daemon's peak resident memory over the whole corpus, which includes an exam of 200
+# records printing 1 MiB each (kept whole, that alone was +200 MiB). Measured 2026-11-23:
+# see test_daemon_memory_stays_bounded.
+PEAK_RSS_BOUND_MIB = 160
+# Run the daemon as a child of a small wrapper that reports the peak resident memory of its
+# children once they have exited (ru_maxrss), so the figure is the daemon's own.
+PEAK_RSS = ("import resource, subprocess, sys; rc = subprocess.call(sys.argv[1:]); "
+            "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); sys.exit(rc)")
 
 
 class Corpus:
@@ -29,6 +39,7 @@ class Corpus:
         self.ids: dict[str, int] = {}
         self.refusals: dict[str, str] = {}
         self.good: list[int] = []
+        self.daemon_peak_kib = 0
 
     def show(self, entry_id: int) -> dict:
         return json.loads(vmjudge(self.home, "show", str(entry_id), "--json").stdout)
@@ -40,14 +51,15 @@ def corpus(site, conn):
     os.chmod(home, 0o711)
     (home / "images").symlink_to(site.images_dir)
     vmjudge(home, "challenge", "add", str(CHALLENGE))
-    c = Corpus(home)
     scratch = Path(tempfile.mkdtemp(prefix="archives-", dir=home))
+    vmjudge(home, "challenge", "add", str(wide_challenge(scratch / "wide")))
+    c = Corpus(home)
     good = tar_of({}, scratch / "good-entry.tar.gz")
     for case in CASES:
         work = scratch / case.name
         work.mkdir()
         archive = case.build(work)
-        proc = vmjudge(home, "submit", "hostile", str(archive), "--owner", case.name, check=False)
+        proc = vmjudge(home, "submit", case.challenge, str(archive), "--owner", case.name, check=False)
         if case.expect == REFUSED:
             assert proc.returncode == 1, f"{case.name} was accepted: {proc.stdout}"
             c.refusals[case.name] = proc.stderr
@@ -56,7 +68,11 @@ def corpus(site, conn):
         c.ids[case.name] = int(proc.stdout)
         if case.reaches_vm:
             c.good.append(int(vmjudge(home, "submit", "hostile", str(good), "--owner", f"after-{case.name}").stdout))
-    vmjudge(home, "daemon", "--slots", "2", "--until-idle")
+    daemon = subprocess.run([sys.executable, "-c", PEAK_RSS, sys.executable, "-m", "vmjudge.cli", "daemon",
+                             "--slots", "2", "--until-idle"], capture_output=True, text=True,
+                            env={**os.environ, "VMJUDGE_HOME": str(home)}, cwd=Path(__file__).resolve().parent.parent)
+    assert daemon.returncode == 0, daemon.stderr
+    c.daemon_peak_kib = int(daemon.stderr.strip().splitlines()[-1])
     yield c
     assert vm.leftover_domains(conn) == []
     shutil.rmtree(home)
@@ -72,7 +88,7 @@ def test_hostile_entry_gets_its_verdict(corpus, case: Case):
     assert (doc["state"], doc["outcome"], doc["failed_stage"], doc["reason"]) == ("done", *case.expect), \
         doc["report"]
     assert case.says in doc["report"]
-    if case.expect[0] == "scored":
+    if case.expect[0] == "scored" and case.challenge == "hostile":
         assert doc["scores"] == corpus.show(corpus.good[0])["scores"]
 
 
@@ -91,3 +107,23 @@ def test_nothing_was_retried_or_parked(corpus):
                  if a["status"] == "infra"]
         assert infra == [], f"entry {entry_id}: {infra}"
     assert list(corpus.home.glob("spool/*/*")) and not any(corpus.home.glob("spool/*/*.tmp*"))
+
+
+def test_the_wide_exam_is_scored_whole_and_its_log_is_capped(corpus):
+    """200 records each printing 1 MiB of 0xFF: every answer right, and the organiser's exam.log
+    holds the stage's cap of output (64 MiB by default) plus a status line per record."""
+    entry_id = corpus.ids["wide-ff-output"]
+    doc = corpus.show(entry_id)
+    assert doc["scores"]["score"] == 1.0 and doc["exam"]["completed"] == 200
+    log = corpus.home / "results" / str(entry_id) / "exam.log"
+    size = log.stat().st_size
+    assert 64 << 20 < size < (64 << 20) + 200 * 200, size
+    with open(log, "rb") as f:
+        f.seek(-4096, os.SEEK_END)
+        assert b"--- next.sh w0199: ok" in f.read()
+
+
+def test_daemon_memory_stays_bounded(corpus):
+    """The daemon's peak RSS over the whole corpus stays under a bound that 200 MiB of kept
+    output would break (before issue 11 the wide exam alone added about 200 MiB)."""
+    assert corpus.daemon_peak_kib < PEAK_RSS_BOUND_MIB * 1024, f"{corpus.daemon_peak_kib / 1024:.0f} MiB"

@@ -59,7 +59,12 @@ class StageLimits:
     per_record: float = 40.0
     quiz_total: float = 4100.0
     exam_total: float = 3600.0
-    output: int = 1 << 20  # bytes of output kept per stage (and per command)
+    output: int = 1 << 20  # bytes of each command's output kept from its start (the head)
+    output_tail: int = 64 << 10  # and from its end (the tail)
+    stage_output: int = 64 << 20  # bytes of output a stage's log keeps, all its commands together
+    # bytes of result files one stage keeps (style "files"); a file beyond it is not kept and
+    # that record gets no answer
+    stage_results: int = 256 << 20
 
 
 @dataclass(frozen=True)
@@ -227,7 +232,13 @@ def _limits(source: str, data: dict[str, Any]) -> StageLimits:
     limits = StageLimits(setup=secs("setup", 300.0), per_record=secs("per_record", 40.0),
                          quiz_total=secs("quiz_total", 4100.0), exam_total=secs("exam_total", 3600.0),
                          output=sec.get("output", int, 1 << 20, lambda v: 1024 <= v <= 1 << 30,
-                                        "bytes from 1024 to 1073741824"))
+                                        "bytes from 1024 to 1073741824"),
+                         output_tail=sec.get("output_tail", int, 64 << 10, lambda v: 0 <= v <= 1 << 30,
+                                             "bytes from 0 to 1073741824"),
+                         stage_output=sec.get("stage_output", int, 64 << 20, lambda v: 1024 <= v <= 1 << 40,
+                                              "bytes from 1024 to 1099511627776"),
+                         stage_results=sec.get("stage_results", int, 256 << 20, lambda v: 1024 <= v <= 1 << 40,
+                                               "bytes from 1024 to 1099511627776"))
     sec.done()
     return limits
 

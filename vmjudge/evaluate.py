@@ -20,7 +20,7 @@ import threading
 from typing import Any, Callable, TypeVar
 
 from .config import load_challenge
-from .errors import Cancelled, ImageError, InfrastructureError, VmjudgeError
+from .errors import Cancelled, EntryError, ImageError, InfrastructureError, VmjudgeError
 from .images.build import find_image
 from .queue.db import EntryRow, Queue, StageRun
 from .stages.context import StageContext, StageOutcome
@@ -85,6 +85,8 @@ def _attempt(queue: Queue, site: Site, entry: EntryRow, stage: str, run: StageRu
         log.info("entry %d %s attempt %d: abandoned, the daemon is stopping", entry.id, stage, run.attempt)
         record(f"entry {entry.id}'s abandoned {stage}", queue.cancel_stage, run)
         return None
+    except EntryError as exc:  # what the entry is or did, found by the machinery: its verdict, not a retry
+        return StageOutcome("failed", f"{exc} Entry not scored.", reason=exc.reason, manifest={"stage": stage})
     except InfrastructureError as exc:
         log.warning("entry %d %s attempt %d: %s", entry.id, stage, run.attempt, exc)
         reason, message = exc.reason, str(exc)

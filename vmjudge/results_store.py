@@ -13,8 +13,9 @@ import base64
 import hashlib
 import json
 import os
+import tempfile
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Iterable, Iterator, Mapping, Optional, Union
 
 from .errors import ArchiveError
 from .stages.score.base import ExamResults
@@ -26,18 +27,38 @@ def store_dir(home: Path) -> Path:
     return Path(home) / "archive" / "sha256"
 
 
+FileSource = Union[bytes, None, Callable[[], Optional[bytes]]]
+
+
 def encode(records: tuple[str, ...] | list[str], statuses: Mapping[str, str], style: str,
            answers: Mapping[str, str | None] | None = None,
-           files: Mapping[str, bytes | None] | None = None) -> bytes:
+           files: Mapping[str, FileSource] | None = None) -> bytes:
     """Canonical bytes (sorted keys, no spaces) of one entry's stage-3 results: the same
     results always give the same hash. `answers` for style answer-lines, `files` for files."""
-    doc: dict[str, object] = {"format": FORMAT, "records": list(records), "statuses": dict(statuses), "style": style}
+    return b"".join(encode_chunks(records, statuses, style, answers, files))
+
+
+def encode_chunks(records: tuple[str, ...] | list[str], statuses: Mapping[str, str], style: str,
+                  answers: Mapping[str, str | None] | None = None,
+                  files: Mapping[str, FileSource] | None = None) -> Iterator[bytes]:
+    """encode()'s bytes in pieces, one result file at a time: a file given as a callable is
+    read only when its turn comes, so an exam's files never need to be in memory together.
+    The pieces are what json.dumps(doc, sort_keys=True, separators=(",", ":")) would write."""
+    def dumps(obj: object) -> bytes:
+        return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
+
+    yield b"{"
     if style == "files":
-        doc["files"] = {r: (base64.b64encode(v).decode() if v is not None else None)
-                        for r, v in (files or {}).items()}
+        yield b'"files":{'
+        for i, record in enumerate(sorted(files or {})):
+            source = (files or {})[record]
+            data = source() if callable(source) else source
+            yield (b"," if i else b"") + dumps(record) + b":" + \
+                (dumps(base64.b64encode(data).decode()) if data is not None else b"null")
+        yield b"},"
     else:
-        doc["answers"] = dict(answers or {})
-    return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+        yield b'"answers":' + dumps(dict(answers or {})) + b","
+    yield dumps({"format": FORMAT, "records": list(records), "statuses": dict(statuses), "style": style})[1:]
 
 
 def decode(data: bytes) -> ExamResults:
@@ -52,24 +73,36 @@ def decode(data: bytes) -> ExamResults:
 
 def put(home: Path, data: bytes) -> str:
     """Store `data` durably under its sha256 (a no-op when already there); return the hash."""
-    digest = hashlib.sha256(data).hexdigest()
+    return put_chunks(home, [data])
+
+
+def put_chunks(home: Path, chunks: Iterable[bytes]) -> str:
+    """Store the concatenated chunks durably under their sha256, hashing as they are written
+    (temp file, fsync, rename, fsync of the directory); return the hash."""
     directory = store_dir(home)
-    path = directory / digest
-    if path.exists():
-        return digest
     directory.mkdir(parents=True, exist_ok=True)
-    tmp = directory / f".{digest}.{os.getpid()}.tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    digest = hashlib.sha256()
+    fd, tmp_name = tempfile.mkstemp(dir=directory, prefix=".put.", suffix=".tmp")
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            for chunk in chunks:
+                digest.update(chunk)
+                f.write(chunk)
+            f.flush()
+            os.fsync(f.fileno())
+        path = directory / digest.hexdigest()
+        if path.exists():
+            return digest.hexdigest()
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
-    return digest
+    return digest.hexdigest()
 
 
 def get(home: Path, digest: str) -> bytes:

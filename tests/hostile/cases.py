@@ -27,6 +27,7 @@ class Case:
     build: Callable[[Path], Path]  # given a scratch directory, returns the archive to submit
     expect: tuple[str | None, str | None, str | None] | str  # (outcome, failed_stage, reason) or REFUSED
     says: str = ""  # words the participant's report must hold
+    challenge: str = "hostile"  # or "hostile-wide" (wide_challenge: 200 test records, 1 MiB of output each)
 
     @property
     def reaches_vm(self) -> bool:
@@ -112,6 +113,51 @@ BAD_ARCHIVE = ("failed", "prep", "bad-archive")
 NEXT_SH = "#!/bin/sh\necho \"$1,$(cat \"$1.txt\")\" >> answers.txt\n"
 SECRET = "SECRETLABEL-5c1e"
 
+# Each pins 60 % of the VM's memory in System V shared memory and leaves it there: without an
+# IPC namespace per command (and kernel.shm_rmid_forced), the second one would find no memory.
+PIN_SHM = ("python3 -c 'import ctypes; libc = ctypes.CDLL(None); libc.shmat.restype = ctypes.c_void_p; "
+           "libc.shmat.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]; "
+           "size = int(open(\"/proc/meminfo\").read().split()[1]) * 1024 * 6 // 10; "
+           "shmid = libc.shmget(0, ctypes.c_size_t(size), 0o1600); assert shmid >= 0, \"shmget\"; "
+           "addr = libc.shmat(shmid, None, 0); assert addr not in (None, 2**64 - 1), \"shmat\"; "
+           "ctypes.memset(addr, 1, size)'")
+SNOOPS = ("#!/bin/sh\nif cat /media/cdrom/job.json >/dev/null 2>&1 || unshare -Ur true >/dev/null 2>&1 "
+          "|| unshare -i true >/dev/null 2>&1; then echo \"$1,LEAKED\" >> answers.txt; exit 0; fi\n")
+# A setsid child that outlives its next.sh and writes wrong answers once the next record's
+# command has started (its record file appears): it must die with the command that made it.
+LATE_WRITER = ("#!/bin/sh\nsetsid sh -c 'while :; do for f in *.txt; do case $f in answers.txt|\"$1.txt\") ;; *) "
+               "[ -e \"$f\" ] && { echo r1,WRONG >> answers.txt; echo t1,WRONG >> answers.txt; exit; };; esac; "
+               "done; sleep 0.05; done' sh \"$1\" </dev/null >/dev/null 2>&1 &\n")
+WIDE_NEXT = "#!/bin/sh\nhead -c 1048576 /dev/zero | tr '\\000' '\\377'\n" + NEXT_SH.split("\n", 1)[1]
+
+
+def big_answers(d: Path) -> Path:
+    """A 60 MiB answers.txt that packs into well under the archive limit without looking like
+    a zip bomb: a 16 KiB pseudo-random block over and over (deflate finds it in its window)."""
+    import random
+    block = bytes(random.Random(11).getrandbits(8) for _ in range(16 << 10))
+    return tar_of({"answers.txt": b"r1,1\nr2,2\n" + block * ((60 << 20) // len(block))}, d / "entry.tar.gz")
+
+
+def wide_challenge(dest: Path, count: int = 200) -> Path:
+    """The hostile challenge with `count` test records and the default 1 MiB of output kept per
+    command: an exam whose output, kept whole, would cost the host `count` MiB."""
+    src = Path(__file__).resolve().parent / "challenge"
+    shutil.copytree(src, dest)
+    toml = (dest / "challenge.toml").read_text()
+    toml = toml.replace('name = "hostile"', 'name = "hostile-wide"').replace("output = 65536\n", "")
+    toml = toml.replace("exam_total = 60", f"exam_total = {max(900, 2 * count)}")
+    (dest / "challenge.toml").write_text(toml)
+    for old in (dest / "test").iterdir():
+        old.unlink()
+    records = [f"w{i:04d}" for i in range(count)]
+    (dest / "test" / "RECORDS").write_text("".join(r + "\n" for r in records))
+    for i, r in enumerate(records):
+        (dest / "test" / f"{r}.txt").write_text(f"{i % 7}\n")
+    (dest / "reference" / "REFERENCE.csv").write_text("".join(f"{r},{i % 7}\n" for i, r in enumerate(records)))
+    return dest
+
+
 CASES = [
     # archives refused on the host, before any VM
     Case("zip-bomb-ratio", zip_of_zeros(24 << 20), BAD_ARCHIVE, "times its own size"),
@@ -141,7 +187,7 @@ CASES = [
          ("failed", "quiz", "quiz-error"), "next.sh r1: failed"),
     Case("fills-tmp", setup("cat /dev/zero > /tmp/fill 2>/dev/null; cat /dev/zero > /var/tmp/fill 2>/dev/null;"
                             " cat /dev/zero > /dev/shm/fill 2>/dev/null; exit 0"), SCORED),
-    Case("prints-100mb", setup("head -c 100000000 /dev/zero; exit 0"), SCORED, "[output truncated]"),
+    Case("prints-100mb", setup("head -c 100000000 /dev/zero; exit 0"), SCORED, "bytes of output not shown"),
     Case("never-exits", setup("sleep 100000"), ("failed", "prep", "setup-timeout"), "did not finish within 20 s"),
     Case("powers-off", setup("python3 -c 'import ctypes; ctypes.CDLL(None).reboot(0x4321FEDC)'; "
                              "echo o > /proc/sysrq-trigger 2>/dev/null; busybox poweroff -f 2>/dev/null; exit 0"),
@@ -157,6 +203,23 @@ CASES = [
     Case("corrupts-answers", entry({"next.sh": (
         "#!/bin/sh\n[ \"$1\" = r2 ] && : > answers.txt\n" + NEXT_SH.split("\n", 1)[1]).encode()}),
          ("failed", "quiz", "quiz-mismatch"), "no longer holds the submitted line for r1"),
+    # issue 11: limits that hold, and the entry's doing charged to the entry
+    Case("closed-output-setup", setup("exec >&- 2>&-; sleep 100000"), ("failed", "prep", "setup-timeout"),
+         "did not finish within 20 s"),
+    Case("closed-output-next", entry({"next.sh": b"#!/bin/sh\nexec >&- 2>&-; sleep 100000\n"}),
+         ("failed", "quiz", "quiz-timeout"), "next.sh r1: timed out after 10 s"),
+    Case("lost-found-link", setup("rmdir lost+found 2>/dev/null; mkdir e; ln -s e lost+found"), SCORED),
+    Case("record-file-dir", setup("mkdir r1.txt"), ("failed", "quiz", "quiz-error"),
+         "could not link the record file r1.txt"),
+    Case("fills-inodes", setup("i=0; while : > f$i 2>/dev/null; do i=$((i + 1)); done; exit 0"),
+         ("failed", "quiz", "quiz-error"), "could not link the record file r1.txt"),
+    Case("pins-shm", entry({"setup.sh": ("#!/bin/sh\n" + PIN_SHM + "\n").encode(),
+                            "next.sh": ("#!/bin/sh\n" + PIN_SHM + "\n" + NEXT_SH.split("\n", 1)[1]).encode()}),
+         SCORED),
+    Case("snoops-job-and-userns", entry({"next.sh": (SNOOPS + NEXT_SH.split("\n", 1)[1]).encode()}), SCORED),
+    Case("late-writer", entry({"next.sh": (LATE_WRITER + NEXT_SH.split("\n", 1)[1]).encode()}), SCORED),
+    Case("answers-60mb", big_answers, ("failed", "prep", "answers-too-large"), "more than the"),
+    Case("wide-ff-output", entry({"next.sh": WIDE_NEXT.encode()}), SCORED, challenge="hostile-wide"),
 ]
 
 

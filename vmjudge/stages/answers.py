@@ -2,6 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+# A submitted answers.txt may hold this much: far more than RECORD,LABEL lines need, far less
+# than would cost the judge's memory (the quiz holds the submitted answers while it runs).
+ANSWERS_FLOOR = 64 << 10
+ANSWERS_PER_RECORD = 256
+
+
+def answers_allowance(training_records: int) -> int:
+    return ANSWERS_FLOOR + ANSWERS_PER_RECORD * training_records
+
 
 def parse_answer_lines(data: bytes | None) -> dict[str, str]:
     """RECORD -> LABEL from answers.txt; a later line for the same record replaces an earlier
@@ -13,4 +24,15 @@ def parse_answer_lines(data: bytes | None) -> dict[str, str]:
         record, sep, label = line.strip().partition(",")
         if sep and record.strip():
             answers[record.strip()] = label.strip()
+    return answers
+
+
+def read_answer_lines(path: Path) -> dict[str, str]:
+    """parse_answer_lines for a file, read line by line (prep has bounded its size)."""
+    answers: dict[str, str] = {}
+    if not path.is_file():
+        return answers
+    with open(path, "rb") as f:
+        for raw in f:  # UTF-8 never puts a newline byte inside a character: the same text, line by line
+            answers.update(parse_answer_lines(raw))
     return answers

@@ -19,8 +19,10 @@ from typing import Any, Protocol
 from ..config import Challenge, Site
 from ..images.image import GuestImage
 from ..queue.db import EntryRow, Scoring
+from ..supervisor.channel import CommandResult, Watch
 from ..supervisor.job import Job
-from ..supervisor.reading import JobRun, Limits, StopRule
+from ..supervisor.reading import JobRun, Limits
+from ..supervisor.stage_log import StageLog
 from ..workdir import RunDir
 
 DRYRUN_MESSAGE = ("Dry run completed with no error. Remove the DRYRUN file from the entry and resubmit it if you "
@@ -50,7 +52,7 @@ class JobRunner(Protocol):
     def overlay(self, path: Path, backing: Path) -> None: ...
 
     def run(self, ctx: "StageContext", stage: str, job: Job, home: Path, limits: Limits,
-            should_stop: StopRule | None) -> JobRun: ...
+            watch: Watch | None) -> JobRun: ...
 
 
 class VmRunner:
@@ -67,7 +69,7 @@ class VmRunner:
         make_overlay(path, backing)
 
     def run(self, ctx: "StageContext", stage: str, job: Job, home: Path, limits: Limits,
-            should_stop: StopRule | None) -> JobRun:
+            watch: Watch | None) -> JobRun:
         from ..supervisor.runner import run_job
 
         console = ctx.results_dir / f"console-{stage}-{ctx.attempt}.log"
@@ -76,7 +78,7 @@ class VmRunner:
                            console_log=console, vcpus=ctx.challenge.vm.vcpus,
                            memory_mib=ctx.challenge.vm.memory_mib,
                            label=f"{ctx.site.domain_tag}-e{ctx.entry.id}-{stage}",
-                           limits=limits, should_stop=should_stop,
+                           limits=limits, watch=watch,
                            keep_iso=ctx.results_dir / f"{stage}-{ctx.attempt}.iso" if ctx.site.keep_media else None,
                            cancel=ctx.cancel)
 
@@ -107,8 +109,8 @@ class StageContext:
         return self.results_dir / "home.qcow2"
 
     def run(self, stage: str, job: Job, home: Path, limits: Limits = Limits(),
-            should_stop: StopRule | None = None) -> JobRun:
-        return self.runner.run(self, stage, job, home, limits, should_stop)
+            watch: Watch | None = None) -> JobRun:
+        return self.runner.run(self, stage, job, home, limits, watch)
 
     def manifest(self, stage: str, run: JobRun | None = None) -> dict[str, Any]:
         """Everything needed to trace a result to exactly what produced it."""
@@ -122,10 +124,9 @@ class StageContext:
                       "guest_agent": (run.transcript.hello or {}).get("agent")})
         return m
 
-    def write_log(self, stage: str, text: str) -> Path:
-        path = self.results_dir / f"{stage}.log"
-        path.write_text(text)
-        return path
+    def stage_log(self, stage: str) -> StageLog:
+        """The stage's log (organisers' eyes only), written as the output arrives, capped."""
+        return StageLog(self.results_dir / f"{stage}.log", self.challenge.limits.stage_output)
 
 
 def results_dir(site: Site, entry_id: int) -> Path:
@@ -143,9 +144,15 @@ def script_argv(script: str, *args: str) -> tuple[str, ...]:
             script, *args)
 
 
-def capped_text(data: bytes, limit: int, truncated: bool) -> str:
-    text = data[:limit].decode("utf-8", "replace")
-    return text + ("\n[output truncated]" if truncated or len(data) > limit else "")
+def output_text(cmd: CommandResult) -> str:
+    """What a participant is shown of a command's output: its head and, when it printed more,
+    how much was left out and its tail (where a traceback ends)."""
+    text = bytes(cmd.output).decode("utf-8", "replace")
+    if cmd.tail or cmd.omitted:
+        text += f"\n[... {cmd.omitted} bytes of output not shown ...]\n" + bytes(cmd.tail).decode("utf-8", "replace")
+    if cmd.host_capped:  # the guest sent more than the job allowed
+        text += "\n[output truncated]"
+    return text
 
 
 def write_json(path: Path, obj: Any) -> None:

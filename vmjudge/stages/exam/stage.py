@@ -9,14 +9,49 @@ results_store) for stage 4, and for any re-scoring later.
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 from ... import results_store
+from ...supervisor.channel import CommandResult, Watch
 from ...supervisor.reading import Limits
 from ..answers import parse_answer_lines
-from ..context import StageContext, StageOutcome, capped_text
+from ..context import StageContext, StageOutcome
 from ..quiz.stage import record_job
 
 # Where a home made before the results store kept them (read once, then archived).
 LEGACY_RESULTS_FILE = "exam-results.json"
+
+
+class ResultFiles:
+    """Style "files": each record's result file, put on disk as its command ends (the host
+    keeps no more than one in memory), within the stage's budget of result bytes; a file
+    past the budget is not kept, and its record gets no answer."""
+
+    def __init__(self, directory: Path, output_name, budget: int, records: tuple[str, ...]):
+        self.directory = directory
+        self.output_name = output_name
+        self.budget = budget
+        self.records = records
+        self.kept = 0
+        self.over_budget = 0  # records whose file the budget could not take
+        shutil.rmtree(directory, ignore_errors=True)  # a retried stage starts afresh
+        directory.mkdir(mode=0o700)
+
+    def on_end(self, cmd: CommandResult) -> bool:
+        got = cmd.files.get(self.output_name(self.records[cmd.index]))
+        if cmd.status != "ok" or got is None or got.size is None or got.truncated:
+            return False
+        if self.kept + len(got.data) > self.budget:
+            self.over_budget += 1
+            return False
+        (self.directory / str(cmd.index)).write_bytes(got.data)
+        self.kept += len(got.data)
+        return False
+
+    def source(self, index: int):
+        path = self.directory / str(index)
+        return (lambda: path.read_bytes()) if path.exists() else None
 
 
 def run(ctx: StageContext) -> StageOutcome:
@@ -25,20 +60,29 @@ def run(ctx: StageContext) -> StageOutcome:
     files_style = ch.results.style == "files"
     job = record_job(ctx, "test", records, collect_each=files_style)
     overlay = ctx.results_dir / "exam-overlay.qcow2"
+    kept = ResultFiles(ctx.results_dir / "exam-files.partial", ch.results.output_name, ch.limits.stage_results,
+                       records) if files_style else None
     ctx.runner.overlay(overlay, ctx.home_disk)
     try:
-        run_ = ctx.run("exam", job, overlay, Limits(stage_cap=ch.limits.exam_total))
+        with ctx.stage_log("exam") as log:
+            run_ = ctx.run("exam", job, overlay, Limits(stage_cap=ch.limits.exam_total),
+                           watch=Watch(log=log, on_end=kept.on_end if kept else None, keep_all=False))
+        return _outcome(ctx, run_, kept)
     finally:
         overlay.unlink(missing_ok=True)
+        if kept is not None:
+            shutil.rmtree(kept.directory, ignore_errors=True)
+
+
+def _outcome(ctx: StageContext, run_, kept: ResultFiles | None) -> StageOutcome:
+    ch = ctx.challenge
+    records = ch.test
     t = run_.transcript
     statuses = {records[c.index]: c.status for c in t.commands}
     counts = {"records": len(records),
               "completed": sum(1 for s in statuses.values() if s == "ok"),
               "failed": sum(1 for s in statuses.values() if s == "error"),
               "timed_out": sum(1 for s in statuses.values() if s == "timeout")}
-    ctx.write_log("exam", "\n".join(f"=== next.sh {records[c.index]} ({c.status}, exit {c.exit_code})\n"
-                                    + capped_text(bytes(c.output), ch.limits.output, c.truncated)
-                                    for c in t.commands))
     manifest = ctx.manifest("exam", run_)
     done = sum(1 for s in statuses.values() if s != "running")
     if run_.ended == "capped" or done < len(records):
@@ -46,20 +90,17 @@ def run(ctx: StageContext) -> StageOutcome:
         return StageOutcome("failed", f"The exam exceeded its limit of {ch.limits.exam_total:.0f} s after "
                             f"processing {done} of {len(records)} test records ({share:.0f} %). Entry not scored.",
                             reason="exam-timeout", exam=counts, manifest=manifest)
-    if files_style:
-        files = {}
-        for c in t.commands:
-            record = records[c.index]
-            got = c.files.get(ch.results.output_name(record))
-            ok = c.status == "ok" and got is not None and got.size is not None and not got.truncated
-            files[record] = got.data if ok else None
-        blob = results_store.encode(records, statuses, ch.results.style, files=files)
+    if kept is not None:
+        files = {records[c.index]: kept.source(c.index) for c in t.commands}
+        chunks = results_store.encode_chunks(records, statuses, ch.results.style, files=files)
+        if kept.over_budget:
+            manifest["results_over_budget"] = kept.over_budget
     else:
         last = t.commands[-1].files.get("answers.txt") if t.commands else None
         lines = parse_answer_lines(last.data if last is not None and last.size is not None else None)
         answers = {r: (lines.get(r) if statuses.get(r) == "ok" else None) for r in records}
-        blob = results_store.encode(records, statuses, ch.results.style, answers=answers)
-    digest = results_store.put(ctx.site.home, blob)
+        chunks = results_store.encode_chunks(records, statuses, ch.results.style, answers=answers)
+    digest = results_store.put_chunks(ctx.site.home, chunks)
     return StageOutcome("passed", f"{counts['records']} test records: {counts['completed']} completed, "
                         f"{counts['failed']} failed, {counts['timed_out']} timed out.", exam=counts,
                         manifest={**manifest, "results_sha256": digest}, results_sha256=digest)

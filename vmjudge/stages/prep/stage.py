@@ -12,8 +12,10 @@ from pathlib import Path
 
 from ...errors import EntryError
 from ...queue.spool import check_archive_name
+from ...supervisor.channel import Watch
 from ...supervisor.job import Command, Job
-from ..context import StageContext, StageOutcome, capped_text, script_argv
+from ..answers import answers_allowance
+from ..context import StageContext, StageOutcome, output_text, script_argv
 from .unpack import UnpackLimits, find_required, unpack
 
 
@@ -37,17 +39,25 @@ def run(ctx: StageContext) -> StageOutcome:
         return StageOutcome("failed", f"{' and '.join(crlf)} {'has' if len(crlf) == 1 else 'have'} Windows (CRLF) "
                             f"line endings, which the shell cannot run: convert with `dos2unix {' '.join(crlf)}` "
                             "and submit again. Entry not scored.", reason="bad-script", manifest=ctx.manifest("prep"))
+    too_large = submitted_answers_too_large(ctx)
+    if too_large:
+        return StageOutcome("failed", too_large, reason="answers-too-large", manifest=ctx.manifest("prep"))
     install = set_aside_submitted_answers(ctx)
 
     ctx.home_disk.unlink(missing_ok=True)
     ctx.runner.new_home(ctx.home_disk, ch.vm.home_mib)
-    job = Job(commands=(Command("setup.sh", script_argv("setup.sh"), ch.limits.setup, output_limit=ch.limits.output),),
+    job = Job(commands=(Command("setup.sh", script_argv("setup.sh"), ch.limits.setup, output_limit=ch.limits.output,
+                                tail_limit=ch.limits.output_tail),),
               media={"entry": install}, install="entry", stop_on_failure=True)
-    run_ = ctx.run("prep", job, ctx.home_disk)
+    try:
+        with ctx.stage_log("prep") as log:
+            run_ = ctx.run("prep", job, ctx.home_disk, watch=Watch(log=log))
+    except EntryError as exc:  # the agent could not install it: the entry does not fit its home disk
+        return StageOutcome("failed", f"{exc} Entry not scored.", reason=exc.reason, manifest=ctx.manifest("prep"))
+    finally:
+        shutil.rmtree(install, ignore_errors=True)
     setup = run_.transcript.commands[0]
-    output = capped_text(bytes(setup.output), ch.limits.output, setup.truncated)
-    ctx.write_log("prep", output)
-    shutil.rmtree(install, ignore_errors=True)
+    output = output_text(setup)
     manifest = ctx.manifest("prep", run_)
     if setup.status == "timeout":
         return StageOutcome("failed", f"setup.sh did not finish within {ch.limits.setup:.0f} s. Entry not scored.\n"
@@ -67,6 +77,22 @@ def _head(path: Path) -> bytes:
             return f.read(1 << 16)
     except OSError:
         return b""
+
+
+def submitted_answers_too_large(ctx: StageContext) -> str | None:
+    """The sentence refusing a submitted answers.txt larger than the training set can need;
+    the quiz reads it into memory, and a 60 MB one would cost the judge, not the entry."""
+    rule, ch = ctx.challenge.results, ctx.challenge
+    if rule.style != "answer-lines":
+        return None
+    path = ctx.entry_dir / rule.submitted
+    size = path.stat().st_size if path.is_file() else 0
+    allowance = answers_allowance(len(ch.training))
+    if size <= allowance:
+        return None
+    return (f"{rule.submitted} is {size} bytes, more than the {allowance} bytes that answers for the "
+            f"{len(ch.training)} training records can need (64 KiB plus 256 bytes a record): keep one line "
+            "per training record and submit again. Entry not scored.")
 
 
 def set_aside_submitted_answers(ctx: StageContext) -> Path:

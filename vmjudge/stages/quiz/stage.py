@@ -8,13 +8,15 @@ host acts rather than asks). An entry holding DRYRUN ends here with the original
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import replace
 
-from ...supervisor.channel import CommandResult, Transcript
+from ...supervisor.channel import CommandResult, Watch
 from ...supervisor.job import Command, Job
 from ...supervisor.reading import Limits
-from ..answers import parse_answer_lines
-from ..context import DRYRUN_MESSAGE, StageContext, StageOutcome, capped_text, script_argv
+from ..answers import parse_answer_lines, read_answer_lines
+from ..context import DRYRUN_MESSAGE, StageContext, StageOutcome, output_text, script_argv
 
 # Result files (style "files") are data, not console output: they get their own, larger cap
 # (a longer file arrives truncated, so it can never match or score as complete). answers.txt
@@ -34,91 +36,113 @@ def record_job(ctx: StageContext, subset: str, records: tuple[str, ...], collect
         last = i == len(records) - 1
         collect = (ch.results.output_name(record),) if collect_each or last else ()
         commands.append(Command(f"next.sh {record}", script_argv("next.sh", record), ch.limits.per_record,
-                                output_limit=ch.limits.output, links=tuple(f"{subset}/{f.name}" for f in files),
-                                collect=collect, file_limit=file_limit))
+                                output_limit=ch.limits.output, tail_limit=ch.limits.output_tail,
+                                links=tuple(f"{subset}/{f.name}" for f in files), collect=collect,
+                                file_limit=file_limit))
     return Job(commands=tuple(commands), media=media)
 
 
 class Comparison:
-    """Compares each record's result with the entry's own submission, as results arrive."""
+    """Compares each record's result with the entry's own submission as each command ends,
+    and remembers the first failure; the run stops there (Watch.on_end).
 
-    def __init__(self, ctx: StageContext):
+    answers.txt comes back after every record. It normally only grows, so the part already
+    checked is compared byte for byte and only the new lines are parsed; a next.sh that
+    rewrote it has the whole file checked again, earlier records included."""
+
+    def __init__(self, ctx: StageContext, records: tuple[str, ...]):
         self.ctx = ctx
+        self.records = records
+        self._order = {r: i for i, r in enumerate(records)}
         self.rule = ctx.challenge.results
-        self._verdicts: dict[int, str | None] = {}  # each finished record is compared once
-        if self.rule.style == "answer-lines":
-            source = ctx.entry_dir / self.rule.submitted
-            self.submitted = parse_answer_lines(source.read_bytes() if source.is_file() else None)
+        self.failure: tuple[int, str, str] | None = None  # (index, reason, message)
+        self._checked = b""  # answers.txt up to its last newline, as last checked
+        self._answers: dict[str, str] = {}  # what that part of answers.txt says
+        if self.rule.style == "answer-lines":  # prep has bounded its size
+            self.submitted = read_answer_lines(ctx.entry_dir / self.rule.submitted)
 
-    def mismatch(self, record: str, cmd: CommandResult, earlier: tuple[str, ...] = ()) -> str | None:
+    def on_end(self, cmd: CommandResult) -> bool:
+        if self.failure is None:
+            self.failure = self._verdict(cmd)
+        return self.failure is not None
+
+    def _verdict(self, cmd: CommandResult) -> tuple[int, str, str] | None:
+        record = self.records[cmd.index]
+        if cmd.status == "timeout":
+            limit = self.ctx.challenge.limits.per_record
+            return cmd.index, "quiz-timeout", f"next.sh {record}: timed out after {limit:.0f} s"
+        if cmd.status != "ok":
+            why = f": {cmd.message}" if cmd.message else f" (exit status {cmd.exit_code})"
+            return cmd.index, "quiz-error", f"next.sh {record}: failed{why}"
+        wrong = self._answer_line(cmd, record) if self.rule.style == "answer-lines" else self._file(cmd, record)
+        return (cmd.index, "quiz-mismatch", wrong) if wrong else None
+
+    def _answer_line(self, cmd: CommandResult, record: str) -> str | None:
+        got = cmd.files.get("answers.txt")
+        produced = got.data if got is not None and got.size is not None else b""
+        if produced.startswith(self._checked):
+            new = parse_answer_lines(produced[len(self._checked):])
+            earlier = [r for r in new if self._order.get(r, cmd.index) < cmd.index]
+        else:  # rewritten: check it all again
+            self._checked, self._answers = b"", {}
+            new = parse_answer_lines(produced)
+            earlier = list(self.records[:cmd.index])
+        answers = {**self._answers, **new}
+        if answers.get(record) is None:
+            return f"next.sh {record}: no line for {record} in answers.txt"
+        if answers[record] != self.submitted.get(record):
+            return f"next.sh {record}: output does not match submission"
+        # answers.txt is the entry's whole answer sheet: a next.sh that loses or changes
+        # earlier lines would lose them in the exam too.
+        for prev in earlier:
+            if answers.get(prev) != self.submitted.get(prev):
+                return f"next.sh {record}: answers.txt no longer holds the submitted line for {prev}"
+        cut = produced.rfind(b"\n") + 1  # a last line still without its newline is read again next time
+        self._answers.update(parse_answer_lines(produced[len(self._checked):cut]))
+        self._checked = produced[:cut]
+        return None
+
+    def _file(self, cmd: CommandResult, record: str) -> str | None:
         name = self.rule.output_name(record)
         got = cmd.files.get(name)
-        produced = got.data if got is not None and got.size is not None else None
-        if self.rule.style == "answer-lines":
-            lines = parse_answer_lines(produced)
-            answer = lines.get(record)
-            if answer is None:
-                return f"next.sh {record}: no line for {record} in answers.txt"
-            if answer != self.submitted.get(record):
-                return f"next.sh {record}: output does not match submission"
-            # answers.txt is the entry's whole answer sheet: a next.sh that loses or changes
-            # earlier lines would lose them in the exam too.
-            for prev in earlier:
-                if lines.get(prev) != self.submitted.get(prev):
-                    return f"next.sh {record}: answers.txt no longer holds the submitted line for {prev}"
-            return None
-        if produced is None:
+        if got is None or got.size is None:
             return f"next.sh {record}: no output file {name}"
         submitted = self.ctx.entry_dir / self.rule.submitted_path(record)
-        if not submitted.is_file() or got.truncated or submitted.read_bytes() != produced:
+        try:
+            st = os.lstat(submitted)
+        except OSError:
             return f"next.sh {record}: output does not match submission"
-        return None
-
-    def first_failure(self, transcript: Transcript, records: tuple[str, ...]) -> tuple[int, str, str] | None:
-        """(index, reason, message) of the first record that failed, timed out or mismatched."""
-        limit = self.ctx.challenge.limits.per_record
-        for i, cmd in enumerate(transcript.commands):
-            if cmd.status == "running":
-                return None
-            if cmd.status == "timeout":
-                return i, "quiz-timeout", f"next.sh {records[i]}: timed out after {limit:.0f} s"
-            if cmd.status != "ok":
-                return i, "quiz-error", f"next.sh {records[i]}: failed (exit status {cmd.exit_code})"
-            if i not in self._verdicts:
-                self._verdicts[i] = self.mismatch(records[i], cmd, records[:i])
-            wrong = self._verdicts[i]
-            if wrong:
-                return i, "quiz-mismatch", wrong
-        return None
+        # Sizes first: the submitted file is read only when it can match, and read once.
+        if not stat.S_ISREG(st.st_mode) or got.truncated or st.st_size != got.size:
+            return f"next.sh {record}: output does not match submission"
+        with open(submitted, "rb") as f:
+            same = f.read(got.size + 1) == got.data
+        return None if same else f"next.sh {record}: output does not match submission"
 
 
 def run(ctx: StageContext) -> StageOutcome:
     ch = ctx.challenge
     records = ch.training
     job = replace(record_job(ctx, "training", records, collect_each=True), stop_on_failure=True)
-    compare = Comparison(ctx)
+    compare = Comparison(ctx, records)
     overlay = ctx.results_dir / "quiz-overlay.qcow2"
     ctx.runner.overlay(overlay, ctx.home_disk)
     try:
-        run_ = ctx.run("quiz", job, overlay, Limits(stage_cap=ch.limits.quiz_total),
-                       should_stop=lambda t: compare.first_failure(t, records) is not None)
+        with ctx.stage_log("quiz") as log:
+            run_ = ctx.run("quiz", job, overlay, Limits(stage_cap=ch.limits.quiz_total),
+                           watch=Watch(log=log, on_end=compare.on_end, keep_all=False))
     finally:
         overlay.unlink(missing_ok=True)
     t = run_.transcript
-    log = "\n".join(f"=== next.sh {records[c.index]} ({c.status})\n"
-                    + capped_text(bytes(c.output), ch.limits.output, c.truncated) for c in t.commands)
-    ctx.write_log("quiz", log)
     manifest = ctx.manifest("quiz", run_)
-    failure = compare.first_failure(t, records)
-    if failure is not None:
-        i, reason, message = failure
-        cmd = t.commands[i]
-        output = capped_text(bytes(cmd.output), ch.limits.output, cmd.truncated)
+    if compare.failure is not None:
+        i, reason, message = compare.failure
         return StageOutcome("failed", f"{message}. Entry not scored.\n--- output of next.sh {records[i]} ---\n"
-                            f"{output}", reason=reason, manifest=manifest)
-    if run_.ended == "capped" or len(t.commands) < len(records):
+                            f"{output_text(t.commands[i])}", reason=reason, manifest=manifest)
+    done = sum(1 for c in t.commands if c.status != "running")
+    if run_.ended == "capped" or done < len(records):
         return StageOutcome("failed", f"The quiz did not finish within {ch.limits.quiz_total:.0f} s "
-                            f"({len(t.commands)} of {len(records)} training records run). Entry not scored.",
+                            f"({done} of {len(records)} training records run). Entry not scored.",
                             reason="quiz-timeout", manifest=manifest)
     if (ctx.entry_dir / "DRYRUN").exists():
         return StageOutcome("dry-run", DRYRUN_MESSAGE, manifest=manifest)

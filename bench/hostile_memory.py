@@ -1,0 +1,94 @@
+"""Benchmark: the daemon's peak memory does not grow with what an exam's entry prints.
+
+For exams of 50, 200 and 800 test records, one entry whose next.sh prints 1 MiB of 0xFF bytes
+per record (the most output a command may keep by default), and as the baseline in the same
+run the same entry printing nothing; each is evaluated by `vmjudge daemon --until-idle` in a
+fresh home, and the daemon's peak resident memory (ru_maxrss of the daemon, read by a small
+parent once it has exited) is reported. Target: the ratio printing/silent stays flat as the
+records grow (before issue 11 the daemon kept every command's output: +504 MiB for 100 records).
+
+JSON on stdout. Usage: python bench/hostile_memory.py [--records 50,200,800]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from tests.hostile.cases import NEXT_SH, WIDE_NEXT, tar_of, wide_challenge  # noqa: E402
+from vmjudge.config import load_site  # noqa: E402
+from vmjudge.workdir import ensure_home  # noqa: E402
+
+PEAK_RSS = ("import resource, subprocess, sys; rc = subprocess.call(sys.argv[1:]); "
+            "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); sys.exit(rc)")
+
+
+def vmjudge(home: Path, *args: str) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "vmjudge.cli", *args], capture_output=True, text=True,
+                          env={**os.environ, "VMJUDGE_HOME": str(home)}, cwd=REPO)
+    if proc.returncode != 0:
+        raise SystemExit(f"vmjudge {' '.join(args)} failed: {proc.stderr}")
+    return proc
+
+
+def one_run(base: Path, images: Path, records: int, next_sh: str) -> dict:
+    home = Path(tempfile.mkdtemp(prefix="bench-mem-", dir=base))
+    os.chmod(home, 0o711)
+    try:
+        (home / "images").symlink_to(images)
+        vmjudge(home, "challenge", "add", str(wide_challenge(home / "challenge", records)))
+        archive = tar_of({"next.sh": next_sh.encode()}, home / "entry.tar.gz")
+        entry_id = vmjudge(home, "submit", "hostile-wide", str(archive), "--owner", "bench").stdout.strip()
+        started = time.monotonic()
+        proc = subprocess.run([sys.executable, "-c", PEAK_RSS, sys.executable, "-m", "vmjudge.cli", "daemon",
+                               "--until-idle"], capture_output=True, text=True,
+                              env={**os.environ, "VMJUDGE_HOME": str(home)}, cwd=REPO)
+        seconds = time.monotonic() - started
+        if proc.returncode != 0:
+            raise SystemExit(f"the daemon failed: {proc.stderr}")
+        doc = json.loads(vmjudge(home, "show", entry_id, "--json").stdout)
+        if doc["outcome"] != "scored" or doc["exam"]["completed"] != records:
+            raise SystemExit(f"the entry was not scored whole: {doc['report']}")
+        log = home / "results" / entry_id / "exam.log"
+        return {"peak_rss_mib": round(int(proc.stderr.strip().splitlines()[-1]) / 1024, 1),
+                "exam_log_mib": round(log.stat().st_size / (1 << 20), 1), "seconds": round(seconds, 1)}
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--records", default="50,200,800")
+    parser.add_argument("--home", type=Path, default=Path(os.environ.get("VMJUDGE_TEST_HOME", "/var/tmp/vmjudge-test")))
+    args = parser.parse_args()
+    os.environ.setdefault("VMJUDGE_ACCEL", "tcg")
+    site = load_site(args.home)
+    ensure_home(site)
+    rows = []
+    for n in (int(x) for x in args.records.split(",")):
+        silent = one_run(args.home, site.images_dir, n, NEXT_SH)
+        printing = one_run(args.home, site.images_dir, n, WIDE_NEXT)
+        rows.append({"records": n, "silent": silent, "printing_1mib": printing,
+                     "ratio": round(printing["peak_rss_mib"] / silent["peak_rss_mib"], 3),
+                     "printed_mib": n})
+        print(json.dumps(rows[-1]), file=sys.stderr)
+    ratios = [r["ratio"] for r in rows]
+    print(json.dumps({"benchmark": "hostile_memory", "host": platform.node(), "accel": site.accel,
+                      "date": time.strftime("%Y-%m-%d"), "runs": rows,
+                      "ratio_spread": round(max(ratios) - min(ratios), 3),
+                      "target": "ratio printing/silent flat as records grow (spread <= 0.1)"}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
