@@ -15,8 +15,8 @@ import pytest
 
 from vmjudge.config import load_site
 from vmjudge.queue.db import Queue
-from vmjudge.stages.context import results_dir
 from vmjudge.terminal import PrintableFormatter, printable
+from vmjudge.workdir import results_dir
 
 from .test_spool import make_tar
 

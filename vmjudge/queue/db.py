@@ -9,6 +9,7 @@ per operation, so the daemon's slot threads never share one.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from contextlib import contextmanager
@@ -16,6 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterator
 
+from .. import private
 from ..errors import VmjudgeError
 
 STAGES = ("prep", "quiz", "exam", "score")
@@ -212,14 +214,23 @@ class Queue:
     def __init__(self, path: Path):
         self.path = Path(path)
         try:
+            self._make_private()
             with self._connect() as db:
                 db.executescript(SCHEMA)
                 for table, column, definition in MIGRATIONS:  # a queue made by an older vmjudge
                     columns = {r["name"] for r in db.execute(f"PRAGMA table_info({table})")}
                     if column not in columns:
                         db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
             raise VmjudgeError(f"cannot open the queue database {self.path}: {exc}; check the home directory.")
+
+    def _make_private(self) -> None:
+        """The queue holds every entry's messages and scores: 0600. SQLite gives the -wal and
+        -shm files it makes the database file's mode, so the file is made before SQLite opens
+        it; those of a queue made by an older vmjudge are fixed."""
+        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, private.FILE))
+        for suffix in ("", "-wal", "-shm"):
+            private.restrict(self.path.with_name(self.path.name + suffix))
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:

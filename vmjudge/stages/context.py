@@ -16,12 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from .. import private
 from ..config import Challenge, Site
 from ..images.image import GuestImage
 from ..queue.db import EntryRow, Scoring
 from ..supervisor.job import Job
 from ..supervisor.reading import JobRun, Limits, StopRule
-from ..workdir import RunDir
+from ..workdir import RunDir, results_dir
 
 DRYRUN_MESSAGE = ("Dry run completed with no error. Remove the DRYRUN file from the entry and resubmit it if you "
                   "wish to receive a score for it.")
@@ -54,7 +55,13 @@ class JobRunner(Protocol):
 
 
 class VmRunner:
-    """The judge's way: one libvirt VM per job, qcow2 home disks."""
+    """The judge's way: one libvirt VM per job, qcow2 home disks.
+
+    File modes here are libvirt's business, not private.py's: the home disk and its overlays
+    keep qemu-img's mode, since libvirt's qemu user opens them (libvirt chowns a disk to that
+    user while its domain runs, and the overlays' backing file, home.qcow2, is opened through
+    them). The console log is made by virtlogd, as root, mode 0600.
+    """
 
     def new_home(self, path: Path, size_mib: int) -> None:
         from ..supervisor.runner import make_blank_disk
@@ -123,17 +130,9 @@ class StageContext:
         return m
 
     def write_log(self, stage: str, text: str) -> Path:
-        path = self.results_dir / f"{stage}.log"
-        path.write_text(text)
-        return path
-
-
-def results_dir(site: Site, entry_id: int) -> Path:
-    path = site.home / "results" / str(entry_id)
-    path.mkdir(parents=True, exist_ok=True)
-    for p in (site.home / "results", path):
-        os.chmod(p, 0o711)  # libvirt's qemu opens the home disk here
-    return path
+        """The stage's whole output, for organisers only: exam.log is what the entry printed
+        on the test records, so it is the judge's alone to read (0600)."""
+        return private.write_text(self.results_dir / f"{stage}.log", text)
 
 
 def script_argv(script: str, *args: str) -> tuple[str, ...]:
@@ -150,8 +149,8 @@ def capped_text(data: bytes, limit: int, truncated: bool) -> str:
 
 def write_json(path: Path, obj: Any) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=1, sort_keys=True)
+    with private.create(tmp) as f:
+        f.write(json.dumps(obj, indent=1, sort_keys=True).encode())
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
