@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from . import __version__
+from . import __version__, retention
 from .config import Site, check_challenge_data, load_challenge, load_site
 from .echo import echo, errors_printed
 from .errors import VmjudgeError
@@ -262,6 +262,26 @@ def leaderboard_cmd(ctx: click.Context, challenge_name: str, late: bool, as_json
         echo(json.dumps([asdict(r) for r in rows], indent=2))
     else:
         echo(lb.as_text(challenge_name, rows, late), nl=False)
+
+
+@main.command()
+@click.option("--dry-run", is_flag=True, help="Say what would be removed; remove nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print what was removed as JSON.")
+@click.pass_context
+def gc(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
+    """Remove what finished entries no longer need (entry trees, home disks, console logs,
+    kept ISOs), as site.toml's [retention] allows; reports, logs and archives stay."""
+    site = _site(ctx)
+    report = retention.collect(site, _queue(site), dry_run=dry_run)
+    if as_json:
+        echo(json.dumps(report.as_json(), indent=2))
+    else:
+        for line in report.lines():
+            echo(line)
+        for problem in report.problems:
+            echo(problem, err=True)
+        echo(report.summary())
+    sys.exit(1 if report.problems else 0)
 
 
 main.add_command(rescore)

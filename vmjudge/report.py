@@ -93,6 +93,7 @@ def show(site: Site, queue: Queue, entry_id: int, organiser: bool = False) -> di
         "report": participant_text(entry, runs, scorings)}
     if organiser:
         doc["organiser"] = organiser_details(site, entry, runs)
+        doc["organiser"]["events"] = queue.events(entry_id)  # also what `vmjudge gc` removed, and when
         if entry.state == "parked":
             doc["organiser"]["parked_reason"] = entry.reason
     return doc

@@ -15,7 +15,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from .. import private
 from ..errors import VmjudgeError
@@ -108,7 +108,12 @@ MIGRATIONS = (
 
 
 def now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return stamp(time.time())
+
+
+def stamp(seconds: float) -> str:
+    """The queue's time format (UTC, to the second), which sorts as text."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
 @dataclass(frozen=True)
@@ -423,6 +428,34 @@ class Queue:
                        "message = 'the daemon was stopped while this stage ran' WHERE id = ?", (now(), run.id))
             db.execute("UPDATE entries SET state = 'queued', lease_owner = NULL WHERE id = ?", (run.entry_id,))
             self._event(db, run.entry_id, "requeued", f"{run.stage}: the daemon was stopped; it will run again")
+
+    # retention (`vmjudge gc`)
+
+    # A finished entry and its last event; `gc`'s own events do not count, so that collecting
+    # one kind of file does not put off collecting another.
+    _IDLE = ("SELECT e.id, COALESCE(MAX(ev.at), e.submitted_at) AS last FROM entries e "
+             "LEFT JOIN events ev ON ev.entry_id = e.id AND ev.kind != 'collected' "
+             "WHERE e.state IN ('done', 'parked') {} GROUP BY e.id ORDER BY e.id")
+
+    def finished_entries(self) -> dict[int, str]:
+        """entry id -> the time of its last event, for every entry done or parked."""
+        with self._connect() as db:
+            return {row["id"]: row["last"] for row in db.execute(self._IDLE.format(""))}
+
+    def collect(self, entry_id: int, last_event: str, remove: Callable[[], list[str]]) -> list[str] | None:
+        """Call `remove`, which deletes some of a finished entry's files and describes each it
+        deleted, while holding the queue's write lock, so the entry cannot be queued again and
+        claimed meanwhile; but only if it is still done or parked with `last_event` as its last
+        event. Each description goes into the entry's event log ("collected"). None when the
+        entry has moved on (nothing was called)."""
+        with self._transaction() as db:
+            row = db.execute(self._IDLE.format("AND e.id = ?"), (entry_id,)).fetchone()
+            if row is None or row["last"] != last_event:
+                return None
+            removed = remove()
+            for detail in removed:
+                self._event(db, entry_id, "collected", detail)
+        return removed
 
     def events(self, entry_id: int) -> list[dict[str, Any]]:
         with self._connect() as db:
