@@ -32,7 +32,7 @@ DAY = 86400.0
 KINDS: dict[str, tuple[str, ...]] = {
     "entry_tree": ("entry", "install"),
     "home_disk": ("*.qcow2",),  # home.qcow2, and the quiz or exam overlay a crash left
-    "console_log": ("console-*.log",),
+    "console_log": ("console-*.log", "console-*.log.*"),  # and virtlogd's rotated copies of a long one
     "media": ("*.iso",),
 }
 
