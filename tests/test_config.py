@@ -144,3 +144,36 @@ def test_challenge_data_must_be_complete(tmp_path):
     (tmp_path / "training" / "RECORDS").write_text("bad name\n")
     with pytest.raises(ConfigError, match="not a usable record name"):
         load_challenge(tmp_path)
+
+
+def test_retention_is_absent_by_default_and_read_when_given(tmp_path):
+    retention = load_site(tmp_path).retention
+    assert (retention.entry_tree_days, retention.home_disk_days, retention.console_log_days,
+            retention.media_days) == (None, None, None, None)
+    write(tmp_path, '[retention]\nentry_tree_days = 7\nhome_disk_days = 30\nconsole_log_days = 0\nmedia_days = 365\n',
+          "site.toml")
+    retention = load_site(tmp_path).retention
+    assert (retention.entry_tree_days, retention.home_disk_days, retention.console_log_days,
+            retention.media_days) == (7, 30, 0, 365)
+
+
+@pytest.mark.parametrize("key, value", [("home_disk_days", "-1"), ("entry_tree_days", '"7"'),
+                                        ("console_log_days", "1.5"), ("media_days", "true"),
+                                        ("home_disk_days", "36501")])
+def test_bad_retention_values_are_refused_with_what_is_allowed(tmp_path, key, value):
+    write(tmp_path, f"[retention]\n{key} = {value}\n", "site.toml")
+    with pytest.raises(ConfigError) as err:
+        load_site(tmp_path)
+    assert str(err.value).startswith(f"{tmp_path / 'site.toml'}: [retention] {key} = ")
+    assert str(err.value).endswith(" is not allowed: use a whole number of days from 0 to 36500, or leave the key "
+                                   "out to keep them for ever.")
+
+
+def test_unknown_retention_keys_and_tables_are_refused(tmp_path):
+    write(tmp_path, "[retention]\nspool_days = 7\n", "site.toml")
+    with pytest.raises(ConfigError, match=r"\[retention\] has unknown key\(s\) spool_days: remove or correct them"):
+        load_site(tmp_path)
+    write(tmp_path, "[retain]\nhome_disk_days = 7\n", "site.toml")
+    with pytest.raises(ConfigError, match=r"unknown table \[retain\]: use \[libvirt\], \[image\], \[results\] or "
+                                          r"\[retention\]\."):
+        load_site(tmp_path)

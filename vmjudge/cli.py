@@ -6,24 +6,30 @@ import json
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
-from . import __version__
+from . import __version__, retention
 from .config import Site, check_challenge_data, load_challenge, load_site
+from .echo import echo, errors_printed
 from .errors import VmjudgeError
 from .queue.db import Queue
 from .rescore_command import rescore
+from .terminal import PrintableFormatter
 from .workdir import ensure_home
 
 
 class _Cli(click.Group):
-    def invoke(self, ctx: click.Context):
-        try:
+    """Errors of every subcommand, and of parsing the command line, are printed by echo.py."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        with errors_printed():
+            return super().make_context(*args, **kwargs)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        with errors_printed():
             return super().invoke(ctx)
-        except VmjudgeError as exc:
-            click.echo(f"vmjudge: {exc}", err=True)
-            sys.exit(1)
 
 
 @click.group(cls=_Cli)
@@ -34,7 +40,9 @@ class _Cli(click.Group):
 @click.pass_context
 def main(ctx: click.Context, home: Path | None, verbose: bool) -> None:
     """Evaluate code-execution challenge entries in network-less VMs."""
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(message)s")
+    handler = logging.StreamHandler()
+    handler.setFormatter(PrintableFormatter("%(levelname)s %(message)s"))
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, handlers=[handler])
     ctx.obj = home
 
 
@@ -65,9 +73,9 @@ def challenge_add(ctx: click.Context, challenge_dir: Path) -> None:
     ch = load_challenge(challenge_dir)
     check_challenge_data(ch)
     load_scorer(ch.scorer)
-    image_ = build_image(site, ch.image, progress=lambda m: click.echo(m, err=True))
+    image_ = build_image(site, ch.image, progress=lambda m: echo(m, err=True))
     _queue(site).add_challenge(ch.name, ch.directory, image_.key)
-    click.echo(f"registered {ch.name}: {len(ch.training)} training and {len(ch.test)} test records, "
+    echo(f"registered {ch.name}: {len(ch.training)} training and {len(ch.test)} test records, "
                f"scorer {ch.scorer}")
 
 
@@ -79,7 +87,7 @@ def _submit(site: Site, name: str, archive: Path, owner: str, late: bool) -> int
     queue = _queue(site)
     admitted = admit(site, queue, name, load_challenge(queue.challenge_dir(name)), archive, owner, late)
     if (line := admitted.remaining_line()) is not None:
-        click.echo(line, err=True)
+        echo(line, err=True)
     return admitted.entry_id
 
 
@@ -94,7 +102,7 @@ def submit(ctx: click.Context, challenge_name: str, archive: Path, owner: str | 
     import getpass
 
     entry_id = _submit(_site(ctx), challenge_name, archive, owner or getpass.getuser(), late)
-    click.echo(str(entry_id))
+    echo(str(entry_id))
 
 
 @main.command()
@@ -125,21 +133,21 @@ def evaluate(ctx: click.Context, challenge_name: str, archive: Path, owner: str 
     site = _site(ctx)
     queue = _queue(site)
     entry_id = _submit(site, challenge_name, archive, owner or getpass.getuser(), False)
-    click.echo(f"entry {entry_id}")
+    echo(f"entry {entry_id}")
     try:
         serve(site, queue, 1, until_idle=True, only=entry_id,
-              on_change=lambda e: click.echo(f"stage {e.stage} ..."))
+              on_change=lambda e: echo(f"stage {e.stage} ..."))
     except DaemonBusy as exc:
-        click.echo(f"{exc}; waiting for it to evaluate entry {entry_id}")
+        echo(f"{exc}; waiting for it to evaluate entry {entry_id}")
         seen = None
         while queue.entry(entry_id).state not in ("done", "parked"):
             e = queue.entry(entry_id)
             if (e.state, e.stage) != seen:
                 seen = (e.state, e.stage)
-                click.echo(f"{e.state} {e.stage or ''}")
+                echo(f"{e.state} {e.stage or ''}")
             time.sleep(2)
     doc = report.show(site, queue, entry_id)
-    click.echo(doc["report"], nl=False)
+    echo(doc["report"], nl=False)
     sys.exit(0 if doc["outcome"] in ("scored", "dry-run") else 1)
 
 
@@ -153,13 +161,13 @@ def status(ctx: click.Context, as_json: bool) -> None:
     active = [e for e in entries if e.state in ("queued", "running", "parked")]
     done = [e for e in entries if e.state == "done"]
     if as_json:
-        click.echo(json.dumps({"active": [{"id": e.id, "challenge": e.challenge, "owner": e.owner,
+        echo(json.dumps({"active": [{"id": e.id, "challenge": e.challenge, "owner": e.owner,
                                            "state": e.state, "stage": e.stage} for e in active],
                                "done": len(done)}, indent=2))
         return
     for e in active:
-        click.echo(f"{e.id:>6}  {e.state:<8} {e.stage or '':<6} {e.challenge:<16} {e.owner}")
-    click.echo(f"{len(active)} waiting or running, {len(done)} done")
+        echo(f"{e.id:>6}  {e.state:<8} {e.stage or '':<6} {e.challenge:<16} {e.owner}")
+    echo(f"{len(active)} waiting or running, {len(done)} done")
 
 
 @main.command()
@@ -174,11 +182,11 @@ def show(ctx: click.Context, entry_id: int, as_json: bool, organiser: bool) -> N
     site = _site(ctx)
     doc = report.show(site, _queue(site), entry_id, organiser=organiser)
     if as_json:
-        click.echo(report.as_json(doc))
+        echo(report.as_json(doc))
         return
-    click.echo(doc["report"], nl=False)
+    echo(doc["report"], nl=False)
     if organiser:
-        click.echo(report.as_json(doc["organiser"]))
+        echo(report.as_json(doc["organiser"]))
 
 
 @main.group()
@@ -196,8 +204,8 @@ def image_build(ctx: click.Context, challenge_dir: Path, force: bool) -> None:
 
     site = _site(ctx)
     challenge = load_challenge(challenge_dir)
-    built = build_image(site, challenge.image, progress=lambda m: click.echo(m, err=True), force=force)
-    click.echo(str(built.directory))
+    built = build_image(site, challenge.image, progress=lambda m: echo(m, err=True), force=force)
+    echo(str(built.directory))
 
 
 @main.command()
@@ -217,10 +225,10 @@ def doctor(ctx: click.Context, challenge_dir: Path | None, as_json: bool) -> Non
     else:
         checks = doc.run_checks(site, lambda: newest_image(site))
     if as_json:
-        click.echo(json.dumps({"ok": all(c.ok for c in checks), "checks": doc.as_json(checks)}, indent=2))
+        echo(json.dumps({"ok": all(c.ok for c in checks), "checks": doc.as_json(checks)}, indent=2))
     else:
         for check in checks:
-            click.echo(check.line())
+            echo(check.line())
     sys.exit(0 if all(c.ok for c in checks) else 1)
 
 
@@ -251,9 +259,29 @@ def leaderboard_cmd(ctx: click.Context, challenge_name: str, late: bool, as_json
     elif html_file is not None:
         lb.write_file(html_file, lb.as_html(challenge_name, rows, late, generated_at=now()))
     elif as_json:
-        click.echo(json.dumps([asdict(r) for r in rows], indent=2))
+        echo(json.dumps([asdict(r) for r in rows], indent=2))
     else:
-        click.echo(lb.as_text(challenge_name, rows, late), nl=False)
+        echo(lb.as_text(challenge_name, rows, late), nl=False)
+
+
+@main.command()
+@click.option("--dry-run", is_flag=True, help="Say what would be removed; remove nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print what was removed as JSON.")
+@click.pass_context
+def gc(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
+    """Remove what finished entries no longer need (entry trees, home disks, console logs,
+    kept ISOs), as site.toml's [retention] allows; reports, logs and archives stay."""
+    site = _site(ctx)
+    report = retention.collect(site, _queue(site), dry_run=dry_run)
+    if as_json:
+        echo(json.dumps(report.as_json(), indent=2))
+    else:
+        for line in report.lines():
+            echo(line)
+        for problem in report.problems:
+            echo(problem, err=True)
+        echo(report.summary())
+    sys.exit(1 if report.problems else 0)
 
 
 main.add_command(rescore)

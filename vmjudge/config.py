@@ -10,7 +10,7 @@ import hashlib
 import os
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
 
@@ -105,6 +105,18 @@ class Challenge:
 
 
 @dataclass(frozen=True)
+class Retention:
+    """How many days after its last event a finished (done or parked) entry keeps what only
+    its evaluation needed; None keeps it for ever. Reports, logs, the spool archive and the
+    archived stage-3 results are always kept: they are what re-scoring and re-running need."""
+
+    entry_tree_days: int | None = None  # results/ID/entry and results/ID/install
+    home_disk_days: int | None = None  # results/ID/home.qcow2 and any overlay left beside it
+    console_log_days: int | None = None  # results/ID/console-*.log
+    media_days: int | None = None  # results/ID/*.iso, kept with [results] keep_media
+
+
+@dataclass(frozen=True)
 class Site:
     """One organiser's host: where state lives and how VMs are started."""
 
@@ -118,6 +130,7 @@ class Site:
     boot_timeout: float = 120.0
     silence_timeout: float = 60.0
     keep_media: bool = False  # keep each stage's ISO in the entry's results (audits, debugging)
+    retention: Retention = field(default_factory=Retention)  # what `vmjudge gc` removes, and when
 
     @property
     def domain_tag(self) -> str:
@@ -340,9 +353,10 @@ def load_site(home: Path | None = None) -> Site:
                        lambda v: v.startswith(("http://", "https://", "file:")), "a Debian security mirror URL")
     suite = img.get("suite", str, "bookworm", lambda v: v == "bookworm", "\"bookworm\"")
     img.done()
+    retention = _retention(source, data)
     for key in data:
-        if isinstance(data[key], dict) and key not in ("libvirt", "image", "results"):
-            raise ConfigError(f"{source}: unknown table [{key}]: use [libvirt], [image] or [results].")
+        if isinstance(data[key], dict) and key not in ("libvirt", "image", "results", "retention"):
+            raise ConfigError(f"{source}: unknown table [{key}]: use [libvirt], [image], [results] or [retention].")
     env_accel = os.environ.get("VMJUDGE_ACCEL")
     if env_accel:
         if env_accel not in ("kvm", "tcg"):
@@ -350,4 +364,13 @@ def load_site(home: Path | None = None) -> Site:
         accel = env_accel
     uri = os.environ.get("VMJUDGE_URI") or uri
     return Site(home=home, uri=uri, accel=accel, channel=channel, mirror=mirror, security_mirror=security,
-                suite=suite, boot_timeout=boot, silence_timeout=silence, keep_media=keep_media)
+                suite=suite, boot_timeout=boot, silence_timeout=silence, keep_media=keep_media, retention=retention)
+
+
+def _retention(source: str, data: dict[str, Any]) -> Retention:
+    sec = _Section(source, "retention", data.get("retention", {}))
+    days = "a whole number of days from 0 to 36500, or leave the key out to keep them for ever"
+    policy = Retention(**{key: sec.get(key, int, None, lambda v: 0 <= v <= 36500, days)
+                          for key in (f.name for f in fields(Retention))})
+    sec.done()
+    return policy

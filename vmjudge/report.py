@@ -12,8 +12,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from . import private
 from .config import Site
 from .queue.db import STAGES, EntryRow, Queue, Scoring, StageRun
+from .workdir import results_dir
 
 TITLES = {"prep": "Stage 1 (prep)", "quiz": "Stage 2 (quiz)", "exam": "Stage 3 (exam)", "score": "Stage 4 (score)"}
 
@@ -91,6 +93,7 @@ def show(site: Site, queue: Queue, entry_id: int, organiser: bool = False) -> di
         "report": participant_text(entry, runs, scorings)}
     if organiser:
         doc["organiser"] = organiser_details(site, entry, runs)
+        doc["organiser"]["events"] = queue.events(entry_id)  # also what `vmjudge gc` removed, and when
         if entry.state == "parked":
             doc["organiser"]["parked_reason"] = entry.reason
     return doc
@@ -98,8 +101,7 @@ def show(site: Site, queue: Queue, entry_id: int, organiser: bool = False) -> di
 
 def write_html(queue: Queue, site: Site, entry_id: int) -> Path:
     doc = show(site, queue, entry_id)
-    path = site.home / "results" / str(entry_id) / "report.html"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = results_dir(site, entry_id) / "report.html"
     scores = "".join(f"<tr><th>{html.escape(k)}</th><td>{v:.4f}</td></tr>" for k, v in doc["scores"].items())
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>Entry {doc['id']}</title>"
             "<style>body{font-family:sans-serif;max-width:50em;margin:2em auto}pre{background:#f4f4f4;"
@@ -108,8 +110,7 @@ def write_html(queue: Queue, site: Site, entry_id: int) -> Path:
             f"<p>Outcome: <b>{html.escape(str(doc['outcome']))}</b></p>"
             + (f"<table>{scores}</table>" if scores else "")
             + f"<pre>{html.escape(doc['report'])}</pre></body></html>\n")
-    path.write_text(page)
-    return path
+    return private.write_text(path, page)  # for the organiser to pass on to its owner, no one else
 
 
 def as_json(doc: dict[str, Any]) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from .config import load_site
+from .echo import echo
 from .errors import VmjudgeError
 from .queue.db import Queue
 from .workdir import ensure_home
@@ -95,12 +96,12 @@ def rescore(ctx: click.Context, challenge_name: str, entries: tuple[str, ...], l
         if progress is not None:
             progress.close()
     if as_json:
-        click.echo(json.dumps(report.as_json(), indent=2, sort_keys=True))
+        echo(json.dumps(report.as_json(), indent=2, sort_keys=True))
     else:
         for outcome in report.entries:
             if progress is None or outcome.status == "refused":  # a terminal gets the bar and the problems
-                click.echo(outcome.line())
-        click.echo(report.summary())
+                echo(outcome.line())
+        echo(report.summary())
     if csv_file is not None:
         report.write_csv(csv_file)
     sys.exit(0 if report.ok else 1)

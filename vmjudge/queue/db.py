@@ -9,13 +9,15 @@ per operation, so the daemon's slot threads never share one.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
+from .. import private
 from ..errors import VmjudgeError
 
 STAGES = ("prep", "quiz", "exam", "score")
@@ -106,7 +108,12 @@ MIGRATIONS = (
 
 
 def now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return stamp(time.time())
+
+
+def stamp(seconds: float) -> str:
+    """The queue's time format (UTC, to the second), which sorts as text."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
 @dataclass(frozen=True)
@@ -212,14 +219,23 @@ class Queue:
     def __init__(self, path: Path):
         self.path = Path(path)
         try:
+            self._make_private()
             with self._connect() as db:
                 db.executescript(SCHEMA)
                 for table, column, definition in MIGRATIONS:  # a queue made by an older vmjudge
                     columns = {r["name"] for r in db.execute(f"PRAGMA table_info({table})")}
                     if column not in columns:
                         db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
             raise VmjudgeError(f"cannot open the queue database {self.path}: {exc}; check the home directory.")
+
+    def _make_private(self) -> None:
+        """The queue holds every entry's messages and scores: 0600. SQLite gives the -wal and
+        -shm files it makes the database file's mode, so the file is made before SQLite opens
+        it; those of a queue made by an older vmjudge are fixed."""
+        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, private.FILE))
+        for suffix in ("", "-wal", "-shm"):
+            private.restrict(self.path.with_name(self.path.name + suffix))
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -412,6 +428,35 @@ class Queue:
                        "message = 'the daemon was stopped while this stage ran' WHERE id = ?", (now(), run.id))
             db.execute("UPDATE entries SET state = 'queued', lease_owner = NULL WHERE id = ?", (run.entry_id,))
             self._event(db, run.entry_id, "requeued", f"{run.stage}: the daemon was stopped; it will run again")
+
+    # retention (`vmjudge gc`)
+
+    # A finished entry and its last event; `gc`'s own events do not count, so that collecting
+    # one kind of file does not put off collecting another.
+    _IDLE = ("SELECT e.id, COALESCE(MAX(ev.at), e.submitted_at) AS last FROM entries e "
+             "LEFT JOIN events ev ON ev.entry_id = e.id AND ev.kind != 'collected' "
+             "WHERE e.state = 'done' {} GROUP BY e.id ORDER BY e.id")
+
+    def finished_entries(self) -> dict[int, str]:
+        """entry id -> the time of its last event, for every entry done (a parked one may still be
+        run again from the stage it was parked at, which needs its home disk)."""
+        with self._connect() as db:
+            return {row["id"]: row["last"] for row in db.execute(self._IDLE.format(""))}
+
+    def collect(self, entry_id: int, last_event: str, remove: Callable[[], list[str]]) -> list[str] | None:
+        """Call `remove`, which deletes some of a finished entry's files and describes each it
+        deleted, while holding the queue's write lock, so the entry cannot be queued again and
+        claimed meanwhile; but only if it is still done with `last_event` as its last
+        event. Each description goes into the entry's event log ("collected"). None when the
+        entry has moved on (nothing was called)."""
+        with self._transaction() as db:
+            row = db.execute(self._IDLE.format("AND e.id = ?"), (entry_id,)).fetchone()
+            if row is None or row["last"] != last_event:
+                return None
+            removed = remove()
+            for detail in removed:
+                self._event(db, entry_id, "collected", detail)
+        return removed
 
     def events(self, entry_id: int) -> list[dict[str, Any]]:
         with self._connect() as db:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from .. import private
 from ..errors import EntryError, VmjudgeError
 
 KINDS = ("zip", "tar.gz")
@@ -143,16 +144,16 @@ class Spool:
             return StoredArchive(sha, final, size, name)
 
         created_dirs = []
-        for d in (self.root, final.parent):
+        for d in (self.root, final.parent):  # participants' code: no one else may enter (0700)
             if not d.is_dir():
-                d.mkdir(parents=True, exist_ok=True)
+                private.make_dir(d)
                 created_dirs.append(d)
         free = shutil.disk_usage(self.root).free
         if size + MARGIN > free:
             raise VmjudgeError(f"the spool at {self.root} has {free >> 20} MB free, not enough for this "
                                f"{_mib(size)} MB archive: free some space and submit again.")
 
-        fd, tmp_name = tempfile.mkstemp(dir=final.parent, prefix=f".{sha}.", suffix=".part")
+        fd, tmp_name = tempfile.mkstemp(dir=final.parent, prefix=f".{sha}.", suffix=".part")  # mode 0600
         tmp = Path(tmp_name)
         try:
             digest = hashlib.sha256()

@@ -21,6 +21,7 @@ from pathlib import Path
 from ..config import Challenge, Site, load_challenge
 from ..errors import EntryError, InfrastructureError, VmjudgeError
 from ..images.image import GuestImage, sha256_file
+from ..terminal import printable
 
 REPLICA_DIR = Path("/media/replica/vmjudge")
 WORK = Path("/var/lib/vmjudge-replica")
@@ -28,6 +29,12 @@ MEDIA_ROOT = Path("/media")
 NOT_OFFICIAL = "NOT the official score: training records, whose answers the entry itself submitted"
 NEXT_LINE = ("Stages 1 and 2 passed. On the judge this entry would now go on to stage 3 (exam) on the "
              "hidden test set, then be scored.")
+
+
+def _say(text: str = "", **kwargs: object) -> None:
+    """How the replica prints: reports quote the entry's own output, and names come from the
+    participant's drives, so every control character is shown escaped (terminal.py)."""
+    print(printable(text), **kwargs)  # type: ignore[call-overload]
 
 
 def _archive_directory(directory: Path, out_dir: Path) -> Path:
@@ -65,7 +72,7 @@ def training_scores(ch: Challenge, entry_dir: Path) -> dict[str, float] | None:
 
 
 def check(entry: Path, replica_dir: Path = REPLICA_DIR, work: Path = WORK, score: bool = True,
-          progress=lambda m: print(m, file=sys.stderr, flush=True)) -> dict:
+          progress=lambda m: _say(m, file=sys.stderr, flush=True)) -> dict:
     from ..evaluate import STAGES, record_outcome
     from ..queue.db import Queue
     from ..report import show
@@ -128,19 +135,19 @@ def check(entry: Path, replica_dir: Path = REPLICA_DIR, work: Path = WORK, score
 
 
 def print_report(result: dict) -> None:
-    print("=" * 72)
-    print("vmjudge REPLICA check: stages 1 and 2 as the judge runs them (not an official evaluation)")
-    print("=" * 72)
-    print(result["report"], end="")
+    _say("=" * 72)
+    _say("vmjudge REPLICA check: stages 1 and 2 as the judge runs them (not an official evaluation)")
+    _say("=" * 72)
+    _say(result["report"], end="")
     scores = result.get("training_scores")
     if scores:
-        print()
-        print(f"Training-set score ({NOT_OFFICIAL}):")
+        _say()
+        _say(f"Training-set score ({NOT_OFFICIAL}):")
         for k, v in scores.items():
-            print(f"  {k:<14} {v:.4f}")
+            _say(f"  {k:<14} {v:.4f}")
     elif result.get("training_scores_error"):
-        print(f"\nNo training-set score: {result['training_scores_error']}")
-    print(f"\nLogs (setup.sh and next.sh output): {result['results_dir']}")
+        _say(f"\nNo training-set score: {result['training_scores_error']}")
+    _say(f"\nLogs (setup.sh and next.sh output): {result['results_dir']}")
 
 
 def media(root: Path = MEDIA_ROOT) -> list[Path]:
@@ -163,7 +170,7 @@ def media(root: Path = MEDIA_ROOT) -> list[Path]:
         for options in (["-o", "ro,fmask=0133,dmask=0022", "-t", "vfat"], ["-o", "ro", "-t", "iso9660"],
                         ["-o", "ro,noload"]):
             if subprocess.run(["mount", *options, f"/dev/{name}", str(target)], capture_output=True).returncode == 0:
-                print(f"/dev/{name} mounted read-only on {target}")
+                _say(f"/dev/{name} mounted read-only on {target}")
                 break
         else:
             target.rmdir()
@@ -208,13 +215,13 @@ def main(argv: list[str] | None = None) -> int:
             return 0 if result["outcome"] in ("passed", "dry-run") else 1
         if args.command == "media":
             found = media()
-            print("\n".join(f"entry? {p}" for p in found) if found else "no entry found on the attached drives")
+            _say("\n".join(f"entry? {p}" for p in found) if found else "no entry found on the attached drives")
             return 0
         print(json.dumps(info(), indent=1, sort_keys=True))
         return 0
     except InfrastructureError as exc:
-        print(f"vmjudge-replica: the replica could not finish the check ({exc.reason}): {exc}", file=sys.stderr)
+        _say(f"vmjudge-replica: the replica could not finish the check ({exc.reason}): {exc}", file=sys.stderr)
         return 2
     except VmjudgeError as exc:
-        print(f"vmjudge-replica: {exc}", file=sys.stderr)
+        _say(f"vmjudge-replica: {exc}", file=sys.stderr)
         return 1

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from ..echo import echo
+
 
 @click.group()
 def replica() -> None:
@@ -28,5 +30,5 @@ def build(ctx: click.Context, challenge_name: str, output: Path) -> None:
         directory = Path(challenge_name)
     else:
         directory = Queue(site.home / "queue.db").challenge_dir(challenge_name)
-    built = build_replica(site, load_challenge(directory), output, progress=lambda m: click.echo(m, err=True))
-    click.echo(f"{built.path} {built.size}")
+    built = build_replica(site, load_challenge(directory), output, progress=lambda m: echo(m, err=True))
+    echo(f"{built.path} {built.size}")

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from .. import private
 from ..config import Challenge, Site
 from ..images.image import GuestImage
 from ..queue.db import EntryRow, Scoring
@@ -23,7 +24,7 @@ from ..supervisor.channel import CommandResult, Watch
 from ..supervisor.job import Job
 from ..supervisor.reading import JobRun, Limits
 from ..supervisor.stage_log import StageLog
-from ..workdir import RunDir
+from ..workdir import RunDir, results_dir
 
 DRYRUN_MESSAGE = ("Dry run completed with no error. Remove the DRYRUN file from the entry and resubmit it if you "
                   "wish to receive a score for it.")
@@ -56,7 +57,13 @@ class JobRunner(Protocol):
 
 
 class VmRunner:
-    """The judge's way: one libvirt VM per job, qcow2 home disks."""
+    """The judge's way: one libvirt VM per job, qcow2 home disks.
+
+    File modes here are libvirt's business, not private.py's: the home disk and its overlays
+    keep qemu-img's mode, since libvirt's qemu user opens them (libvirt chowns a disk to that
+    user while its domain runs, and the overlays' backing file, home.qcow2, is opened through
+    them). The console log is made by virtlogd, as root, mode 0600.
+    """
 
     def new_home(self, path: Path, size_mib: int) -> None:
         from ..supervisor.runner import make_blank_disk
@@ -125,16 +132,9 @@ class StageContext:
         return m
 
     def stage_log(self, stage: str) -> StageLog:
-        """The stage's log (organisers' eyes only), written as the output arrives, capped."""
+        """The stage's log, written as the output arrives, capped; the organisers' alone (0600):
+        exam.log is what the entry printed on the test records."""
         return StageLog(self.results_dir / f"{stage}.log", self.challenge.limits.stage_output)
-
-
-def results_dir(site: Site, entry_id: int) -> Path:
-    path = site.home / "results" / str(entry_id)
-    path.mkdir(parents=True, exist_ok=True)
-    for p in (site.home / "results", path):
-        os.chmod(p, 0o711)  # libvirt's qemu opens the home disk here
-    return path
 
 
 def script_argv(script: str, *args: str) -> tuple[str, ...]:
@@ -157,8 +157,8 @@ def output_text(cmd: CommandResult) -> str:
 
 def write_json(path: Path, obj: Any) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=1, sort_keys=True)
+    with private.create(tmp) as f:
+        f.write(json.dumps(obj, indent=1, sort_keys=True).encode())
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)

@@ -99,5 +99,6 @@ def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *
                 reader.close()
             if keep_iso is not None and iso.exists():
                 os.replace(iso, keep_iso)
+                os.chmod(keep_iso, 0o600)  # the domain is gone: an audit copy, test records and all
             iso.unlink(missing_ok=True)
 

@@ -10,10 +10,10 @@ it (`show --organiser`); only the judge's own words ever come out of it for part
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from types import TracebackType
 
+from .. import private
 from .channel import CommandResult
 
 
@@ -24,10 +24,7 @@ class StageLog:
         self.kept = 0  # output bytes written
         self._full = False
         self._at_line_start = True
-        # Only the judge reads it: test-set output is a channel for test labels.
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.fchmod(fd, 0o600)
-        self._file = os.fdopen(fd, "wb")
+        self._file = private.create(self.path)  # test-set output is a channel for test labels
 
     def __enter__(self) -> "StageLog":
         return self

@@ -7,9 +7,11 @@ setup.sh under its limit, and keep the home disk for the next stages.
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
+from ... import private
 from ...errors import EntryError
 from ...queue.spool import check_archive_name
 from ...supervisor.channel import Watch
@@ -20,13 +22,9 @@ from .unpack import UnpackLimits, find_required, unpack
 
 
 def run(ctx: StageContext) -> StageOutcome:
-    ch, entry = ctx.challenge, ctx.entry
+    ch = ctx.challenge
     try:
-        kind = check_archive_name(entry.archive_name)
-        if ctx.entry_dir.exists():
-            shutil.rmtree(ctx.entry_dir)  # a retried stage starts from the archive again
-        unpack(Path(entry.archive_path), kind, ctx.entry_dir,
-               UnpackLimits(max_members=ch.entry.max_members, max_unpacked=ch.entry.max_unpacked))
+        unpack_entry(ctx)
     except EntryError as exc:
         return StageOutcome("failed", f"The entry could not be unpacked: {exc}", reason=exc.reason,
                             manifest=ctx.manifest("prep"))
@@ -71,6 +69,15 @@ def run(ctx: StageContext) -> StageOutcome:
 SCRIPTS = ("setup.sh", "next.sh")
 
 
+def unpack_entry(ctx: StageContext) -> None:
+    """The archive unpacked into results/ID/entry, afresh (a retried stage starts from the
+    archive again), in a directory only the judge may enter: the code is its owner's."""
+    kind = check_archive_name(ctx.entry.archive_name)
+    private.fresh_dir(ctx.entry_dir)
+    unpack(Path(ctx.entry.archive_path), kind, ctx.entry_dir,
+           UnpackLimits(max_members=ctx.challenge.entry.max_members, max_unpacked=ctx.challenge.entry.max_unpacked))
+
+
 def _head(path: Path) -> bytes:
     try:
         with open(path, "rb") as f:
@@ -102,6 +109,7 @@ def set_aside_submitted_answers(ctx: StageContext) -> Path:
     if install.exists():
         shutil.rmtree(install)
     shutil.copytree(ctx.entry_dir, install, symlinks=True)
+    os.chmod(install, private.DIR)  # as the entry tree: the judge writes the ISO, qemu never reads here
     if ctx.challenge.results.style == "answer-lines":
         (install / ctx.challenge.results.submitted).unlink(missing_ok=True)
     return install
