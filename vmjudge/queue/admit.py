@@ -70,15 +70,15 @@ def _admission_lock(home: Path) -> Iterator[None]:
 
 
 def check_archive(ch: Challenge, name: str, archive: Path) -> list[str]:
-    """What can be checked without unpacking (name, size, readability); the member names.
-    The replica ISO's check runs this too, so it refuses what `submit` would."""
+    """What can be checked without unpacking (name, size, readability, member count); the member
+    names. The replica ISO's check runs this too, so it refuses what `submit` would."""
     kind = check_archive_name(archive.name)
     size = archive.stat().st_size
     if size > ch.entry.max_size:
         raise EntryError("bad-archive", f"{archive.name} is {size / 1e6:.1f} MB, over the "
                          f"{ch.entry.max_size / 1e6:.1f} MB that {name} accepts: make the entry smaller and "
                          "submit again.")
-    return check_readable(archive, kind)
+    return check_readable(archive, kind, ch.entry.max_members)
 
 
 def admit(site: Site, queue: Queue, name: str, ch: Challenge, archive: Path, owner: str, late: bool) -> Admitted:

@@ -18,14 +18,12 @@ import math
 import os
 import re
 import shutil
-import tarfile
 import tempfile
-import zipfile
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from ..entry_archive import Refused, host_error, member_names
 from ..errors import EntryError, VmjudgeError
 
 KINDS = ("zip", "tar.gz")
@@ -60,28 +58,33 @@ def check_archive_name(name: str) -> str:
                                     "(a prefix such as alice-entry.zip is allowed).")
 
 
-def check_readable(path: Path, kind: str, name: str | None = None) -> list[str]:
-    """Refuse a file that is not a readable archive of its kind, reading only its member list,
-    which is returned (names as stored, unchecked: prep checks them).
+def check_readable(path: Path, kind: str, max_members: int, name: str | None = None) -> list[str]:
+    """Refuse a file that is not a readable archive of its kind, or that holds more than
+    `max_members` members, reading only its member list, which is returned (names as stored,
+    unchecked: prep checks them). Listing stops at the first member past the limit, so a small
+    archive of millions of empty members costs no more than one at the limit.
 
     `name` is what the participant called the file (the spool's own name is a hash); it
-    defaults to the file's name. Nothing is extracted.
+    defaults to the file's name. Nothing is extracted. The host's own read errors are not the
+    archive's fault: they are a VmjudgeError saying so.
     """
     shown = name or path.name
     try:
-        if kind == "zip":
-            if not zipfile.is_zipfile(path):
-                raise zipfile.BadZipFile("no zip directory found")
-            with zipfile.ZipFile(path) as zf:
-                return [info.filename for info in zf.infolist()]
-        elif kind == "tar.gz":
-            with tarfile.open(path, mode="r:gz") as tf:
-                return [ti.name for ti in tf]
-        else:
-            raise ValueError(f"unknown archive kind {kind!r}")
-    except (zipfile.BadZipFile, tarfile.TarError, zlib.error, EOFError, OSError, UnicodeError) as exc:
-        raise EntryError("bad-archive", f"{shown} is not a readable {kind} archive ({exc}): make it with "
-                                        "`zip -r` or `tar czf` and submit again.") from exc
+        return member_names(path, kind, max_members)
+    except EntryError:
+        raise
+    except Refused as exc:
+        raise EntryError("bad-archive", f"{shown} holds {exc}: make it with `zip -r` or `tar czf` and submit "
+                                        "again.") from exc
+    except Exception as exc:
+        host = host_error(exc)
+        if isinstance(host, OSError):
+            raise VmjudgeError(f"cannot read {path} ({host.strerror or host}): check the disk and submit "
+                               "again.") from exc
+        if host is not None:
+            raise
+        raise EntryError("bad-archive", f"{shown} is not a readable {kind} archive ({exc or type(exc).__name__}): "
+                                        "make it with `zip -r` or `tar czf` and submit again.") from exc
 
 
 def sha256_of(path: Path) -> str:
