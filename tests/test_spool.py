@@ -305,3 +305,15 @@ def test_a_host_read_error_at_submit_is_not_the_archives(tmp_path, monkeypatch):
         check_readable(path, "tar.gz", 10)
     assert not isinstance(info.value, EntryError)
     assert "Input/output error" in str(info.value)
+
+
+def test_store_says_whether_it_added_the_file_and_remove_takes_back_only_that(tmp_path):
+    source = make_zip(tmp_path / "entry.zip", {"setup.sh": b"x"})
+    spool = Spool(tmp_path / "spool")
+    first, again = spool.store(source), spool.store(source)
+    assert first.new and not again.new and first == again
+    with pytest.raises(ValueError, match="may be another entry's"):
+        spool.remove(again)
+    assert first.path.is_file()
+    spool.remove(first)
+    assert all_files(tmp_path / "spool") == []

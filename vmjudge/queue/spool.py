@@ -8,7 +8,8 @@ checked against the manifest that names it. Nothing partial is ever left under a
 
 The archive's own name is checked here too (PhysioNet's rule: it ends in `entry.zip` or
 `entry.tar.gz`), and `check_readable` lets the submitter refuse an archive that is not one
-before it reaches the queue.
+before it reaches the queue; the submitter runs it on the stored copy, the one prep will
+unpack, never on the file it was given, which could change in between.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import os
 import re
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
@@ -41,6 +42,9 @@ class StoredArchive:
     path: Path
     size: int
     name: str
+    # Whether this store() put the file there; False when the same bytes were already stored,
+    # perhaps for another entry, so that a refusal removes only what it added.
+    new: bool = field(default=False, compare=False)
 
     @property
     def kind(self) -> str:
@@ -143,7 +147,7 @@ class Spool:
                                "submit again.") from exc
         final = self.path_for(sha, name)
         if final.is_file() and final.stat().st_size == size:
-            return StoredArchive(sha, final, size, name)
+            return StoredArchive(sha, final, size, name, new=False)
 
         created_dirs = []
         for d in (self.root, final.parent):
@@ -180,4 +184,13 @@ class Spool:
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
-        return StoredArchive(sha, final, size, name)
+        return StoredArchive(sha, final, size, name, new=True)
+
+    def remove(self, stored: StoredArchive) -> None:
+        """Take back an archive that this submission stored and then refused. Only for one that
+        `store` reported as new, while the caller still holds the admission lock: then no entry
+        can have come to share it."""
+        if not stored.new:
+            raise ValueError(f"{stored.path} was in the spool before this submission: it may be another entry's.")
+        stored.path.unlink(missing_ok=True)
+        _fsync_dir(stored.path.parent)
