@@ -1,8 +1,9 @@
 """Stage 1, prep: check the entry's components on the host, install it, run setup.sh.
 
 Reads like the original `prep`: unpack with every member checked, look for the required
-files, put the entry on a CD, boot a VM with a blank home disk, copy the entry in, run
-setup.sh under its limit, and keep the home disk for the next stages.
+files, make sure the entry can fit in the home disk, put the entry on a CD, boot a VM with a
+blank home disk, copy the entry in, run setup.sh under its limit, and keep the home disk for
+the next stages.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from ...errors import EntryError
 from ...queue.spool import check_archive_name
 from ...supervisor.job import Command, Job
 from ..context import StageContext, StageOutcome, capped_text, script_argv
+from .home_fit import check_fits
 from .unpack import UnpackLimits, find_required, unpack
 
 
@@ -38,6 +40,11 @@ def run(ctx: StageContext) -> StageOutcome:
                             f"line endings, which the shell cannot run: convert with `dos2unix {' '.join(crlf)}` "
                             "and submit again. Entry not scored.", reason="bad-script", manifest=ctx.manifest("prep"))
     install = set_aside_submitted_answers(ctx)
+    try:
+        check_fits(install, ch.vm.home_mib)  # before a VM is booted only to run out of room
+    except EntryError as exc:
+        shutil.rmtree(install, ignore_errors=True)
+        return StageOutcome("failed", f"{exc} Entry not scored.", reason=exc.reason, manifest=ctx.manifest("prep"))
 
     ctx.home_disk.unlink(missing_ok=True)
     ctx.runner.new_home(ctx.home_disk, ch.vm.home_mib)
