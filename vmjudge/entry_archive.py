@@ -71,7 +71,7 @@ class _BoundedTarInfo(tarfile.TarInfo):
     _proc_member is tarfile's documented hook for subclasses; the _proc_gnusparse_* methods are
     where pax-style sparse maps are read."""
 
-    def _proc_member(self, tf: "_BoundedTarFile"):
+    def _proc_member(self, tf: _BoundedTarFile):
         if self.type == tarfile.GNUTYPE_SPARSE:
             _refuse_sparse()
         if self.type in _EXTENDED:

@@ -108,7 +108,7 @@ class _Decompressing:
     def close(self) -> None:
         self.fp.close()
 
-    def __enter__(self) -> "_Decompressing":
+    def __enter__(self) -> _Decompressing:
         return self
 
     def __exit__(self, *exc) -> None:
