@@ -177,3 +177,23 @@ def test_unknown_retention_keys_and_tables_are_refused(tmp_path):
     with pytest.raises(ConfigError, match=r"unknown table \[retain\]: use \[libvirt\], \[image\], \[results\] or "
                                           r"\[retention\]\."):
         load_site(tmp_path)
+
+
+def test_reference_answers_among_the_test_files_are_refused(tmp_path):
+    """PhysioNet-style test/100.atr beside reference/100.atr would ride on the exam's CD into the VM."""
+    ch = load_challenge(challenge_dir(tmp_path, 'name = "x"\n', test=("100", "101")))
+    (tmp_path / "reference" / "100.atr").write_text("answer")
+    (tmp_path / "reference" / "sub").mkdir()
+    (tmp_path / "reference" / "sub" / "101.atr").write_text("answer")
+    check_challenge_data(ch)  # answers under reference/ only: fine
+    for record in ("100", "101"):
+        (tmp_path / "test" / f"{record}.atr").write_text("answer")
+    with pytest.raises(ConfigError) as err:
+        check_challenge_data(ch)
+    assert str(err.value) == (f"test/100.atr, test/101.atr have the name of a reference answer under "
+                              f"{tmp_path / 'reference'}, and test records' files go into the VM, where entries can "
+                              "read them: keep the answers under reference/ only, remove them from test/, and add "
+                              "the challenge again.")
+    (tmp_path / "test" / "100.atr").unlink()
+    with pytest.raises(ConfigError, match=r"^test/101.atr has the name"):
+        check_challenge_data(ch)

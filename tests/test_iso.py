@@ -131,3 +131,19 @@ def test_efi_hybrid_leaves_room_for_its_backup_gpt_after_the_data(tmp_path):
         finally:
             iso.close()
         assert back.getvalue() == b"\xa5" * filler, short
+
+
+def test_joliet_counts_utf16_code_units(tmp_path):
+    """Joliet allows 64 UTF-16 code units per name: 40 emoji are 80 of them, so such a name is
+    reachable through Rock Ridge only. pycdlib checks 64 bytes of UTF-8 instead, so 32 emoji
+    (64 units, 128 bytes) and 40 "é" (40 units, 80 bytes) go without a Joliet name too, rather
+    than make pycdlib refuse the whole ISO; 16 emoji (64 bytes) keep theirs."""
+    from vmjudge.images.iso import joliet_length
+
+    emoji = "\U0001F600"
+    assert joliet_length(emoji * 40) == 80 and joliet_length("é" * 64) == 64
+    names = {emoji * 40: b"80 units", emoji * 32: b"64 units", "é" * 40: b"80 bytes", emoji * 16: b"64 bytes"}
+    out = write_iso(tmp_path / "e.iso", {f"entry/{name}": data for name, data in names.items()})
+    found, joliet = read_back(out)
+    assert {path: data for path, (data, _mode) in found.items()} == {f"/entry/{n}": d for n, d in names.items()}
+    assert joliet == ["/entry/" + emoji * 16]

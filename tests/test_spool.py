@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import errno
+import gzip
 import hashlib
 import io
 import os
 import shutil
 import stat
+import struct
 import tarfile
+import tracemalloc
 import zipfile
 from pathlib import Path
 
@@ -60,8 +63,8 @@ def test_refuses_other_archive_names(name):
 # --- readability ---------------------------------------------------------------------
 
 def test_readable_archives_pass(tmp_path):
-    check_readable(make_zip(tmp_path / "entry.zip", {"setup.sh": b"x"}), "zip")
-    check_readable(make_tar(tmp_path / "entry.tar.gz", {"setup.sh": b"x"}), "tar.gz")
+    check_readable(make_zip(tmp_path / "entry.zip", {"setup.sh": b"x"}), "zip", 10)
+    check_readable(make_tar(tmp_path / "entry.tar.gz", {"setup.sh": b"x"}), "tar.gz", 10)
 
 
 @pytest.mark.parametrize("kind", ["zip", "tar.gz"])
@@ -69,7 +72,7 @@ def test_a_file_that_is_not_an_archive_is_refused(tmp_path, kind):
     path = tmp_path / f"entry.{kind}"
     path.write_text("just some text\n")
     with pytest.raises(EntryError) as info:
-        check_readable(path, kind)
+        check_readable(path, kind, 10)
     assert info.value.reason == "bad-archive"
     assert f"entry.{kind} is not a readable {kind} archive" in str(info.value)
 
@@ -78,7 +81,7 @@ def test_a_truncated_tar_gz_is_refused_under_its_given_name(tmp_path):
     path = make_tar(tmp_path / "x.tar.gz", {"a": os.urandom(100_000), "b": os.urandom(100_000)})
     path.write_bytes(path.read_bytes()[:120_000])
     with pytest.raises(EntryError) as info:
-        check_readable(path, "tar.gz", name="bob-entry.tar.gz")
+        check_readable(path, "tar.gz", 10, name="bob-entry.tar.gz")
     assert str(info.value).startswith("bob-entry.tar.gz is not a readable tar.gz archive")
 
 
@@ -86,7 +89,7 @@ def test_a_zip_cut_short_is_refused(tmp_path):
     path = make_zip(tmp_path / "entry.zip", {"a": os.urandom(10_000)})
     path.write_bytes(path.read_bytes()[:5_000])
     with pytest.raises(EntryError):
-        check_readable(path, "zip")
+        check_readable(path, "zip", 10)
 
 
 # --- storing -------------------------------------------------------------------------
@@ -169,3 +172,148 @@ def test_path_for_refuses_what_is_not_a_sha256(tmp_path):
         spool.path_for("../../etc/passwd", "entry.zip")
     sha = "ab" * 32
     assert spool.path_for(sha, "x-entry.zip") == tmp_path / "ab" / f"{sha}.zip"
+
+
+# --- listing stops at the member limit (issue 11) ----------------------------------------
+
+def many_member_tar(path: Path, count: int) -> Path:
+    """A real tar.gz of `count` empty members named f0000000, f0000001, ... (built by hand:
+    tarfile takes seconds for 200 000)."""
+    template = bytearray(tarfile.TarInfo("").tobuf(format=tarfile.USTAR_FORMAT))
+    template[148:156] = b" " * 8
+    base = sum(template)
+    blocks = []
+    for i in range(count):
+        name = b"f%07d" % i
+        block = bytearray(template)
+        block[:len(name)] = name
+        block[148:156] = b"%06o\0 " % (base + sum(name))
+        blocks.append(bytes(block))
+    path.write_bytes(gzip.compress(b"".join(blocks) + bytes(1024), compresslevel=1))
+    return path
+
+
+def many_member_zip(path: Path, count: int) -> Path:
+    """A real zip (with zip64 end records, as more than 65535 members need) of `count` empty
+    stored members, built by hand for speed."""
+    local, central = [], []
+    offset = 0
+    for i in range(count):
+        name = b"f%07d" % i
+        header = struct.pack("<4sHHHHHIIIHH", b"PK\x03\x04", 20, 0, 0, 0, 0x21, 0, 0, 0, len(name), 0) + name
+        central.append(struct.pack("<4sHHHHHHIIIHHHHHII", b"PK\x01\x02", 20, 20, 0, 0, 0, 0x21, 0, 0, 0, len(name),
+                                   0, 0, 0, 0, 0, offset) + name)
+        local.append(header)
+        offset += len(header)
+    directory = b"".join(central)
+    end64 = struct.pack("<4sQHHIIQQQQ", b"PK\x06\x06", 44, 45, 45, 0, 0, count, count, len(directory), offset)
+    locator = struct.pack("<4sIQI", b"PK\x06\x07", 0, offset + len(directory), 1)
+    end = struct.pack("<4sHHHHIIH", b"PK\x05\x06", 0, 0, 0xFFFF, 0xFFFF, len(directory), offset, 0)
+    path.write_bytes(b"".join(local) + directory + end64 + locator + end)
+    return path
+
+
+@pytest.mark.parametrize("build", [many_member_tar, many_member_zip])
+def test_hand_built_archives_are_real(tmp_path, build):
+    path = build(tmp_path / ("entry.zip" if build is many_member_zip else "entry.tar.gz"), 3)
+    assert check_readable(path, "zip" if build is many_member_zip else "tar.gz", 3) == \
+        ["f0000000", "f0000001", "f0000002"]
+
+
+@pytest.fixture(scope="module")
+def huge_archives(tmp_path_factory):
+    """200 000 empty members: 1.9 MB as tar.gz, 18 MB as zip."""
+    d = tmp_path_factory.mktemp("huge")
+    return {"tar.gz": many_member_tar(d / "entry.tar.gz", 200_000), "zip": many_member_zip(d / "entry.zip", 200_000)}
+
+
+def test_a_tar_with_200000_members_is_read_only_up_to_the_limit(huge_archives, monkeypatch):
+    real = tarfile.TarInfo.fromtarfile.__func__
+    headers = []
+
+    def counting(cls, tf):
+        headers.append(1)
+        return real(cls, tf)
+
+    monkeypatch.setattr(tarfile.TarInfo, "fromtarfile", classmethod(counting))
+    with pytest.raises(EntryError) as info:
+        check_readable(huge_archives["tar.gz"], "tar.gz", 100)
+    assert str(info.value) == ("The entry archive holds more than 100 members: ship fewer files (pack many small "
+                               "ones into one) and submit again.")
+    assert info.value.reason == "bad-archive"
+    assert len(headers) == 101  # not 200 000
+
+
+@pytest.mark.parametrize("kind", ["tar.gz", "zip"])
+def test_listing_200000_members_past_the_limit_costs_little_memory(huge_archives, monkeypatch, kind):
+    # Listing all 200 000 took 89 MiB more for the tar.gz. Up to the limit, tarfile keeps the
+    # 10 001 headers it read (about 5 MiB): the bound is 8 MiB. zipfile must not build a single
+    # ZipInfo, since the count refuses the zip before zipfile parses its directory.
+    made = []
+    real_init = zipfile.ZipInfo.__init__
+
+    def counting_init(self, *args, **kwargs):
+        made.append(1)
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(zipfile.ZipInfo, "__init__", counting_init)
+    tracemalloc.start()
+    try:
+        with pytest.raises(EntryError, match="more than 10000 members"):
+            check_readable(huge_archives[kind], kind, 10000)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20, f"peak {peak >> 20} MiB"
+    assert made == []
+
+
+def test_the_member_limit_counts_exactly(tmp_path):
+    path = many_member_zip(tmp_path / "entry.zip", 50)
+    assert len(check_readable(path, "zip", 50)) == 50
+    with pytest.raises(EntryError, match="more than 49 members"):
+        check_readable(path, "zip", 49)
+    path = many_member_tar(tmp_path / "entry.tar.gz", 50)
+    assert len(check_readable(path, "tar.gz", 50)) == 50
+    with pytest.raises(EntryError, match="more than 49 members"):
+        check_readable(path, "tar.gz", 49)
+
+
+def test_a_huge_tar_header_is_refused_at_submit_too(tmp_path):
+    from .test_unpack import tar_with_huge_long_name
+
+    path = tar_with_huge_long_name(tmp_path / "entry.tar.gz", 32 << 20)
+    tracemalloc.start()
+    try:
+        with pytest.raises(EntryError) as info:
+            check_readable(path, "tar.gz", 100, name="eve-entry.tar.gz")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert str(info.value).startswith("eve-entry.tar.gz holds extended tar headers larger than vmjudge reads")
+    assert peak < 8 << 20, f"peak {peak >> 20} MiB"
+
+
+def test_a_host_read_error_at_submit_is_not_the_archives(tmp_path, monkeypatch):
+    path = make_tar(tmp_path / "entry.tar.gz", {"setup.sh": b"x"})
+
+    def fail(*args, **kwargs):
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(gzip.GzipFile, "read", fail)
+    with pytest.raises(VmjudgeError) as info:
+        check_readable(path, "tar.gz", 10)
+    assert not isinstance(info.value, EntryError)
+    assert "Input/output error" in str(info.value)
+
+
+def test_store_says_whether_it_added_the_file_and_remove_takes_back_only_that(tmp_path):
+    source = make_zip(tmp_path / "entry.zip", {"setup.sh": b"x"})
+    spool = Spool(tmp_path / "spool")
+    first, again = spool.store(source), spool.store(source)
+    assert first.new and not again.new and first == again
+    with pytest.raises(ValueError, match="may be another entry's"):
+        spool.remove(again)
+    assert first.path.is_file()
+    spool.remove(first)
+    assert all_files(tmp_path / "spool") == []

@@ -4,11 +4,14 @@ bytes actually written are capped whatever the headers say, and on failure nothi
 from __future__ import annotations
 
 import errno
+import gzip
 import io
 import os
+import random
 import stat
 import struct
 import tarfile
+import tracemalloc
 import warnings
 import zipfile
 from pathlib import Path
@@ -365,3 +368,281 @@ def test_find_required_reports_missing_files_and_directories(tmp_path):
     required = ["setup.sh", "next.sh", "AUTHORS", "sources/", "data/", "answers.txt"]
     assert find_required(tmp_path, required) == ["next.sh", "AUTHORS", "data/", "answers.txt"]
     assert find_required(tmp_path, ["setup.sh", "sources/"]) == []
+
+
+# --- names that must survive the CD into the VM (issue 11) -----------------------------
+
+def test_tar_name_that_is_not_utf8_is_refused(tmp_path):
+    # tarfile decodes names with surrogateescape: the byte 0xFF arrives as "\udcff".
+    archive = make_tar(tmp_path / "entry.tar.gz", [reg("setup.sh"), reg("bad\udcffname")])
+    with tarfile.open(archive) as tf:
+        assert "bad\udcffname" in tf.getnames()
+    message = refused(archive, "tar.gz", tmp_path / "home")
+    assert "The member name bad\\xffname is not valid UTF-8" in message
+
+
+def zip_with_raw_name(path: Path, raw: bytes, utf8_flag: bool) -> Path:
+    """A zip whose one member's name is the bytes `raw` (zipfile writes only what it can encode)."""
+    placeholder = b"Q" * len(raw)
+    make_zip(path, [(placeholder.decode(), b"x", 0)], zipfile.ZIP_STORED)
+    data = bytearray(path.read_bytes())
+    assert data.count(placeholder) == 2
+    local, central = data.find(b"PK\x03\x04"), data.find(b"PK\x01\x02")
+    flags = 0x800 if utf8_flag else 0
+    struct.pack_into("<H", data, local + 6, struct.unpack_from("<H", data, local + 6)[0] & ~0x800 | flags)
+    struct.pack_into("<H", data, central + 8, struct.unpack_from("<H", data, central + 8)[0] & ~0x800 | flags)
+    path.write_bytes(bytes(data).replace(placeholder, raw))
+    return path
+
+
+def test_zip_name_flagged_utf8_that_is_not_is_refused(tmp_path):
+    archive = zip_with_raw_name(tmp_path / "entry.zip", b"bad\xffname", utf8_flag=True)
+    with pytest.raises(UnicodeDecodeError):  # what zipfile gives
+        zipfile.ZipFile(archive)
+    assert "a member name that is not valid UTF-8" in refused(archive, "zip", tmp_path / "home")
+
+
+def test_zip_name_without_the_utf8_flag_is_read_as_cp437(tmp_path):
+    # The zip format's historical encoding: every byte is a character, so any name decodes.
+    archive = zip_with_raw_name(tmp_path / "entry.zip", b"caf\x82", utf8_flag=False)
+    assert unpack(archive, "zip", tmp_path / "home") == ["café"]
+
+
+EMOJI = "\U0001F600"
+
+
+@pytest.mark.parametrize("kind", ["zip", "tar.gz"])
+def test_a_name_longer_than_joliet_allows_in_utf16_units_is_refused(tmp_path, kind):
+    name = "src/" + EMOJI * 40  # 40 characters, 80 UTF-16 code units
+    if kind == "zip":
+        archive = make_zip(tmp_path / "entry.zip", [("setup.sh", b"x", 0), (name, b"x", 0)])
+    else:
+        archive = make_tar(tmp_path / "entry.tar.gz", [reg("setup.sh"), reg(name)])
+    message = refused(archive, kind, tmp_path / "home")
+    assert f"The name {EMOJI * 40} (in {name}) is 80 UTF-16 code units long, more than the 64" in message
+
+
+def test_names_up_to_64_utf16_units_are_fine(tmp_path):
+    names = [EMOJI * 32, "a" * 64, "é" * 64]
+    archive = make_tar(tmp_path / "entry.tar.gz", [reg(n) for n in names])
+    assert unpack(archive, "tar.gz", tmp_path / "home") == sorted(names)
+    archive = make_tar(tmp_path / "long-entry.tar.gz", [reg("a" * 65)])
+    assert "65 UTF-16 code units" in refused(archive, "tar.gz", tmp_path / "home2")
+
+
+def test_a_path_1100_levels_deep_is_refused_without_recursion(tmp_path):
+    deep = "/".join(["d"] * 1099) + "/f"
+    archive = make_tar(tmp_path / "entry.tar.gz", [reg("setup.sh"), reg(deep)])
+    message = refused(archive, "tar.gz", tmp_path / "home")
+    assert "lies 1100 levels deep, more than the 32 allowed" in message
+    assert len(message) < 400  # the name is cut short in the sentence
+
+
+def test_32_levels_are_fine_and_33_are_not(tmp_path):
+    ok = "/".join(["d"] * 31) + "/f"
+    archive = make_tar(tmp_path / "entry.tar.gz", [reg(ok)])
+    assert unpack(archive, "tar.gz", tmp_path / "home") == [ok]
+    archive = make_zip(tmp_path / "entry.zip", [("d/" + ok, b"x", 0)])
+    assert "lies 33 levels deep" in refused(archive, "zip", tmp_path / "home2")
+
+
+# --- every kind of damage is the entry's (issue 11) ------------------------------------
+
+PAYLOAD = random.Random(11).randbytes(60_000) * 3  # some 60 KB once compressed, by any method
+
+
+def member_data_offset(archive: Path, name: str) -> tuple[int, int]:
+    """Where the member's compressed bytes start in the file, and how many there are."""
+    with zipfile.ZipFile(archive) as zf:
+        info = zf.getinfo(name)
+    data = archive.read_bytes()
+    n, m = struct.unpack_from("<HH", data, info.header_offset + 26)
+    return info.header_offset + 30 + n + m, info.compress_size
+
+
+def corrupt_member(archive: Path, name: str, skip: int, count: int = 32) -> Path:
+    data = bytearray(archive.read_bytes())
+    start, size = member_data_offset(archive, name)
+    assert size > skip + count
+    for i in range(start + skip, start + skip + count):
+        data[i] ^= 0x5A
+    archive.write_bytes(bytes(data))
+    return archive
+
+
+def patch_method(archive: Path, name: str, method: int) -> Path:
+    data = bytearray(archive.read_bytes())
+    with zipfile.ZipFile(archive) as zf:
+        local = zf.getinfo(name).header_offset
+    central = data.find(b"PK\x01\x02" + data[local + 4:local + 6])  # this member's record
+    while data[central + 46:central + 46 + len(name)] != name.encode():
+        central = data.find(b"PK\x01\x02", central + 4)
+    struct.pack_into("<H", data, local + 8, method)
+    struct.pack_into("<H", data, central + 10, method)
+    archive.write_bytes(bytes(data))
+    return archive
+
+
+def zip_member(tmp_path: Path, method: int) -> Path:
+    return make_zip(tmp_path / "entry.zip", [("setup.sh", b"ok", 0), ("data", PAYLOAD, 0)], method)
+
+
+@pytest.mark.parametrize("build, words", [
+    # an LZMA member whose compressed stream (after its 9-byte header) was damaged
+    (lambda t: corrupt_member(zip_member(t, zipfile.ZIP_LZMA), "data", 9), "Corrupt input data"),
+    # an LZMA member whose properties were damaged
+    (lambda t: corrupt_member(zip_member(t, zipfile.ZIP_LZMA), "data", 0, 9), "damaged at data"),
+    (lambda t: corrupt_member(zip_member(t, zipfile.ZIP_BZIP2), "data", 20), "Invalid data stream"),
+    (lambda t: corrupt_member(zip_member(t, zipfile.ZIP_DEFLATED), "data", 0, 4), "Error -3 while decompressing"),
+    # one flipped byte of stored data: only the CRC can tell
+    (lambda t: corrupt_member(zip_member(t, zipfile.ZIP_STORED), "data", 1000, 1), "Bad CRC-32"),
+    (lambda t: corrupt_member(zip_member(t, zipfile.ZIP_LZMA), "data", 3000, 1), "damaged at data"),
+    # a stored member relabelled as LZMA: its first bytes are no LZMA header
+    (lambda t: patch_method(zip_member(t, zipfile.ZIP_STORED), "data", zipfile.ZIP_LZMA), "damaged at data"),
+    (lambda t: patch_method(zip_member(t, zipfile.ZIP_STORED), "data", 9),
+     "data is compressed with zip method 9, which vmjudge cannot unpack"),
+])
+def test_damaged_zip_members_are_the_entrys(tmp_path, build, words):
+    message = refused(build(tmp_path), "zip", tmp_path / "home")
+    assert words in message and "submit again" in message
+
+
+def test_a_zip_needing_a_newer_version_is_the_entrys(tmp_path):
+    archive = zip_member(tmp_path, zipfile.ZIP_STORED)
+    data = bytearray(archive.read_bytes())
+    struct.pack_into("<H", data, data.find(b"PK\x01\x02") + 6, 99)  # "version needed to extract" 9.9
+    archive.write_bytes(bytes(data))
+    assert "zip file version 9.9" in refused(archive, "zip", tmp_path / "home")
+
+
+def test_a_truncated_gzip_member_is_the_entrys(tmp_path):
+    # Cut inside the data of the last member: headers all read, the data ends early.
+    archive = make_tar(tmp_path / "entry.tar.gz", [reg("setup.sh"), reg("data", PAYLOAD * 4)])
+    data = archive.read_bytes()
+    archive.write_bytes(data[:len(data) - 200])
+    assert "damaged" in refused(archive, "tar.gz", tmp_path / "home")
+
+
+def test_a_negative_seek_made_up_by_the_archive_is_the_entrys(tmp_path):
+    # The end record says the directory starts 1000 bytes later than it does: zipfile shifts
+    # every member's offset back by 1000 and seeks to -1000, an OSError with errno EINVAL.
+    archive = make_zip(tmp_path / "entry.zip", [("setup.sh", b"ok", 0)])
+    data = bytearray(archive.read_bytes())
+    end = data.rfind(b"PK\x05\x06")
+    struct.pack_into("<I", data, end + 16, struct.unpack_from("<I", data, end + 16)[0] + 1000)
+    archive.write_bytes(bytes(data))
+    with zipfile.ZipFile(archive) as zf, pytest.raises(OSError) as info:
+        zf.read("setup.sh")
+    assert info.value.errno == errno.EINVAL
+    assert "Invalid argument" in refused(archive, "zip", tmp_path / "home")
+
+
+@pytest.mark.parametrize("method", [zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA])
+def test_a_member_that_lies_about_its_size_is_decompressed_within_bounds(tmp_path, method):
+    # 64 MiB of zeros whose headers claim 100 bytes. zipfile would decompress the whole member at
+    # the first read; prep's reader never holds more than the declared size and a little more.
+    archive = tmp_path / "entry.zip"
+    with zipfile.ZipFile(archive, "w", method) as zf:
+        zf.writestr("setup.sh", b"ok")
+        info = zipfile.ZipInfo("bomb")
+        info.compress_type = method
+        with zf.open(info, "w") as f:
+            for _ in range(64):
+                f.write(bytes(1 << 20))
+    data = bytearray(archive.read_bytes())
+    with zipfile.ZipFile(archive) as zf:
+        local = zf.getinfo("bomb").header_offset
+    central = data.rfind(b"PK\x01\x02")
+    assert data[central + 46:central + 50] == b"bomb"
+    struct.pack_into("<I", data, local + 22, 100)
+    struct.pack_into("<I", data, central + 24, 100)
+    archive.write_bytes(bytes(data))
+    tracemalloc.start()
+    try:
+        message = refused(archive, "zip", tmp_path / "home")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert "holds more than the 100 bytes its header declares" in message
+    assert peak < 8 << 20, f"peak {peak >> 20} MiB"
+
+
+def test_bzip2_and_lzma_members_unpack(tmp_path):
+    for method in (zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA):
+        dest = tmp_path / f"home{method}"
+        assert unpack(zip_member(tmp_path, method), "zip", dest) == ["data", "setup.sh"]
+        assert (dest / "data").read_bytes() == PAYLOAD
+
+
+@pytest.mark.parametrize("kind", ["zip", "tar.gz"])
+def test_a_host_read_error_is_the_hosts(tmp_path, monkeypatch, kind):
+    """EIO while reading the archive from the host's disk: infrastructure, never the entry's,
+    even where tarfile re-raises it as its own ReadError."""
+    if kind == "zip":
+        archive = zip_member(tmp_path, zipfile.ZIP_DEFLATED)
+        target, name = zipfile.ZipExtFile, "read"
+    else:
+        archive = make_tar(tmp_path / "entry.tar.gz", [reg("setup.sh")])
+        target, name = gzip.GzipFile, "read"
+
+    def fail(*args, **kwargs):
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(target, name, fail)
+    dest = tmp_path / "home"
+    with pytest.raises(InfrastructureError) as info:
+        unpack(archive, kind, dest)
+    assert info.value.reason == "host-disk" and "Input/output error" in str(info.value)
+    assert not dest.exists()
+
+
+# --- tar headers are bounded (issue 11) --------------------------------------------------
+
+def tar_with_huge_long_name(path: Path, size: int) -> Path:
+    """A tar.gz whose GNU long-name header declares and holds `size` bytes (zeros: it compresses
+    to almost nothing), then a real member."""
+    with gzip.open(path, "wb") as out:
+        header = tarfile.TarInfo("././@LongLink")
+        header.type, header.size = tarfile.GNUTYPE_LONGNAME, size
+        out.write(header.tobuf(format=tarfile.GNU_FORMAT))
+        for _ in range(size >> 20):
+            out.write(bytes(1 << 20))
+        real = tarfile.TarInfo("setup.sh")
+        real.size = 2
+        out.write(real.tobuf() + b"ok".ljust(512, b"\0") + bytes(1024))
+    return path
+
+
+def test_a_huge_long_name_header_is_refused_without_reading_it(tmp_path):
+    archive = tar_with_huge_long_name(tmp_path / "entry.tar.gz", 64 << 20)
+    assert archive.stat().st_size < 200_000
+    tracemalloc.start()
+    try:
+        message = refused(archive, "tar.gz", tmp_path / "home")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert "holds extended tar headers larger than vmjudge reads" in message
+    assert peak < 8 << 20, f"peak {peak >> 20} MiB"  # tarfile alone would hold all 64 MiB
+
+
+def test_long_names_and_pax_headers_of_ordinary_size_are_fine(tmp_path):
+    name = "/".join(["x" * 60] * 5)  # 304 characters: a GNU long name or a pax path
+    for fmt in (tarfile.GNU_FORMAT, tarfile.PAX_FORMAT):
+        archive = tmp_path / f"{fmt}-entry.tar.gz"
+        with tarfile.open(archive, "w:gz", format=fmt) as tf:
+            ti = tarfile.TarInfo(name)
+            ti.size = 1
+            tf.addfile(ti, io.BytesIO(b"x"))
+        assert unpack(archive, "tar.gz", tmp_path / f"home{fmt}") == [name]
+
+
+def test_a_sparse_member_is_refused(tmp_path):
+    archive = make_tar(tmp_path / "entry.tar.gz", [reg("setup.sh"), reg("holes", b"data")])
+    raw = bytearray(gzip.decompress(archive.read_bytes()))
+    at = raw.find(b"holes")
+    raw[at + 156:at + 157] = tarfile.GNUTYPE_SPARSE  # typeflag
+    raw[at + 148:at + 156] = b"        "
+    raw[at + 148:at + 156] = b"%06o\0 " % sum(raw[at:at + 512])  # the header's checksum
+    archive.write_bytes(gzip.compress(bytes(raw)))
+    assert "holds a sparse file (made with tar --sparse)" in refused(archive, "tar.gz", tmp_path / "home")

@@ -302,7 +302,8 @@ def _records(directory: Path, subset: str) -> tuple[str, ...]:
 
 
 def check_challenge_data(ch: Challenge) -> None:
-    """What `challenge add` insists on beyond the toml: both sets present, every record with files."""
+    """What `challenge add` insists on beyond the toml: both sets present, every record with files,
+    and no reference answer among the test records' files."""
     for subset, records in (("training", ch.training), ("test", ch.test)):
         if not records:
             raise ConfigError(f"{ch.directory / subset / 'RECORDS'} is missing or empty: list one record per line.")
@@ -312,6 +313,22 @@ def check_challenge_data(ch: Challenge) -> None:
                                   "add them or remove the record.")
     if not ch.reference_dir.is_dir():
         raise ConfigError(f"{ch.reference_dir} is missing: put the reference answers for the test set there.")
+    _check_no_answers_in_test(ch)
+
+
+def _check_no_answers_in_test(ch: Challenge) -> None:
+    """Every file of a test record rides on the exam's CD into the VM, where the entry can read
+    it; a file named like one under reference/ (PhysioNet's test/100.atr beside reference/100.atr)
+    is most likely the answer itself."""
+    answers = {p.name for p in ch.reference_dir.rglob("*") if p.is_file()}
+    clashes = sorted(f"test/{f.name}" for record in ch.test for f in ch.record_files("test", record)
+                     if f.name in answers)
+    if clashes:
+        shown = ", ".join(clashes[:5]) + (f" and {len(clashes) - 5} more" if len(clashes) > 5 else "")
+        raise ConfigError(f"{shown} {'has' if len(clashes) == 1 else 'have'} the name of a reference answer under "
+                          f"{ch.reference_dir}, and test records' files go into the VM, where entries can read them: "
+                          "keep the answers under reference/ only, remove them from test/, and add the challenge "
+                          "again.")
 
 
 def default_home() -> Path:

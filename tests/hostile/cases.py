@@ -9,6 +9,7 @@ that differs would show the act succeeded or disturbed the judge.
 from __future__ import annotations
 
 import io
+import random
 import shutil
 import stat
 import tarfile
@@ -35,7 +36,7 @@ class Case:
         return self.expect != REFUSED and self.expect[2] not in HOST_REASONS
 
 
-HOST_REASONS = ("bad-archive", "missing-component", "bad-script")
+HOST_REASONS = ("bad-archive", "missing-component", "bad-script", "entry-too-large", "answers-too-large")
 
 
 def tar_of(files: dict[str, bytes | None], out: Path, extra: Callable[[tarfile.TarFile], None] | None = None) -> Path:
@@ -133,10 +134,11 @@ WIDE_NEXT = "#!/bin/sh\nhead -c 1048576 /dev/zero | tr '\\000' '\\377'\n" + NEXT
 
 def big_answers(d: Path) -> Path:
     """A 60 MiB answers.txt that packs into well under the archive limit without looking like
-    a zip bomb: a 16 KiB pseudo-random block over and over (deflate finds it in its window)."""
+    a zip bomb (ratio under 200): each 64 KiB holds 2 KiB of fresh random bytes."""
     import random
-    block = bytes(random.Random(11).getrandbits(8) for _ in range(16 << 10))
-    return tar_of({"answers.txt": b"r1,1\nr2,2\n" + block * ((60 << 20) // len(block))}, d / "entry.tar.gz")
+    rnd = random.Random(11)
+    body = b"".join(rnd.randbytes(2 << 10) + b"\n" * (62 << 10) for _ in range(60 * 16))
+    return tar_of({"answers.txt": b"r1,1\nr2,2\n" + body}, d / "entry.tar.gz")
 
 
 def wide_challenge(dest: Path, count: int = 200) -> Path:
@@ -167,7 +169,8 @@ CASES = [
     Case("tar-symlink-out", entry(extra=member("passwd", tarfile.SYMTYPE, "/etc/passwd")), BAD_ARCHIVE, "link"),
     Case("tar-hardlink-out", entry(extra=member("shadow", tarfile.LNKTYPE, "/etc/shadow")), BAD_ARCHIVE, "link"),
     Case("tar-device", entry(extra=member("kmem", tarfile.CHRTYPE, devmajor=1)), BAD_ARCHIVE, "kmem"),
-    Case("many-tiny-files", many_files(100_000), BAD_ARCHIVE, "members"),
+    # submit lists members only up to the challenge's max_members, so it refuses this itself (issue 11)
+    Case("many-tiny-files", many_files(100_000), REFUSED, "holds more than 10000 members"),
     Case("not-an-archive", copy_named("x-entry.zip", b"just text, not a zip\n" * 100), REFUSED,
          "is not a readable zip archive"),
     Case("wrong-name", copy_named("solution.tar.gz"), REFUSED, "Improper name (solution.tar.gz) for entry"),
@@ -220,6 +223,20 @@ CASES = [
     Case("late-writer", entry({"next.sh": (LATE_WRITER + NEXT_SH.split("\n", 1)[1]).encode()}), SCORED),
     Case("answers-60mb", big_answers, ("failed", "prep", "answers-too-large"), "more than the"),
     Case("wide-ff-output", entry({"next.sh": WIDE_NEXT.encode()}), SCORED, challenge="hostile-wide"),
+
+    # issue 11: archives
+    Case("tar-name-not-utf8", entry(extra=member("bad\udcffname", tarfile.REGTYPE)), BAD_ARCHIVE,
+         "The member name bad\\xffname is not valid UTF-8"),
+    Case("name-40-emoji", entry(extra=member("\U0001F600" * 40, tarfile.REGTYPE)), BAD_ARCHIVE,
+         "is 80 UTF-16 code units long, more than the 64"),
+    Case("path-depth-1100", entry(extra=member("/".join(["d"] * 1099) + "/f", tarfile.REGTYPE)), BAD_ARCHIVE,
+         "lies 1100 levels deep, more than the 32 allowed"),
+    Case("zip-corrupt-lzma", lambda d: _zip_with_corrupt_lzma(d), BAD_ARCHIVE,
+         "The entry archive is damaged at model.bin"),
+    # 60 MiB unpacked (10 MiB of it random) from a 10 MiB archive: within max_size, max_unpacked and
+    # the ratio limit, but the 64 MiB home disk holds about 56 MB.
+    Case("bigger-than-home", lambda d: _bigger_than_home(d), ("failed", "prep", "entry-too-large"),
+         "the home disk holds about 56 MB"),
 ]
 
 
@@ -232,3 +249,32 @@ def _no_exec(d: Path) -> Path:
             info.size, info.mode = len(data), 0o644
             tar.addfile(info, io.BytesIO(data))
     return out
+
+
+def _zip_with_corrupt_lzma(d: Path) -> Path:
+    """The good entry as a zip, plus an LZMA member whose compressed stream is damaged after its
+    9-byte header (zip's LZMA version, properties size and properties)."""
+    out = d / "entry.zip"
+    data = random.Random(11).randbytes(60_000) * 3
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        for p in sorted(GOOD.iterdir()):
+            info = zipfile.ZipInfo(p.name)
+            info.external_attr = (stat.S_IFREG | (p.stat().st_mode & 0o777)) << 16
+            z.writestr(info, p.read_bytes())
+        z.writestr(zipfile.ZipInfo("model.bin"), data, compress_type=zipfile.ZIP_LZMA)
+    raw = bytearray(out.read_bytes())
+    with zipfile.ZipFile(out) as z:
+        offset = z.getinfo("model.bin").header_offset
+    start = offset + 30 + int.from_bytes(raw[offset + 26:offset + 28], "little") + \
+        int.from_bytes(raw[offset + 28:offset + 30], "little")
+    for i in range(start + 9, start + 41):
+        raw[i] ^= 0x5A
+    out.write_bytes(bytes(raw))
+    return out
+
+
+def _bigger_than_home(d: Path) -> Path:
+    rnd = random.Random(11)
+    files: dict[str, bytes | None] = {"data/random.bin": rnd.randbytes(10 << 20)}
+    files.update({f"data/zeros{i}.bin": bytes(10 << 20) for i in range(5)})
+    return tar_of(files, d / "entry.tar.gz")

@@ -30,7 +30,7 @@ from ..errors import MediaError
 
 # 2000-01-01T00:00:00Z: ISO 9660 dates cannot be 1970, and any fixed date will do.
 PINNED_EPOCH = 946684800.0
-JOLIET_MAX = 64
+JOLIET_MAX = 64  # UTF-16 code units per name part
 
 Source = Union[Path, bytes]
 _PLAIN_RE = re.compile(r"^[A-Z0-9_]{1,8}(\.[A-Z0-9_]{1,3})?$")
@@ -221,8 +221,16 @@ def _leave_room_for_backup_gpt(iso: pycdlib.PyCdlib) -> None:
         iso._finish_add(padding + blocks * iso.logical_block_size, 0)
 
 
+def joliet_length(name: str) -> int:
+    """A name's length as Joliet counts it: UTF-16 code units, so a character beyond the Basic
+    Multilingual Plane (an emoji) counts as two, and 40 emoji are 80, over the limit of 64."""
+    return len(name.encode("utf-16-le")) // 2
+
+
 def _joliet(path: PurePosixPath) -> str | None:
-    """Joliet names stop at 64 characters; longer ones are reachable through Rock Ridge only."""
-    if any(len(part) > JOLIET_MAX for part in path.parts):
+    """The Joliet path, or None for a file reachable through Rock Ridge only: one with a name
+    part longer than Joliet's 64 UTF-16 code units, or longer than the 64 bytes of UTF-8 that
+    pycdlib (1.22) checks instead, which refuses, say, 40 "é" (80 bytes), a valid Joliet name."""
+    if any(joliet_length(part) > JOLIET_MAX or len(part.encode()) > JOLIET_MAX for part in path.parts):
         return None
     return "/" + "/".join(path.parts)

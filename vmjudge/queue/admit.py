@@ -9,9 +9,12 @@ scored: otherwise ten entries sent at once would all be accepted. Once it ends f
 run or parked, it gives its place back. An archive holding DRYRUN at its top can only end as a
 dry run (or fail), so it is always accepted and never counts.
 
-The count, the spool write and the queue row happen under one lock on the home, so two
-submissions at once cannot both take the last place, and a refused entry leaves nothing in
-the spool or the queue.
+The archive is stored in the spool first and every check reads the stored copy, the very bytes
+prep will unpack: checking the file as given and then copying it would let it be swapped in
+between. The spool write, the checks, the count and the queue row happen under one lock on the
+home, so two submissions at once cannot both take the last place, and a refused entry leaves
+nothing in the spool (unless the same bytes were already there, perhaps another entry's) or the
+queue.
 """
 
 from __future__ import annotations
@@ -69,33 +72,47 @@ def _admission_lock(home: Path) -> Iterator[None]:
         yield  # closing the file releases the lock
 
 
-def check_archive(ch: Challenge, name: str, archive: Path) -> list[str]:
-    """What can be checked without unpacking (name, size, readability); the member names.
-    The replica ISO's check runs this too, so it refuses what `submit` would."""
-    kind = check_archive_name(archive.name)
-    size = archive.stat().st_size
+def check_archive(ch: Challenge, name: str, archive: Path, given_name: str | None = None) -> list[str]:
+    """What can be checked without unpacking (name, size, readability, member count); the member
+    names. `given_name` is what the participant called the file (default: its own name). The
+    replica ISO's check runs this too, so it refuses what `submit` would."""
+    given = given_name or archive.name
+    kind = check_archive_name(given)
+    _check_size(ch, name, given, archive.stat().st_size)
+    return check_readable(archive, kind, ch.entry.max_members, name=given)
+
+
+def _check_size(ch: Challenge, name: str, given: str, size: int) -> None:
     if size > ch.entry.max_size:
-        raise EntryError("bad-archive", f"{archive.name} is {size / 1e6:.1f} MB, over the "
+        raise EntryError("bad-archive", f"{given} is {size / 1e6:.1f} MB, over the "
                          f"{ch.entry.max_size / 1e6:.1f} MB that {name} accepts: make the entry smaller and "
                          "submit again.")
-    return check_readable(archive, kind)
 
 
-def admit(site: Site, queue: Queue, name: str, ch: Challenge, archive: Path, owner: str, late: bool) -> Admitted:
-    """Check what can be checked without unpacking, apply the entry limit, store the archive
-    (fsynced), then queue it. `name` is the challenge as registered, `ch` its challenge.toml."""
-    dry_run = declares_dry_run(check_archive(ch, name, archive))
+def admit(site: Site, queue: Queue, name: str, ch: Challenge, archive: Path, owner: str, late: bool,
+          spool: Spool | None = None) -> Admitted:
+    """Store the archive (fsynced), check the stored copy, apply the entry limit, then queue it.
+    `name` is the challenge as registered, `ch` its challenge.toml; `spool` defaults to the home's."""
+    check_archive_name(archive.name)
+    _check_size(ch, name, archive.name, archive.stat().st_size)  # only to spare copying a huge file
+    spool = spool if spool is not None else Spool(site.home / "spool")
     limit = ch.entry.max_scored_per_owner
     with _admission_lock(site.home):
-        if limit is not None and not dry_run:
-            scored, pending = queue.owner_usage(name, owner, late)
-            if scored + pending >= limit:
-                board = f"late entries to {name}" if late else name
-                raise EntryError("entry-limit", f"{owner} has used the {_scored_entries(limit)} allowed for "
-                                 f"{board} ({scored} scored, {pending} still being evaluated): an entry that "
-                                 "ends without a score gives its place back, and a dry run (an entry holding "
-                                 "DRYRUN) is always accepted.")
-        stored = Spool(site.home / "spool").store(archive)
-        entry_id = queue.add_entry(name, owner, late, stored.sha256, archive.name, stored.path, dry_run=dry_run)
+        stored = spool.store(archive)
+        try:
+            dry_run = declares_dry_run(check_archive(ch, name, stored.path, given_name=archive.name))
+            if limit is not None and not dry_run:
+                scored, pending = queue.owner_usage(name, owner, late)
+                if scored + pending >= limit:
+                    board = f"late entries to {name}" if late else name
+                    raise EntryError("entry-limit", f"{owner} has used the {_scored_entries(limit)} allowed for "
+                                     f"{board} ({scored} scored, {pending} still being evaluated): an entry that "
+                                     "ends without a score gives its place back, and a dry run (an entry holding "
+                                     "DRYRUN) is always accepted.")
+            entry_id = queue.add_entry(name, owner, late, stored.sha256, archive.name, stored.path, dry_run=dry_run)
+        except BaseException:
+            if stored.new:
+                spool.remove(stored)
+            raise
         remaining = None if limit is None else max(0, limit - sum(queue.owner_usage(name, owner, late)))
     return Admitted(entry_id, owner, late, dry_run, remaining)

@@ -8,7 +8,8 @@ checked against the manifest that names it. Nothing partial is ever left under a
 
 The archive's own name is checked here too (PhysioNet's rule: it ends in `entry.zip` or
 `entry.tar.gz`), and `check_readable` lets the submitter refuse an archive that is not one
-before it reaches the queue.
+before it reaches the queue; the submitter runs it on the stored copy, the one prep will
+unpack, never on the file it was given, which could change in between.
 """
 
 from __future__ import annotations
@@ -18,15 +19,13 @@ import math
 import os
 import re
 import shutil
-import tarfile
 import tempfile
-import zipfile
-import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
 from .. import private
+from ..entry_archive import Refused, host_error, member_names
 from ..errors import EntryError, VmjudgeError
 
 KINDS = ("zip", "tar.gz")
@@ -44,6 +43,9 @@ class StoredArchive:
     path: Path
     size: int
     name: str
+    # Whether this store() put the file there; False when the same bytes were already stored,
+    # perhaps for another entry, so that a refusal removes only what it added.
+    new: bool = field(default=False, compare=False)
 
     @property
     def kind(self) -> str:
@@ -61,28 +63,33 @@ def check_archive_name(name: str) -> str:
                                     "(a prefix such as alice-entry.zip is allowed).")
 
 
-def check_readable(path: Path, kind: str, name: str | None = None) -> list[str]:
-    """Refuse a file that is not a readable archive of its kind, reading only its member list,
-    which is returned (names as stored, unchecked: prep checks them).
+def check_readable(path: Path, kind: str, max_members: int, name: str | None = None) -> list[str]:
+    """Refuse a file that is not a readable archive of its kind, or that holds more than
+    `max_members` members, reading only its member list, which is returned (names as stored,
+    unchecked: prep checks them). Listing stops at the first member past the limit, so a small
+    archive of millions of empty members costs no more than one at the limit.
 
     `name` is what the participant called the file (the spool's own name is a hash); it
-    defaults to the file's name. Nothing is extracted.
+    defaults to the file's name. Nothing is extracted. The host's own read errors are not the
+    archive's fault: they are a VmjudgeError saying so.
     """
     shown = name or path.name
     try:
-        if kind == "zip":
-            if not zipfile.is_zipfile(path):
-                raise zipfile.BadZipFile("no zip directory found")
-            with zipfile.ZipFile(path) as zf:
-                return [info.filename for info in zf.infolist()]
-        elif kind == "tar.gz":
-            with tarfile.open(path, mode="r:gz") as tf:
-                return [ti.name for ti in tf]
-        else:
-            raise ValueError(f"unknown archive kind {kind!r}")
-    except (zipfile.BadZipFile, tarfile.TarError, zlib.error, EOFError, OSError, UnicodeError) as exc:
-        raise EntryError("bad-archive", f"{shown} is not a readable {kind} archive ({exc}): make it with "
-                                        "`zip -r` or `tar czf` and submit again.") from exc
+        return member_names(path, kind, max_members)
+    except EntryError:
+        raise
+    except Refused as exc:
+        raise EntryError("bad-archive", f"{shown} holds {exc}: make it with `zip -r` or `tar czf` and submit "
+                                        "again.") from exc
+    except Exception as exc:
+        host = host_error(exc)
+        if isinstance(host, OSError):
+            raise VmjudgeError(f"cannot read {path} ({host.strerror or host}): check the disk and submit "
+                               "again.") from exc
+        if host is not None:
+            raise
+        raise EntryError("bad-archive", f"{shown} is not a readable {kind} archive ({exc or type(exc).__name__}): "
+                                        "make it with `zip -r` or `tar czf` and submit again.") from exc
 
 
 def sha256_of(path: Path) -> str:
@@ -141,7 +148,7 @@ class Spool:
                                "submit again.") from exc
         final = self.path_for(sha, name)
         if final.is_file() and final.stat().st_size == size:
-            return StoredArchive(sha, final, size, name)
+            return StoredArchive(sha, final, size, name, new=False)
 
         created_dirs = []
         for d in (self.root, final.parent):  # participants' code: no one else may enter (0700)
@@ -178,4 +185,13 @@ class Spool:
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
-        return StoredArchive(sha, final, size, name)
+        return StoredArchive(sha, final, size, name, new=True)
+
+    def remove(self, stored: StoredArchive) -> None:
+        """Take back an archive that this submission stored and then refused. Only for one that
+        `store` reported as new, while the caller still holds the admission lock: then no entry
+        can have come to share it."""
+        if not stored.new:
+            raise ValueError(f"{stored.path} was in the spool before this submission: it may be another entry's.")
+        stored.path.unlink(missing_ok=True)
+        _fsync_dir(stored.path.parent)

@@ -1,8 +1,9 @@
 """Stage 1, prep: check the entry's components on the host, install it, run setup.sh.
 
 Reads like the original `prep`: unpack with every member checked, look for the required
-files, put the entry on a CD, boot a VM with a blank home disk, copy the entry in, run
-setup.sh under its limit, and keep the home disk for the next stages.
+files, make sure the entry can fit in the home disk, put the entry on a CD, boot a VM with a
+blank home disk, copy the entry in, run setup.sh under its limit, and keep the home disk for
+the next stages.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ...supervisor.channel import Watch
 from ...supervisor.job import Command, Job
 from ..answers import answers_allowance
 from ..context import StageContext, StageOutcome, output_text, script_argv
+from .home_fit import check_fits
 from .unpack import UnpackLimits, find_required, unpack
 
 
@@ -41,6 +43,11 @@ def run(ctx: StageContext) -> StageOutcome:
     if too_large:
         return StageOutcome("failed", too_large, reason="answers-too-large", manifest=ctx.manifest("prep"))
     install = set_aside_submitted_answers(ctx)
+    try:
+        check_fits(install, ch.vm.home_mib)  # before a VM is booted only to run out of room
+    except EntryError as exc:
+        shutil.rmtree(install, ignore_errors=True)
+        return StageOutcome("failed", f"{exc} Entry not scored.", reason=exc.reason, manifest=ctx.manifest("prep"))
 
     ctx.home_disk.unlink(missing_ok=True)
     ctx.runner.new_home(ctx.home_disk, ch.vm.home_mib)

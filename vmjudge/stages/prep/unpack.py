@@ -7,7 +7,13 @@ archive is extracted, one member at a time, with the bytes actually written coun
 (headers can lie) and the run stopped the moment it passes the limit. Links of any kind
 are refused outright: entries hold only regular files and directories. The layout is the
 participant's: no leading directory is stripped. On any failure the destination is left
-as it was found (absent or empty).
+as it was found (absent or empty). Whatever the archive libraries raise while reading the
+archive is the entry's (damage), except the host's own I/O errors (entry_archive.host_error).
+
+Names must survive the trip into the VM: the entry goes there on a CD (ISO 9660 with Rock Ridge
+and Joliet), so a name must be UTF-8, no name part may pass Joliet's 64 UTF-16 code units, and
+no path may be more than 32 parts deep (deep trees only ever come from hostile archives, and the
+tools that copy the tree on the host and in the guest walk it recursively).
 """
 
 from __future__ import annotations
@@ -18,22 +24,22 @@ import shutil
 import stat
 import tarfile
 import zipfile
-import zlib
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from ...entry_archive import Refused, host_error, open_tar, open_zip, tar_headers
 from ...errors import EntryError, InfrastructureError, VmjudgeError
+from ...images.iso import JOLIET_MAX, joliet_length
+from .zip_data import SUPPORTED, open_member
 
 CHUNK = 1 << 20
 RATIO_FLOOR = 10 << 20  # below this total, a high compression ratio is harmless
-NAME_MAX = 255
 PATH_MAX = 4000
-# Errors the archive libraries raise on damaged data.
-CORRUPT = (zipfile.BadZipFile, zipfile.LargeZipFile, tarfile.TarError, zlib.error, EOFError,
-           NotImplementedError, UnicodeError, ValueError, OSError)
+MAX_DEPTH = 32  # path parts
+SHOWN_MAX = 160  # characters of a name quoted in a message
 
 
 @dataclass(frozen=True)
@@ -59,7 +65,21 @@ class Member:
 
 
 def _show(name: str) -> str:
-    return name if name.isprintable() else repr(name)
+    """A name as a message quotes it: bytes that are not UTF-8 as \\xNN, unprintable ones
+    escaped, and a very long name cut short."""
+    name = name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    shown = name if name.isprintable() else repr(name)
+    return shown if len(shown) <= SHOWN_MAX else shown[:SHOWN_MAX - 1] + "…"
+
+
+def _is_utf8(name: str) -> bool:
+    """tarfile decodes names with surrogateescape, so bytes that are not UTF-8 arrive as lone
+    surrogates, which the CD's names (and any report) cannot hold."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _bad(message: str) -> EntryError:
@@ -78,11 +98,15 @@ def _special_error(name: str, what: str) -> EntryError:
 
 def clean_path(name: str, raw: str | None = None) -> str:
     """The member's path relative to the entry's home ("" for the home itself), or an
-    EntryError when it is absolute, climbs with "..", or holds a NUL or backslash."""
+    EntryError when it is absolute, climbs with "..", holds a NUL or backslash, is not UTF-8,
+    or would not fit the CD that takes it into the VM (see the module's docstring)."""
     shown = _show(raw if raw is not None else name)
     if "\0" in (raw or name) or "\\" in name:
         raise _bad(f"The member name {shown} holds a NUL or backslash character: rename the file "
                    "and submit again.")
+    if not _is_utf8(name):
+        raise _bad(f"The member name {shown} is not valid UTF-8: rename the file (plain letters, digits, "
+                   "'.', '-' and '_' are safe) and submit again.")
     if name.startswith("/"):
         raise _bad(f"The member {shown} has an absolute path: make the archive from inside the entry's "
                    "folder (e.g. `cd entry && zip -r ../entry.zip .`) and submit again.")
@@ -90,18 +114,23 @@ def clean_path(name: str, raw: str | None = None) -> str:
     if ".." in parts:
         raise _bad(f"The member {shown} climbs out of the entry with '..': make the archive with "
                    "relative paths from inside the entry's folder and submit again.")
+    if len(parts) > MAX_DEPTH:
+        raise _bad(f"The member {shown} lies {len(parts)} levels deep, more than the {MAX_DEPTH} allowed: "
+                   "flatten its folders and submit again.")
+    for part in parts:
+        if (units := joliet_length(part)) > JOLIET_MAX:
+            raise _bad(f"The name {_show(part)} (in {shown}) is {units} UTF-16 code units long, more than the "
+                       f"{JOLIET_MAX} that names on the judge's CD may have (an emoji counts as two): shorten it "
+                       "and submit again.")
     path = "/".join(parts)
-    if len(path.encode("utf-8", "surrogateescape")) > PATH_MAX or any(
-            len(p.encode("utf-8", "surrogateescape")) > NAME_MAX for p in parts):
+    if len(path.encode("utf-8")) > PATH_MAX:
         raise _bad(f"The member name {shown} is too long for a Linux file system: shorten it and "
                    "submit again.")
     return path
 
 
-def _zip_members(zf: zipfile.ZipFile, limits: UnpackLimits) -> Iterator[Member]:
-    infos = zf.infolist()
-    _check_count(len(infos), limits)
-    for info in infos:
+def _zip_members(zf: zipfile.ZipFile, archive: Path) -> Iterator[Member]:
+    for info in zf.infolist():
         name = info.filename
         path = clean_path(name, info.orig_filename)
         mode = info.external_attr >> 16
@@ -113,16 +142,16 @@ def _zip_members(zf: zipfile.ZipFile, limits: UnpackLimits) -> Iterator[Member]:
         if info.flag_bits & 0x1:
             raise _bad(f"{_show(name)} is encrypted: make the archive without a password and submit again.")
         is_dir = info.is_dir() or stat.S_ISDIR(mode)
+        if not is_dir and info.compress_type not in SUPPORTED:
+            raise _bad(f"{_show(name)} is compressed with zip method {info.compress_type}, which vmjudge cannot "
+                       f"unpack (it reads {', '.join(SUPPORTED.values())}): make the archive with `zip -r` and "
+                       "submit again.")
         yield Member(path, is_dir, 0 if is_dir else info.file_size, bool(mode & 0o111),
-                     lambda info=info: zf.open(info))
+                     lambda info=info: open_member(zf, archive, info))
 
 
-def _tar_members(tf: tarfile.TarFile, limits: UnpackLimits) -> Iterator[Member]:
-    members: list[tarfile.TarInfo] = []
-    while (ti := tf.next()) is not None:  # stop reading headers as soon as there are too many
-        members.append(ti)
-        _check_count(len(members), limits)
-    for ti in members:
+def _tar_members(tf: tarfile.TarFile, headers: list[tarfile.TarInfo]) -> Iterator[Member]:
+    for ti in headers:
         path = clean_path(ti.name)
         if ti.issym() or ti.islnk():
             raise _link_error(ti.name)
@@ -148,12 +177,6 @@ def _describe_tar(ti: tarfile.TarInfo) -> str:
     if ti.isfifo():
         return "FIFO"
     return f"special file (tar type {ti.type!r})"
-
-
-def _check_count(count: int, limits: UnpackLimits) -> None:
-    if count > limits.max_members:
-        raise _bad(f"The entry archive holds more than {limits.max_members} members: ship fewer files "
-                   "(pack many small ones into one) and submit again.")
 
 
 def _check_layout(members: list[Member]) -> None:
@@ -193,16 +216,19 @@ def _check_ratio(total: int, archive_size: int, limits: UnpackLimits) -> None:
                    "and submit again.")
 
 
-@contextmanager
-def _opened(archive: Path, kind: str) -> Iterator[Callable[[UnpackLimits], Iterator[Member]]]:
+def _list(archive: Path, kind: str, limits: UnpackLimits, stack: ExitStack) -> list[Member]:
+    """Every member, checked, reading headers only; the archive stays open on `stack` for
+    extracting. Only the libraries' own reading is taken for damage, never vmjudge's checks."""
     if kind == "zip":
-        with zipfile.ZipFile(archive) as zf:
-            yield lambda limits: _zip_members(zf, limits)
-    elif kind == "tar.gz":
-        with tarfile.open(archive, mode="r:gz") as tf:
-            yield lambda limits: _tar_members(tf, limits)
-    else:
-        raise ValueError(f"unknown archive kind {kind!r}")
+        with _reading(None):
+            zf = stack.enter_context(open_zip(archive, limits.max_members))
+        return list(_zip_members(zf, archive))
+    if kind == "tar.gz":
+        with _reading(None):
+            tf = stack.enter_context(open_tar(archive))
+            headers = list(tar_headers(tf, limits.max_members))
+        return list(_tar_members(tf, headers))
+    raise ValueError(f"unknown archive kind {kind!r}")
 
 
 class _Writer:
@@ -247,12 +273,24 @@ class _Writer:
 
 @contextmanager
 def _reading(what: str | None) -> Iterator[None]:
-    """Turn a library's complaint about damaged data into the participant's error."""
+    """Turn a library's complaint about the archive into the participant's error; the host's
+    own I/O errors go on as OSError (see entry_archive.host_error)."""
     try:
         yield
     except EntryError:
         raise
-    except CORRUPT as exc:
+    except Refused as exc:
+        raise _bad(f"The entry archive holds {exc}: make it again with `zip -r` or `tar czf` and "
+                   "submit again.") from exc
+    except Exception as exc:
+        host = host_error(exc)
+        if host is exc:
+            raise
+        if host is not None:
+            raise host from exc
+        if isinstance(exc, UnicodeDecodeError):
+            raise _bad(f"The entry archive holds a member name that is not valid UTF-8 ({exc}): rename the "
+                       "file (plain letters, digits, '.', '-' and '_' are safe) and submit again.") from exc
         where = f" at {_show(what)}" if what else ""
         raise _bad(f"The entry archive is damaged{where} ({exc or type(exc).__name__}): make it again with "
                    "`zip -r` or `tar czf` and submit again.") from exc
@@ -274,7 +312,7 @@ def unpack(archive: Path, kind: str, dest: Path, limits: UnpackLimits = UnpackLi
     (absent or empty). Returns the sorted relative POSIX paths of the regular files written.
 
     Raises EntryError("bad-archive", ...) for anything wrong with the archive, and
-    InfrastructureError("host-disk", ...) when the host cannot write; either way `dest` is
+    InfrastructureError("host-disk", ...) when the host cannot read or write; either way `dest` is
     left absent or empty.
     """
     archive, dest = Path(archive), Path(dest)
@@ -284,9 +322,7 @@ def unpack(archive: Path, kind: str, dest: Path, limits: UnpackLimits = UnpackLi
     archive_size = archive.stat().st_size
     try:
         with ExitStack() as stack:
-            with _reading(None):  # only reading the archive: a write error is the host's
-                scan = stack.enter_context(_opened(archive, kind))
-                members = list(scan(limits))
+            members = _list(archive, kind, limits, stack)
             _check_layout(members)
             _check_totals(members, archive_size, limits)
             if created:

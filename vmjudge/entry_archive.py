@@ -1,0 +1,175 @@
+"""Reading a participant's archive, which is untrusted data, at a bounded cost.
+
+`submit` (queue.spool) and prep (stages.prep.unpack) both list entry archives through this
+module, so they agree on what a readable archive is, and neither can be made to spend memory
+or time without bound before it refuses:
+
+- A zip's central directory is counted before zipfile parses it, because zipfile builds an
+  object for every record at once (a 50 MB zip can hold a million records).
+- tar headers are read one at a time, stopping past the member limit, and with their extended
+  headers bounded: tarfile reads a GNU long name or a pax header whole into memory whatever size
+  it declares (a 300 KB tar.gz made it take 300 MiB), keeps every member's pax headers and copies
+  the global ones into each member, and lets GNU sparse maps grow without limit. No entry needs
+  a sparse file, so sparse members are refused.
+- Damaged data makes the libraries raise almost anything (zipfile alone: BadZipFile,
+  NotImplementedError, EOFError, UnicodeDecodeError, struct.error, lzma.LZMAError, OSError
+  without errno, ...), so `host_error` picks out the one kind that is not the archive's fault,
+  the host's own disk failing, and every other Exception counts as damage.
+"""
+
+from __future__ import annotations
+
+import errno
+import struct
+import tarfile
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from .errors import EntryError
+
+HEADER_MAX = 1 << 20  # bytes of one GNU long name or pax header
+HEADERS_TOTAL = 16 << 20  # bytes of all of an archive's long names and pax headers
+GLOBAL_MAX = 16 << 10  # bytes of global pax headers (git archive writes one of 52 bytes)
+_EXTENDED = (tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE, tarfile.XGLTYPE,
+             tarfile.SOLARIS_XHDTYPE)
+# A central directory record: its signature, then the lengths of the name, extra field and comment.
+_CENTRAL = struct.Struct("<4s24xHHH12x")
+_CENTRAL_SIGNATURE = b"PK\x01\x02"
+
+
+def too_many_members(limit: int) -> EntryError:
+    return EntryError("bad-archive", f"The entry archive holds more than {limit} members: ship fewer files "
+                                     "(pack many small ones into one) and submit again.")
+
+
+def host_error(exc: BaseException) -> OSError | None:
+    """The host's own I/O error behind `exc`, or None when `exc` is the archive's fault.
+
+    An OSError with an errno (EIO, ENOSPC, ...) is the host's disk; so is one that a library
+    re-raised as its own error `from` it (tarfile turns any OSError while it opens a tar.gz into
+    ReadError). EINVAL is the exception: on a regular file it is a seek to an offset that the
+    archive's own headers made up. MemoryError is the host's too: the ways an archive could make
+    the libraries allocate without bound are closed here and in prep's zip reader."""
+    for e in (exc, exc.__cause__):
+        if isinstance(e, MemoryError):
+            return e
+        if isinstance(e, OSError) and e.errno is not None and e.errno != errno.EINVAL:
+            return e
+    return None
+
+
+class Refused(tarfile.ReadError):
+    """A tar header that vmjudge will not read (too large, or a sparse file): not damage, but
+    refused all the same; its message says what the archive holds."""
+
+
+class _BoundedTarInfo(tarfile.TarInfo):
+    """tarfile's TarInfo, with its extended headers bounded and sparse members refused.
+
+    _proc_member is tarfile's documented hook for subclasses; the _proc_gnusparse_* methods are
+    where pax-style sparse maps are read."""
+
+    def _proc_member(self, tf: _BoundedTarFile):
+        if self.type == tarfile.GNUTYPE_SPARSE:
+            _refuse_sparse()
+        if self.type in _EXTENDED:
+            tf.extended_bytes += self.size
+            if self.type == tarfile.XGLTYPE:
+                tf.global_bytes += self.size
+            if self.size > HEADER_MAX or tf.extended_bytes > HEADERS_TOTAL or tf.global_bytes > GLOBAL_MAX:
+                raise Refused(f"extended tar headers larger than vmjudge reads ({self.size} bytes in one, "
+                               f"{tf.extended_bytes} in all)")
+        member = super()._proc_member(tf)
+        member.pax_headers = {}  # not needed once applied, and a copy of the global ones each
+        return member
+
+    def _proc_gnusparse_00(self, *args):
+        _refuse_sparse()
+
+    def _proc_gnusparse_01(self, *args):
+        _refuse_sparse()
+
+    def _proc_gnusparse_10(self, *args):
+        _refuse_sparse()
+
+
+def _refuse_sparse() -> None:
+    raise Refused("a sparse file (made with tar --sparse), which vmjudge does not unpack")
+
+
+class _BoundedTarFile(tarfile.TarFile):
+    tarinfo = _BoundedTarInfo
+    extended_bytes = 0
+    global_bytes = 0
+
+
+def open_tar(path: Path) -> tarfile.TarFile:
+    """A tar.gz opened for reading with bounded extended headers (see the module's docstring)."""
+    return _BoundedTarFile.open(path, mode="r:gz")
+
+
+def tar_headers(tf: tarfile.TarFile, max_members: int) -> Iterator[tarfile.TarInfo]:
+    """Each member's header in turn, refusing the archive once it has more than `max_members`."""
+    count = 0
+    while (ti := tf.next()) is not None:
+        count += 1
+        if count > max_members:
+            raise too_many_members(max_members)
+        yield ti
+
+
+def zip_record_count(fp: BinaryIO, stop_after: int) -> int:
+    """How many records the zip's central directory holds, counting no further than
+    `stop_after` + 1; nothing is kept.
+
+    It walks the very bytes zipfile's own parser walks (found by zipfile's _EndRecData, with the
+    same offset arithmetic), so that zipfile, which builds an object per record, is only ever
+    asked to parse a directory this count has bounded."""
+    try:
+        end = zipfile._EndRecData(fp)
+    except OSError:
+        end = None
+    if not end:
+        raise zipfile.BadZipFile("File is not a zip file")
+    size = end[zipfile._ECD_SIZE]
+    start = end[zipfile._ECD_LOCATION] - size  # zipfile: offset + (location - size - offset)
+    if end[zipfile._ECD_SIGNATURE] == zipfile.stringEndArchive64:
+        start -= zipfile.sizeEndCentDir64 + zipfile.sizeEndCentDir64Locator
+    if start < 0:
+        raise zipfile.BadZipFile("Bad offset for central directory")
+    fp.seek(start)
+    count = walked = 0
+    while walked < size and count <= stop_after:
+        record = fp.read(_CENTRAL.size)
+        if len(record) != _CENTRAL.size:
+            raise zipfile.BadZipFile("Truncated central directory")
+        signature, name, extra, comment = _CENTRAL.unpack(record)
+        if signature != _CENTRAL_SIGNATURE:
+            raise zipfile.BadZipFile("Bad magic number for central directory")
+        fp.seek(name + extra + comment, 1)
+        walked += _CENTRAL.size + name + extra + comment
+        count += 1
+    return count
+
+
+def open_zip(path: Path, max_members: int) -> zipfile.ZipFile:
+    """The zip opened for reading, once its central directory is known to hold at most
+    `max_members` records."""
+    with open(path, "rb") as fp:
+        if zip_record_count(fp, max_members) > max_members:
+            raise too_many_members(max_members)
+    return zipfile.ZipFile(path)
+
+
+def member_names(path: Path, kind: str, max_members: int) -> list[str]:
+    """The members' names as stored (unchecked: prep checks them), reading headers only and
+    refusing past `max_members`. Damage propagates as the libraries raise it."""
+    if kind == "zip":
+        with open_zip(path, max_members) as zf:
+            return [info.filename for info in zf.infolist()]
+    if kind == "tar.gz":
+        with open_tar(path) as tf:
+            return [ti.name for ti in tar_headers(tf, max_members)]
+    raise ValueError(f"unknown archive kind {kind!r}")
