@@ -186,3 +186,19 @@ def test_a_queue_made_before_entry_limits_gains_the_dry_run_column(tmp_path):
     queue = Queue(path)
     assert queue.entry(entry_id).dry_run is False
     assert queue.owner_usage("lim", "alice", False) == (0, 1)
+
+
+@pytest.mark.parametrize("owner, name", [("alice\nbob 1.0 first", "e-entry.tar.gz"),
+                                         ("\u202eecila", "e-entry.tar.gz"), ("x" * 65, "e-entry.tar.gz"),
+                                         ("alice", "e\n1 999-entry.tar.gz"), ("alice", "e\x1b[2J-entry.tar.gz"),
+                                         ("alice", b"e\xff-entry.tar.gz")])
+def test_names_that_would_forge_lines_or_act_on_a_terminal_are_refused_and_nothing_is_stored(tmp_path, owner, name):
+    home = Home(tmp_path, limit=None)
+    source = home.archive()
+    archive = Path(os.fsdecode(os.path.join(os.fsencode(home.archives), name if isinstance(name, bytes)
+                                            else os.fsencode(name))))
+    source.rename(archive)
+    proc = home.submit(owner=owner, archive=archive)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "is not allowed: use at most" in proc.stderr and "\x1b" not in proc.stderr
+    assert home.queue.entries() == [] and home.spooled() == []

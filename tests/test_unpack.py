@@ -557,12 +557,7 @@ def test_a_member_that_lies_about_its_size_is_decompressed_within_bounds(tmp_pat
     struct.pack_into("<I", data, local + 22, 100)
     struct.pack_into("<I", data, central + 24, 100)
     archive.write_bytes(bytes(data))
-    tracemalloc.start()
-    try:
-        message = refused(archive, "zip", tmp_path / "home")
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    message, peak = refused_with_peak(archive, "zip", tmp_path / "home")
     assert "holds more than the 100 bytes its header declares" in message
     assert peak < 8 << 20, f"peak {peak >> 20} MiB"
 
@@ -596,6 +591,16 @@ def test_a_host_read_error_is_the_hosts(tmp_path, monkeypatch, kind):
     assert not dest.exists()
 
 
+def refused_with_peak(archive: Path, kind: str, dest: Path) -> tuple[str, int]:
+    """refused()'s sentence and the peak of Python memory it took to get there."""
+    tracemalloc.start()
+    try:
+        message = refused(archive, kind, dest)
+        return message, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
 # --- tar headers are bounded (issue 11) --------------------------------------------------
 
 def tar_with_huge_long_name(path: Path, size: int) -> Path:
@@ -616,12 +621,7 @@ def tar_with_huge_long_name(path: Path, size: int) -> Path:
 def test_a_huge_long_name_header_is_refused_without_reading_it(tmp_path):
     archive = tar_with_huge_long_name(tmp_path / "entry.tar.gz", 64 << 20)
     assert archive.stat().st_size < 200_000
-    tracemalloc.start()
-    try:
-        message = refused(archive, "tar.gz", tmp_path / "home")
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    message, peak = refused_with_peak(archive, "tar.gz", tmp_path / "home")
     assert "holds extended tar headers larger than vmjudge reads" in message
     assert peak < 8 << 20, f"peak {peak >> 20} MiB"  # tarfile alone would hold all 64 MiB
 

@@ -72,6 +72,17 @@ def _admission_lock(home: Path) -> Iterator[None]:
         yield  # closing the file releases the lock
 
 
+def check_names(owner: str, archive_name: str) -> None:
+    """Owner and archive names are shown on boards, reports and status lines: one with a newline
+    would forge a line there, a control or bidi character would act on a terminal or reorder
+    what is read, and one that is not UTF-8 cannot be stored. Refused before anything is."""
+    for what, value, longest in (("owner", owner, 64), ("archive name", archive_name, 255)):
+        if not value or len(value) > longest or not value.isprintable():
+            raise EntryError("bad-name", f"The {what} {value!r} is not allowed: use at most {longest} printable "
+                                         "characters (no control characters, newlines or invisible "
+                                         "formatting) and submit again.")
+
+
 def check_archive(ch: Challenge, name: str, archive: Path, given_name: str | None = None) -> list[str]:
     """What can be checked without unpacking (name, size, readability, member count); the member
     names. `given_name` is what the participant called the file (default: its own name). The
@@ -93,6 +104,7 @@ def admit(site: Site, queue: Queue, name: str, ch: Challenge, archive: Path, own
           spool: Spool | None = None) -> Admitted:
     """Store the archive (fsynced), check the stored copy, apply the entry limit, then queue it.
     `name` is the challenge as registered, `ch` its challenge.toml; `spool` defaults to the home's."""
+    check_names(owner, archive.name)
     check_archive_name(archive.name)
     _check_size(ch, name, archive.name, archive.stat().st_size)  # only to spare copying a huge file
     spool = spool if spool is not None else Spool(site.home / "spool")
