@@ -120,10 +120,13 @@ def test_home_disk_persists_and_overlay_writes_stay_in_overlay(boot, rundir):
     home = boot.blank_home()
     first = boot(Job(commands=(sh("write", "echo kept > kept.txt; echo done"),)), home=home)
     assert output(first) == "done\n"
+    # root's alone (0600): libvirt lent it to its qemu user for the run, and gave it back
+    assert (home.stat().st_mode & 0o777, home.stat().st_uid) == (0o600, 0)
     backing_sha = sha256_file(home)
 
     overlay = rundir / "overlay1.qcow2"
     make_overlay(overlay, home)
+    assert overlay.stat().st_mode & 0o777 == 0o600
     second = boot(Job(commands=(sh("read", "cat kept.txt; echo scratch > scratch.txt; ls"),)), home=overlay)
     assert output(second) == "kept\nkept.txt\nscratch.txt\n"
     assert sha256_file(home) == backing_sha

@@ -44,8 +44,8 @@ class RunDir:
         self.path = site.run_dir / f"{label}-{secrets.token_hex(4)}"
 
     def __enter__(self) -> "RunDir":
-        self.path.mkdir(mode=0o755)
-        os.chmod(self.path, 0o755)
+        self.path.mkdir(mode=0o711)
+        os.chmod(self.path, 0o711)  # qemu opens the run's CD here; no one may list it
         return self
 
     def __exit__(self, *exc: object) -> None:

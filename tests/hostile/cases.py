@@ -214,7 +214,7 @@ CASES = [
     Case("lost-found-link", setup("rmdir lost+found 2>/dev/null; mkdir e; ln -s e lost+found"), SCORED),
     Case("record-file-dir", setup("mkdir r1.txt"), ("failed", "quiz", "quiz-error"),
          "could not link the record file r1.txt"),
-    Case("fills-inodes", setup("i=0; while : > f$i 2>/dev/null; do i=$((i + 1)); done; exit 0"),
+    Case("fills-inodes", setup("i=0; while true 2>/dev/null > f$i; do i=$((i + 1)); done; exit 0"),
          ("failed", "quiz", "quiz-error"), "could not link the record file r1.txt"),
     Case("pins-shm", entry({"setup.sh": ("#!/bin/sh\n" + PIN_SHM + "\n").encode(),
                             "next.sh": ("#!/bin/sh\n" + PIN_SHM + "\n" + NEXT_SH.split("\n", 1)[1]).encode()}),

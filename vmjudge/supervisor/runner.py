@@ -31,6 +31,11 @@ from .vm import DOMAIN_PREFIX, Domain, DomainSpec, domain_xml
 log = logging.getLogger(__name__)
 
 POWEROFF_GRACE = 30.0
+# A VM's disks and CD hold the entry's code and the test records, and their paths show in
+# qemu's command line: root's alone. libvirt (dynamic_ownership, Debian's default) gives each
+# to its qemu user while the domain runs, the backing file of an overlay included, and gives
+# it back after.
+PRIVATE_FILE = 0o600
 
 
 def domain_name(label: str) -> str:
@@ -40,11 +45,13 @@ def domain_name(label: str) -> str:
 
 def make_blank_disk(path: Path, size_mib: int) -> None:
     _qemu_img(["create", "-q", "-f", "qcow2", str(path), f"{size_mib}M"])
+    os.chmod(path, PRIVATE_FILE)
 
 
 def make_overlay(path: Path, backing: Path) -> None:
     """A throw-away disk whose reads fall through to `backing` and whose writes stay here."""
     _qemu_img(["create", "-q", "-f", "qcow2", "-b", str(Path(backing).resolve()), "-F", "qcow2", str(path)])
+    os.chmod(path, PRIVATE_FILE)
 
 
 def _qemu_img(args: list[str]) -> None:
@@ -69,6 +76,7 @@ def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *
     name = domain_name(label)
     iso = Path(workdir) / f"{name}.iso"
     write_iso(iso, {**job.media, JOB_FILE: job.job_json(nonce)}, private=frozenset({JOB_FILE}))
+    os.chmod(iso, PRIVATE_FILE)  # the test records: libvirt lends it to its qemu user for the run
     reader: ChannelReader | None = None
     domain: Domain | None = None
     try:
