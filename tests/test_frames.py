@@ -240,3 +240,20 @@ def test_the_stage_log_streams_head_and_tail_and_stops_at_its_cap(tmp_path):
     output_bytes = sum(text.count(c) for c in (b"h", b"T"))
     assert 2000 < output_bytes <= 2500 and text.count(b"its cap") == 1
     assert os.stat(path).st_mode & 0o777 == 0o600
+
+
+def test_a_compromised_guest_cannot_bloat_or_break_the_host_with_end_and_log_frames():
+    bad_exit = command_frames([b"a"])
+    bad_exit[-1] = ("end", {"index": 0, "status": "ok", "exit_code": "x" * 100000, "output_bytes": 1})
+    with pytest.raises(InfrastructureError, match="exit code that is not a number"):
+        FrameStream("n1").feed(stream_of(hello(), *bad_exit))
+    huge = command_frames([b"a"])
+    huge[-1] = ("end", {"index": 0, "status": "ok", "exit_code": 0, "output_bytes": 1e400})
+    with pytest.raises(InfrastructureError) as err:  # OverflowError, as channel-broken
+        FrameStream("n1").feed(stream_of(hello(), *huge))
+    assert err.value.reason == "channel-broken"
+    fs = FrameStream("n1")
+    fs.feed(stream_of(hello(), ("start", {"index": 0, "name": "bad\ud800name"}), *[("log", b"")] * 5000,
+                      *[("tail", b"")] * 5000))
+    assert fs.transcript.commands[0].name == "bad?name"  # the queue (SQLite) could not store a surrogate
+    assert len(fs.transcript.timeline) <= 2 + 256

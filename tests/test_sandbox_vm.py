@@ -171,6 +171,22 @@ def test_limits_hold_after_the_command_closes_its_output(boot):
     assert output(run, 2) == "0\n"
 
 
+def test_an_entry_cannot_stop_the_agent_or_silence_it(boot):
+    """A process that SIGSTOPs everything of its user must not stop the agent's kill sweep, and
+    output past the head (not sent) must not stop the ticks: either would let the host take the
+    agent for dead (channel-silent) and retry the entry's own doing as infrastructure."""
+    spinner = ("setsid python3 -c 'import os, signal\nwhile True:\n try: os.kill(-1, signal.SIGSTOP)\n"
+               " except OSError: pass' </dev/null >/dev/null 2>&1 &")
+    job = Job(commands=(sh("stopper", spinner + " sleep 100", timeout=4),  # stops itself too: its timeout
+                        sh("trickle", "head -c 70000 /dev/zero; for i in 1 2 3 4 5 6 7 8 9 10; do echo; sleep 1; done",
+                           timeout=30, output_limit=65536),
+                        sh("after", "echo still here")))
+    run = boot(job, limits=Limits(boot_timeout=120, silence_timeout=5))
+    assert [(c.name, c.status) for c in run.transcript.commands] == [
+        ("stopper", "timeout"), ("trickle", "ok"), ("after", "ok")]
+    assert output(run, 2) == "still here\n"
+
+
 def test_guest_hardening_holds_for_the_entry(boot):
     """The nonce in job.json is root's; no user namespaces, no module loading; System V
     shared memory dies with the command that made it; setuid gives nothing."""

@@ -14,6 +14,7 @@ the commands' statuses and sizes stay, a few hundred bytes each.
 
 from __future__ import annotations
 
+import math
 import select
 import time
 from dataclasses import dataclass, field
@@ -59,6 +60,16 @@ class ChannelReader:
 
     def close(self) -> None:
         self._port.close()
+
+
+# Frames whose arrival times the host keeps (benchmarks read them): one or two a command.
+TIMED = ("hello", "start", "end", "raw", "bye")
+
+
+def _text(value: Any, limit: int) -> str:
+    """A string from the guest, as the queue can store it: capped, and valid UTF-8 (a lone
+    surrogate would make SQLite refuse the stage's result)."""
+    return str(value)[:limit].encode("utf-8", "replace").decode("utf-8")
 
 
 @dataclass(frozen=True)
@@ -168,7 +179,8 @@ class Transcript:
     def add(self, frame: Frame, arrived: float) -> None:
         self.frames += 1
         kind = frame.kind
-        if kind not in ("out", "fdata", "tick"):
+        # Bounded whatever the guest sends: the commands' own frames, and the first logs.
+        if kind in TIMED or (kind == "log" and len(self.logs) < MAX_LOGS):
             self.timeline.append((frame.seq, kind, arrived))
         if self.hello is None:
             if kind != "hello":
@@ -205,7 +217,7 @@ class Transcript:
                 raise self._broken(f"the guest started command {index}, which is not the job's next command")
             if not self.watch.keep_all and self.commands:
                 self.commands[-1].release()
-            cmd = CommandResult(index=index, name=str(info["name"])[:200])
+            cmd = CommandResult(index=index, name=_text(info["name"], 200))
             self.commands.append(cmd)
             if self.watch.log is not None:
                 self.watch.log.started(cmd)
@@ -215,9 +227,9 @@ class Transcript:
             self._command_frame(current, frame)
         elif kind == "error":
             info = frame.json()
-            self.agent_error = str(info.get("message", "no message"))[:4096]
+            self.agent_error = _text(info.get("message", "no message"), 4096)
             if info.get("fault") == "entry":
-                self.entry_fault = str(info.get("reason", "entry-fault"))[:64]
+                self.entry_fault = _text(info.get("reason", "entry-fault"), 64)
         elif kind == "bye":
             if current is not None:
                 raise self._broken(f"the guest said goodbye while command {current.index} was running")
@@ -244,7 +256,7 @@ class Transcript:
         elif frame.kind == "file":
             info = frame.json()
             size = info.get("size")
-            name = str(info["name"])
+            name = _text(info["name"], 4096)
             if len(cmd.files) >= MAX_FILES or name in cmd.files or (
                     self.limits is not None and name not in self.limits[cmd.index].files):
                 raise self._broken(f"command {cmd.index} sent back a file the job did not ask for, or twice")
@@ -260,11 +272,15 @@ class Transcript:
             cmd.status = str(info["status"])
             if cmd.status not in ("ok", "error", "timeout"):
                 raise self._broken(f"command {cmd.index} ended with unknown status {cmd.status!r}")
-            cmd.exit_code = info.get("exit_code")
-            cmd.seconds = float(info.get("seconds", 0.0))
-            cmd.output_bytes = int(info.get("output_bytes", len(cmd.output)))
+            exit_code = info.get("exit_code")
+            if not (exit_code is None or (isinstance(exit_code, int) and -(1 << 31) <= exit_code < 1 << 31)):
+                raise self._broken(f"command {cmd.index} ended with an exit code that is not a number")
+            cmd.exit_code = exit_code
+            seconds = float(info.get("seconds", 0.0))
+            cmd.seconds = min(max(seconds, 0.0), 1e9) if math.isfinite(seconds) else 0.0
+            cmd.output_bytes = min(max(int(info.get("output_bytes", len(cmd.output))), 0), 1 << 62)
             cmd.truncated = bool(info.get("truncated", False)) or cmd.host_capped
-            cmd.message = str(info.get("message", ""))[:4096]
+            cmd.message = _text(info.get("message", ""), 4096)
             self._file = None
             if self.watch.log is not None:
                 self.watch.log.ended(cmd)
@@ -293,7 +309,7 @@ class FrameStream:
         for taken, frame in enumerate(frames, 1):
             try:
                 self.transcript.add(frame, arrived)
-            except (FrameError, KeyError, ValueError, TypeError) as exc:
+            except (FrameError, KeyError, ValueError, TypeError, ArithmeticError) as exc:
                 raise InfrastructureError("channel-broken", f"the data channel broke: frame {frame.seq} "
                                           f"({frame.kind}) is malformed: {exc}")
             if self.transcript.stopped:

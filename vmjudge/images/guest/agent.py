@@ -63,6 +63,7 @@ class Channel(object):
     def __init__(self, fd):
         self.fd = fd
         self.seq = 0
+        self.last_sent = time.monotonic()
         import threading
         self.lock = threading.RLock()  # ticks may come from a second thread (ticking())
 
@@ -71,6 +72,7 @@ class Channel(object):
         while view:
             n = os.write(self.fd, view)
             view = view[n:]
+        self.last_sent = time.monotonic()
 
     def send(self, kind, payload=b""):
         with self.lock:
@@ -275,21 +277,38 @@ def install(source):
         raise
 
 
-def kill_user(uid, passes=3):
-    """SIGKILL every process of `uid`: kill(-1) from a child that has become that user.
-    More than one pass, so that a process forked while the first pass ran is caught too."""
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.setgroups([])
-            os.setgid(uid)
-            os.setuid(uid)
-            for _ in range(passes):
-                os.kill(-1, signal.SIGKILL)
-        except OSError:
-            pass
-        os._exit(0)
-    os.waitpid(pid, 0)
+def kill_user(uid, passes=50):
+    """SIGKILL every process of `uid`, from root: nothing the entry does can stop it (a killer
+    that took the entry's uid could itself be stopped by the entry, and wait for ever). Passes
+    repeat until one finds no live process, so a process forked meanwhile is caught too."""
+    wanted = str(uid)
+    for _ in range(passes):
+        found = False
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                with open("/proc/%s/status" % name) as f:
+                    status = f.read()
+            except OSError:
+                continue
+            state, uids = None, ()
+            for line in status.splitlines():
+                if line.startswith("State:"):
+                    state = line.split()[1:2]
+                elif line.startswith("Uid:"):
+                    uids = line.split()[1:]
+                    break
+            if wanted not in uids or state in (["Z"], ["X"]):
+                continue
+            try:
+                os.kill(int(name), signal.SIGKILL)
+                found = True
+            except OSError:
+                pass
+        if not found:
+            return
+        reap()
 
 
 def reap():
@@ -456,6 +475,10 @@ def watch(channel, cmd, proc, read_fd, output, started, entry, as_entry):
     try:
         while pipe_open or not exited:
             now = time.monotonic()
+            # A tick whenever nothing was sent for a heartbeat: output past the head is not sent,
+            # and a command printing a byte a second must not look like a dead agent.
+            if now - channel.last_sent >= cmd.heartbeat:
+                channel.send("tick")
             if status is None and now >= deadline:
                 status = "timeout"
             if status == "timeout" and not exited and now - last_kill >= 1.0:
@@ -463,7 +486,7 @@ def watch(channel, cmd, proc, read_fd, output, started, entry, as_entry):
                 last_kill = now
             if drain_until is not None and now >= drain_until:
                 break
-            wait = cmd.heartbeat
+            wait = max(cmd.heartbeat - (now - channel.last_sent), 0)
             if status is None:
                 wait = min(wait, max(deadline - now, 0))
             if drain_until is not None:
@@ -471,7 +494,6 @@ def watch(channel, cmd, proc, read_fd, output, started, entry, as_entry):
             watched = ([read_fd] if pipe_open else []) + ([] if exited else [pidfd])
             ready, _, _ = select.select(watched, [], [], wait)
             if not ready:
-                channel.send("tick")
                 continue
             if pidfd in ready:
                 exited = True
@@ -558,6 +580,9 @@ HARDENING = (
     ("kernel/dmesg_restrict", "1", False),
     ("kernel/kptr_restrict", "2", False),
     ("kernel/perf_event_paranoid", "3", False),
+    # Little dirty data, so the home disk is written back within moments of the last command.
+    ("vm/dirty_bytes", str(32 << 20), False),
+    ("vm/dirty_background_bytes", str(8 << 20), False),
     ("kernel/modules_disabled", "1", True),  # last: it cannot be undone
 )
 

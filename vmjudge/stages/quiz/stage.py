@@ -58,6 +58,9 @@ class Comparison:
         self.failure: tuple[int, str, str] | None = None  # (index, reason, message)
         self._checked = b""  # answers.txt up to its last newline, as last checked
         self._answers: dict[str, str] = {}  # what that part of answers.txt says
+        # Records already run whose line is not in that part yet (a last line with no newline):
+        # checked again each time, so a line that is lost before it gets its newline is caught.
+        self._unsettled: set[str] = set()
         if self.rule.style == "answer-lines":  # prep has bounded its size
             self.submitted = read_answer_lines(ctx.entry_dir / self.rule.submitted)
 
@@ -82,11 +85,11 @@ class Comparison:
         produced = got.data if got is not None and got.size is not None else b""
         if produced.startswith(self._checked):
             new = parse_answer_lines(produced[len(self._checked):])
-            earlier = [r for r in new if self._order.get(r, cmd.index) < cmd.index]
+            earlier = {r for r in new if self._order.get(r, cmd.index) < cmd.index} | self._unsettled
         else:  # rewritten: check it all again
             self._checked, self._answers = b"", {}
             new = parse_answer_lines(produced)
-            earlier = list(self.records[:cmd.index])
+            earlier = set(self.records[:cmd.index])
         answers = {**self._answers, **new}
         if answers.get(record) is None:
             return f"next.sh {record}: no line for {record} in answers.txt"
@@ -94,12 +97,13 @@ class Comparison:
             return f"next.sh {record}: output does not match submission"
         # answers.txt is the entry's whole answer sheet: a next.sh that loses or changes
         # earlier lines would lose them in the exam too.
-        for prev in earlier:
+        for prev in sorted(earlier, key=self._order.__getitem__):
             if answers.get(prev) != self.submitted.get(prev):
                 return f"next.sh {record}: answers.txt no longer holds the submitted line for {prev}"
         cut = produced.rfind(b"\n") + 1  # a last line still without its newline is read again next time
         self._answers.update(parse_answer_lines(produced[len(self._checked):cut]))
         self._checked = produced[:cut]
+        self._unsettled = {r for r in earlier | {record} if r not in self._answers}
         return None
 
     def _file(self, cmd: CommandResult, record: str) -> str | None:
