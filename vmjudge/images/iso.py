@@ -27,10 +27,10 @@ import pycdlib.headervd
 import pycdlib.pycdlib
 
 from ..errors import MediaError
+from .joliet import JOLIET_MAX, joliet_length
 
 # 2000-01-01T00:00:00Z: ISO 9660 dates cannot be 1970, and any fixed date will do.
 PINNED_EPOCH = 946684800.0
-JOLIET_MAX = 64  # UTF-16 code units per name part
 
 Source = Union[Path, bytes]
 _PLAIN_RE = re.compile(r"^[A-Z0-9_]{1,8}(\.[A-Z0-9_]{1,3})?$")
@@ -219,12 +219,6 @@ def _leave_room_for_backup_gpt(iso: pycdlib.PyCdlib) -> None:
     if padding < BACKUP_GPT:
         blocks = -(-BACKUP_GPT // iso.logical_block_size)
         iso._finish_add(padding + blocks * iso.logical_block_size, 0)
-
-
-def joliet_length(name: str) -> int:
-    """A name's length as Joliet counts it: UTF-16 code units, so a character beyond the Basic
-    Multilingual Plane (an emoji) counts as two, and 40 emoji are 80, over the limit of 64."""
-    return len(name.encode("utf-16-le")) // 2
 
 
 def _joliet(path: PurePosixPath) -> str | None:

@@ -32,7 +32,7 @@ from typing import BinaryIO
 
 from ...entry_archive import Refused, host_error, open_tar, open_zip, tar_headers
 from ...errors import EntryError, InfrastructureError, VmjudgeError
-from ...images.iso import JOLIET_MAX, joliet_length
+from ...images.joliet import JOLIET_MAX, joliet_length
 from .zip_data import SUPPORTED, open_member
 
 CHUNK = 1 << 20
