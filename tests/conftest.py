@@ -8,6 +8,7 @@ Every test is followed by a check that no vmj- domain and no run file is left be
 from __future__ import annotations
 
 import os
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -31,7 +32,27 @@ def site() -> Site:
     os.environ.setdefault("VMJUDGE_ACCEL", "tcg")
     s = load_site(TEST_HOME)
     ensure_home(s)
+    clear_what_an_interrupted_session_left(s)
     return s
+
+
+def clear_what_an_interrupted_session_left(site: Site) -> None:
+    """A session killed mid-test (CI cut off, a restarted machine) leaves its VMs and run
+    directories; each test checks that it leaves none, so the next session starts from none."""
+    conn = vm.connect(site.uri)
+    try:
+        for dom in conn.listAllDomains():
+            if dom.name().startswith(vm.DOMAIN_PREFIX):
+                print(f"destroying {dom.name()}, left by an interrupted session")
+                if dom.isActive():
+                    dom.destroy()
+                if dom.isPersistent():
+                    dom.undefine()
+    finally:
+        conn.close()
+    for leftover in site.run_dir.iterdir():
+        print(f"removing {leftover}, left by an interrupted session")
+        shutil.rmtree(leftover)
 
 
 @pytest.fixture(scope="session")
