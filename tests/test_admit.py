@@ -4,6 +4,7 @@ the spool, with the challenge's own limits, and a refusal leaves the spool as it
 from __future__ import annotations
 
 import hashlib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from vmjudge.queue.admit import admit
 from vmjudge.queue.db import Queue
 from vmjudge.queue.spool import Spool, StoredArchive
 
-from .test_spool import make_tar
+from .test_spool import make_tar, make_zip
 
 
 class Home:
@@ -97,15 +98,19 @@ def test_a_swap_after_storing_changes_nothing(home):
     assert archive.read_bytes() == b"not an archive at all\n"
 
 
-@pytest.mark.parametrize("content", [b"just text\n", None])
-def test_a_refused_archive_leaves_no_file_in_the_spool(home, content):
+@pytest.mark.parametrize("content, says", [
+    (b"just text\n", "a-entry.tar.gz is not a readable tar.gz archive (not a gzip file)"),
+    (None, "The entry archive holds more than 5 members"),
+])
+def test_a_refused_archive_leaves_no_file_in_the_spool(home, content, says):
     archive = home.archives / "a-entry.tar.gz"
     if content is None:
         make_tar(archive, entry_files(9))  # readable, but over max_members
     else:
         archive.write_bytes(content)
-    with pytest.raises(EntryError):
+    with pytest.raises(EntryError) as info:
         home.admit(archive)
+    assert str(info.value).startswith(says) and info.value.reason == "bad-archive"
     assert home.spooled() == [] and home.queue.entries() == []
 
 
@@ -134,6 +139,43 @@ def test_an_oversized_archive_is_refused_before_it_is_copied(home, tmp_path):
     archive = home.archives / "big-entry.zip"
     with open(archive, "wb") as f:
         f.truncate(home.challenge.entry.max_size + 1)
-    with pytest.raises(EntryError, match="big-entry.zip is 52.4 MB, over the 52.4 MB that adm accepts"):
+    with pytest.raises(EntryError) as info:
         home.admit(archive)
-    assert not (home.path / "spool").exists()
+    assert str(info.value) == ("big-entry.zip is 52,428,801 bytes, over the 52,428,800 bytes that adm "
+                               "accepts: make the entry smaller and submit again.")
+    assert not (home.path / "spool").exists() and home.queue.entries() == []
+
+
+def zip_of_size(path: Path, size: int) -> Path:
+    """A readable entry zip of exactly `size` bytes (padded with the archive comment)."""
+    make_zip(path, {"setup.sh": b"true\n", "next.sh": b"true\n"})
+    with zipfile.ZipFile(path, "a") as zf:
+        zf.comment = b"x" * (size - path.stat().st_size)
+    assert path.stat().st_size == size
+    return path
+
+
+def test_an_archive_of_exactly_max_size_is_accepted_and_one_byte_more_is_refused(tmp_path):
+    challenge = tmp_path / "small"
+    challenge.mkdir()
+    (challenge / "challenge.toml").write_text('name = "small"\n[entry]\nmax_size = 4000\n')
+    ch = load_challenge(challenge)
+    site = Site(home=tmp_path / "home")
+    site.home.mkdir()
+    queue = Queue(site.home / "queue.db")
+    queue.add_challenge("small", challenge, "key")
+
+    exact = zip_of_size(tmp_path / "exact-entry.zip", 4000)
+    admitted = admit(site, queue, "small", ch, exact, "alice", False)
+    assert [e.id for e in queue.entries()] == [admitted.entry_id]
+    stored = sorted(site.home.glob("spool/*/*"))
+    assert [p.read_bytes() for p in stored] == [exact.read_bytes()]
+
+    over = zip_of_size(tmp_path / "over-entry.zip", 4001)
+    with pytest.raises(EntryError) as info:
+        admit(site, queue, "small", ch, over, "bob", False)
+    assert info.value.reason == "bad-archive"
+    assert str(info.value) == ("over-entry.zip is 4,001 bytes, over the 4,000 bytes that small accepts: "
+                               "make the entry smaller and submit again.")
+    assert [e.id for e in queue.entries()] == [admitted.entry_id]
+    assert sorted(site.home.glob("spool/*/*")) == stored

@@ -100,7 +100,8 @@ def test_an_entry_refused_as_too_large_really_does_not_fit(tmp_path):
         if fits:
             check_fits(entry, 64)
         else:
-            with pytest.raises(EntryError):
+            with pytest.raises(EntryError, match=r"^The unpacked entry needs \d+ MB but the home disk holds "
+                                                 r"about 56 MB: make the entry smaller"):
                 check_fits(entry, 64)
         with mounted(image, tmp_path / f"mnt-{blocks}") as mnt:
             try:

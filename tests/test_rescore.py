@@ -25,6 +25,7 @@ import pytest
 
 from vmjudge import results_store
 from vmjudge.config import Site, load_site
+from vmjudge.errors import ArchiveError
 from vmjudge.evaluate import run_stage
 from vmjudge.queue.db import Queue
 from vmjudge.stages.score import reference_sha256
@@ -342,7 +343,7 @@ def test_a_damaged_blob_is_refused(tmp_path):
     path = results_store.store_dir(tmp_path) / digest
     assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
     path.write_bytes(path.read_bytes() + b" ")
-    with pytest.raises(Exception, match="are damaged"):
+    with pytest.raises(ArchiveError, match=r"are damaged \(their sha256 no longer matches\)"):
         results_store.get(tmp_path, digest)
 
 

@@ -88,7 +88,7 @@ def test_a_truncated_tar_gz_is_refused_under_its_given_name(tmp_path):
 def test_a_zip_cut_short_is_refused(tmp_path):
     path = make_zip(tmp_path / "entry.zip", {"a": os.urandom(10_000)})
     path.write_bytes(path.read_bytes()[:5_000])
-    with pytest.raises(EntryError):
+    with pytest.raises(EntryError, match=r"^entry.zip is not a readable zip archive \(File is not a zip file\)"):
         check_readable(path, "zip", 10)
 
 
@@ -135,7 +135,7 @@ def test_store_is_idempotent(tmp_path):
 
 def test_store_refuses_a_badly_named_archive(tmp_path):
     source = make_zip(tmp_path / "solution.zip", {"setup.sh": b"x"})
-    with pytest.raises(EntryError):
+    with pytest.raises(EntryError, match=r"^Improper name \(solution.zip\) for entry: name it entry.zip"):
         Spool(tmp_path / "spool").store(source)
     assert all_files(tmp_path / "spool") == []
 

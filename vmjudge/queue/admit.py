@@ -95,8 +95,9 @@ def check_archive(ch: Challenge, name: str, archive: Path, given_name: str | Non
 
 def _check_size(ch: Challenge, name: str, given: str, size: int) -> None:
     if size > ch.entry.max_size:
-        raise EntryError("bad-archive", f"{given} is {size / 1e6:.1f} MB, over the "
-                         f"{ch.entry.max_size / 1e6:.1f} MB that {name} accepts: make the entry smaller and "
+        # In bytes: one byte over 50 MB is "52.4 MB, over the 52.4 MB" when rounded.
+        raise EntryError("bad-archive", f"{given} is {size:,} bytes, over the {ch.entry.max_size:,} bytes "
+                         f"that {name} accepts: make the entry smaller and "
                          "submit again.")
 
 
