@@ -12,7 +12,6 @@ import concurrent.futures
 import os
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,9 +20,8 @@ from vmjudge.queue import db as db_module
 from vmjudge.queue.admit import declares_dry_run
 from vmjudge.queue.db import MAX_INFRA_ATTEMPTS, RETRY_DELAYS, Queue
 
+from .cli import run_cli
 from .test_spool import make_tar
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 class Home:
@@ -55,8 +53,7 @@ class Home:
                archive: Path | None = None) -> subprocess.CompletedProcess:
         archive = archive or self.archive(dry_run)
         args = ["submit", "lim", str(archive), "--owner", owner] + (["--late"] if late else [])
-        return subprocess.run([sys.executable, "-m", "vmjudge.cli", *args], capture_output=True, text=True,
-                              env={**os.environ, "VMJUDGE_HOME": str(self.path)}, cwd=REPO)
+        return run_cli(*args, home=self.path)
 
     def accepted(self, **kw) -> tuple[int, str]:
         proc = self.submit(**kw)

@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import gzip
-import json
-import os
 import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -18,7 +14,7 @@ from vmjudge.images import build, initramfs, kernel_modules
 from vmjudge.images.guest import frames
 from vmjudge.images.image import GuestImage, sha256_file
 
-REPO = Path(__file__).resolve().parent.parent
+from .cli import run_cli
 
 
 def test_manifest_pins_every_file_and_package(image):
@@ -102,8 +98,7 @@ def test_build_needs_root_and_tools(site, monkeypatch):
 
 
 def vmjudge(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "vmjudge.cli", *args], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, cwd=REPO)
+    return run_cli(*args, env=env)
 
 
 def test_cli_build_of_a_built_image_reports_it_at_once(site, image):

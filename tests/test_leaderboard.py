@@ -7,11 +7,9 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import shutil
 import sqlite3
 import subprocess
-import sys
 import tarfile
 from html.parser import HTMLParser
 from pathlib import Path
@@ -21,7 +19,8 @@ import pytest
 from vmjudge import leaderboard as lb
 from vmjudge.queue.db import Queue
 
-REPO = Path(__file__).resolve().parent.parent
+from .cli import run_cli
+
 SCRIPT_OWNER = "<script>document.title='owned'</script>"
 
 
@@ -39,8 +38,7 @@ class Board:
         self.count = 0
 
     def run(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "vmjudge.cli", *args], capture_output=True, text=True,
-                              env={**os.environ, "VMJUDGE_HOME": str(self.home)}, cwd=REPO)
+        return run_cli(*args, home=self.home)
 
     def submit(self, owner: str, late: bool = False) -> int:
         self.count += 1
@@ -107,7 +105,8 @@ def test_late_entries_have_their_own_board_and_never_reach_the_official_one(boar
     assert [(r["owner"], r["score"]) for r in board.json()] == [("alice", 0.5)]
     assert [(r["owner"], r["entry_id"]) for r in board.json("--late")] == [("dave", late), ("alice", also_late)]
     text = board.run("leaderboard", "c", "--late").stdout
-    assert text.startswith("c late leaderboard\n") and "dave" in text
+    assert text == ("c late leaderboard\n==================\nrank     score   entry  owner\n"
+                    f"   1    0.9900 {late:7d}  dave\n   2    0.9500 {also_late:7d}  alice\n")
 
 
 def test_csv_has_every_score_field_survives_awkward_owners_and_defuses_formulas(board, tmp_path):

@@ -12,7 +12,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
-import os
 import random
 import shutil
 import sqlite3
@@ -28,8 +27,10 @@ from vmjudge.config import Site, load_site
 from vmjudge.errors import ArchiveError
 from vmjudge.evaluate import run_stage
 from vmjudge.queue.db import Queue
-from vmjudge.stages.score import reference_sha256
 from vmjudge.workdir import ensure_home
+
+from .cli import run_cli
+from .test_pipeline import hash_of_reference
 
 REPO = Path(__file__).resolve().parent.parent
 AF2017 = REPO / "examples" / "af2017"
@@ -72,8 +73,7 @@ class Home:
     answers: dict[int, dict[str, str | None]]  # entry id -> what it answered per test record
 
     def vmjudge(self, *args: str, check: bool | None = True) -> subprocess.CompletedProcess:
-        proc = subprocess.run([sys.executable, "-m", "vmjudge.cli", *args], capture_output=True, text=True,
-                              cwd=REPO, env={**os.environ, **NO_VM_ENV, "VMJUDGE_HOME": str(self.site.home)})
+        proc = run_cli(*args, home=self.site.home, env=NO_VM_ENV)
         if check is not None and (proc.returncode == 0) != check:
             raise AssertionError(f"vmjudge {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
         return proc
@@ -201,8 +201,8 @@ def test_a_corrected_reference_changes_every_score(home, tmp_path):
         shown = home.show(entry_id)
         assert shown["scores"]["score"] == pytest.approx(new)
         assert [s["reference_sha256"] for s in shown["scorings"]] == \
-            [reference_sha256(AF2017 / "reference"), reference_sha256(reference)]
-    assert reference_sha256(reference) != reference_sha256(AF2017 / "reference")
+            [hash_of_reference(AF2017 / "reference"), hash_of_reference(reference)]
+    assert hash_of_reference(reference) != hash_of_reference(AF2017 / "reference")
 
 
 def test_late_and_all_choose_the_entries(home, tmp_path):

@@ -9,10 +9,8 @@ database, as a fixture."""
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -29,6 +27,7 @@ from vmjudge.stages.context import StageContext, VmRunner
 from vmjudge.stages.prep import stage as prep
 from vmjudge.workdir import ensure_home
 
+from .cli import run_cli
 from .test_spool import make_tar
 
 REPO = Path(__file__).resolve().parent.parent
@@ -58,8 +57,7 @@ class Home:
         self.site = load_site(self.site.home)
 
     def vmjudge(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "vmjudge.cli", *args], capture_output=True, text=True,
-                              cwd=REPO, env={**os.environ, "VMJUDGE_HOME": str(self.site.home)})
+        return run_cli(*args, home=self.site.home)
 
     def submit(self) -> int:
         self.made += 1
