@@ -43,7 +43,7 @@ def home(site, image, conn):
     vmjudge(home, "challenge", "add", str(EXAMPLES / "af2017"))
     yield home
     assert vm.leftover_domains(conn) == []
-    subprocess.run(["rm", "-rf", str(home)], check=True)
+    subprocess.run(["rm", "-rf", str(home)], check=True, timeout=300)
 
 
 def start_daemon(home: Path) -> subprocess.Popen:

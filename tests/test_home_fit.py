@@ -35,7 +35,7 @@ def formatted(tmp_path: Path, mib: int) -> Path:
     image = tmp_path / f"home-{mib}.img"
     with open(image, "wb") as f:
         f.truncate(mib << 20)
-    subprocess.run([need_tool(MKFS[0]), *MKFS[1:], str(image)], check=True, capture_output=True)
+    subprocess.run([need_tool(MKFS[0]), *MKFS[1:], str(image)], check=True, capture_output=True, timeout=300)
     return image
 
 
@@ -45,7 +45,8 @@ def mounted(image: Path, where: Path) -> Iterator[Path]:
     if os.geteuid() != 0:
         pytest.skip("mounting a loop device needs root")
     where.mkdir()
-    proc = subprocess.run(["mount", "-o", "loop", str(image), str(where)], capture_output=True, text=True, check=False)
+    proc = subprocess.run(["mount", "-o", "loop", str(image), str(where)], capture_output=True, text=True,
+                          check=False, timeout=300)
     if proc.returncode != 0:
         pytest.skip(f"cannot mount a loop device here: {proc.stderr.strip()}")
     try:
@@ -53,12 +54,12 @@ def mounted(image: Path, where: Path) -> Iterator[Path]:
             (where / "lost+found").rmdir()
         yield where
     finally:
-        subprocess.run(["umount", str(where)], check=True)
+        subprocess.run(["umount", str(where)], check=True, timeout=300)
 
 
 def superblock(image: Path) -> dict[str, str]:
     out = subprocess.run([need_tool("dumpe2fs"), "-h", str(image)], check=True, capture_output=True,
-                         text=True).stdout
+                         text=True, timeout=300).stdout
     return {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in out.splitlines()) if v}
 
 
@@ -77,7 +78,7 @@ def test_capacity_agrees_with_dumpe2fs(tmp_path, mib):
     the blocks the ext4 driver keeps back, min(2 %, 4096), which only a mount would show."""
     image = formatted(tmp_path, mib)
     subprocess.run([need_tool("debugfs"), "-w", "-R", "rmdir /lost+found", str(image)], check=True,
-                   capture_output=True)
+                   capture_output=True, timeout=300)
     sb = superblock(image)
     block, count = int(sb["Block size"]), int(sb["Block count"])
     home = home_capacity(mib)

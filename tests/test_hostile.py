@@ -19,6 +19,7 @@ import pytest
 
 from vmjudge.supervisor import vm
 
+from .cli import VM_TIMEOUT
 from .hostile.cases import CASES, REFUSED, Case, tar_of, wide_challenge
 from .test_pipeline import vmjudge
 
@@ -70,7 +71,8 @@ def corpus(site, conn):
             c.good.append(int(vmjudge(home, "submit", "hostile", str(good), "--owner", f"after-{case.name}").stdout))
     daemon = subprocess.run([sys.executable, "-c", PEAK_RSS, sys.executable, "-m", "vmjudge.cli", "daemon",
                              "--slots", "2", "--until-idle"], capture_output=True, text=True,
-                            env={**os.environ, "VMJUDGE_HOME": str(home)}, cwd=Path(__file__).resolve().parent.parent)
+                            env={**os.environ, "VMJUDGE_HOME": str(home)}, cwd=Path(__file__).resolve().parent.parent,
+                            timeout=VM_TIMEOUT)
     assert daemon.returncode == 0, daemon.stderr
     c.daemon_peak_kib = int(daemon.stderr.strip().splitlines()[-1])
     yield c

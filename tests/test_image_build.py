@@ -38,7 +38,7 @@ def test_kernel_has_usb_and_sata_for_the_replica_and_no_network_drivers(image):
         assert any(p.endswith("/" + wanted) for p in replica), wanted
     assert not set(replica) & set(members["modules.list"].data.decode().split())
     listing = subprocess.run(["unsquashfs", "-l", "-d", "", str(image.root)], capture_output=True, text=True,
-                             check=True).stdout.split()
+                             check=True, timeout=300).stdout.split()
     version = image.manifest["kernel_version"]
     tree = f"/lib/modules/{version}/kernel/"
     modules = [p.split(tree, 1)[1] for p in listing if tree in p and p.endswith(".ko")]
@@ -47,7 +47,7 @@ def test_kernel_has_usb_and_sata_for_the_replica_and_no_network_drivers(image):
     for pruned in kernel_modules.PRUNED:
         assert not [m for m in modules if m.startswith(pruned + "/")], pruned
     dep = subprocess.run(["unsquashfs", "-cat", str(image.root), f"usr/lib/modules/{version}/modules.dep"],
-                         capture_output=True, text=True, check=True).stdout
+                         capture_output=True, text=True, check=True, timeout=300).stdout
     needed = {p for line in dep.splitlines() for p in line.replace(":", " ").split()}
     assert needed and needed <= set(f"kernel/{m}" for m in modules)
 

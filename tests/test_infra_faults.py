@@ -23,7 +23,7 @@ from .test_pipeline import EXAMPLES, REPO, vmjudge
 
 
 def libvirt_answers(uri: str) -> bool:
-    return subprocess.run(["virsh", "-c", uri, "uri"], capture_output=True).returncode == 0
+    return subprocess.run(["virsh", "-c", uri, "uri"], capture_output=True, timeout=300).returncode == 0
 
 
 class Libvirtd:
@@ -32,15 +32,16 @@ class Libvirtd:
     def __init__(self, uri: str):
         self.uri = uri
         self.systemd = subprocess.run(["systemctl", "is-active", "--quiet", "libvirtd"],
-                                      capture_output=True).returncode == 0 if shutil.which("systemctl") else False
+                                      capture_output=True, timeout=300).returncode == 0 \
+            if shutil.which("systemctl") else False
 
     def stop(self) -> None:
         if self.systemd:
             subprocess.run(["systemctl", "stop", "libvirtd", "libvirtd.socket", "libvirtd-ro.socket",
-                            "libvirtd-admin.socket"], check=True)
+                            "libvirtd-admin.socket"], check=True, timeout=300)
         else:
             pids = [int(p) for p in subprocess.run(["pgrep", "-x", "libvirtd"], capture_output=True,
-                                                   text=True).stdout.split()]
+                                                   text=True, timeout=300).stdout.split()]
             for pid in pids:
                 os.kill(pid, signal.SIGTERM)
             wait_until(lambda: not any(Path(f"/proc/{pid}").exists() for pid in pids), 60, "libvirtd to exit")
@@ -48,9 +49,9 @@ class Libvirtd:
 
     def start(self) -> None:
         if self.systemd:
-            subprocess.run(["systemctl", "start", "libvirtd"], check=True)
+            subprocess.run(["systemctl", "start", "libvirtd"], check=True, timeout=300)
         else:
-            subprocess.run(["libvirtd", "-d"], check=True)
+            subprocess.run(["libvirtd", "-d"], check=True, timeout=300)
         wait_until(lambda: libvirt_answers(self.uri), 60, "libvirtd to answer")
 
 
@@ -81,8 +82,8 @@ def home(site, image, conn):
     yield home
     assert own_domains(conn, home) == []
     if os.path.ismount(home):
-        subprocess.run(["umount", str(home)], check=True)
-    subprocess.run(["rm", "-rf", str(home)], check=True)
+        subprocess.run(["umount", str(home)], check=True, timeout=300)
+    subprocess.run(["rm", "-rf", str(home)], check=True, timeout=300)
 
 
 def running_domains(conn, home: Path) -> list[str]:
@@ -144,7 +145,8 @@ def test_a_full_host_disk_during_a_stage_is_retried_not_charged(home, site, conn
     """The whole home on a small file system that fills while the quiz VM runs: qemu pauses
     on the failed write or the host fails writing the results; either way the stage is an
     infrastructure failure, recorded once space is free again, and the retry passes."""
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=160m,mode=0711", "vmjudge-full", str(home)], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=160m,mode=0711", "vmjudge-full", str(home)], check=True,
+                   timeout=300)
     add_challenge(home, site)
     queue = Queue(home / "queue.db")
     entry_id = submit_example(home, "good")

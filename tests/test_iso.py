@@ -90,7 +90,8 @@ def peak_rss_writing(tmp_path, size: int) -> int:
     script = (f"import resource\nfrom pathlib import Path\nfrom vmjudge.images.iso import write_iso\n"
               f"write_iso(Path({str(iso)!r}), {{'data/big.dat': Path({str(big)!r})}})\n"
               "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
-    peak = int(subprocess.run([sys.executable, "-c", script], check=True, capture_output=True, text=True).stdout)
+    peak = int(subprocess.run([sys.executable, "-c", script], check=True, capture_output=True, text=True,
+                              timeout=300).stdout)
     assert iso.stat().st_size > size
     iso.unlink()
     big.unlink()

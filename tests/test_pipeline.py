@@ -159,7 +159,8 @@ def host_replay(example: str, case: str, records: tuple[str, ...]) -> ExamResult
             for f in ch.record_files("test", record):
                 (work / f.name).symlink_to(f)
             proc = subprocess.run(["sh", "./next.sh", record], cwd=work, capture_output=True,
-                                  env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+                                  env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"},
+                                  timeout=300)
             ok = proc.returncode == 0
             if ch.results.style == "files":
                 out = work / ch.results.output_name(record)

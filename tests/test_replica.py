@@ -204,7 +204,8 @@ def test_replica_boots_with_uefi_from_cd_and_disk(judged, replica_iso, tmp_path)
     assert esp == iso_files(replica_iso)["/efi/efiboot.img"]
     (tmp_path / "esp.img").write_bytes(esp)
     listing = subprocess.run(["mdir", "-b", "-i", str(tmp_path / "esp.img"), "::/EFI/BOOT"],
-                             capture_output=True, text=True, check=True, env=dict(os.environ, MTOOLS_SKIP_CHECK="1"))
+                             capture_output=True, text=True, check=True, env=dict(os.environ, MTOOLS_SKIP_CHECK="1"),
+                             timeout=300)
     assert listing.stdout.split() == ["::/EFI/BOOT/BOOTX64.EFI"]
     isolinux = iso_files(replica_iso)["/isolinux/isolinux.cfg"].decode()
     append = [w for w in re.search(r"APPEND (.*)", isolinux).group(1).split() if not w.startswith("initrd=")]
@@ -246,7 +247,7 @@ def test_guest_side_imports_need_no_host_library():
             "sys.meta_path.insert(0, Block())\n"
             "import vmjudge.replica.check, vmjudge.replica.local, vmjudge.evaluate, vmjudge.stages.score.af2017\n"
             "print('imported')\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300)
     assert proc.stdout.strip() == "imported", proc.stderr
 
 
@@ -353,7 +354,7 @@ def test_uefi_boot_image_is_pinned_and_is_both_the_el_torito_entry_and_the_efi_p
     image = efi.build_efi_image(tmp_path)
     env = dict(os.environ, MTOOLS_SKIP_CHECK="1")
     listing = subprocess.run(["mdir", "-i", str(image), "-/", "::/"], capture_output=True, text=True, check=True,
-                             env=env).stdout
+                             env=env, timeout=300).stdout
     dates = re.findall(r"\d{4}-\d\d-\d\d +\d+:\d\d", listing)
     assert "BOOTX64  EFI" in listing and len(dates) == 7 and set(dates) == {"2000-01-01   0:00"}, listing
     grub = (tmp_path / "BOOTX64.EFI").read_bytes()

@@ -138,7 +138,8 @@ class Home:
     def du(self, entry_id: int, names: set[str]) -> int:
         """Disk use as du(1) counts it, to check the bytes gc reports."""
         paths = [str(self.site.home / "results" / str(entry_id) / n) for n in sorted(names)]
-        out = subprocess.run(["du", "-s", "-B1", *paths], capture_output=True, text=True, check=True).stdout
+        out = subprocess.run(["du", "-s", "-B1", *paths], capture_output=True, text=True, check=True,
+                             timeout=300).stdout
         return sum(int(line.split()[0]) for line in out.splitlines())
 
 
