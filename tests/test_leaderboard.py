@@ -227,3 +227,17 @@ def test_chromium_check_catches_an_unescaped_owner(tmp_path):
     out.write_text(lb.as_html("c", rows).replace("OWNER", SCRIPT_OWNER))
     shown = render(out, tmp_path / "profile")
     assert shown.active == ["script"] and shown.rows[0][1] != SCRIPT_OWNER
+
+
+def test_the_boards_content_security_policy_stops_a_script_that_got_in(tmp_path):
+    """Defence in depth behind the escaping: were an owner's name ever pasted unescaped, the
+    page's policy keeps Chromium from running it (the same page without the policy runs it)."""
+    policy = "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; style-src 'unsafe-inline'\">"
+    rows = [lb.Row(rank=1, owner="OWNER", entry_id=1, score=0.5, submitted_at="t", scores={"score": 0.5})]
+    page = lb.as_html("c", rows)
+    assert page.count(policy) == 1 and page.index(policy) < page.index("<title>")
+    injected = page.replace("OWNER", "<script>document.title = 'script ran'</script>")
+    (tmp_path / "with.html").write_text(injected)
+    (tmp_path / "without.html").write_text(injected.replace(policy, ""))
+    assert render(tmp_path / "with.html", tmp_path / "profile").title == "c leaderboard"
+    assert render(tmp_path / "without.html", tmp_path / "profile").title == "script ran"

@@ -3,6 +3,7 @@ failures are retried and then parked, a dead daemon's stages are run again."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -11,6 +12,8 @@ import pytest
 from vmjudge.errors import VmjudgeError
 from vmjudge.queue import db as db_module
 from vmjudge.queue.db import Queue
+
+from .cli import run_cli
 
 
 @pytest.fixture
@@ -112,3 +115,30 @@ def test_a_cancelled_stage_is_queued_again_and_not_counted(queue):
     assert queue.entry(eid).state == "queued"
     queue.claim_next("d")
     assert queue.infra_failure(queue.start_stage(eid, "prep", "h", 0), "vm-start", "x", {})  # first failure
+
+
+def test_status_lists_what_is_waiting_running_or_parked_and_counts_the_rest(tmp_path, monkeypatch):
+    clock = [1000.0]
+    monkeypatch.setattr(db_module.time, "time", lambda: clock[0])
+    queue = Queue(tmp_path / "queue.db")
+    queue.add_challenge("c", tmp_path, "key")
+    done, running, parked, queued = (add(queue, o) for o in ("dora", "rick", "pam", "quinn"))
+    queue.finish_stage(queue.start_stage(queue.claim_next("d", only=done).id, "prep", "h", 0), "failed", "x", {},
+                       reason="setup-error", outcome="failed")
+    queue.finish_stage(queue.start_stage(queue.claim_next("d", only=running).id, "prep", "h", 0), "passed", "ok",
+                       {}, next_stage="quiz")
+    queue.start_stage(queue.claim_next("d", only=running).id, "quiz", "h", 0)
+    for delay in (0, 10, 60):
+        clock[0] += delay
+        queue.infra_failure(queue.start_stage(queue.claim_next("d", only=parked).id, "prep", "h", 0),
+                            "vm-start", "the VM would not start", {})
+    text = run_cli("status", home=tmp_path).stdout
+    assert text == (f"{running:>6}  running  quiz   c                rick\n"
+                    f"{parked:>6}  parked   prep   c                pam\n"
+                    f"{queued:>6}  queued   prep   c                quinn\n"
+                    "3 waiting or running, 1 done\n")
+    doc = json.loads(run_cli("status", "--json", home=tmp_path).stdout)
+    assert doc == {"active": [{"id": running, "challenge": "c", "owner": "rick", "state": "running", "stage": "quiz"},
+                              {"id": parked, "challenge": "c", "owner": "pam", "state": "parked", "stage": "prep"},
+                              {"id": queued, "challenge": "c", "owner": "quinn", "state": "queued", "stage": "prep"}],
+                   "done": 1}

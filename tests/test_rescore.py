@@ -347,6 +347,38 @@ def test_a_damaged_blob_is_refused(tmp_path):
         results_store.get(tmp_path, digest)
 
 
+def fail_prep_once(queue: Queue, entry_id: int) -> bool:
+    """One infrastructure failure of the entry's prep; whether it was queued again."""
+    with sqlite3.connect(queue.path) as db:  # skip the retry delay
+        db.execute("UPDATE entries SET not_before = 0 WHERE id = ?", (entry_id,))
+    run = queue.start_stage(queue.claim_next("t", only=entry_id).id, "prep", "h", 0)
+    return queue.infra_failure(run, "channel-broken", "the channel broke", {})
+
+
+def test_running_and_parked_entries_are_refused_with_what_to_do(home):
+    ids = official_ids(home)
+    running, parked = ids[0], ids[1]
+    home.queue.rerun(running)
+    home.queue.start_stage(home.queue.claim_next("t", only=running).id, "prep", "h", 0)
+    home.queue.rerun(parked)
+    assert [fail_prep_once(home.queue, parked) for _ in range(3)] == [True, True, False]
+    proc = home.vmjudge("rescore", "af2017", "--entries", f"{running},{parked}", check=False)
+    assert proc.returncode == 1
+    assert proc.stdout.splitlines()[-3:] == [
+        f"entry {running} (team0): not done: entry {running} is running (stage prep): wait until the daemon has "
+        "finished it, then rescore it.",
+        f"entry {parked} (team1): not done: entry {parked} is parked (channel-broken) at stage prep: fix the "
+        "problem and run it again with --rerun-stages.",
+        f"re-scored 0 of 2 chosen entries of af2017 (scorer af2017/1, reference "
+        f"{hash_of_reference(AF2017 / 'reference')[:12]}); 2 not done, see above",
+    ]
+    assert [s.why for i in (running, parked) for s in home.queue.scorings(i)] == ["official", "official"]
+    proc = home.vmjudge("rescore", "af2017", "--rerun-stages", "--entries", str(running), check=False)
+    assert proc.returncode == 1
+    assert f"entry {running} is running (stage prep): wait until the daemon has finished it" in proc.stdout
+    assert home.queue.entry(running).state == "running"
+
+
 def test_a_rerun_entry_gets_its_full_retries_again(home, tmp_path):
     """Infrastructure failures are counted per evaluation: a parked entry run again starts with none."""
     queue = home.queue
@@ -355,10 +387,7 @@ def test_a_rerun_entry_gets_its_full_retries_again(home, tmp_path):
     entry_id = queue.add_entry("af2017", "parker", False, "ef" * 32, spooled.name, spooled)
 
     def fail_prep() -> bool:
-        with sqlite3.connect(queue.path) as db:  # skip the retry delay
-            db.execute("UPDATE entries SET not_before = 0 WHERE id = ?", (entry_id,))
-        run = queue.start_stage(queue.claim_next("t", only=entry_id).id, "prep", "h", 0)
-        return queue.infra_failure(run, "channel-broken", "the channel broke", {})
+        return fail_prep_once(queue, entry_id)
 
     assert [fail_prep() for _ in range(3)] == [True, True, False]
     assert queue.entry(entry_id).state == "parked"

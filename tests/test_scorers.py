@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import sys
-from importlib.metadata import EntryPoint
+from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +14,7 @@ import wfdb
 
 import vmjudge.stages.score as score_pkg
 from vmjudge.errors import ConfigError, ScoringError
-from vmjudge.stages.score import BUILTINS, load_scorer, scorer_version
+from vmjudge.stages.score import BUILTINS, ENTRY_POINT_GROUP, load_scorer, scorer_version
 from vmjudge.stages.score import accuracy, af2017, alarms2015, beats2014, heart2016
 from vmjudge.stages.score.base import ExamResults
 
@@ -410,3 +410,13 @@ def test_bad_module_function(spec, words):
         load_scorer(spec)
     for w in words:
         assert w in str(err.value)
+
+
+def test_the_installed_package_registers_each_builtin_scorer_by_entry_point():
+    """The real vmjudge.scorers group of the installed distribution (pip install -e .), not a
+    patched one: a challenge's own package finds the built-ins there under their names."""
+    found = {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.dist.name == "vmjudge"}
+    assert sorted(found) == sorted(BUILTINS)
+    for name, ep in found.items():
+        assert ep.value == f"vmjudge.stages.score.{name}:score"
+        assert ep.load() is load_scorer(name)
