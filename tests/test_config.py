@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from vmjudge.config import check_challenge_data, load_challenge, load_site
+from vmjudge.config import ImageRecipe, check_challenge_data, load_challenge, load_site
 from vmjudge.errors import ConfigError
+from vmjudge.images.build import image_key, recipe_document
+from vmjudge.supervisor.job import Command, Job
+from vmjudge.supervisor.reading import Limits
+from vmjudge.supervisor.runner import host_timeouts
 
 
 def write(tmp_path, text, name="challenge.toml"):
@@ -197,3 +201,40 @@ def test_reference_answers_among_the_test_files_are_refused(tmp_path):
     (tmp_path / "test" / "100.atr").unlink()
     with pytest.raises(ConfigError, match=r"^test/101.atr has the name"):
         check_challenge_data(ch)
+
+
+def test_site_toml_sets_the_guest_timeouts_and_the_image_sources(tmp_path):
+    default = load_site(tmp_path / "default")
+    assert (default.boot_timeout, default.silence_timeout) == (120.0, 60.0)
+    assert recipe_document(default, ImageRecipe())["sources"] == [
+        "deb http://deb.debian.org/debian bookworm main", "deb http://deb.debian.org/debian bookworm-updates main",
+        "deb http://deb.debian.org/debian-security bookworm-security main"]
+    write(tmp_path, '[libvirt]\nboot_timeout = 45\nsilence_timeout = 20\n[image]\nmirror = "http://mirror.example/d"\n'
+                    'security_mirror = "https://sec.example/ds"\nsuite = "bookworm"\n', "site.toml")
+    site = load_site(tmp_path)
+    job = Job(commands=(Command("a", ("true",), 10), Command("b", ("true",), 30)))
+    # A stage that sets none of its own: site.toml's; the host's deadline follows from them.
+    assert host_timeouts(site, Limits(), job) == (45.0, 20.0, 45.0 + (10 + 5) + (30 + 5) + 30)
+    assert host_timeouts(site, Limits(stage_cap=12), job) == (45.0, 20.0, 45.0 + 12 + 30)
+    assert host_timeouts(site, Limits(boot_timeout=7, silence_timeout=8, deadline=9), job) == (7, 8, 9)
+    assert recipe_document(site, ImageRecipe())["sources"] == [
+        "deb http://mirror.example/d bookworm main", "deb http://mirror.example/d bookworm-updates main",
+        "deb https://sec.example/ds bookworm-security main"]
+    assert image_key(site, ImageRecipe()) != image_key(default, ImageRecipe())  # another mirror: another image
+
+
+@pytest.mark.parametrize("text, says", [
+    ("[libvirt]\nboot_timeout = 4\n", "[libvirt] boot_timeout = 4 is not allowed: use seconds from 5 to 3600."),
+    ("[libvirt]\nsilence_timeout = 3601\n", "[libvirt] silence_timeout = 3601 is not allowed: use seconds from 5 "
+                                            "to 3600."),
+    ('[image]\nmirror = "ftp://x/debian"\n', "[image] mirror = 'ftp://x/debian' is not allowed: use a Debian mirror "
+                                             "URL."),
+    ('[image]\nsecurity_mirror = "deb.debian.org"\n', "[image] security_mirror = 'deb.debian.org' is not allowed: "
+                                                      "use a Debian security mirror URL."),
+    ('[image]\nsuite = "trixie"\n', "[image] suite = 'trixie' is not allowed: use \"bookworm\"."),
+])
+def test_bad_site_values_are_refused_with_what_is_allowed(tmp_path, text, says):
+    write(tmp_path, text, "site.toml")
+    with pytest.raises(ConfigError) as err:
+        load_site(tmp_path)
+    assert str(err.value) == f"{tmp_path / 'site.toml'}: {says}"

@@ -7,6 +7,7 @@ import os
 
 import pytest
 
+from vmjudge.config import load_site
 from vmjudge.errors import InfrastructureError
 from vmjudge.images.guest import frames
 from vmjudge.images.image import sha256_file
@@ -91,10 +92,12 @@ def test_hung_guest_is_destroyed_at_the_host_deadline(boot, conn):
     assert "host deadline of 45 s" in str(err.value)
 
 
-def test_silent_channel_is_an_infrastructure_error(boot):
+def test_silent_channel_is_an_infrastructure_error(boot, tmp_path):
+    """The silence limit here is site.toml's (the job sets none of its own)."""
+    (tmp_path / "site.toml").write_text("[libvirt]\nsilence_timeout = 8\n")
     job = Job(commands=(sh("stop-agent", "kill -STOP $PPID", user="root"),))
     with pytest.raises(InfrastructureError) as err:
-        boot(job, limits=Limits(boot_timeout=120, silence_timeout=8))
+        boot(job, limits=Limits(boot_timeout=120), site=load_site(tmp_path))
     assert err.value.reason == "channel-silent"
     assert "silent for 8 s" in str(err.value)
 

@@ -162,12 +162,12 @@ class _Section:
             allowed: str = "") -> Any:
         if key not in self.data:
             return default
-        value = self.data.pop(key)
+        written = value = self.data.pop(key)
         ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
         if kind is float and isinstance(value, int) and not isinstance(value, bool):
             value, ok = float(value), True
-        if not ok or (check is not None and not check(value)):
-            raise ConfigError(f"{self._where(key)} = {value!r} is not allowed: use {allowed or kind.__name__}.")
+        if not ok or (check is not None and not check(value)):  # quoted as written: 4, not 4.0
+            raise ConfigError(f"{self._where(key)} = {written!r} is not allowed: use {allowed or kind.__name__}.")
         return value
 
     def names(self, key: str, pattern: re.Pattern[str], allowed: str) -> tuple[str, ...]:

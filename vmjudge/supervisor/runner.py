@@ -64,14 +64,21 @@ def _qemu_img(args: list[str]) -> None:
         raise InfrastructureError("host-disk", f"qemu-img {args[0]} failed: {proc.stderr.strip()}")
 
 
+def host_timeouts(site: Site, limits: Limits, job: Job) -> tuple[float, float, float]:
+    """(boot, silence, deadline) in seconds: a stage's own limits, else site.toml's [limits];
+    the deadline, unless given, is the boot limit plus what the commands may take (capped by
+    the stage's cap) plus the power-off grace, after which the host destroys the VM."""
+    boot = limits.boot_timeout or site.boot_timeout
+    silence = limits.silence_timeout or site.silence_timeout
+    deadline = limits.deadline or (boot + min(job.time_budget(), limits.stage_cap or float("inf")) + POWEROFF_GRACE)
+    return boot, silence, deadline
+
+
 def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *, home_disk: Path,
             workdir: Path, console_log: Path, vcpus: int = 2, memory_mib: int = 2048, label: str = "job",
             limits: Limits = Limits(), watch: Watch | None = None, keep_iso: Path | None = None,
             cancel: threading.Event | None = None) -> JobRun:
-    boot_timeout = limits.boot_timeout or site.boot_timeout
-    silence_timeout = limits.silence_timeout or site.silence_timeout
-    budget = limits.deadline or (boot_timeout + min(job.time_budget(), limits.stage_cap or float("inf"))
-                                 + POWEROFF_GRACE)
+    boot_timeout, silence_timeout, budget = host_timeouts(site, limits, job)
     nonce = secrets.token_hex(16)
     name = domain_name(label)
     iso = Path(workdir) / f"{name}.iso"
