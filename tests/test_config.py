@@ -8,8 +8,7 @@ from vmjudge.config import ImageRecipe, check_challenge_data, load_challenge, lo
 from vmjudge.errors import ConfigError
 from vmjudge.images.build import image_key, recipe_document
 from vmjudge.supervisor.job import Command, Job
-from vmjudge.supervisor.reading import Limits
-from vmjudge.supervisor.runner import host_timeouts
+from vmjudge.supervisor.reading import Limits, host_timeouts
 
 
 def write(tmp_path, text, name="challenge.toml"):

@@ -109,6 +109,9 @@ def test_a_daemon_killed_in_the_exam_scores_the_entry_once(home, conn):
     assert [s["why"] for s in doc["scorings"]] == ["official"]  # one scoring, of the one archived exam
     assert queue.exam_results(entry_id).run_id == queue.stage_runs(entry_id)[3].id
     assert own_domains(conn, home) == [] and list((home / "run").iterdir()) == []
+    # keep_media is off by default: no stage's CD (the test records) stays in the results.
+    kept = sorted(p.name for p in (home / "results" / str(entry_id)).iterdir())
+    assert "home.qcow2" in kept and not [name for name in kept if name.endswith(".iso")], kept
 
 
 def test_a_daemon_killed_while_scoring_scores_the_entry_once(home, conn, monkeypatch):

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+from datetime import datetime
 from pathlib import Path
 
 import pycdlib
@@ -231,11 +232,18 @@ def test_every_stage_run_has_a_manifest(judged):
     entry_id = judged.ids["beats2014", "good"]
     attempts = judged_attempts(judged, entry_id)
     assert [a["stage"] for a in attempts] == ["prep", "quiz", "exam", "score"]
+    entry_sha256 = hashlib.sha256((judged.archives / "beats2014-good-entry.tar.gz").read_bytes()).hexdigest()
+    image = judged.home / "images" / attempts[0]["manifest"]["image"]
+    image_sha256 = {name: hashlib.sha256((image / name).read_bytes()).hexdigest()
+                    for name in ("root.sqfs", "vmlinuz", "initrd.img")}
     for a in attempts[:3]:
         m = a["manifest"]
-        assert len(m["entry_sha256"]) == 64 and len(m["iso_sha256"]) == 64
-        assert set(m["image_sha256"]) == {"root.sqfs", "vmlinuz", "initrd.img"}
+        assert (m["entry_sha256"], m["image_sha256"]) == (entry_sha256, image_sha256)
+        assert len(m["iso_sha256"]) == 64 and m["ended"] == "bye"
         assert m["guest_agent"] == m["agent_version"] and m["host"]
+        # Timings: the boot is part of the run, and the run is part of the attempt the queue timed.
+        attempt_seconds = (datetime.fromisoformat(a["finished_at"]) - datetime.fromisoformat(a["started_at"]))
+        assert 0 < m["boot_seconds"] < m["run_seconds"] <= attempt_seconds.total_seconds() + 1
     assert attempts[3]["manifest"]["scorer_version"] == "beats2014/1"
 
 

@@ -29,7 +29,7 @@ from ..config import Site
 from ..errors import InfrastructureError
 from ..supervisor.channel import ChannelClosed, FrameStream, Watch
 from ..supervisor.job import JOB_FILE, Job
-from ..supervisor.reading import JobRun, Limits, Reading, check_agent_error
+from ..supervisor.reading import POWEROFF_GRACE, JobRun, Limits, Reading, check_agent_error, host_timeouts
 
 if TYPE_CHECKING:
     from ..stages.context import StageContext
@@ -40,7 +40,6 @@ REPLICA_CD = Path("/media/replica")
 # Exactly how the judge's /opt/vmjudge/init starts the agent, plus --replica.
 AGENT_ARGV = ("/usr/bin/python3", "-I", "-S", "-c",
               'import sys; sys.path.insert(0, "/opt/vmjudge"); import agent; agent.main()', "--replica")
-POWEROFF_GRACE = 30.0
 
 
 class _Agent:
@@ -120,9 +119,7 @@ class LocalRunner:
             watch: Watch | None) -> JobRun:
         nonce = secrets.token_hex(16)
         log_path = ctx.results_dir / f"agent-{stage}-{ctx.attempt}.log"
-        boot_timeout = limits.boot_timeout or self.site.boot_timeout
-        budget = limits.deadline or (boot_timeout + min(job.time_budget(), limits.stage_cap or float("inf"))
-                                     + POWEROFF_GRACE)
+        boot_timeout, silence_timeout, budget = host_timeouts(self.site, limits, job)
         self._lay_out_media(job, nonce)
         try:
             self._restore_home(home, ctx.challenge.vm.home_mib)
@@ -136,7 +133,7 @@ class LocalRunner:
                     stream = FrameStream(nonce, limits=job.host_limits(), allow_raw=job.raw_copy is not None,
                                          watch=watch)
                     reading = Reading(_Agent(proc), _PipeReader(proc.stdout.fileno()), stream, started, log_path,
-                                      boot_timeout, limits.silence_timeout or self.site.silence_timeout, budget,
+                                      boot_timeout, silence_timeout, budget,
                                       limits.stage_cap, None)
                     ended = reading.until_bye()
                     if ended == "bye":

@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..config import Site
 from ..errors import Cancelled, EntryError, InfrastructureError
 from .channel import ChannelClosed, FrameStream, Transcript
+from .job import Job
 
 POLL = 0.5
 # A pty closes a moment before libvirt reports the domain stopped.
@@ -34,6 +36,20 @@ class Limits:
     silence_timeout: float | None = None
     deadline: float | None = None
     stage_cap: float | None = None
+
+
+# How long a guest has to power off after its last frame before the host destroys it.
+POWEROFF_GRACE = 30.0
+
+
+def host_timeouts(site: Site, limits: Limits, job: Job) -> tuple[float, float, float]:
+    """(boot, silence, deadline) in seconds: a stage's own limits, else site.toml's [libvirt];
+    the deadline, unless given, is the boot limit plus what the commands may take (capped by
+    the stage's cap) plus the power-off grace, after which the host destroys the VM."""
+    boot = limits.boot_timeout or site.boot_timeout
+    silence = limits.silence_timeout or site.silence_timeout
+    deadline = limits.deadline or (boot + min(job.time_budget(), limits.stage_cap or float("inf")) + POWEROFF_GRACE)
+    return boot, silence, deadline
 
 
 @dataclass

@@ -25,12 +25,11 @@ from ..images.image import GuestImage, sha256_file
 from ..images.iso import write_iso
 from .channel import ChannelReader, FrameStream, Watch
 from .job import JOB_FILE, Job
-from .reading import JobRun, Limits, Reading, check_agent_error
+from .reading import POWEROFF_GRACE, JobRun, Limits, Reading, check_agent_error, host_timeouts
 from .vm import DOMAIN_PREFIX, Domain, DomainSpec, domain_xml
 
 log = logging.getLogger(__name__)
 
-POWEROFF_GRACE = 30.0
 # A VM's disks and CD hold the entry's code and the test records, and their paths show in
 # qemu's command line: root's alone. libvirt (dynamic_ownership, Debian's default) gives each
 # to its qemu user while the domain runs, the backing file of an overlay included, and gives
@@ -62,16 +61,6 @@ def _qemu_img(args: list[str]) -> None:
                                   "`apt-get install qemu-utils`.")
     if proc.returncode != 0:
         raise InfrastructureError("host-disk", f"qemu-img {args[0]} failed: {proc.stderr.strip()}")
-
-
-def host_timeouts(site: Site, limits: Limits, job: Job) -> tuple[float, float, float]:
-    """(boot, silence, deadline) in seconds: a stage's own limits, else site.toml's [limits];
-    the deadline, unless given, is the boot limit plus what the commands may take (capped by
-    the stage's cap) plus the power-off grace, after which the host destroys the VM."""
-    boot = limits.boot_timeout or site.boot_timeout
-    silence = limits.silence_timeout or site.silence_timeout
-    deadline = limits.deadline or (boot + min(job.time_budget(), limits.stage_cap or float("inf")) + POWEROFF_GRACE)
-    return boot, silence, deadline
 
 
 def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *, home_disk: Path,
