@@ -271,7 +271,7 @@ def daemon_stage_messages(home: Path, entry_id: int) -> dict[str, str]:
     return {a["stage"]: a["message"] for a in doc["organiser"]["attempts"] if a["status"] != "infra"}
 
 
-def test_replica_check_gives_the_daemons_verdicts(judged, replica_iso):
+def test_replica_check_gives_the_daemons_verdicts(judged, replica_iso, af2017_image):
     home, ids = judged
     argv = readme_qemu_command()
     # Participants' own names in the README: the ISO and their entries directory.
@@ -285,6 +285,16 @@ def test_replica_check_gives_the_daemons_verdicts(judged, replica_iso):
         print(f"replica boot to prompt: {time.monotonic() - started:.1f} s")
         console.send("vmjudge-replica media; echo @@MEDIA@@ $?")
         assert console.expect(r"@@MEDIA@@ (\d+)", 120).group(1) == "0"
+        # What the participant compares with the judge's manifest: the files it booted, hashed there.
+        console.send("vmjudge-replica info > /tmp/info.json; s=$?; tr -d '\\n' < /tmp/info.json; echo; "
+                     "echo @@INFO@@ $s")
+        body = console.expect(r"\n(\{[^\n]*\})\r?\n@@INFO@@ (\d+)", 300)
+        info = json.loads(body.group(1))
+        assert body.group(2) == "0"
+        assert (info["challenge"], info["image"]) == ("af2017", af2017_image.key)
+        assert info["sha256"] == info["manifest_sha256"] == {
+            name: hashlib.sha256((af2017_image.directory / name).read_bytes()).hexdigest()
+            for name in ("root.sqfs", "vmlinuz", "initrd.img")}
         for case in CASES:
             console.send(f"vmjudge-replica check --json /media/vda1/af2017-{case}-entry.tar.gz; echo @@END@@ $?")
             body = console.expect(r"(?s)\n(\{[^\n]*\})\r?\n.*?@@END@@ (\d+)", CHECK_TIMEOUT)
