@@ -293,8 +293,10 @@ def test_uart_channel_carries_the_same_results(boot, uart_site):
 def test_the_entrys_limits_are_measured_from_inside(boot):
     """The README's numbers, observed by the entry rather than read from the agent's source: at
     most 1024 processes (a spawner stops at the limit, not for memory); /tmp, /var/tmp (the
-    root's writable layer) and /dev/shm of 20 %, 20 % and 10 % of the VM's memory; the OOM
-    killer takes the entry's process and the agent carries on."""
+    root's writable layer) and /dev/shm of 20 %, 20 % and 10 % of the VM's memory; the entry's
+    commands in a memory cgroup capped 64 MiB below the VM's memory; eating all of it, the
+    entry's process is OOM-killed while the agent keeps ticking (a silence of 15 s would fail
+    the run as channel-silent) and carries on."""
     spawner = ("python3 -c 'import errno, os\nn = 0\nwhile True:\n try: os.posix_spawn(\"/bin/sleep\", "
                "[\"sleep\", \"1000\"], os.environ)\n except OSError as e: print(n, errno.errorcode[e.errno]); break\n"
                " n += 1'")
@@ -303,12 +305,13 @@ def test_the_entrys_limits_are_measured_from_inside(boot):
         sh("spawn", spawner, timeout=120),
         sh("sizes", "grep MemTotal /proc/meminfo | tr -s ' ' | cut -d' ' -f2; "
                     "df -k /tmp /var/tmp /dev/shm | tail -n 3 | tr -s ' ' | cut -d' ' -f2"),
+        sh("cgroup", "cat /proc/self/cgroup /sys/fs/cgroup/entry/memory.max"),
         sh("oom", "grep oom_kill /proc/vmstat; exec python3 -c 'l = []\nwhile True: l.append(bytearray(8 << 20))'",
            timeout=120),
         sh("after", "grep oom_kill /proc/vmstat; echo agent alive"),
     ))
-    run = boot(job)
-    ulimit, spawn, sizes, oom, after = run.transcript.commands
+    run = boot(job, limits=Limits(boot_timeout=120, silence_timeout=15))
+    ulimit, spawn, sizes, cgroup, oom, after = run.transcript.commands
     assert output(run, 0) == "1024\n"
     started, error = output(run, 1).split()
     # The user's processes count: the agent's shell and python are two of the 1024.
@@ -316,7 +319,8 @@ def test_the_entrys_limits_are_measured_from_inside(boot):
     mem, tmp, var_tmp, shm = (int(v) for v in output(run, 2).split())
     for size, share in ((tmp, 0.20), (var_tmp, 0.20), (shm, 0.10)):
         assert abs(size - share * mem) <= 4, (size, share, mem)  # tmpfs rounds to 4 KiB pages
+    assert output(run, 3) == f"0::/entry\n{mem * 1024 - (64 << 20)}\n"
     assert oom.status == "error" and oom.exit_code == -9, (oom.status, oom.exit_code, oom.message)
-    kills_before = int(output(run, 3).split()[1])
-    kills_after, alive = output(run, 4).splitlines()
+    kills_before = int(output(run, 4).split()[1])
+    kills_after, alive = output(run, 5).splitlines()
     assert int(kills_after.split()[1]) > kills_before and alive == "agent alive"

@@ -110,6 +110,8 @@ def copy_named(name: str, content: bytes | None = None) -> Callable[[Path], Path
 
 
 SCORED = ("scored", None, None)
+# A scored entry of the hostile challenge whose attack changed nothing: every test record done.
+ALL_RECORDS_DONE = "Stage 3 (exam): 3 test records: 3 completed, 0 failed, 0 timed out."
 BAD_ARCHIVE = ("failed", "prep", "bad-archive")
 NEXT_SH = "#!/bin/sh\necho \"$1,$(cat \"$1.txt\")\" >> answers.txt\n"
 SECRET = "SECRETLABEL-5c1e"
@@ -179,30 +181,36 @@ CASES = [
     Case("crlf-scripts", entry({"setup.sh": b"#!/bin/sh\r\necho set up\r\n"}), ("failed", "prep", "bad-script"),
          "dos2unix setup.sh"),
     # the rule: a script without an execute bit runs with bash
-    Case("no-exec-bit", lambda d: _no_exec(d), SCORED),
+    Case("no-exec-bit", lambda d: _no_exec(d), SCORED, "setup.sh completed.\n--- setup.sh output ---\nset up"),
     # setup.sh that attacks the VM it runs in
-    Case("fork-bomb", setup("bomb() { bomb | bomb & }; bomb; sleep 100"), ("failed", "prep", "setup-timeout")),
+    Case("fork-bomb", setup("bomb() { bomb | bomb & }; bomb; sleep 100"), ("failed", "prep", "setup-timeout"),
+         "Cannot fork"),
     Case("eats-memory", setup("python3 -c 'l = []\nwhile True: l.append(bytearray(8 << 20))'"),
-         ("failed", "prep", "setup-error")),
+         ("failed", "prep", "setup-error"), "setup.sh failed (exit status 137)"),
     # Fills every last block (dd leaves a few KiB), so next.sh's append to answers.txt fails.
     Case("fills-home", setup("dd if=/dev/zero of=fill bs=1M 2>/dev/null; dd if=/dev/zero of=fill2 bs=1k "
                              "2>/dev/null; i=0; while echo x > f$i 2>/dev/null; do i=$((i + 1)); done; exit 0"),
          ("failed", "quiz", "quiz-error"), "next.sh r1: failed"),
-    Case("fills-tmp", setup("cat /dev/zero > /tmp/fill 2>/dev/null; cat /dev/zero > /var/tmp/fill 2>/dev/null;"
-                            " cat /dev/zero > /dev/shm/fill 2>/dev/null; exit 0"), SCORED),
+    Case("fills-tmp", setup("for d in /tmp /var/tmp /dev/shm; do cat /dev/zero > $d/fill 2>/dev/null || "
+                            "printf '%s full; ' $d; done; echo; exit 0"), SCORED,
+         "/tmp full; /var/tmp full; /dev/shm full;"),
     Case("prints-100mb", setup("head -c 100000000 /dev/zero; exit 0"), SCORED, "bytes of output not shown"),
     Case("never-exits", setup("sleep 100000"), ("failed", "prep", "setup-timeout"), "did not finish within 20 s"),
     Case("powers-off", setup("python3 -c 'import ctypes; ctypes.CDLL(None).reboot(0x4321FEDC)'; "
                              "echo o > /proc/sysrq-trigger 2>/dev/null; busybox poweroff -f 2>/dev/null; exit 0"),
-         SCORED),
-    Case("opens-socket", setup("python3 -c 'import socket; socket.create_connection((\"93.184.216.34\", 80), 3)' "
-                               "2>/dev/null && exit 1; exit 0"), SCORED),
+         SCORED, "cannot create /proc/sysrq-trigger: Permission denied"),
+    Case("opens-socket", setup("python3 -c 'import socket\n"
+                               "try: socket.create_connection((\"93.184.216.34\", 80), 3)\n"
+                               "except OSError as e: print(\"no connection:\", e.strerror)\n"
+                               "else: raise SystemExit(1)'"),
+         SCORED, "no connection: Network is unreachable"),
     Case("writes-devices", setup("for d in /dev/vport* /dev/ttyS0 /dev/ttyS1 /dev/console /dev/vda /dev/vdb "
                                  "/dev/sr0 /dev/kmsg; do printf 'VMJ1 bye 99 0 00000000\\n' 2>/dev/null > $d "
-                                 "&& exit 1; done; exit 0"), SCORED),
+                                 "&& exit 1; done; echo every device refused; exit 0"), SCORED, "every device refused"),
     Case("hunts-reference", entry({"next.sh": (
         "#!/bin/sh\nif grep -r -l -s " + SECRET + " /media /home /tmp /var /opt /srv /mnt /root /etc >/dev/null "
-        "2>&1; then echo \"$1,LEAKED\" >> answers.txt; exit 0; fi\n" + NEXT_SH.split("\n", 1)[1]).encode()}), SCORED),
+        "2>&1; then echo \"$1,LEAKED\" >> answers.txt; exit 0; fi\n" + NEXT_SH.split("\n", 1)[1]).encode()}), SCORED,
+         ALL_RECORDS_DONE),
     Case("corrupts-answers", entry({"next.sh": (
         "#!/bin/sh\n[ \"$1\" = r2 ] && : > answers.txt\n" + NEXT_SH.split("\n", 1)[1]).encode()}),
          ("failed", "quiz", "quiz-mismatch"), "no longer holds the submitted line for r1"),
@@ -211,18 +219,22 @@ CASES = [
          "did not finish within 20 s"),
     Case("closed-output-next", entry({"next.sh": b"#!/bin/sh\nexec >&- 2>&-; sleep 100000\n"}),
          ("failed", "quiz", "quiz-timeout"), "next.sh r1: timed out after 10 s"),
-    Case("lost-found-link", setup("rmdir lost+found 2>/dev/null; mkdir e; ln -s e lost+found"), SCORED),
+    Case("lost-found-link", setup("rmdir lost+found 2>/dev/null; mkdir e; ln -s e lost+found"), SCORED,
+         ALL_RECORDS_DONE),
     Case("record-file-dir", setup("mkdir r1.txt"), ("failed", "quiz", "quiz-error"),
          "could not link the record file r1.txt"),
     Case("fills-inodes", setup("i=0; while true 2>/dev/null > f$i; do i=$((i + 1)); done; exit 0"),
          ("failed", "quiz", "quiz-error"), "could not link the record file r1.txt"),
     Case("pins-shm", entry({"setup.sh": ("#!/bin/sh\n" + PIN_SHM + "\n").encode(),
                             "next.sh": ("#!/bin/sh\n" + PIN_SHM + "\n" + NEXT_SH.split("\n", 1)[1]).encode()}),
-         SCORED),
-    Case("snoops-job-and-userns", entry({"next.sh": (SNOOPS + NEXT_SH.split("\n", 1)[1]).encode()}), SCORED),
-    Case("late-writer", entry({"next.sh": (LATE_WRITER + NEXT_SH.split("\n", 1)[1]).encode()}), SCORED),
+         SCORED, ALL_RECORDS_DONE),
+    Case("snoops-job-and-userns", entry({"next.sh": (SNOOPS + NEXT_SH.split("\n", 1)[1]).encode()}), SCORED,
+         ALL_RECORDS_DONE),
+    Case("late-writer", entry({"next.sh": (LATE_WRITER + NEXT_SH.split("\n", 1)[1]).encode()}), SCORED,
+         ALL_RECORDS_DONE),
     Case("answers-60mb", big_answers, ("failed", "prep", "answers-too-large"), "more than the"),
-    Case("wide-ff-output", entry({"next.sh": WIDE_NEXT.encode()}), SCORED, challenge="hostile-wide"),
+    Case("wide-ff-output", entry({"next.sh": WIDE_NEXT.encode()}), SCORED,
+         "Stage 3 (exam): 200 test records: 200 completed, 0 failed, 0 timed out.", challenge="hostile-wide"),
 
     # issue 11: archives
     Case("tar-name-not-utf8", entry(extra=member("bad\udcffname", tarfile.REGTYPE)), BAD_ARCHIVE,

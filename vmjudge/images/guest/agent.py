@@ -28,7 +28,7 @@ import zlib
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import frames  # noqa: E402
 
-AGENT_VERSION = "1.1"
+AGENT_VERSION = "1.2"
 CDROM_DEV = "/dev/sr0"
 CDROM = "/media/cdrom"
 HOME_DEV = "/dev/vdb"
@@ -37,6 +37,9 @@ PORT_NAME = "org.vmjudge.data"
 CHUNK = 64 * 1024
 PR_SET_CHILD_SUBREAPER = 36
 ENTRY_MAX_PROCESSES = 1024  # per entry user: enough for any real program, not for a fork bomb
+CGROUPS = "/sys/fs/cgroup"
+ENTRY_CGROUP = CGROUPS + "/entry"  # every entry command runs in it, capped below the VM's memory
+ENTRY_MEMORY_RESERVE = 64 << 20  # kept for the agent and the kernel (or a tenth, if more)
 # After a command's process has ended and every process of the entry user was killed, the
 # output pipe closes at once; a writer that is somehow still there gets this long.
 DRAIN_SECONDS = 5.0
@@ -597,12 +600,38 @@ def harden():
                 raise JobError("cannot set %s=%s in the guest: %s" % (key.replace("/", "."), value, exc))
 
 
+def entry_memory_limit():
+    with open("/proc/meminfo") as f:
+        total = int(f.readline().split()[1]) * 1024  # MemTotal, in KiB
+    return total - max(ENTRY_MEMORY_RESERVE, total // 10)
+
+
+def make_entry_cgroup():
+    """The cgroup of the entry's commands, with a memory cap below the VM's: what they use is
+    reclaimed, and the largest of them OOM-killed, inside it, while the agent's memory is left
+    alone. Without it, a command that ate all memory stalled the whole guest for over a minute
+    on the way to the OOM killer; the agent's ticks stopped, and the host took the entry's own
+    doing for a silent channel, an infrastructure failure retried at no cost to the entry.
+    Files it writes to /tmp and /dev/shm are charged to it too."""
+    try:
+        if not os.path.ismount(CGROUPS):
+            run_quiet(["mount", "-t", "cgroup2", "-o", "nosuid,nodev,noexec", "cgroup2", CGROUPS])
+        with open(CGROUPS + "/cgroup.subtree_control", "w") as f:
+            f.write("+memory +pids")
+        os.makedirs(ENTRY_CGROUP, exist_ok=True)
+        with open(ENTRY_CGROUP + "/memory.max", "w") as f:
+            f.write(str(entry_memory_limit()))
+    except OSError as exc:
+        raise JobError("cannot make the entry's memory cgroup: %s" % exc)
+
+
 def run_job(channel, job, home_ready=False):
     heartbeat = float(job.get("heartbeat", 2))
     with ticking(channel, heartbeat):
         if not home_ready:
             mount_home(channel)
             harden()
+        make_entry_cgroup()
         if job.get("install"):
             install(job["install"])
     if job.get("raw_copy"):
@@ -617,13 +646,15 @@ def run_job(channel, job, home_ready=False):
 
 
 def become_entry(entry):
-    """In the child, before exec: killable by the OOM killer again (the agent is not), a cap on
-    processes against fork bombs, a System V IPC namespace of its own (its shared memory dies
+    """In the child, before exec: killable by the OOM killer again (the agent is not), in the
+    entry's memory cgroup, a cap on processes against fork bombs, a System V IPC namespace of its own (its shared memory dies
     with the command instead of pinning the VM's memory for the next one), no gaining
     privileges through setuid programs, then the entry user's identity. The OOM setting comes
     first: once the uid changes, /proc/self belongs to root until exec."""
     import resource
     with open("/proc/self/oom_score_adj", "w") as f:
+        f.write("0")
+    with open(ENTRY_CGROUP + "/cgroup.procs", "w") as f:  # root's file: before the uid changes
         f.write("0")
     resource.setrlimit(resource.RLIMIT_NPROC, (ENTRY_MAX_PROCESSES, ENTRY_MAX_PROCESSES))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
