@@ -129,3 +129,26 @@ def test_daemon_memory_stays_bounded(corpus):
     """The daemon's peak RSS over the whole corpus stays under a bound that 200 MiB of kept
     output would break (before issue 11 the wide exam alone added about 200 MiB)."""
     assert corpus.daemon_peak_kib < PEAK_RSS_BOUND_MIB * 1024, f"{corpus.daemon_peak_kib / 1024:.0f} MiB"
+
+
+def test_the_corpus_home_is_left_tidy_and_each_entry_takes_bounded_disk(corpus):
+    """Whatever an entry printed or wrote, what the home keeps for it is bounded: its logs by the
+    per-command head and tail (the wide exam's by the stage's 64 MiB cap), its unpacked tree by
+    max_unpacked, its home disk by the challenge's 64 MiB."""
+    assert list((corpus.home / "run").iterdir()) == []
+    for case in CASES:
+        if case.name not in corpus.ids:
+            continue
+        results = corpus.home / "results" / str(corpus.ids[case.name])
+        logs = sum(p.stat().st_size for p in results.glob("*.log"))
+        tree = sum(p.stat().st_size for p in (results / "entry").rglob("*") if p.is_file()) \
+            if (results / "entry").is_dir() else 0
+        disk = results / "home.qcow2"
+        allocated = disk.stat().st_blocks * 512 if disk.exists() else 0
+        # Six commands of at most 64 + 64 KiB each; the wide exam's 64 MiB cap and its quiz of two
+        # records that keep 1 MiB + 64 KiB each.
+        log_bound = (68 << 20) if case.challenge == "hostile-wide" else 1 << 20
+        assert logs < log_bound, (case.name, logs)
+        assert tree <= 64 << 20 and allocated < 66 << 20, (case.name, tree, allocated)
+    prints = corpus.home / "results" / str(corpus.ids["prints-100mb"]) / "prep.log"
+    assert prints.stat().st_size < 2 * 65536 + 4096  # of 100 MB: the head and tail of 64 KiB each
