@@ -137,13 +137,15 @@ def test_a_daemon_killed_while_scoring_scores_the_entry_once(home, conn, monkeyp
     assert own_domains(conn, home) == [] and list((home / "run").iterdir()) == []
 
 
-def test_sigterm_stops_cleanly_and_requeues_the_running_stage(home, conn):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_stops_cleanly_and_requeues_the_running_stage(home, conn, sig):
+    """systemd's stop (SIGTERM) and Ctrl-C (SIGINT) alike."""
     entry_id = submit_example(home, "dryrun")
     queue = Queue(home / "queue.db")
     daemon = start_daemon(home)
     wait_until(lambda: stage_running(queue, entry_id, "quiz")
                and own_domains(conn, home), 300, "the quiz VM to be running")
-    daemon.send_signal(signal.SIGTERM)
+    daemon.send_signal(sig)
     assert daemon.wait(timeout=60) == 0, daemon.stderr.read().decode()
     assert own_domains(conn, home) == [] and list((home / "run").iterdir()) == []
     entry = queue.entry(entry_id)
@@ -153,6 +155,29 @@ def test_sigterm_stops_cleanly_and_requeues_the_running_stage(home, conn):
     assert (doc["state"], doc["outcome"]) == ("done", "dry-run")
     quiz = [(a["attempt"], a["status"], a["reason"]) for a in doc["organiser"]["attempts"] if a["stage"] == "quiz"]
     assert quiz == [(1, "cancelled", "daemon-stopping"), (2, "dry-run", None)]
+
+
+def test_ctrl_c_stops_evaluate_and_leaves_the_entry_queued_for_the_daemon(home, conn):
+    path = archive(EXAMPLES / "af2017" / "entries" / "dryrun", home / "dryrun-entry.tar.gz")
+    queue = Queue(home / "queue.db")
+    proc = subprocess.Popen([sys.executable, "-m", "vmjudge.cli", "evaluate", "af2017", str(path)], cwd=REPO,
+                            env={**os.environ, "VMJUDGE_HOME": str(home)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: queue.entries() and stage_running(queue, queue.entries()[0].id, "quiz")
+                   and own_domains(conn, home), 300, "the quiz VM to be running")
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+        proc.wait()
+    [entry] = queue.entries()
+    assert proc.returncode == 130, err
+    assert err.endswith(f"interrupted: entry {entry.id} is queued at stage quiz; `vmjudge daemon` will finish it, "
+                        "and `vmjudge show` gives its report.\n")
+    assert "Traceback" not in err and "stage prep" in out
+    assert (entry.state, entry.stage, entry.outcome) == ("queued", "quiz", None)
+    assert own_domains(conn, home) == [] and list((home / "run").iterdir()) == []
 
 
 def test_evaluate_waits_for_the_daemon_that_holds_the_slots(home):

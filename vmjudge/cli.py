@@ -140,12 +140,20 @@ def evaluate(ctx: click.Context, challenge_name: str, archive: Path, owner: str 
     except DaemonBusy as exc:
         echo(f"{exc}; waiting for it to evaluate entry {entry_id}")
         seen = None
-        while queue.entry(entry_id).state not in ("done", "parked"):
-            e = queue.entry(entry_id)
-            if (e.state, e.stage) != seen:
-                seen = (e.state, e.stage)
-                echo(f"{e.state} {e.stage or ''}")
-            time.sleep(2)
+        try:
+            while queue.entry(entry_id).state not in ("done", "parked"):
+                e = queue.entry(entry_id)
+                if (e.state, e.stage) != seen:
+                    seen = (e.state, e.stage)
+                    echo(f"{e.state} {e.stage or ''}")
+                time.sleep(2)
+        except KeyboardInterrupt:
+            pass  # the daemon goes on with the entry; said below
+    entry = queue.entry(entry_id)
+    if entry.state not in ("done", "parked"):  # Ctrl-C or SIGTERM: serve put the stage back
+        echo(f"interrupted: entry {entry_id} is {entry.state} at stage {entry.stage}; `vmjudge daemon` will "
+             "finish it, and `vmjudge show` gives its report.", err=True)
+        sys.exit(130)
     doc = report.show(site, queue, entry_id)
     echo(doc["report"], nl=False)
     sys.exit(0 if doc["outcome"] in ("scored", "dry-run") else 1)
