@@ -159,3 +159,11 @@ def uart_site(site):
 def output(run: JobRun, index: int = 0) -> str:
     return bytes(run.transcript.commands[index].output).decode("utf-8", "replace")
 
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """The test order's seed, at the end where a failure is read (-q hides the header)."""
+    seed = getattr(config.option, "randomly_seed", None)
+    if isinstance(seed, int):
+        terminalreporter.write_line(f"test order: pytest-randomly seed {seed}; the same order again: "
+                                    f"pytest --randomly-seed={seed}")
