@@ -26,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from tests.host_lock import HostBusy, exclusive_host  # noqa: E402
 from vmjudge.config import ImageRecipe, load_site  # noqa: E402
 from vmjudge.images import initramfs  # noqa: E402
 from vmjudge.images.build import build_image  # noqa: E402
@@ -130,4 +131,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        with exclusive_host("this benchmark"):
+            main()
+    except HostBusy as exc:
+        raise SystemExit(str(exc))

@@ -26,6 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from tests.host_lock import HostBusy, exclusive_host  # noqa: E402
 from tests.hostile.cases import NEXT_SH, WIDE_NEXT, tar_of, wide_challenge  # noqa: E402
 from vmjudge.config import load_site  # noqa: E402
 from vmjudge.workdir import ensure_home  # noqa: E402
@@ -67,6 +68,16 @@ def one_run(base: Path, images: Path, records: int, next_sh: str) -> dict:
         shutil.rmtree(home, ignore_errors=True)
 
 
+def measure(base: Path, images: Path, records: int) -> dict:
+    """The silent baseline and the printing entry, back to back."""
+    silent = one_run(base, images, records, NEXT_SH)
+    printing = one_run(base, images, records, WIDE_NEXT)
+    row = {"records": records, "silent": silent, "printing_1mib": printing,
+           "ratio": round(printing["peak_rss_mib"] / silent["peak_rss_mib"], 3), "printed_mib": records}
+    print(json.dumps(row), file=sys.stderr)
+    return row
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", default="50,200,800")
@@ -76,14 +87,14 @@ def main() -> None:
     site = load_site(args.home)
     ensure_home(site)
     rows = []
-    for n in (int(x) for x in args.records.split(",")):
-        silent = one_run(args.home, site.images_dir, n, NEXT_SH)
-        printing = one_run(args.home, site.images_dir, n, WIDE_NEXT)
-        rows.append({"records": n, "silent": silent, "printing_1mib": printing,
-                     "ratio": round(printing["peak_rss_mib"] / silent["peak_rss_mib"], 3),
-                     "printed_mib": n})
-        print(json.dumps(rows[-1]), file=sys.stderr)
+    try:
+        with exclusive_host("this benchmark"):
+            for n in (int(x) for x in args.records.split(",")):
+                rows.append(measure(args.home, site.images_dir, n))
+    except HostBusy as exc:
+        raise SystemExit(str(exc))
     ratios = [r["ratio"] for r in rows]
+
     print(json.dumps({"benchmark": "hostile_memory", "host": platform.node(), "accel": site.accel,
                       "date": time.strftime("%Y-%m-%d"), "runs": rows,
                       "ratio_spread": round(max(ratios) - min(ratios), 3),

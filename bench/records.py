@@ -28,6 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from tests.host_lock import HostBusy, exclusive_host  # noqa: E402
 from vmjudge.config import load_challenge, load_site  # noqa: E402
 from vmjudge.images.build import build_image  # noqa: E402
 from vmjudge.stages.context import script_argv  # noqa: E402
@@ -134,4 +135,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        with exclusive_host("this benchmark"):
+            main()
+    except HostBusy as exc:
+        raise SystemExit(str(exc))

@@ -24,6 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from tests.host_lock import HostBusy, exclusive_host  # noqa: E402
 from tests.hostile.cases import CASES  # noqa: E402
 
 CHALLENGE = REPO / "tests" / "hostile" / "challenge"
@@ -113,4 +114,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        with exclusive_host("this benchmark"):
+            main()
+    except HostBusy as exc:
+        raise SystemExit(str(exc))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -23,6 +24,8 @@ from vmjudge.supervisor.job import Job
 from vmjudge.supervisor.reading import JobRun, Limits
 from vmjudge.supervisor.runner import make_blank_disk, run_job
 from vmjudge.workdir import RunDir, ensure_home
+
+from .host_lock import HostBusy, exclusive_host
 
 TEST_HOME = Path(os.environ.get("VMJUDGE_TEST_HOME", "/var/tmp/vmjudge-test"))
 
@@ -43,10 +46,14 @@ def pytest_collection_finish(session):
 
 
 @pytest.fixture(scope="session")
-def site() -> Site:
+def site() -> Iterator[Site]:
     s = the_test_site()
-    clear_what_an_interrupted_session_left(s)
-    return s
+    try:
+        with exclusive_host("the tests"):
+            clear_what_an_interrupted_session_left(s)
+            yield s
+    except HostBusy as exc:
+        pytest.exit(str(exc), 2)
 
 
 def clear_what_an_interrupted_session_left(site: Site) -> None:

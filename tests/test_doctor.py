@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+
+import pytest
 
 from .test_image_build import vmjudge
 
@@ -35,6 +38,28 @@ def test_doctor_refuses_a_home_qemu_cannot_reach(tmp_path, site, conn):
     assert proc.returncode == 1
     assert lines["home"].startswith("FAIL") and "libvirt's qemu cannot open VM files" in lines["home"]
     assert lines["image"].startswith("FAIL") and "vmjudge image build" in lines["image"]
+
+
+@pytest.mark.parametrize("accel, says", [
+    ("kvm", "the test boot under kvm failed (the VM would not start: unsupported flags (0x1) in function "
+            "testDomainCreateXML): if KVM does not work on this host, set accel = \"tcg\" under [libvirt] in "
+            "site.toml (or VMJUDGE_ACCEL=tcg)."),
+    ("tcg", "the test boot under tcg failed: the VM would not start: unsupported flags (0x1) in function "
+            "testDomainCreateXML"),
+])
+def test_doctor_fails_when_the_accelerator_cannot_start_a_vm(site, image, accel, says):
+    """Every run, whatever the host: libvirt's built-in test driver takes the domain but never
+    starts a guest, as a broken emulator or accelerator would not."""
+    proc = vmjudge("--home", str(site.home), "doctor", "--challenge", "examples/minimal",
+                   env={"VMJUDGE_URI": "test:///default", "VMJUDGE_ACCEL": accel})
+    lines = {line.split()[1]: line for line in proc.stdout.splitlines()}
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    if accel == "kvm" and not os.access("/dev/kvm", os.R_OK | os.W_OK):  # a host without KVM at all
+        assert lines["kvm"].startswith("FAIL") and "accel is kvm but /dev/kvm is missing" in lines["kvm"]
+        says = "the test boot was not tried: fix the checks above first."
+    else:
+        assert all(lines[name].startswith("ok") for name in ("qemu", "libvirt", "home", "image")), proc.stdout
+    assert lines["accel"].startswith("FAIL") and lines["accel"].split(None, 2)[2] == says, lines["accel"]
 
 
 def test_doctor_proves_kvm_or_says_to_use_tcg(site, image, conn):

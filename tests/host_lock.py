@@ -1,0 +1,27 @@
+"""One VM-using session per host: the test suite clears every vmj- domain an interrupted
+session left, and checks after each test that none is left, so a second suite or a benchmark
+booting VMs on the same libvirt at the same time would be destroyed by it, or fail it."""
+
+from __future__ import annotations
+
+import fcntl
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+LOCK = Path("/var/tmp/vmjudge-vm-session.lock")
+
+
+class HostBusy(Exception):
+    pass
+
+
+@contextmanager
+def exclusive_host(what: str) -> Iterator[None]:
+    with open(LOCK, "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise HostBusy(f"another test session or benchmark is booting VMs on this host (it holds {LOCK}): "
+                           f"wait for it to end before starting {what}.") from None
+        yield
