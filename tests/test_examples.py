@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from vmjudge.config import load_challenge
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 GENERATED = ("training", "test", "reference", "entries")
 CASES = ("good", "missing-file", "setup-error", "quiz-mismatch", "quiz-timeout", "dryrun", "exam-errors",
@@ -290,4 +292,6 @@ def test_exam_entries_on_test_records(example, tmp_path):
         done, answer = slow.next("test", r)
         assert done.returncode == 0 and answer is not None
     assert (tmp_path / "sleep.log").read_text() == "14\n14\n"
-    assert 14 * len(example.records("test")) > 60
+    # 14 s a record: the whole test set needs more than the 60 s exam cap, the first 4 records fit.
+    cap = load_challenge(example.dir).limits.exam_total
+    assert cap == 60.0 and 14 * 4 < cap < 14 * len(example.records("test"))

@@ -38,9 +38,12 @@ def test_one_mib_of_binary_output_arrives_intact(boot, rundir):
     assert run.transcript.hello["nonce"] and run.iso_sha256
 
 
-def test_only_network_interface_is_loopback(boot):
-    run = boot(Job(commands=(sh("net", "ls /sys/class/net"),)))
+def test_only_network_interface_is_loopback_and_entropy_comes_from_virtio_rng(boot):
+    run = boot(Job(commands=(sh("net", "ls /sys/class/net"),
+                             sh("rng", "cat /sys/class/misc/hw_random/rng_current; "
+                                       "head -c 16 /dev/hwrng 2>/dev/null | wc -c", user="root"))))
     assert output(run).split() == ["lo"]
+    assert output(run, 1).split() == ["virtio_rng.0", "16"]  # the device, and it gives bytes
 
 
 def test_entry_user_cannot_touch_root_fs_or_channel(boot):
