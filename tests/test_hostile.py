@@ -21,7 +21,7 @@ import pytest
 from vmjudge.supervisor import vm
 
 from .cli import VM_TIMEOUT
-from .hostile.cases import CASES, REFUSED, Case, tar_of, wide_challenge
+from .hostile.cases import CASES, REFUSED, Case, short_quiz_challenge, tar_of, wide_challenge
 from .test_pipeline import vmjudge
 
 CHALLENGE = Path(__file__).resolve().parent / "hostile" / "challenge"
@@ -57,6 +57,7 @@ def corpus(site, conn):
     vmjudge(home, "challenge", "add", str(CHALLENGE))
     scratch = Path(tempfile.mkdtemp(prefix="archives-", dir=home))
     vmjudge(home, "challenge", "add", str(wide_challenge(scratch / "wide")))
+    vmjudge(home, "challenge", "add", str(short_quiz_challenge(scratch / "short-quiz")))
     c = Corpus(home)
     good = tar_of({}, scratch / "good-entry.tar.gz")
     last_vm_case = [case.name for case in CASES if case.reaches_vm][-1]

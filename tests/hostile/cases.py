@@ -28,7 +28,8 @@ class Case:
     build: Callable[[Path], Path]  # given a scratch directory, returns the archive to submit
     expect: tuple[str | None, str | None, str | None] | str  # (outcome, failed_stage, reason) or REFUSED
     says: str = ""  # words the participant's report must hold
-    challenge: str = "hostile"  # or "hostile-wide" (wide_challenge: 200 test records, 1 MiB of output each)
+    challenge: str = "hostile"  # or "hostile-wide" (wide_challenge: 200 test records, 1 MiB of output each),
+    # or "hostile-short-quiz" (short_quiz_challenge: 12 s for the whole quiz)
 
     @property
     def reaches_vm(self) -> bool:
@@ -143,6 +144,16 @@ def big_answers(d: Path) -> Path:
     return tar_of({"answers.txt": b"r1,1\nr2,2\n" + body}, d / "entry.tar.gz")
 
 
+def short_quiz_challenge(dest: Path) -> Path:
+    """The hostile challenge with 12 s for the whole quiz (two training records, 10 s each)."""
+    shutil.copytree(Path(__file__).resolve().parent / "challenge", dest)
+    toml = (dest / "challenge.toml").read_text()
+    toml = toml.replace('name = "hostile"', 'name = "hostile-short-quiz"')
+    toml = toml.replace("quiz_total = 120", "quiz_total = 12")
+    (dest / "challenge.toml").write_text(toml)
+    return dest
+
+
 def wide_challenge(dest: Path, count: int = 200) -> Path:
     """The hostile challenge with `count` test records and the default 1 MiB of output kept per
     command: an exam whose output, kept whole, would cost the host `count` MiB."""
@@ -232,6 +243,12 @@ CASES = [
          ALL_RECORDS_DONE),
     Case("late-writer", entry({"next.sh": (LATE_WRITER + NEXT_SH.split("\n", 1)[1]).encode()}), SCORED,
          ALL_RECORDS_DONE),
+    # limits of the whole quiz and of one exam record (#19)
+    Case("quiz-over-total", entry({"next.sh": ("#!/bin/sh\nsleep 7\n" + NEXT_SH.split("\n", 1)[1]).encode()}),
+         ("failed", "quiz", "quiz-timeout"), "The quiz did not finish within 12 s", challenge="hostile-short-quiz"),
+    Case("exam-record-times-out", entry({"next.sh": ("#!/bin/sh\n[ \"$1\" = t2 ] && sleep 1000\n"
+                                                     + NEXT_SH.split("\n", 1)[1]).encode()}),
+         SCORED, "Stage 3 (exam): 3 test records: 2 completed, 0 failed, 1 timed out."),  # t2 was wrong anyway
     Case("answers-60mb", big_answers, ("failed", "prep", "answers-too-large"), "more than the"),
     Case("wide-ff-output", entry({"next.sh": WIDE_NEXT.encode()}), SCORED,
          "Stage 3 (exam): 200 test records: 200 completed, 0 failed, 0 timed out.", challenge="hostile-wide"),
