@@ -324,6 +324,13 @@ def test_replica_check_gives_the_daemons_verdicts(judged, replica_iso, af2017_im
         key = {"quiz-mismatch": "output does not match submission", "dryrun": "Dry run completed with no error"}
         for case, words in key.items():
             assert words in json.loads(vmjudge(home, "show", str(ids[case]), "--json").stdout)["report"]
+        # A replica that cannot run the judge's agent says so, with exit status 2 (not an entry's failure).
+        console.send("mv /opt/vmjudge/agent.py /opt/vmjudge/agent.off; vmjudge-replica check "
+                     "/media/vda1/af2017-good-entry.tar.gz > /tmp/broken.txt 2>&1; s=$?; tail -n 1 /tmp/broken.txt; "
+                     "echo @@BROKEN@@ $s")
+        broken = console.expect(r"\n(vmjudge-replica: [^\n]*)\r?\n@@BROKEN@@ (\d+)", CHECK_TIMEOUT)
+        assert broken.group(2) == "2", broken.group(1)
+        assert broken.group(1).startswith("vmjudge-replica: the replica could not finish the check ("), broken.group(1)
     finally:
         console.close()
     assert console.proc.returncode is not None
