@@ -35,6 +35,11 @@ class ScoringError(VmjudgeError):
     """The reference answers cannot be read or do not match the test set."""
 
 
+class AnswerError(ScoringError):
+    """An answer the official scorer would refuse (challenge.toml [score] invalid_answers =
+    "refuse"): the entry is at fault, not the reference, so it is failed rather than retried."""
+
+
 class EntryError(VmjudgeError):
     """The entry itself is at fault (bad archive, missing component...).
 
