@@ -67,6 +67,7 @@ def test_beats2014_agrees_with_bxb_and_sumstats(case):
         else:
             assert value == Fraction(official["fraction"])
     got = beats2014.score(results, directory)
+    assert all(v is None or type(v) is float for v in got.values())  # what a scoring record stores
     if block["summary"]["score"]["fraction"] is not None:
         assert got["score"] == pytest.approx(float(Fraction(block["summary"]["score"]["fraction"])), abs=1e-12)
     else:  # a summary value is 0/0: omit (the default) averages the others

@@ -18,6 +18,7 @@ from vmjudge.errors import AnswerError, ConfigError, ScoringError
 from vmjudge.stages.score import BUILTINS, ENTRY_POINT_GROUP, bxb, load_scorer, scorer_version
 from vmjudge.stages.score import accuracy, af2017, alarms2015, beats2014, heart2016
 from vmjudge.stages.score.base import ExamResults
+from vmjudge.stages.score.scoring import undefined_note
 from vmjudge.stages.score.wfdb_annotations import Annotation
 
 MAPPED = ScoreOptions(invalid_answers="map")
@@ -482,3 +483,13 @@ def test_the_installed_package_registers_each_builtin_scorer_by_entry_point():
     for name, ep in found.items():
         assert ep.value == f"vmjudge.stages.score.{name}:score"
         assert ep.load() is load_scorer(name).func
+
+
+def test_the_report_notes_undefined_parts_and_the_rule_applied():
+    from_omit = undefined_note({"Se": None, "Sp": 1.0, "score": 1.0}, ScoreOptions())
+    assert from_omit == (" Se is undefined (0/0: the test set has no record of that kind, where the official "
+                         "scoring code gives NaN), left out of score, which averages the parts that are defined "
+                         "(challenge.toml [score] undefined = \"omit\").")
+    from_zero = undefined_note({"F1_A": None, "F1_O": None, "score": 0.25}, ZERO)
+    assert from_zero.startswith(" F1_A, F1_O are undefined") and "counted as 0 in score" in from_zero
+    assert undefined_note({"score": 0.5}, ScoreOptions()) == ""

@@ -52,7 +52,7 @@ def score(results: ExamResults, reference: Path, options: ScoreOptions = ScoreOp
     tallies = [compare_record(reference, record, results.files.get(record)) for record in results.records]
     values = summary(tallies)
     out: dict[str, float | None] = {k: None if v is None else float(v) for k, v in values.items()}
-    out["score"] = mean_of_parts([values[k] for k in PARTS], options)
+    out["score"] = float(mean_of_parts([values[k] for k in PARTS], options))  # exact mean, rounded once
     return out
 
 
