@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from fractions import Fraction
 from pathlib import Path
 
@@ -111,8 +112,9 @@ def test_alarms2015_agrees_with_score2015challenge(case):
     if ("alarms2015", case) in PREFIX_NAMES:
         assert alarms2015.score(results, directory) == PREFIX_NAMES["alarms2015", case]
     elif exp["official"] == "error":  # a non-numeric answer stops the script
-        with pytest.raises(AnswerError, match="not a number"):
+        with pytest.raises(AnswerError) as info:
             alarms2015.score(results, directory)
+        assert re.search("not a number", info.value.detail), info.value.detail
         mapped = alarms2015.score(results, directory, MAPPED)
         as_zero = {r: ("0" if a is not None and alarms2015.answer_problem(a.strip()) else a)
                    for r, a in results.answers.items()}
@@ -151,8 +153,9 @@ def test_heart2016_agrees_with_score2016challenge(case):
         assert heart2016.score(results, directory) == PREFIX_NAMES["heart2016", case]
         return
     if exp["official"] == "error":  # a token other than 1, -1, 0 stops the script
-        with pytest.raises(AnswerError, match="not 1 \\(abnormal\\), -1 \\(normal\\) or 0"):
+        with pytest.raises(AnswerError) as info:
             heart2016.score(results, directory)
+        assert re.search("not 1 \\(abnormal\\), -1 \\(normal\\) or 0", info.value.detail), info.value.detail
         as_unsure = {r: ("0" if a and heart2016.answer_problem(a.strip()) else a) for r, a in results.answers.items()}
         assert heart2016.score(results, directory, MAPPED) == \
             heart2016.score(ExamResults(results.records, answers=as_unsure), directory)
@@ -184,8 +187,9 @@ def test_af2017_agrees_with_score2017challenge(case):
         assert af2017.score(results, directory) == PREFIX_NAMES["af2017", case]
         return
     if exp["official"] == "error":  # a token other than N, A, O, ~ stops the script
-        with pytest.raises(AnswerError, match="not N, A, O or ~"):
+        with pytest.raises(AnswerError) as info:
             af2017.score(results, directory)
+        assert re.search("not N, A, O or ~", info.value.detail), info.value.detail
         as_noise = {r: ("~" if a and af2017.answer_problem(a.strip()) else a) for r, a in results.answers.items()}
         assert af2017.score(results, directory, MAPPED) == \
             af2017.score(ExamResults(results.records, answers=as_noise), directory)

@@ -78,8 +78,8 @@ class Home:
             raise AssertionError(f"vmjudge {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
         return proc
 
-    def show(self, entry_id: int) -> dict:
-        return json.loads(self.vmjudge("show", str(entry_id), "--json").stdout)
+    def show(self, entry_id: int, organiser: bool = False) -> dict:
+        return json.loads(self.vmjudge("show", str(entry_id), "--json", *(["--organiser"] if organiser else [])).stdout)
 
     def stage_runs(self) -> int:
         with sqlite3.connect(self.queue.path) as db:
@@ -165,9 +165,12 @@ def test_an_answer_the_official_scorer_refuses_fails_the_entry_at_stage_4(home):
                                                                             "invalid-answer")
     assert home.queue.scorings(entry_id) == []
     report = home.show(entry_id)["report"]
-    assert (f"1 test record(s) have an answer the official af2017 scorer refuses, the first {RECORDS[0]},AF (not N, "
-            "A, O or ~ (case matters)); the official script gives no score for such an answer file, so this entry is "
-            "not scored: make next.sh write only the allowed answers. Entry not scored.") in report
+    assert ("1 test record(s) have an answer the official af2017 scorer refuses; the official script gives no score "
+            "for such an answer file, so this entry is not scored: make next.sh write only the allowed answers "
+            "(stage 2 checks the training answers the same way). Entry not scored.") in report
+    assert RECORDS[0] not in report and "AF" not in report.split("\n", 1)[1]  # the exam is silent
+    [score_run] = [a for a in home.show(entry_id, organiser=True)["organiser"]["attempts"] if a["stage"] == "score"]
+    assert score_run["manifest"]["refused_answer"] == f"the first: {RECORDS[0]},AF (not N, A, O or ~ (case matters))"
 
 
 def test_a_changed_scorer_changes_every_score_and_keeps_the_old_ones(home, tmp_path):

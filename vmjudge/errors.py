@@ -37,7 +37,14 @@ class ScoringError(VmjudgeError):
 
 class AnswerError(ScoringError):
     """An answer the official scorer would refuse (challenge.toml [score] invalid_answers =
-    "refuse"): the entry is at fault, not the reference, so it is failed rather than retried."""
+    "refuse"): the entry is at fault, not the reference, so it is failed rather than retried.
+    The message is the participant's and names no test record and no answer (the exam is
+    silent: an answer is whatever the entry chose to write, test data included); `detail`,
+    which does, is the organisers'."""
+
+    def __init__(self, message: str, detail: str = ""):
+        super().__init__(message)
+        self.detail = detail
 
 
 class EntryError(VmjudgeError):

@@ -157,7 +157,9 @@ def rescore(site: Site, queue: Queue, challenge: str, ids: Iterable[int] = (), w
             outcome.results_sha256 = found.sha256
             try:
                 scoring = rules.score(site.home, entry.id, found.sha256, "rescore")
-            except (ArchiveError, AnswerError) as exc:  # this entry's own results: the others go on
+            except AnswerError as exc:  # this entry's own answers: the others go on
+                outcome.problem = f"{exc} ({exc.detail})"  # for the organiser, who runs rescore
+            except ArchiveError as exc:
                 outcome.problem = str(exc)
             except ScoringError as exc:
                 raise ScoringError(f"{str(exc).rstrip('.')}; nothing was recorded (at entry {entry.id}).") from exc

@@ -270,8 +270,9 @@ def checked_answers(results: ExamResults, scorer: str, options: ScoreOptions,
     bad = [(r, label, why) for r, label in answers.items() if label is not None and (why := problem(label))]
     if bad and options.invalid_answers == "refuse":
         record, label, why = bad[0]
-        raise AnswerError(f"{len(bad)} test record(s) have an answer the official {scorer} scorer refuses, the "
-                          f"first {record},{label} ({why}); the official script gives no score for such an answer "
-                          "file, so this entry is not scored: make next.sh write only the allowed answers.")
+        raise AnswerError(f"{len(bad)} test record(s) have an answer the official {scorer} scorer refuses; the "
+                          "official script gives no score for such an answer file, so this entry is not scored: "
+                          "make next.sh write only the allowed answers (stage 2 checks the training answers the "
+                          "same way).", detail=f"the first: {record},{label} ({why})")
     answers.update({r: stand_in for r, _, _ in bad})
     return answers.get

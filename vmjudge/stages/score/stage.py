@@ -17,7 +17,8 @@ def run(ctx: StageContext) -> StageOutcome:
         scoring = ScoringRules.load(ch.scorer, ch.reference_dir, ch.score_options).score(
             ctx.site.home, ctx.entry.id, ctx.archived, "official")
     except AnswerError as exc:  # the entry's own answers, which the official scorer refuses
-        return StageOutcome("failed", f"{exc} Entry not scored.", reason="invalid-answer")
+        return StageOutcome("failed", f"{exc} Entry not scored.", reason="invalid-answer",
+                            manifest={"stage": "score", "refused_answer": exc.detail})
     except (ScoringError, ConfigError, ArchiveError) as exc:
         # Not the entry's fault: the organiser must fix the reference, the scorer or the archive.
         raise InfrastructureError("scoring-error", f"scoring failed: {exc}")
