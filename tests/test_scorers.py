@@ -4,6 +4,7 @@ how a scorer is found. Host-only: no VM is booted here."""
 from __future__ import annotations
 
 import hashlib
+import random
 import sys
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
@@ -496,3 +497,21 @@ def test_the_report_notes_undefined_parts_and_the_rule_applied():
     from_zero = undefined_note({"F1_A": None, "F1_O": None, "score": 0.25}, ZERO)
     assert from_zero.startswith(" F1_A, F1_O are undefined") and "counted as 0 in score" in from_zero
     assert undefined_note({"score": 0.5}, ScoreOptions()) == ""
+
+
+def test_beats2014_hostile_annotation_bytes_fail_the_record_never_the_scorer(tmp_path):
+    """A test file is whatever the entry wrote: a resolution note that overflows the rate
+    conversion, a flood of SKIPs, random bytes. Each is the entry's failed record (one
+    non-matching annotation), never an exception that would file it as a scoring error."""
+    import random
+    ref_dir = tmp_path / "ref"
+    ref_dir.mkdir()
+    wfdb.wrann("r1", "atr", np.array([100, 400, 700]), np.array(["N"] * 3), fs=250, write_dir=str(ref_dir))
+    note = b"## time resolution: 1e-320"
+    tiny = (bytes([0, 22 << 2]) + bytes([len(note), 63 << 2]) + note + b"\x00" * (len(note) & 1)
+            + bytes([100, 1 << 2]) + b"\x00\x00")
+    skips = (bytes([0, 59 << 2]) + b"\xff\x7f\xff\xff") * 1000 + bytes([1, 1 << 2]) + b"\x00\x00"
+    rnd = random.Random(7)
+    for answer in [tiny, skips] + [rnd.randbytes(rnd.randrange(2, 400)) for _ in range(200)]:
+        got = beats2014.score(ExamResults(records=("r1",), files={"r1": answer}), ref_dir)
+        assert 0.0 <= got["score"] <= 1.0 and all(v is None or 0.0 <= v <= 1.0 for v in got.values()), answer

@@ -10,6 +10,7 @@ published annotation format (annot(5)); nothing here needs WFDB's C tools.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,7 +83,12 @@ def read_annotations(data: bytes, frequency: float) -> list[Annotation]:
     end-of-file word or is in the AHA format."""
     raw, resolution = _decode(data)
     scale = frequency / resolution if resolution else 1.0
-    return [Annotation(time=_round_half_up(tt * scale), code=code, subtype=subtype) for tt, code, subtype in raw]
+    # The file is the entry's: a declared resolution such as 1e-320 makes every time infinite
+    # (C's conversion is undefined there), which must fail the record, not the scorer.
+    times = [tt * scale for tt, _, _ in raw]
+    if not all(math.isfinite(t) and abs(t) <= TIME_MAX for t in times):
+        raise NotAnnotationFile("the file declares a time resolution that puts its times off any record's grid")
+    return [Annotation(time=_round_half_up(t), code=code, subtype=subtype) for t, (_, code, subtype) in zip(times, raw)]
 
 
 def _decode(data: bytes) -> tuple[list[tuple[int, int, int]], float | None]:
