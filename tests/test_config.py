@@ -107,8 +107,15 @@ def test_pipeline_sections_load_with_physionet_defaults(tmp_path):
         == (300.0, 40.0, 4100.0, 3600.0, 1 << 20)
     assert ch.results.style == "answer-lines" and ch.results.submitted == "answers.txt"
     assert ch.entry.required == ("setup.sh", "next.sh") and ch.scorer == "accuracy"
+    assert (ch.score_options.undefined, ch.score_options.invalid_answers) == ("omit", "refuse")
     assert (ch.training, ch.test) == (("r1",), ("t1",))
     check_challenge_data(ch)
+
+
+def test_score_options_are_read(tmp_path):
+    text = 'name = "x"\n[score]\nscorer = "heart2016"\nundefined = "zero"\ninvalid_answers = "map"\n'
+    options = load_challenge(challenge_dir(tmp_path, text)).score_options
+    assert (options.undefined, options.invalid_answers) == ("zero", "map")
 
 
 def test_files_style_needs_pattern_and_submitted(tmp_path):
@@ -129,6 +136,10 @@ def test_files_style_needs_pattern_and_submitted(tmp_path):
     ('name = "x"\n[entry]\nrequired = ["/etc/passwd"]\n', "[entry] required"),
     ('name = "x"\n[entry]\nmax_size = -1\n', "[entry] max_size = -1"),
     ('name = "x"\n[score]\nscorer = "rm -rf"\n', "[score] scorer = 'rm -rf'"),
+    ('name = "x"\n[score]\nundefined = "nan"\n', "[score] undefined = 'nan' is not allowed: use \"omit\" (leave a "
+     "0/0 part out of score) or \"zero\" (count it as 0)."),
+    ('name = "x"\n[score]\ninvalid_answers = "skip"\n', "[score] invalid_answers = 'skip' is not allowed: use "
+     "\"refuse\" (as the official code: the quiz fails at that line) or \"map\" (the scorer's documented stand-in)."),
 ])
 def test_bad_pipeline_values_are_named(tmp_path, text, words):
     with pytest.raises(ConfigError) as err:

@@ -247,7 +247,7 @@ def test_every_stage_run_has_a_manifest(judged):
         # Timings: the boot is part of the run, and the run is part of the attempt the queue timed.
         attempt_seconds = (datetime.fromisoformat(a["finished_at"]) - datetime.fromisoformat(a["started_at"]))
         assert 0 < m["boot_seconds"] < m["run_seconds"] <= attempt_seconds.total_seconds() + 1
-    assert attempts[3]["manifest"]["scorer_version"] == "beats2014/1"
+    assert attempts[3]["manifest"]["scorer_version"] == "beats2014/2"
 
 
 def test_leaderboard_ranks_the_scored_entries(judged):

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from vmjudge.config import Challenge, ResultsRule
+from vmjudge.config import Challenge, ResultsRule, ScoreOptions
 from vmjudge.stages.answers import parse_answer_lines
-from vmjudge.stages.quiz.stage import Comparison
+from vmjudge.stages.quiz.stage import Comparison, refused_answer
 from vmjudge.supervisor.channel import CommandResult, FileResult
 
 RECORDS = ("r1", "r2", "r3", "r4")
@@ -77,3 +77,36 @@ def test_the_scenarios_cover_both_verdicts():
     verdicts = {name: by_the_rule(sheets) for name, sheets in SCENARIOS.items()}
     assert verdicts["appends"] is None and verdicts["overwrites-without-newline"] == 1
     assert verdicts["partial-line-lost"] == 2 and verdicts["changes-an-earlier-line-later"] == 2
+
+
+# --- answers the challenge's scorer refuses (#21) ----------------------------------------
+
+def quiz_check(tmp_path: Path, scorer: str, submitted: bytes, invalid_answers: str = "refuse"):
+    (tmp_path / "answers.txt").write_bytes(submitted)
+    challenge = Challenge(name="c", directory=tmp_path, results=ResultsRule(), scorer=scorer,
+                          score_options=ScoreOptions(invalid_answers=invalid_answers), training=RECORDS)
+    return refused_answer(Ctx(challenge, tmp_path))
+
+
+def test_quiz_refuses_the_line_the_official_scorer_would_refuse(tmp_path):
+    outcome = quiz_check(tmp_path, "heart2016", b"r1,1\nr2,-1\nr3,2\nr4,0\n")
+    assert (outcome.status, outcome.reason) == ("failed", "quiz-invalid-answer")
+    assert outcome.message == ("answers.txt line 3 (r3,2): not 1 (abnormal), -1 (normal) or 0 (unsure); the official "
+                               "heart2016 scoring refuses such an answer: make next.sh write only the allowed answers. "
+                               "Entry not scored.")
+
+
+def test_quiz_judges_the_line_that_counts_and_ignores_other_records(tmp_path):
+    # r1's first line is replaced by a valid one; "other" is no training record; r2's empty
+    # answer is no answer: nothing is refused.
+    assert quiz_check(tmp_path, "af2017", b"r1,X\nother,X\nr1,N\nr2,\nr3,A\nr4,~\n") is None
+    outcome = quiz_check(tmp_path, "af2017", b"r1,N\nr2,O\nr3,AF\nr4,n\n")
+    assert outcome.message.startswith("answers.txt line 3 (r3,AF): not N, A, O or ~ (case matters);")
+
+
+def test_quiz_takes_any_number_for_alarms2015_and_nothing_when_mapping(tmp_path):
+    assert quiz_check(tmp_path, "alarms2015", b"r1,1\nr2,0\nr3,2\nr4,-1\n") is None
+    refused = quiz_check(tmp_path, "alarms2015", b"r1,yes\n")
+    assert refused.message.startswith("answers.txt line 1 (r1,yes): not a number")
+    assert quiz_check(tmp_path, "alarms2015", b"r1,yes\n", invalid_answers="map") is None
+    assert quiz_check(tmp_path, "accuracy", b"r1,anything at all\n") is None

@@ -53,7 +53,7 @@ def score(results, reference):
 
 def f1_mean(answers: dict[str, str | None], labels: dict[str, str]) -> float:
     """af2017's official score, computed here from scratch: mean F1 of N, A and O."""
-    given = {r: (a if a in CLASSES else "~") for r, a in answers.items()}
+    given = {r: (a or "~") for r, a in answers.items()}  # no answer (or an empty one) counts as ~
     f1 = []
     for c in ("N", "A", "O"):
         correct = sum(1 for r in answers if given[r] == c and labels[r] == c)
@@ -78,8 +78,8 @@ class Home:
             raise AssertionError(f"vmjudge {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
         return proc
 
-    def show(self, entry_id: int) -> dict:
-        return json.loads(self.vmjudge("show", str(entry_id), "--json").stdout)
+    def show(self, entry_id: int, organiser: bool = False) -> dict:
+        return json.loads(self.vmjudge("show", str(entry_id), "--json", *(["--organiser"] if organiser else [])).stdout)
 
     def stage_runs(self) -> int:
         with sqlite3.connect(self.queue.path) as db:
@@ -122,7 +122,7 @@ def make_home(root: Path, official: int = 50, late: int = 5) -> Home:
     home = Home(site, queue, {})
     for i in range(official + late):
         rng = random.Random(i)
-        answers = {r: rng.choice(["N", "A", "O", "~", "X", None]) for r in RECORDS}
+        answers = {r: rng.choice(["N", "A", "O", "~", "", None]) for r in RECORDS}
         answers["B0002"] = "N"  # each entry gets one right, so no two scorers agree by both giving 0
         judge_from_archive(home, f"team{i % 17}", i >= official, answers)
     return home
@@ -150,8 +150,27 @@ def test_the_official_scores_come_from_the_archive(home):
         assert (entry.state, entry.outcome) == ("done", "scored")
         assert entry.scores["score"] == pytest.approx(f1_mean(answers, LABELS))
         [official] = home.queue.scorings(entry_id)
-        assert official.why == "official" and official.scorer_version == "af2017/1"
+        assert official.why == "official" and official.scorer_version == "af2017/2"
         assert official.results_sha256 == home.queue.exam_results(entry_id).sha256
+
+
+def test_an_answer_the_official_scorer_refuses_fails_the_entry_at_stage_4(home):
+    # af2017's official script stops at a label other than N, A, O, ~; [score] invalid_answers
+    # is "refuse" by default, so such an entry gets no score, and the participant is told why.
+    answers = {r: "N" for r in RECORDS}
+    answers[RECORDS[0]] = "AF"
+    entry_id = judge_from_archive(home, "teamX", False, answers)
+    entry = home.queue.entry(entry_id)
+    assert (entry.state, entry.outcome, entry.failed_stage, entry.reason) == ("done", "failed", "score",
+                                                                            "invalid-answer")
+    assert home.queue.scorings(entry_id) == []
+    report = home.show(entry_id)["report"]
+    assert ("1 test record(s) have an answer the official af2017 scorer refuses; the official script gives no score "
+            "for such an answer file, so this entry is not scored: make next.sh write only the allowed answers "
+            "(stage 2 checks the training answers the same way). Entry not scored.") in report
+    assert RECORDS[0] not in report and "AF" not in report.split("\n", 1)[1]  # the exam is silent
+    [score_run] = [a for a in home.show(entry_id, organiser=True)["organiser"]["attempts"] if a["stage"] == "score"]
+    assert score_run["manifest"]["refused_answer"] == f"the first: {RECORDS[0]},AF (not N, A, O or ~ (case matters))"
 
 
 def test_a_changed_scorer_changes_every_score_and_keeps_the_old_ones(home, tmp_path):
@@ -172,7 +191,7 @@ def test_a_changed_scorer_changes_every_score_and_keeps_the_old_ones(home, tmp_p
         shown = home.show(e["entry_id"])
         assert shown["scores"] == e["new"]  # the current scores, which the leaderboard ranks
         assert [(s["why"], s["scorer_version"], s["scores"]) for s in shown["scorings"]] == \
-            [("official", "af2017/1", e["old"]), ("rescore", doc["scorer_version"], e["new"])]
+            [("official", "af2017/2", e["old"]), ("rescore", doc["scorer_version"], e["new"])]
         assert shown["scorings"][0]["results_sha256"] == shown["scorings"][1]["results_sha256"]
         assert f"(was {e['old']['score']:.4f})" in shown["report"]
     # No VM: libvirt and qemu were out of reach, and no stage ran.
@@ -192,7 +211,7 @@ def test_a_corrected_reference_changes_every_score(home, tmp_path):
     (reference / "REFERENCE.csv").write_text("".join(f"{r},{corrected[r]}\n" for r in RECORDS))
     proc = home.vmjudge("rescore", "af2017", "--reference", str(reference))
     lines = proc.stdout.splitlines()
-    assert len(lines) == 51 and lines[-1].startswith("re-scored 50 of 50 chosen entries of af2017 (scorer af2017/1")
+    assert len(lines) == 51 and lines[-1].startswith("re-scored 50 of 50 chosen entries of af2017 (scorer af2017/2")
     for entry_id in official_ids(home):
         answers = home.answers[entry_id]
         old, new = f1_mean(answers, LABELS), f1_mean(answers, corrected)
@@ -369,7 +388,7 @@ def test_running_and_parked_entries_are_refused_with_what_to_do(home):
         "finished it, then rescore it.",
         f"entry {parked} (team1): not done: entry {parked} is parked (channel-broken) at stage prep: fix the "
         "problem and run it again with --rerun-stages.",
-        f"re-scored 0 of 2 chosen entries of af2017 (scorer af2017/1, reference "
+        f"re-scored 0 of 2 chosen entries of af2017 (scorer af2017/2, reference "
         f"{hash_of_reference(AF2017 / 'reference')[:12]}); 2 not done, see above",
     ]
     assert [s.why for i in (running, parked) for s in home.queue.scorings(i)] == ["official", "official"]

@@ -4,6 +4,7 @@ how a scorer is found. Host-only: no VM is booted here."""
 from __future__ import annotations
 
 import hashlib
+import random
 import sys
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
@@ -13,10 +14,16 @@ import pytest
 import wfdb
 
 import vmjudge.stages.score as score_pkg
-from vmjudge.errors import ConfigError, ScoringError
-from vmjudge.stages.score import BUILTINS, ENTRY_POINT_GROUP, load_scorer, scorer_version
+from vmjudge.config import ScoreOptions
+from vmjudge.errors import AnswerError, ConfigError, ScoringError
+from vmjudge.stages.score import BUILTINS, ENTRY_POINT_GROUP, bxb, load_scorer, scorer_version
 from vmjudge.stages.score import accuracy, af2017, alarms2015, beats2014, heart2016
 from vmjudge.stages.score.base import ExamResults
+from vmjudge.stages.score.scoring import undefined_note
+from vmjudge.stages.score.wfdb_annotations import Annotation
+
+MAPPED = ScoreOptions(invalid_answers="map")
+ZERO = ScoreOptions(undefined="zero")
 
 
 # --- beats2014 ----------------------------------------------------------------------------
@@ -54,8 +61,9 @@ def test_beats_perfect_match(tmp_path):
 
 @pytest.mark.parametrize("offset_ms, matched", [(150, True), (-150, True), (151, False), (-151, False)])
 def test_beats_window_is_150_ms_inclusive(tmp_path, offset_ms, matched):
-    # fs=1000 so a sample is exactly 1 ms. One reference beat at 2000.
+    # fs=1000 so a sample is exactly 1 ms. One reference beat at 2000, in a 10 s record.
     write_ref(tmp_path / "reference", "100", [2000], fs=1000)
+    (tmp_path / "reference" / "100.hea").write_text("100 0 1000 10000\n")
     got = beats(tmp_path, {"100": qrs_bytes(tmp_path, [2000 + offset_ms])})
     # matched: TP=1 -> all 1.  Not matched: TP=0, FN=1, FP=1 -> Se = +P = 0/1 = 0.
     assert got["score"] == (1.0 if matched else 0.0)
@@ -64,6 +72,7 @@ def test_beats_window_is_150_ms_inclusive(tmp_path, offset_ms, matched):
 
 def test_beats_150_ms_apart_match_and_151_do_not_in_one_record(tmp_path):
     write_ref(tmp_path / "reference", "100", [1000, 3000], fs=1000)
+    (tmp_path / "reference" / "100.hea").write_text("100 0 1000 10000\n")
     got = beats(tmp_path, {"100": qrs_bytes(tmp_path, [1150, 3151])})
     # 1150-1000 = 150 ms: TP.  3151-3000 = 151 ms: FN (3000) and FP (3151).
     # Se = 1/(1+1) = 0.5, +P = 1/(1+1) = 0.5; one record, so averages equal gross; score 0.5.
@@ -169,7 +178,7 @@ def test_beats_unknown_rate_is_a_scoring_error(tmp_path):
 
 def test_beats_missing_reference_file(tmp_path):
     (tmp_path / "reference").mkdir()
-    with pytest.raises(ScoringError, match=r"100\.atr does not exist"):
+    with pytest.raises(ScoringError, match=r"100\.atr cannot be read \(No such file or directory\)"):
         beats(tmp_path, {"100": None})
 
 
@@ -178,16 +187,47 @@ def test_beats_refuses_answer_lines(tmp_path):
         beats2014.score(ExamResults(records=("100",), answers={"100": "1"}), tmp_path)
 
 
+def anns(*times: int, code: int = 1) -> list[Annotation]:
+    return [Annotation(time=t, code=code, subtype=0) for t in times]
+
+
 def test_match_keeps_close_pairs_together():
     # bxb's own example (window 37 samples): ref 96, 160; test 128, 185.  128 is as far from
     # 96 as from 160 (32), but 185 is nearer to 160 (25), so 96-128 and 160-185 pair: TP=2.
-    assert beats2014.match([96, 160], [128, 185], 37) == beats2014.Counts(tp=2, fn=0, fp=0)
+    assert bxb.compare(anns(96, 160), anns(128, 185), 37, 1000) == bxb.Counts(tp=2, fn=0, fp=0)
 
 
 def test_match_with_nothing():
-    assert beats2014.match([], [], 10) == beats2014.Counts(tp=0, fn=0, fp=0)
-    assert beats2014.match([5, 50], [], 10) == beats2014.Counts(tp=0, fn=2, fp=0)
-    assert beats2014.match([], [5], 10) == beats2014.Counts(tp=0, fn=0, fp=1)
+    assert bxb.compare([], [], 10, 1000) == bxb.Counts(tp=0, fn=0, fp=0)
+    assert bxb.compare(anns(5, 50), [], 10, 1000) == bxb.Counts(tp=0, fn=2, fp=0)
+    assert bxb.compare([], anns(5), 10, 1000) == bxb.Counts(tp=0, fn=0, fp=1)
+    # With no record length, bxb stops where the reference ends: a later test beat is not counted.
+    assert bxb.compare([], anns(5), 10, 0) == bxb.Counts(tp=0, fn=0, fp=0)
+    assert bxb.compare(anns(5), anns(5, 50), 10, 0) == bxb.Counts(tp=1, fn=0, fp=0)
+
+
+@pytest.mark.parametrize("frequency, samples", [(250, 38), (125, 19), (360, 54), (257, 39), (1000, 150)])
+def test_window_is_015_s_rounded_to_whole_samples(frequency, samples):
+    # strtim(".15"): 0.15 * 250 = 37.5 -> 38 samples (152 ms), 18.75 -> 19, 54, 38.55 -> 39, 150.
+    assert bxb.window(frequency) == samples
+
+
+def test_beats_38_samples_late_at_250_hz_is_a_match(tmp_path):
+    # The issue's example: the 2014 records are 250 Hz, where bxb's window is 38 samples (152 ms).
+    write_ref(tmp_path / "reference", "100", [1000])
+    (tmp_path / "reference" / "100.hea").write_text("100 0 250 2500\n")
+    assert beats(tmp_path, {"100": qrs_bytes(tmp_path, [1038])})["score"] == 1.0
+    # 39 samples: a miss and an extra, Se = +P = 0.
+    assert beats(tmp_path, {"100": qrs_bytes(tmp_path, [1039])})["score"] == 0.0
+
+
+def test_beats_flutter_wave_takes_part_but_is_no_beat(tmp_path):
+    # A reference "!" matched by a test beat makes that test beat an extra (bxb's On'); the
+    # reference N at 2000 is matched: TP=1, FP=1, FN=0.
+    write_ref(tmp_path / "reference", "100", [1000, 2000], symbols=["!", "N"])
+    (tmp_path / "reference" / "100.hea").write_text("100 0 250 5000\n")
+    got = beats(tmp_path, {"100": qrs_bytes(tmp_path, [1000, 2000])})
+    assert (got["Se_gross"], got["PPV_gross"]) == (1.0, 0.5)
 
 
 # --- answer-lines scorers -----------------------------------------------------------------
@@ -212,10 +252,26 @@ def test_alarms2015(tmp_path):
         "a4": "0",     # false alarm suppressed: TN
         "a5": "1",     # false alarm kept: FP
         "a6": None,    # missing = 0: TN
-        "a7": "yes",   # not "1" = 0: FN
-    }), ref)
+        "a7": "yes",   # not a number: mapped to 0 (invalid_answers = "map"): FN
+    }), ref, MAPPED)
     # TP=1, TN=2, FP=1, FN=3: score = (1+2)/(1+2+1+5*3) = 3/19.
     assert got == {"TP": 1.0, "TN": 2.0, "FP": 1.0, "FN": 3.0, "score": pytest.approx(3 / 19)}
+
+
+def test_alarms2015_any_nonzero_number_is_a_true_alarm(tmp_path):
+    # As the official script's `this_answer ~= 0`: "2" on a true alarm is TP, "-1" on a false one FP.
+    ref = reference(tmp_path, "a1,1\na2,0\na3,1\n")
+    got = alarms2015.score(lines({"a1": "2", "a2": "-1", "a3": "0.0"}), ref)
+    # TP=1, FP=1, FN=1 (0.0 is zero): score = 1/(1+1+5) = 1/7.
+    assert got == {"TP": 1.0, "TN": 0.0, "FP": 1.0, "FN": 1.0, "score": pytest.approx(1 / 7)}
+
+
+def test_alarms2015_non_numeric_answer_is_refused_by_default(tmp_path):
+    ref = reference(tmp_path, "a1,1\na2,0\n")
+    with pytest.raises(AnswerError, match=r"^1 test record\(s\) have an answer the official alarms2015 scorer "
+                                         r"refuses; ") as info:
+        alarms2015.score(lines({"a1": "true", "a2": "0"}), ref)
+    assert info.value.detail.startswith("the first: a1,true (not a number")
 
 
 def test_alarms2015_all_right(tmp_path):
@@ -244,22 +300,23 @@ def test_heart2016(tmp_path):
     assert got["score"] == pytest.approx(0.45)
 
 
-def test_heart2016_empty_parts_count_zero(tmp_path):
-    # No noisy records: wa1 = wn1 = 1, the noisy terms are 0/0 = 0 with weight 0.
+def test_heart2016_empty_parts_are_left_out_and_an_absent_class_is_null(tmp_path):
+    # No noisy records: wa1 = wn1 = 1, the noisy terms (0/0, weight 0) are left out.
     ref = reference(tmp_path, "h1,1,1\nh2,1,1\nh3,-1,1\n")
     got = heart2016.score(lines({"h1": "1", "h2": "-1", "h3": "-1"}), ref)
     # Se = 1 * 1/2 = 0.5, Sp = 1 * 1/1 = 1, score 0.75.
     assert (got["Se"], got["Sp"], got["score"]) == (0.5, 1.0, 0.75)
-    # No abnormal record at all: Se = 0 (0/0 terms), Sp = 1 -> score 0.5.
+    # No abnormal record at all: Se is 0/0, null; Sp = 1; "omit": score = Sp; "zero": (0 + 1)/2.
     ref = reference(tmp_path, "h3,-1,1\n")
-    assert heart2016.score(lines({"h3": "-1"}), ref) == {"Se": 0.0, "Sp": 1.0, "score": 0.5}
+    assert heart2016.score(lines({"h3": "-1"}), ref) == {"Se": None, "Sp": 1.0, "score": 1.0}
+    assert heart2016.score(lines({"h3": "-1"}), ref, ZERO) == {"Se": None, "Sp": 1.0, "score": 0.5}
 
 
 def test_heart2016_unsure_counts_on_noisy_records_only(tmp_path):
     ref = reference(tmp_path, "h1,1,1\nh2,1,0\n")
     got = heart2016.score(lines({"h1": "0", "h2": "0"}), ref)
-    # wa1 = wa2 = 1/2: Se = (1/2)(0/1) + (1/2)(0+1)/1 = 0.5.  No normals: Sp = 0.  score 0.25.
-    assert got == {"Se": 0.5, "Sp": 0.0, "score": 0.25}
+    # wa1 = wa2 = 1/2: Se = (1/2)(0/1) + (1/2)(0+1)/1 = 0.5.  No normals: Sp null.  score = Se.
+    assert got == {"Se": 0.5, "Sp": None, "score": 0.5}
 
 
 def test_af2017(tmp_path):
@@ -267,9 +324,9 @@ def test_af2017(tmp_path):
     got = af2017.score(lines({
         "r1": "N", "r2": "N", "r3": "A",   # N: 2 right, 1 called A
         "r4": "A", "r5": None,             # A: 1 right, 1 missing (= ~)
-        "r6": "X",                         # O answered with an unknown label (= ~)
+        "r6": "X",                         # O answered with an unknown label (mapped to ~)
         "r7": "~",                         # ~: right
-    }), ref)
+    }), ref, MAPPED)
     # Reference counts N=3, A=2, O=1, ~=1; answer counts N=2, A=2, O=0, ~=3; correct N=2, A=1, O=0, ~=1.
     # F1_N = 2*2/(3+2) = 0.8, F1_A = 2*1/(2+2) = 0.5, F1_O = 0/(1+0) = 0, F1_~ = 2*1/(1+3) = 0.5.
     # score = (0.8+0.5+0)/3 = 13/30; score_4class = (0.8+0.5+0+0.5)/4 = 0.45.
@@ -278,12 +335,21 @@ def test_af2017(tmp_path):
     assert got["score"] == pytest.approx(13 / 30) and got["score_4class"] == pytest.approx(0.45)
 
 
-def test_af2017_class_absent_everywhere_is_zero(tmp_path):
+def test_af2017_class_absent_everywhere_is_null(tmp_path):
     ref = reference(tmp_path, "r1,N\nr2,N\n")
     got = af2017.score(lines({"r1": "N", "r2": "N"}), ref)
-    # F1_N = 4/4 = 1; A, O, ~ have 0 reference and 0 answers: 0.  score = 1/3, score_4class = 1/4.
-    assert got["F1_N"] == 1.0 and got["F1_A"] == got["F1_O"] == got["F1_noise"] == 0.0
-    assert got["score"] == pytest.approx(1 / 3) and got["score_4class"] == 0.25
+    # F1_N = 4/4 = 1; A, O, ~ have 0 reference and 0 answers: 0/0, null.  "omit": score = 1.
+    assert got == {"F1_N": 1.0, "F1_A": None, "F1_O": None, "F1_noise": None, "score": 1.0, "score_4class": 1.0}
+    # "zero": the null parts count 0: score = 1/3, score_4class = 1/4.
+    zero = af2017.score(lines({"r1": "N", "r2": "N"}), ref, ZERO)
+    assert zero["score"] == pytest.approx(1 / 3) and zero["score_4class"] == 0.25
+
+
+def test_af2017_unknown_label_is_refused_by_default(tmp_path):
+    ref = reference(tmp_path, "r1,N\n")
+    with pytest.raises(AnswerError) as info:
+        af2017.score(lines({"r1": "n"}), ref)
+    assert info.value.detail == "the first: r1,n (not N, A, O or ~ (case matters))"
 
 
 def test_accuracy(tmp_path):
@@ -355,8 +421,9 @@ def test_answer_scorers_refuse_files(tmp_path, scorer):
 def test_load_builtin(name):
     module = {"accuracy": accuracy, "af2017": af2017, "alarms2015": alarms2015,
               "beats2014": beats2014, "heart2016": heart2016}[name]
-    assert load_scorer(name) is module.score
-    assert scorer_version(name) == f"{name}/1"
+    assert load_scorer(name).func is module.score
+    assert scorer_version(name) == f"{name}/{1 if name == 'accuracy' else 2}"
+    assert scorer_version(name, ScoreOptions(undefined="zero")) == f"{name}/{module.VERSION} undefined=zero"
 
 
 def write_module(tmp_path, monkeypatch, name: str) -> Path:
@@ -388,7 +455,7 @@ def test_load_entry_point(tmp_path, monkeypatch):
 def test_builtin_wins_over_an_entry_point_of_the_same_name(monkeypatch):
     ep = EntryPoint(name="accuracy", value="os:getcwd", group="vmjudge.scorers")
     monkeypatch.setattr(score_pkg, "entry_points", lambda group, name: [ep])
-    assert load_scorer("accuracy") is accuracy.score
+    assert load_scorer("accuracy").func is accuracy.score
 
 
 def test_unknown_scorer_names_it_and_lists_builtins():
@@ -419,4 +486,32 @@ def test_the_installed_package_registers_each_builtin_scorer_by_entry_point():
     assert sorted(found) == sorted(BUILTINS)
     for name, ep in found.items():
         assert ep.value == f"vmjudge.stages.score.{name}:score"
-        assert ep.load() is load_scorer(name)
+        assert ep.load() is load_scorer(name).func
+
+
+def test_the_report_notes_undefined_parts_and_the_rule_applied():
+    from_omit = undefined_note({"Se": None, "Sp": 1.0, "score": 1.0}, ScoreOptions())
+    assert from_omit == (" Se is undefined (0/0: the test set has no record of that kind, where the official "
+                         "scoring code gives NaN), left out of score, which averages the parts that are defined "
+                         "(challenge.toml [score] undefined = \"omit\").")
+    from_zero = undefined_note({"F1_A": None, "F1_O": None, "score": 0.25}, ZERO)
+    assert from_zero.startswith(" F1_A, F1_O are undefined") and "counted as 0 in score" in from_zero
+    assert undefined_note({"score": 0.5}, ScoreOptions()) == ""
+
+
+def test_beats2014_hostile_annotation_bytes_fail_the_record_never_the_scorer(tmp_path):
+    """A test file is whatever the entry wrote: a resolution note that overflows the rate
+    conversion, a flood of SKIPs, random bytes. Each is the entry's failed record (one
+    non-matching annotation), never an exception that would file it as a scoring error."""
+    import random
+    ref_dir = tmp_path / "ref"
+    ref_dir.mkdir()
+    wfdb.wrann("r1", "atr", np.array([100, 400, 700]), np.array(["N"] * 3), fs=250, write_dir=str(ref_dir))
+    note = b"## time resolution: 1e-320"
+    tiny = (bytes([0, 22 << 2]) + bytes([len(note), 63 << 2]) + note + b"\x00" * (len(note) & 1)
+            + bytes([100, 1 << 2]) + b"\x00\x00")
+    skips = (bytes([0, 59 << 2]) + b"\xff\x7f\xff\xff") * 1000 + bytes([1, 1 << 2]) + b"\x00\x00"
+    rnd = random.Random(7)
+    for answer in [tiny, skips] + [rnd.randbytes(rnd.randrange(2, 400)) for _ in range(200)]:
+        got = beats2014.score(ExamResults(records=("r1",), files={"r1": answer}), ref_dir)
+        assert 0.0 <= got["score"] <= 1.0 and all(v is None or 0.0 <= v <= 1.0 for v in got.values()), answer

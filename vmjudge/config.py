@@ -83,6 +83,20 @@ class ResultsRule:
 
 
 @dataclass(frozen=True)
+class ScoreOptions:
+    """[score]: what a built-in scorer does where the official scoring code gives no number.
+
+    undefined: a part that is 0/0 (a class absent from the test set) is reported as null;
+    "omit" leaves it out of `score` (the mean of the parts that are defined), "zero" counts
+    it as 0 (vmjudge's rule before these options). invalid_answers: an answer the official
+    code refuses; "refuse" (its own behaviour) fails the quiz at that line, and the entry at
+    scoring, "map" reads it as the scorer's documented stand-in (e.g. unsure, noise)."""
+
+    undefined: str = "omit"
+    invalid_answers: str = "refuse"
+
+
+@dataclass(frozen=True)
 class Challenge:
     name: str
     directory: Path
@@ -92,6 +106,7 @@ class Challenge:
     limits: StageLimits = field(default_factory=StageLimits)
     results: ResultsRule = field(default_factory=ResultsRule)
     scorer: str = "accuracy"
+    score_options: ScoreOptions = field(default_factory=ScoreOptions)
     training: tuple[str, ...] = ()
     test: tuple[str, ...] = ()
 
@@ -215,9 +230,11 @@ def load_challenge(directory: Path) -> Challenge:
                           "a whole number of MiB from 256 to 1048576"),
         home_mib=vm.get("home", int, 1024, lambda v: 64 <= v <= 1 << 22, "a whole number of MiB from 64 to 4194304"))
     vm.done()
+    scorer, score_options = _scorer(source, data)
     return Challenge(name=name, directory=directory, image=recipe, vm=shape, entry=_entry_rules(source, data),
-                     limits=_limits(source, data), results=_results(source, data), scorer=_scorer(source, data),
-                     training=_records(directory, "training"), test=_records(directory, "test"))
+                     limits=_limits(source, data), results=_results(source, data), scorer=scorer,
+                     score_options=score_options, training=_records(directory, "training"),
+                     test=_records(directory, "test"))
 
 
 def _entry_rules(source: str, data: dict[str, Any]) -> EntryRules:
@@ -278,12 +295,19 @@ def _results(source: str, data: dict[str, Any]) -> ResultsRule:
     return ResultsRule(style=style, pattern=pattern, submitted=submitted)
 
 
-def _scorer(source: str, data: dict[str, Any]) -> str:
+def _scorer(source: str, data: dict[str, Any]) -> tuple[str, ScoreOptions]:
     sec = _Section(source, "score", data.get("score", {}))
     scorer = sec.get("scorer", str, "accuracy", lambda v: bool(re.match(r"^[A-Za-z0-9_.]+(:[A-Za-z0-9_]+)?$", v)),
                      "a built-in scorer name such as \"beats2014\" or \"package.module:function\"")
+    options = ScoreOptions(
+        undefined=sec.get("undefined", str, ScoreOptions.undefined, lambda v: v in ("omit", "zero"),
+                          "\"omit\" (leave a 0/0 part out of score) or \"zero\" (count it as 0)"),
+        invalid_answers=sec.get("invalid_answers", str, ScoreOptions.invalid_answers,
+                                lambda v: v in ("refuse", "map"),
+                                "\"refuse\" (as the official code: the quiz fails at that line) or \"map\" "
+                                "(the scorer's documented stand-in)"))
     sec.done()
-    return scorer
+    return scorer, options
 
 
 def _records(directory: Path, subset: str) -> tuple[str, ...]:

@@ -35,6 +35,18 @@ class ScoringError(VmjudgeError):
     """The reference answers cannot be read or do not match the test set."""
 
 
+class AnswerError(ScoringError):
+    """An answer the official scorer would refuse (challenge.toml [score] invalid_answers =
+    "refuse"): the entry is at fault, not the reference, so it is failed rather than retried.
+    The message is the participant's and names no test record and no answer (the exam is
+    silent: an answer is whatever the entry chose to write, test data included); `detail`,
+    which does, is the organisers'."""
+
+    def __init__(self, message: str, detail: str = ""):
+        super().__init__(message)
+        self.detail = detail
+
+
 class EntryError(VmjudgeError):
     """The entry itself is at fault (bad archive, missing component...).
 

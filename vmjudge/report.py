@@ -102,7 +102,8 @@ def show(site: Site, queue: Queue, entry_id: int, organiser: bool = False) -> di
 def write_html(queue: Queue, site: Site, entry_id: int) -> Path:
     doc = show(site, queue, entry_id)
     path = results_dir(site, entry_id) / "report.html"
-    scores = "".join(f"<tr><th>{html.escape(k)}</th><td>{v:.4f}</td></tr>" for k, v in doc["scores"].items())
+    scores = "".join(f"<tr><th>{html.escape(k)}</th><td>{'undefined (0/0)' if v is None else format(v, '.4f')}"
+                     "</td></tr>" for k, v in doc["scores"].items())
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>Entry {doc['id']}</title>"
             "<style>body{font-family:sans-serif;max-width:50em;margin:2em auto}pre{background:#f4f4f4;"
             "padding:1em;white-space:pre-wrap}</style></head><body>"

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from .config import Site, load_challenge
-from .errors import ArchiveError, ScoringError, VmjudgeError
+from .errors import AnswerError, ArchiveError, ScoringError, VmjudgeError
 from .queue.db import EntryRow, Queue, Scoring
 from .report import write_html
 from .stages.score.scoring import ScoringRules, archived_results
@@ -131,7 +131,8 @@ def rescore(site: Site, queue: Queue, challenge: str, ids: Iterable[int] = (), w
     The default choice is every entry of `which` kind that was scored or is being scored.
     Raises ScoringError (nothing recorded) when the scorer or the reference is at fault."""
     ch = load_challenge(queue.challenge_dir(challenge))
-    rules = ScoringRules.load(scorer or ch.scorer, reference if reference is not None else ch.reference_dir)
+    rules = ScoringRules.load(scorer or ch.scorer, reference if reference is not None else ch.reference_dir,
+                              ch.score_options)
     report = RescoreReport(challenge, "rescore", rules.scorer, rules.scorer_version, str(rules.reference),
                            rules.reference_sha256)
     archived = queue.latest_exam_results(challenge)
@@ -156,6 +157,8 @@ def rescore(site: Site, queue: Queue, challenge: str, ids: Iterable[int] = (), w
             outcome.results_sha256 = found.sha256
             try:
                 scoring = rules.score(site.home, entry.id, found.sha256, "rescore")
+            except AnswerError as exc:  # this entry's own answers: the others go on
+                outcome.problem = f"{exc} ({exc.detail})"  # for the organiser, who runs rescore
             except ArchiveError as exc:
                 outcome.problem = str(exc)
             except ScoringError as exc:

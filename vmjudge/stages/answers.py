@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable, Collection
 
 # A submitted answers.txt may hold this much: far more than RECORD,LABEL lines need, far less
 # than would cost the judge's memory (the quiz holds the submitted answers while it runs).
@@ -36,3 +37,23 @@ def read_answer_lines(path: Path) -> dict[str, str]:
         for raw in f:  # UTF-8 never puts a newline byte inside a character: the same text, line by line
             answers.update(parse_answer_lines(raw))
     return answers
+
+
+def refused_line(path: Path, records: Collection[str], problem: Callable[[str], str | None]) -> str | None:
+    """The first line of answers.txt whose answer, for one of `records`, the challenge's
+    scorer refuses (`problem` says why), as "line N (RECORD,LABEL): why"; None when there is
+    none. Only the line that counts for a record (its last) is judged; an empty answer is no
+    answer, which every scorer accepts."""
+    last: dict[str, tuple[int, str]] = {}
+    if path.is_file():
+        with open(path, "rb") as f:
+            for number, raw in enumerate(f, start=1):
+                for record, label in parse_answer_lines(raw).items():
+                    if record in records:
+                        last[record] = (number, label)
+    bad = sorted((number, record, label, why) for record, (number, label) in last.items()
+                 if label and (why := problem(label)) is not None)
+    if not bad:
+        return None
+    number, record, label, why = bad[0]
+    return f"line {number} ({record},{label}): {why}"

@@ -15,8 +15,9 @@ from dataclasses import replace
 from ...supervisor.channel import CommandResult, Watch
 from ...supervisor.job import Command, Job
 from ...supervisor.reading import Limits
-from ..answers import parse_answer_lines, read_answer_lines
+from ..answers import parse_answer_lines, read_answer_lines, refused_line
 from ..context import DRYRUN_MESSAGE, StageContext, StageOutcome, output_text, script_argv
+from ..score import answer_check
 
 # Result files (style "files") are data, not console output: they get their own, larger cap
 # (a longer file arrives truncated, so it can never match or score as complete). answers.txt
@@ -124,8 +125,27 @@ class Comparison:
         return None if same else f"next.sh {record}: output does not match submission"
 
 
+def refused_answer(ctx: StageContext) -> StageOutcome | None:
+    """The quiz's first check, before any VM: a submitted answer that the challenge's built-in
+    scorer refuses, as the official scoring code refused it ([score] invalid_answers =
+    "refuse"), fails the entry here, naming the line, before it spends an exam."""
+    ch = ctx.challenge
+    check = answer_check(ch.scorer)
+    if ch.results.style != "answer-lines" or check is None or ch.score_options.invalid_answers != "refuse":
+        return None
+    found = refused_line(ctx.entry_dir / ch.results.submitted, set(ch.training), check)
+    if found is None:
+        return None
+    return StageOutcome("failed", f"{ch.results.submitted} {found}; the official {ch.scorer} scoring refuses such "
+                        "an answer: make next.sh write only the allowed answers. Entry not scored.",
+                        reason="quiz-invalid-answer", manifest={"stage": "quiz"})
+
+
 def run(ctx: StageContext) -> StageOutcome:
     ch = ctx.challenge
+    refused = refused_answer(ctx)
+    if refused is not None:
+        return refused
     records = ch.training
     job = replace(record_job(ctx, "training", records, collect_each=True), stop_on_failure=True)
     compare = Comparison(ctx, records)

@@ -5,6 +5,7 @@ few reading rules the built-in scorers share, so that they all treat REFERENCE.c
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import importlib.util
@@ -13,13 +14,14 @@ import sys
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from types import ModuleType
-from typing import Callable, Collection, Mapping
+from typing import Callable, Collection, Mapping, Sequence
 
-from vmjudge.errors import ConfigError, ScoringError
+from vmjudge.config import ScoreOptions
+from vmjudge.errors import AnswerError, ConfigError, ScoringError
 from vmjudge.stages.score.base import ExamResults, Scorer
 
-__all__ = ["BUILTINS", "ENTRY_POINT_GROUP", "ExamResults", "Scorer", "load_scorer", "reference_sha256",
-           "scorer_version"]
+__all__ = ["BUILTINS", "ENTRY_POINT_GROUP", "ExamResults", "Scorer", "answer_check", "load_scorer",
+           "reference_sha256", "scorer_version"]
 
 BUILTINS: tuple[str, ...] = ("accuracy", "af2017", "alarms2015", "beats2014", "heart2016")
 ENTRY_POINT_GROUP = "vmjudge.scorers"
@@ -31,27 +33,40 @@ _FILE_RE = re.compile(rf"^(.+\.py):({_DOTTED})$")
 
 # --- finding a scorer ---------------------------------------------------------------------
 
-def load_scorer(spec: str) -> Scorer:
+def load_scorer(spec: str, options: ScoreOptions | None = None) -> Scorer:
     """The scorer named by `spec`: a built-in name, else an entry point of group
     vmjudge.scorers, else "package.module:function", else "path/to/file.py:function" (an
     organiser's fixed scorer for `vmjudge rescore`, which need not be installed). Built-ins
     come first so that an installed package can never silently replace the official rules
-    of a challenge."""
+    of a challenge. `options` ([score] in challenge.toml) reach built-in scorers only."""
     if spec in BUILTINS:
-        return _builtin(spec).score
+        return functools.partial(_builtin(spec).score, options=options or ScoreOptions())
     module, attr, _label = _module(spec)
     return _callable(spec, _attribute(spec, module, attr))
 
 
-def scorer_version(spec: str) -> str:
+def scorer_version(spec: str, options: ScoreOptions | None = None) -> str:
     """What produced a score, for the record: "beats2014/1" for a built-in (its VERSION is
-    bumped whenever a rule changes), otherwise "package.module:function@<sha256[:12]>" (or
-    "file.py:function@...") of the module's file, so a rescore shows whether the code
+    bumped whenever a rule changes; an organiser's [score] choice other than the default is
+    added, "heart2016/2 undefined=zero"), otherwise "package.module:function@<sha256[:12]>"
+    (or "file.py:function@...") of the module's file, so a rescore shows whether the code
     changed in between."""
     if spec in BUILTINS:
-        return f"{spec}/{_builtin(spec).VERSION}"
+        chosen = options or ScoreOptions()
+        changed = [f"{name}={getattr(chosen, name)}" for name in ("undefined", "invalid_answers")
+                   if getattr(chosen, name) != getattr(ScoreOptions(), name)]
+        return " ".join([f"{spec}/{_builtin(spec).VERSION}", *changed])
     module, attr, label = _module(spec)
     return f"{label}:{attr}@{_file_digest(module)}"
+
+
+def answer_check(spec: str) -> Callable[[str], str | None] | None:
+    """The built-in scorer's test of one answer label (None: accepted, else why the official
+    code refuses it), for the quiz to refuse such a line before the exam; None for scorers
+    that accept any answer."""
+    if spec not in BUILTINS:
+        return None
+    return getattr(_builtin(spec), "answer_problem", None)
 
 
 def reference_sha256(reference: Path) -> str:
@@ -227,3 +242,37 @@ def answers_of(results: ExamResults, scorer: str) -> Callable[[str], str | None]
 def ratio(numerator: float, denominator: float) -> float:
     """numerator/denominator, with 0/0 taken as 0: an empty class must not crash a score."""
     return float(numerator) / denominator if denominator else 0.0
+
+
+def part(numerator: float, denominator: float) -> float | None:
+    """numerator/denominator; None for 0/0, where the official code gives NaN: such a part is
+    reported as null and [score] undefined decides what it does to `score`."""
+    return float(numerator) / denominator if denominator else None
+
+
+def mean_of_parts(values: Sequence[float | None], options: ScoreOptions) -> float:
+    """The mean of a score's parts. undefined = "omit": of the defined parts only (0 when none
+    is); "zero": an undefined part counts as 0."""
+    if options.undefined == "zero":
+        return sum(v or 0.0 for v in values) / len(values)
+    defined = [v for v in values if v is not None]
+    return sum(defined) / len(defined) if defined else 0.0
+
+
+def checked_answers(results: ExamResults, scorer: str, options: ScoreOptions,
+                    problem: Callable[[str], str | None], stand_in: str) -> Callable[[str], str | None]:
+    """answers_of (an empty answer being no answer), with every answer the official code
+    would refuse dealt with as [score] invalid_answers says: "refuse" raises AnswerError
+    naming how many test records have one (the official script refuses the whole answer
+    file, so there is no score); "map" reads it as `stand_in`."""
+    given = answers_of(results, scorer)
+    answers = {r: given(r) or None for r in results.records}  # an empty answer is no answer
+    bad = [(r, label, why) for r, label in answers.items() if label is not None and (why := problem(label))]
+    if bad and options.invalid_answers == "refuse":
+        record, label, why = bad[0]
+        raise AnswerError(f"{len(bad)} test record(s) have an answer the official {scorer} scorer refuses; the "
+                          "official script gives no score for such an answer file, so this entry is not scored: "
+                          "make next.sh write only the allowed answers (stage 2 checks the training answers the "
+                          "same way).", detail=f"the first: {record},{label} ({why})")
+    answers.update({r: stand_in for r, _, _ in bad})
+    return answers.get

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from vmjudge.config import ScoreOptions
 from vmjudge.stages.score import answers_of, ratio, read_reference_csv, reference_rows
 from vmjudge.stages.score.base import ExamResults
 
 VERSION = 1  # bump whenever a rule below changes; scorer_version() records it
 
 
-def score(results: ExamResults, reference: Path) -> dict[str, float]:
+def score(results: ExamResults, reference: Path, options: ScoreOptions = ScoreOptions()) -> dict[str, float]:
     """{"correct", "records", "score"}. An answer counts when, stripped of surrounding
-    whitespace, it equals the label (case matters); a missing answer is wrong."""
+    whitespace, it equals the label (case matters); a missing answer is wrong. No [score]
+    option applies: any answer is accepted and no part can be 0/0."""
     answer = answers_of(results, "accuracy")
     rows = reference_rows(results, read_reference_csv(reference, (None,), "\"RECORD,LABEL\""), reference)
     correct = sum(1 for record, (label,) in rows if answer(record) == label)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ... import results_store
+from ...config import ScoreOptions
 from ...errors import ArchiveError, ScoringError
 from ...queue.db import ArchivedResults, Queue, Scoring
 from ..exam.stage import LEGACY_RESULTS_FILE
@@ -29,29 +30,48 @@ class ScoringRules:
     function: Scorer
 
     @classmethod
-    def load(cls, scorer: str, reference: Path) -> "ScoringRules":
-        """Raises ConfigError for a scorer that cannot be loaded, ScoringError for a missing reference."""
-        function = load_scorer(scorer)
-        return cls(scorer=scorer, scorer_version=scorer_version(scorer), reference=Path(reference),
+    def load(cls, scorer: str, reference: Path, options: ScoreOptions | None = None) -> "ScoringRules":
+        """Raises ConfigError for a scorer that cannot be loaded, ScoringError for a missing
+        reference. `options` are the challenge's [score] choices (built-in scorers only)."""
+        function = load_scorer(scorer, options)
+        return cls(scorer=scorer, scorer_version=scorer_version(scorer, options), reference=Path(reference),
                    reference_sha256=reference_sha256(reference), function=function)
 
     def score(self, home: Path, entry_id: int, results_sha256: str, why: str) -> Scoring:
         """Score the archived results `results_sha256`. Raises ArchiveError when they are
-        missing or damaged, ScoringError when the reference or the scorer is at fault."""
+        missing or damaged, AnswerError when the entry gave answers the official scorer
+        refuses, ScoringError when the reference or the scorer is at fault. A part may be
+        None (0/0 where the official code gives NaN); "score", which ranks, may not."""
         results = results_store.load(home, results_sha256)
         raw = self.function(results, self.reference)
         if not isinstance(raw, dict) or not raw:
             raise ScoringError(f"The scorer {self.scorer} returned {type(raw).__name__}, not a dict of named "
                                "scores: it must return e.g. {\"score\": 0.9}.")
-        scores: dict[str, float] = {}
+        scores: dict[str, float | None] = {}
         for name, value in raw.items():
+            if value is None and name != "score":
+                scores[name] = None
+                continue
             if not isinstance(name, str) or isinstance(value, bool) or not isinstance(value, (int, float)) \
                     or not math.isfinite(value):
                 raise ScoringError(f"The scorer {self.scorer} returned {name!r}: {value!r}; every score must be a "
-                                   "finite number under a name.")
+                                   "finite number under a name (a part other than score may be None).")
             scores[name] = float(value)
         return Scoring(entry_id=entry_id, why=why, scorer=self.scorer, scorer_version=self.scorer_version,
                        reference_sha256=self.reference_sha256, results_sha256=results_sha256, scores=scores)
+
+
+def undefined_note(scores: dict[str, float | None], options: ScoreOptions) -> str:
+    """The report's sentence on parts that are 0/0 (null), saying how score dealt with them;
+    "" when every part is a number."""
+    missing = [name for name, value in scores.items() if value is None]
+    if not missing:
+        return ""
+    how = ("left out of score, which averages the parts that are defined" if options.undefined == "omit"
+           else "counted as 0 in score")
+    return (f" {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} undefined (0/0: the test set has no "
+            f"record of that kind, where the official scoring code gives NaN), {how} (challenge.toml [score] "
+            f"undefined = \"{options.undefined}\").")
 
 
 def archived_results(queue: Queue, home: Path, entry_id: int) -> ArchivedResults | None:

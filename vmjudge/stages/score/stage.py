@@ -3,9 +3,9 @@ entry's archived stage-3 results through scoring.ScoringRules, as `vmjudge resco
 
 from __future__ import annotations
 
-from ...errors import ArchiveError, ConfigError, InfrastructureError, ScoringError
+from ...errors import AnswerError, ArchiveError, ConfigError, InfrastructureError, ScoringError
 from ..context import StageContext, StageOutcome
-from .scoring import ScoringRules
+from .scoring import ScoringRules, undefined_note
 
 
 def run(ctx: StageContext) -> StageOutcome:
@@ -14,12 +14,16 @@ def run(ctx: StageContext) -> StageOutcome:
         raise InfrastructureError("results-missing", f"entry {ctx.entry.id} has no archived stage-3 results to "
                                   "score: run it again with `vmjudge rescore --rerun-stages`.")
     try:
-        scoring = ScoringRules.load(ch.scorer, ch.reference_dir).score(ctx.site.home, ctx.entry.id, ctx.archived,
-                                                                       "official")
+        scoring = ScoringRules.load(ch.scorer, ch.reference_dir, ch.score_options).score(
+            ctx.site.home, ctx.entry.id, ctx.archived, "official")
+    except AnswerError as exc:  # the entry's own answers, which the official scorer refuses
+        return StageOutcome("failed", f"{exc} Entry not scored.", reason="invalid-answer",
+                            manifest={"stage": "score", "refused_answer": exc.detail})
     except (ScoringError, ConfigError, ArchiveError) as exc:
         # Not the entry's fault: the organiser must fix the reference, the scorer or the archive.
         raise InfrastructureError("scoring-error", f"scoring failed: {exc}")
-    shown = ", ".join(f"{k} {v:.4f}" for k, v in scoring.scores.items())
+    shown = ", ".join(f"{k} {'undefined' if v is None else format(v, '.4f')}" for k, v in scoring.scores.items())
     manifest = {"stage": "score", "scorer": scoring.scorer, "scorer_version": scoring.scorer_version,
                 "reference_sha256": scoring.reference_sha256, "results_sha256": scoring.results_sha256}
-    return StageOutcome("scored", f"Scores: {shown}.", scores=scoring.scores, manifest=manifest, scoring=scoring)
+    note = undefined_note(scoring.scores, ch.score_options)
+    return StageOutcome("scored", f"Scores: {shown}.{note}", scores=scoring.scores, manifest=manifest, scoring=scoring)
