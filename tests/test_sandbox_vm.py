@@ -304,7 +304,7 @@ def test_the_entrys_limits_are_measured_from_inside(boot):
                "[\"sleep\", \"1000\"], os.environ)\n except OSError as e: print(n, errno.errorcode[e.errno]); break\n"
                " n += 1'")
     job = Job(commands=(
-        sh("ulimit", "ulimit -u"),
+        sh("nproc", "grep 'Max processes' /proc/self/limits | tr -s ' '"),
         sh("spawn", spawner, timeout=120),
         sh("sizes", "grep MemTotal /proc/meminfo | tr -s ' ' | cut -d' ' -f2; "
                     "df -k /tmp /var/tmp /dev/shm | tail -n 3 | tr -s ' ' | cut -d' ' -f2"),
@@ -314,8 +314,8 @@ def test_the_entrys_limits_are_measured_from_inside(boot):
         sh("after", "grep oom_kill /proc/vmstat; echo agent alive"),
     ))
     run = boot(job, limits=Limits(boot_timeout=120, silence_timeout=15))
-    ulimit, spawn, sizes, cgroup, oom, after = run.transcript.commands
-    assert output(run, 0) == "1024\n"
+    nproc, spawn, sizes, cgroup, oom, after = run.transcript.commands
+    assert output(run, 0) == "Max processes 1024 1024 processes \n"
     started, error = output(run, 1).split()
     # The user's processes count: the agent's shell and python are two of the 1024.
     assert error == "EAGAIN" and 1000 <= int(started) <= 1022, output(run, 1)

@@ -503,7 +503,6 @@ def test_beats2014_hostile_annotation_bytes_fail_the_record_never_the_scorer(tmp
     """A test file is whatever the entry wrote: a resolution note that overflows the rate
     conversion, a flood of SKIPs, random bytes. Each is the entry's failed record (one
     non-matching annotation), never an exception that would file it as a scoring error."""
-    import random
     ref_dir = tmp_path / "ref"
     ref_dir.mkdir()
     wfdb.wrann("r1", "atr", np.array([100, 400, 700]), np.array(["N"] * 3), fs=250, write_dir=str(ref_dir))
