@@ -47,6 +47,11 @@ CASES = {
     "exam-over-cap": ("failed", "exam", "exam-timeout"),
 }
 EXAMPLE_NAMES = ("beats2014", "af2017")
+# Every case of af2017 (answer lines); of beats2014 (result files), the cases whose stages
+# differ with the results' style: a stage's limits and setup.sh work alike for both (and
+# tests/test_examples.py runs every entry of both on the host). Fewer VMs: CI time.
+PAIRS = [(name, case) for name in EXAMPLE_NAMES for case in CASES
+         if name == "af2017" or case in ("good", "missing-file", "quiz-mismatch", "dryrun", "exam-errors")]
 # The entries are deterministic: these are their scores, pinned (exam-errors fails 2 test records).
 SCORES = {
     ("beats2014", "good"): {"Se_gross": 1.0, "PPV_gross": 1.0, "Se_average": 1.0, "PPV_average": 1.0, "score": 1.0},
@@ -101,11 +106,10 @@ def judged(site, image, conn):
     for name in EXAMPLE_NAMES:
         vmjudge(home, "challenge", "add", str(EXAMPLES / name))
     ids, said = {}, {}
-    for name in EXAMPLE_NAMES:
-        for case in CASES:
-            path = archive(EXAMPLES / name / "entries" / case, archives / f"{name}-{case}-entry.tar.gz")
-            proc = vmjudge(home, "submit", name, str(path), "--owner", case)
-            ids[name, case], said[name, case] = int(proc.stdout), proc.stderr
+    for name, case in PAIRS:
+        path = archive(EXAMPLES / name / "entries" / case, archives / f"{name}-{case}-entry.tar.gz")
+        proc = vmjudge(home, "submit", name, str(path), "--owner", case)
+        ids[name, case], said[name, case] = int(proc.stdout), proc.stderr
     # The good af2017 entry once more, late: the same stages, another board.
     proc = vmjudge(home, "submit", "af2017", str(archives / "af2017-good-entry.tar.gz"),
                    "--owner", "latecomer", "--late")
@@ -119,8 +123,7 @@ def judged(site, image, conn):
     shutil.rmtree(home)
 
 
-@pytest.mark.parametrize("example", EXAMPLE_NAMES)
-@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("example, case", PAIRS)
 def test_each_case_gets_its_verdict(judged, example, case):
     doc = judged.show(example, case)
     outcome, failed_stage, reason = CASES[case]
@@ -202,7 +205,7 @@ def test_no_reference_file_is_on_any_iso(judged):
     isos = sorted(judged.home.glob("results/*/*.iso"))
     vm_stages = sum(1 for eid in judged.ids.values()
                     for a in judged_attempts(judged, eid) if a["stage"] != "score" and a["manifest"].get("domain"))
-    assert len(isos) == vm_stages > 30
+    assert len(isos) == vm_stages > 25
     for path in isos:
         iso = pycdlib.PyCdlib()
         iso.open(str(path))
