@@ -135,8 +135,9 @@ def test_each_case_gets_its_verdict(judged, example, case):
         assert doc["exam"] == {"records": n_test, "completed": n_test - failed, "failed": failed, "timed_out": 0}
         assert doc["scores"] == pytest.approx(SCORES[example, case])
     elif case == "exam-over-cap":
-        done = doc["exam"]["completed"]
-        assert doc["exam"]["records"] == n_test and 0 < done < n_test  # 14 s a record against 60 s
+        # 14 s a record against the 60 s cap (a record may also pass its own 15 s limit under load)
+        done = doc["exam"]["completed"] + doc["exam"]["failed"] + doc["exam"]["timed_out"]
+        assert doc["exam"]["records"] == n_test and 0 < done < n_test
         assert doc["scores"] == {}
         assert (f"The exam exceeded its limit of 60 s after processing {done} of {n_test} test records "
                 f"({100 * done / n_test:.0f} %). Entry not scored.") in doc["report"]
@@ -335,7 +336,7 @@ def test_exam_results_are_archived_and_scored_from_the_archive(judged, example, 
     assert score["manifest"]["results_sha256"] == digest
     official = doc["scorings"][0]
     assert (official["why"], official["results_sha256"], official["scores"]) == ("official", digest, doc["scores"])
-    assert official["scorer_version"] == f"{ch.scorer}/1"
+    assert official["scorer_version"] == f"{ch.scorer}/2"  # beats2014 and af2017 are at version 2 (#21)
     assert official["reference_sha256"] == hash_of_reference(ch.reference_dir)
 
 
