@@ -1,5 +1,5 @@
-"""The built-in scorers against the official programs' real output (tests/conformance/, copied
-from ../shared/conformance: its README says how each expected.json was made). Every case must
+"""The built-in scorers against the official programs' real output (tests/conformance/: its
+README says how each expected.json was made). Every case must
 agree with the official result, or be one of the documented out-of-domain cases, for which
 the documented rule is checked instead. Host-only: no VM, no WFDB tool, no Octave."""
 
