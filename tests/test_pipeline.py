@@ -203,7 +203,8 @@ def test_no_reference_file_is_on_any_iso(judged):
             if f.is_file():
                 forbidden_names.add(f.name)
                 forbidden_hashes.add(hashlib.sha256(f.read_bytes()).hexdigest())
-    isos = sorted(judged.home.glob("results/*/*.iso"))
+    # Only the fixture's entries: another test may have evaluated one more in this home.
+    isos = sorted(iso for eid in judged.ids.values() for iso in judged.home.glob(f"results/{eid}/*.iso"))
     vm_stages = sum(1 for eid in judged.ids.values()
                     for a in judged_attempts(judged, eid) if a["stage"] != "score" and a["manifest"].get("domain"))
     assert len(isos) == vm_stages > 25
