@@ -23,10 +23,11 @@ from pathlib import Path
 import pytest
 
 from vmjudge import results_store
-from vmjudge.config import Site, load_site
+from vmjudge.config import Site, load_challenge, load_site
 from vmjudge.errors import ArchiveError
 from vmjudge.evaluate import run_stage
 from vmjudge.queue.db import Queue
+from vmjudge.stages.score.base import ExamResults
 from vmjudge.workdir import ensure_home
 
 from .cli import run_cli
@@ -87,13 +88,22 @@ class Home:
 
 
 def judge_from_archive(home: Home, owner: str, late: bool, answers: dict[str, str | None]) -> int:
+    """An af2017 entry taken through the queue's four stages (see judge_results)."""
+    entry_id = judge_results(home, "af2017", owner, ExamResults(records=RECORDS, answers=answers), late,
+                             name=f"{owner}-{len(home.answers)}")
+    home.answers[entry_id] = answers
+    return entry_id
+
+
+def judge_results(home: Home, challenge: str, owner: str, results: ExamResults, late: bool = False,
+                  name: str | None = None) -> int:
     """An entry taken through the queue's four stages: prep and quiz recorded as passed, the
-    exam's results archived as the exam stage archives them, and stage 4 run for real."""
+    exam's `results` archived as the exam stage archives them, and stage 4 run for real."""
     site, queue = home.site, home.queue
-    spooled = site.home / "spool" / f"{owner}-{len(home.answers)}-entry.tar.gz"
+    spooled = site.home / "spool" / f"{name or challenge + '-' + owner}-entry.tar.gz"
     spooled.parent.mkdir(exist_ok=True)
-    spooled.write_bytes(owner.encode())
-    entry_id = queue.add_entry("af2017", owner, late, hashlib.sha256(spooled.read_bytes()).hexdigest(),
+    spooled.write_bytes(spooled.name.encode())
+    entry_id = queue.add_entry(challenge, owner, late, hashlib.sha256(spooled.read_bytes()).hexdigest(),
                                spooled.name, spooled)
     for stage in ("prep", "quiz"):
         queue.claim_next("test", only=entry_id)
@@ -101,14 +111,17 @@ def judge_from_archive(home: Home, owner: str, late: bool, answers: dict[str, st
         queue.finish_stage(run, "passed", "ok", {"stage": stage}, next_stage={"prep": "quiz", "quiz": "exam"}[stage])
     queue.claim_next("test", only=entry_id)
     run = queue.start_stage(entry_id, "exam", "test", 0)
-    statuses = {r: ("ok" if a is not None else "error") for r, a in answers.items()}
-    digest = results_store.put(site.home, results_store.encode(RECORDS, statuses, "answer-lines", answers=answers))
+    got = results.files if results.files is not None else results.answers
+    statuses = {r: ("ok" if got.get(r) is not None else "error") for r in results.records}
+    style = "files" if results.files is not None else "answer-lines"
+    digest = results_store.put(site.home, results_store.encode(results.records, statuses, style,
+                                                               answers=results.answers, files=results.files))
+    completed = sum(s == "ok" for s in statuses.values())
     queue.finish_stage(run, "passed", "exam done", {"stage": "exam", "results_sha256": digest}, next_stage="score",
-                       exam={"records": len(RECORDS), "completed": sum(s == "ok" for s in statuses.values()),
-                             "failed": sum(s != "ok" for s in statuses.values()), "timed_out": 0},
+                       exam={"records": len(results.records), "completed": completed,
+                             "failed": len(results.records) - completed, "timed_out": 0},
                        results_sha256=digest)
     run_stage(queue, site, queue.claim_next("test", only=entry_id), 0)  # the real stage 4
-    home.answers[entry_id] = answers
     return entry_id
 
 
@@ -389,7 +402,7 @@ def test_running_and_parked_entries_are_refused_with_what_to_do(home):
         f"entry {parked} (team1): not done: entry {parked} is parked (channel-broken) at stage prep: fix the "
         "problem and run it again with --rerun-stages.",
         f"re-scored 0 of 2 chosen entries of af2017 (scorer af2017/2, reference "
-        f"{hash_of_reference(AF2017 / 'reference')[:12]}); 2 not done, see above",
+        f"{hash_of_reference(AF2017 / 'reference')[:12]}): 0 with changed scores; 2 not done, see above",
     ]
     assert [s.why for i in (running, parked) for s in home.queue.scorings(i)] == ["official", "official"]
     proc = home.vmjudge("rescore", "af2017", "--rerun-stages", "--entries", str(running), check=False)
@@ -415,3 +428,79 @@ def test_a_rerun_entry_gets_its_full_retries_again(home, tmp_path):
     assert fail_prep() is True  # the fourth failure overall, the first of evaluation 2
     runs = queue.stage_runs(entry_id)
     assert [(r.attempt, r.evaluation) for r in runs] == [(1, 1), (2, 1), (3, 1), (4, 2)]
+
+
+def test_rescore_of_the_examples_lists_what_version_2_of_their_scorers_changed(tmp_path, monkeypatch):
+    """Entries first scored by the version-1 scorers (their code as released, in
+    tests/scorers_v1), then re-scored by the current ones: the example entries keep their
+    scores, and a beats2014 entry whose beats all come 38 samples late (inside bxb's window of
+    0.15 s in whole samples at 250 Hz, outside version 1's exact 150 ms) goes from 0 to 1."""
+    import wfdb
+
+    from vmjudge.stages import score as scoring
+
+    from . import scorers_v1
+    from .scorers_v1 import af2017 as af2017_v1, beats2014 as beats2014_v1
+    from .test_pipeline import EXAMPLES, host_replay
+
+    assert scorers_v1 and (af2017_v1.VERSION, beats2014_v1.VERSION) == (1, 1)
+    site = load_site(tmp_path / "home")
+    ensure_home(site)
+    queue = Queue(site.home / "queue.db")
+    home = Home(site, queue, {})
+    late_beats = {}
+    for record in load_challenge(EXAMPLES / "beats2014").test:
+        ref = wfdb.rdann(str(EXAMPLES / "beats2014" / "reference" / record), "atr")
+        wfdb.wrann(record, "qrs", ref.sample + 38, symbol=["N"] * len(ref.sample), fs=250, write_dir=str(tmp_path))
+        late_beats[record] = (tmp_path / f"{record}.qrs").read_bytes()
+    cases = {}
+    for example in ("beats2014", "af2017"):
+        ch = load_challenge(EXAMPLES / example)
+        queue.add_challenge(example, ch.directory, "key")
+        for case in ("good", "exam-errors"):
+            cases[example, case] = host_replay(example, case, ch.test)
+    cases["beats2014", "late"] = ExamResults(records=load_challenge(EXAMPLES / "beats2014").test, files=late_beats)
+
+    v1 = {"beats2014": beats2014_v1, "af2017": af2017_v1}
+    real_builtin = scoring._builtin
+    monkeypatch.setattr(scoring, "_builtin", lambda name: V1Shim(v1[name]) if name in v1 else real_builtin(name))
+    ids = {key: judge_results(home, key[0], key[1], results) for key, results in cases.items()}
+    monkeypatch.undo()
+    for (example, case), entry_id in ids.items():
+        official = home.show(entry_id)["scorings"][0]
+        assert official["scorer_version"] == f"{example}/1"
+        assert official["scores"] == pytest.approx(v1[example].score(cases[example, case], EXAMPLES / example /
+                                                                      "reference"))
+    assert home.show(ids["beats2014", "late"])["scores"]["score"] == 0.0
+
+    for example in ("beats2014", "af2017"):
+        proc = home.vmjudge("rescore", example)
+        doc = json.loads(home.vmjudge("rescore", example, "--json").stdout)  # again: new == old now
+        assert doc["changed"] == 0 and doc["scorer_version"] == f"{example}/2"
+        lines = proc.stdout.splitlines()
+        current = scoring.load_scorer(example)
+        for (ex, case), entry_id in ids.items():
+            if ex != example:
+                continue
+            new = current(cases[ex, case], EXAMPLES / ex / "reference")
+            line = next(x for x in lines if x.startswith(f"entry {entry_id} ({case}): "))
+            if case == "late":
+                assert new["score"] == 1.0
+                assert line == (f"entry {entry_id} (late): score 0.0000 -> 1.0000 (changed: PPV_average, PPV_gross, "
+                                "Se_average, Se_gross, score)")
+            else:
+                assert line.endswith(" (unchanged)"), line
+            assert home.show(entry_id)["scores"] == pytest.approx(new)
+        changed = 1 if example == "beats2014" else 0
+        assert lines[-1].startswith(f"re-scored {len(lines) - 1} of {len(lines) - 1} chosen entries of {example} "
+                                    f"(scorer {example}/2, ")
+        assert lines[-1].endswith(f": {changed} with changed scores")
+
+
+class V1Shim:
+    """A version-1 scorer module as stage 4 calls a built-in today (with its [score] options,
+    which version 1 did not have)."""
+
+    def __init__(self, module):
+        self.VERSION = module.VERSION
+        self.score = lambda results, reference, options=None: module.score(results, reference)

@@ -12,6 +12,7 @@ are instead queued again from stage 1, for the daemon.
 from __future__ import annotations
 
 import csv
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -44,7 +45,19 @@ class EntryOutcome:
             return f"{who}: queued again from stage 1"
         key = main_key(self.new or {})
         old = f"{self.old[key]:.4f}" if self.old and key in self.old else "none"
-        return f"{who}: {key} {old} -> {(self.new or {})[key]:.4f}"
+        changed = self.changed_keys
+        said = f"changed: {', '.join(changed)}" if changed else "unchanged"
+        return f"{who}: {key} {old} -> {(self.new or {})[key]:.4f} ({said})"
+
+    @property
+    def changed_keys(self) -> list[str]:
+        """The scores that differ from the entry's previous ones beyond float rounding (1e-9),
+        and any score that appeared or went away."""
+        if self.status != "rescored":
+            return []
+        old, new = self.old or {}, self.new or {}
+        return sorted(k for k in set(old) | set(new)
+                      if k not in old or k not in new or not _same(old[k], new[k]))
 
 
 @dataclass
@@ -68,31 +81,43 @@ class RescoreReport:
         text = f"{verb} {done} of {len(self.entries)} chosen entries of {self.challenge}"
         if self.mode == "rescore":
             text += f" (scorer {self.scorer_version}, reference {str(self.reference_sha256)[:12]})"
+            text += f": {self.changed} with changed scores"
         refused = len(self.entries) - done
         return text + (f"; {refused} not done, see above" if refused else "")
+
+    @property
+    def changed(self) -> int:
+        return sum(1 for e in self.entries if e.changed_keys)
 
     def as_json(self) -> dict[str, Any]:
         return {**{k: v for k, v in asdict(self).items() if k != "entries"}, "ok": self.ok,
                 "done": sum(1 for e in self.entries if e.status != "refused"),
                 "refused": sum(1 for e in self.entries if e.status == "refused"),
-                "entries": [asdict(e) for e in self.entries]}
+                **({"changed": self.changed} if self.mode == "rescore" else {}),
+                "entries": [{**asdict(e), "changed": e.changed_keys} for e in self.entries]}
 
     def write_csv(self, path: Path) -> None:
         with open(path, "w", newline="") as f:
             out = csv.writer(f)
             out.writerow(["entry", "owner", "late", "status", "score_name", "old_score", "new_score", "scorer_version",
-                          "reference_sha256", "results_sha256", "problem"])
+                          "reference_sha256", "results_sha256", "changed", "problem"])
             for e in self.entries:
                 key = main_key(e.new or e.old or {})
                 out.writerow([e.entry_id, e.owner or "", "" if e.late is None else int(e.late), e.status,
                               key if (e.new or e.old) else "", _number(e.old, key), _number(e.new, key),
                               self.scorer_version or "", self.reference_sha256 or "", e.results_sha256 or "",
-                              e.problem or ""])
+                              " ".join(e.changed_keys), e.problem or ""])
 
 
 def main_key(scores: dict[str, float]) -> str:
     """The score that ranks ("score"), else the first one the scorer gave."""
     return "score" if "score" in scores or not scores else next(iter(scores))
+
+
+def _same(a: float | None, b: float | None) -> bool:
+    if a is None or b is None:  # a part the scorer left undefined
+        return a is b
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
 
 
 def _number(scores: dict[str, float] | None, key: str) -> str:
