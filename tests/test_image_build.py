@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import gzip
+import json
 import shutil
 import subprocess
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -106,6 +109,29 @@ def test_cli_build_of_a_built_image_reports_it_at_once(site, image):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == str(image.directory)
     assert "up to date" in proc.stderr
+
+
+def test_cli_build_force_rebuilds_a_built_image_in_its_place(image):
+    """`image build --force` in a home of its own that holds a copy of the built image: the
+    same recipe builds again (mmdebstrap and all) into the same key, and replaces the copy."""
+    home = Path(tempfile.mkdtemp(prefix="vmjudge-force-", dir="/var/tmp"))
+    try:
+        copy = home / "images" / image.key
+        shutil.copytree(image.directory, copy)
+        before = json.loads((copy / "manifest.json").read_text())
+        proc = vmjudge("--home", str(home), "image", "build", "--force", "examples/minimal")
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.strip() == str(copy)
+        assert "up to date" not in proc.stderr and "mmdebstrap" in proc.stderr
+        assert f"image {image.key} built in " in proc.stderr
+        after = json.loads((copy / "manifest.json").read_text())
+        assert after["key"] == before["key"] and after["built_at"] != before["built_at"]
+        assert (after["packages"], after["code"], after["kernel_version"]) == \
+            (before["packages"], before["code"], before["kernel_version"])
+        GuestImage.load(copy).verify()  # the rebuilt files match their new manifest
+        assert list((home / "images").glob(".build-*")) == []
+    finally:
+        shutil.rmtree(home)
 
 
 def test_cli_build_with_a_bad_challenge_says_why(site, tmp_path):
