@@ -21,17 +21,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import wfdb
 
 from vmjudge import results_store
 from vmjudge.config import Site, load_challenge, load_site
 from vmjudge.errors import ArchiveError
 from vmjudge.evaluate import run_stage
 from vmjudge.queue.db import Queue
+from vmjudge.stages import score as scoring
 from vmjudge.stages.score.base import ExamResults
 from vmjudge.workdir import ensure_home
 
 from .cli import run_cli
-from .test_pipeline import hash_of_reference
+from .scorers_v1 import af2017 as af2017_v1, beats2014 as beats2014_v1
+from .test_pipeline import EXAMPLES, hash_of_reference, host_replay
 
 REPO = Path(__file__).resolve().parent.parent
 AF2017 = REPO / "examples" / "af2017"
@@ -435,21 +438,14 @@ def test_rescore_of_the_examples_lists_what_version_2_of_their_scorers_changed(t
     tests/scorers_v1), then re-scored by the current ones: the example entries keep their
     scores, and a beats2014 entry whose beats all come 38 samples late (inside bxb's window of
     0.15 s in whole samples at 250 Hz, outside version 1's exact 150 ms) goes from 0 to 1."""
-    import wfdb
-
-    from vmjudge.stages import score as scoring
-
-    from . import scorers_v1
-    from .scorers_v1 import af2017 as af2017_v1, beats2014 as beats2014_v1
-    from .test_pipeline import EXAMPLES, host_replay
-
-    assert scorers_v1 and (af2017_v1.VERSION, beats2014_v1.VERSION) == (1, 1)
+    assert (af2017_v1.VERSION, beats2014_v1.VERSION) == (1, 1)
     site = load_site(tmp_path / "home")
     ensure_home(site)
     queue = Queue(site.home / "queue.db")
     home = Home(site, queue, {})
+    beats_test = load_challenge(EXAMPLES / "beats2014").test
     late_beats = {}
-    for record in load_challenge(EXAMPLES / "beats2014").test:
+    for record in beats_test:
         ref = wfdb.rdann(str(EXAMPLES / "beats2014" / "reference" / record), "atr")
         wfdb.wrann(record, "qrs", ref.sample + 38, symbol=["N"] * len(ref.sample), fs=250, write_dir=str(tmp_path))
         late_beats[record] = (tmp_path / f"{record}.qrs").read_bytes()
@@ -459,7 +455,7 @@ def test_rescore_of_the_examples_lists_what_version_2_of_their_scorers_changed(t
         queue.add_challenge(example, ch.directory, "key")
         for case in ("good", "exam-errors"):
             cases[example, case] = host_replay(example, case, ch.test)
-    cases["beats2014", "late"] = ExamResults(records=load_challenge(EXAMPLES / "beats2014").test, files=late_beats)
+    cases["beats2014", "late"] = ExamResults(records=beats_test, files=late_beats)
 
     v1 = {"beats2014": beats2014_v1, "af2017": af2017_v1}
     real_builtin = scoring._builtin

@@ -649,9 +649,9 @@ def become_entry(entry):
     """In the child, before exec: killable by the OOM killer again (the agent is not), in the
     entry's memory cgroup, a cap on processes against fork bombs, a System V IPC namespace of
     its own (its shared memory dies with the command instead of pinning the VM's memory for
-    the next one), no gaining
-    privileges through setuid programs, then the entry user's identity. The OOM setting comes
-    first: once the uid changes, /proc/self belongs to root until exec."""
+    the next one), no gaining privileges through setuid programs, then the entry user's
+    identity. The OOM setting comes first: once the uid changes, /proc/self belongs to root
+    until exec."""
     import resource
     with open("/proc/self/oom_score_adj", "w") as f:
         f.write("0")
