@@ -22,6 +22,9 @@ from vmjudge.queue import spool as spool_mod
 from vmjudge.queue.spool import Spool, StoredArchive, check_archive_name, check_readable
 
 
+UNPACKED = 1 << 30  # the default max_unpacked
+
+
 def make_tar(path: Path, files: dict[str, bytes]) -> Path:
     with tarfile.open(path, "w:gz") as tf:
         for name, data in files.items():
@@ -63,8 +66,8 @@ def test_refuses_other_archive_names(name):
 # --- readability ---------------------------------------------------------------------
 
 def test_readable_archives_pass(tmp_path):
-    check_readable(make_zip(tmp_path / "entry.zip", {"setup.sh": b"x"}), "zip", 10)
-    check_readable(make_tar(tmp_path / "entry.tar.gz", {"setup.sh": b"x"}), "tar.gz", 10)
+    check_readable(make_zip(tmp_path / "entry.zip", {"setup.sh": b"x"}), "zip", 10, UNPACKED)
+    check_readable(make_tar(tmp_path / "entry.tar.gz", {"setup.sh": b"x"}), "tar.gz", 10, UNPACKED)
 
 
 @pytest.mark.parametrize("kind", ["zip", "tar.gz"])
@@ -72,7 +75,7 @@ def test_a_file_that_is_not_an_archive_is_refused(tmp_path, kind):
     path = tmp_path / f"entry.{kind}"
     path.write_text("just some text\n")
     with pytest.raises(EntryError) as info:
-        check_readable(path, kind, 10)
+        check_readable(path, kind, 10, UNPACKED)
     assert info.value.reason == "bad-archive"
     assert f"entry.{kind} is not a readable {kind} archive" in str(info.value)
 
@@ -81,7 +84,7 @@ def test_a_truncated_tar_gz_is_refused_under_its_given_name(tmp_path):
     path = make_tar(tmp_path / "x.tar.gz", {"a": os.urandom(100_000), "b": os.urandom(100_000)})
     path.write_bytes(path.read_bytes()[:120_000])
     with pytest.raises(EntryError) as info:
-        check_readable(path, "tar.gz", 10, name="bob-entry.tar.gz")
+        check_readable(path, "tar.gz", 10, UNPACKED, name="bob-entry.tar.gz")
     assert str(info.value).startswith("bob-entry.tar.gz is not a readable tar.gz archive")
 
 
@@ -89,7 +92,7 @@ def test_a_zip_cut_short_is_refused(tmp_path):
     path = make_zip(tmp_path / "entry.zip", {"a": os.urandom(10_000)})
     path.write_bytes(path.read_bytes()[:5_000])
     with pytest.raises(EntryError, match=r"^entry.zip is not a readable zip archive \(File is not a zip file\)"):
-        check_readable(path, "zip", 10)
+        check_readable(path, "zip", 10, UNPACKED)
 
 
 # --- storing -------------------------------------------------------------------------
@@ -216,7 +219,7 @@ def many_member_zip(path: Path, count: int) -> Path:
 @pytest.mark.parametrize("build", [many_member_tar, many_member_zip])
 def test_hand_built_archives_are_real(tmp_path, build):
     path = build(tmp_path / ("entry.zip" if build is many_member_zip else "entry.tar.gz"), 3)
-    assert check_readable(path, "zip" if build is many_member_zip else "tar.gz", 3) == \
+    assert check_readable(path, "zip" if build is many_member_zip else "tar.gz", 3, UNPACKED) == \
         ["f0000000", "f0000001", "f0000002"]
 
 
@@ -237,7 +240,7 @@ def test_a_tar_with_200000_members_is_read_only_up_to_the_limit(huge_archives, m
 
     monkeypatch.setattr(tarfile.TarInfo, "fromtarfile", classmethod(counting))
     with pytest.raises(EntryError) as info:
-        check_readable(huge_archives["tar.gz"], "tar.gz", 100)
+        check_readable(huge_archives["tar.gz"], "tar.gz", 100, UNPACKED)
     assert str(info.value) == ("The entry archive holds more than 100 members: ship fewer files (pack many small "
                                "ones into one) and submit again.")
     assert info.value.reason == "bad-archive"
@@ -260,7 +263,7 @@ def test_listing_200000_members_past_the_limit_costs_little_memory(huge_archives
     tracemalloc.start()
     try:
         with pytest.raises(EntryError, match="more than 10000 members"):
-            check_readable(huge_archives[kind], kind, 10000)
+            check_readable(huge_archives[kind], kind, 10000, UNPACKED)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -270,13 +273,41 @@ def test_listing_200000_members_past_the_limit_costs_little_memory(huge_archives
 
 def test_the_member_limit_counts_exactly(tmp_path):
     path = many_member_zip(tmp_path / "entry.zip", 50)
-    assert len(check_readable(path, "zip", 50)) == 50
+    assert len(check_readable(path, "zip", 50, UNPACKED)) == 50
     with pytest.raises(EntryError, match="more than 49 members"):
-        check_readable(path, "zip", 49)
+        check_readable(path, "zip", 49, UNPACKED)
     path = many_member_tar(tmp_path / "entry.tar.gz", 50)
-    assert len(check_readable(path, "tar.gz", 50)) == 50
+    assert len(check_readable(path, "tar.gz", 50, UNPACKED)) == 50
     with pytest.raises(EntryError, match="more than 49 members"):
-        check_readable(path, "tar.gz", 49)
+        check_readable(path, "tar.gz", 49, UNPACKED)
+
+
+def test_a_tar_gz_declaring_more_than_max_unpacked_is_refused_before_its_data_is_decompressed(tmp_path):
+    """Each header is reached by decompressing the member before it: 64 MiB of zeros (64 KiB as
+    gzip) is refused at its own header, with its data never read, when 1 MiB is allowed."""
+    path = tmp_path / "entry.tar.gz"
+    with tarfile.open(path, "w:gz") as tf:
+        for name, size in (("setup.sh", 3), ("zeros", 64 << 20), ("next.sh", 3)):
+            info = tarfile.TarInfo(name)
+            info.size = size
+            tf.addfile(info, io.BytesIO(b"\0" * size))
+    assert path.stat().st_size < 1 << 20
+    read = []
+    real = gzip.GzipFile.read
+
+    def counting(self, size=-1):
+        data = real(self, size)
+        read.append(len(data))
+        return data
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(gzip.GzipFile, "read", counting)
+        with pytest.raises(EntryError) as info:
+            check_readable(path, "tar.gz", 100, 1 << 20, name="eve-entry.tar.gz")
+    assert str(info.value) == (f"The entry archive unpacks to more than {1 << 20} bytes ({(64 << 20) + 3} declared): "
+                               "make the entry smaller and submit again.")
+    assert sum(read) < 1 << 20
+    assert len(check_readable(path, "tar.gz", 100, 65 << 20)) == 3
 
 
 def test_a_huge_tar_header_is_refused_at_submit_too(tmp_path):
@@ -286,7 +317,7 @@ def test_a_huge_tar_header_is_refused_at_submit_too(tmp_path):
     tracemalloc.start()
     try:
         with pytest.raises(EntryError) as info:
-            check_readable(path, "tar.gz", 100, name="eve-entry.tar.gz")
+            check_readable(path, "tar.gz", 100, UNPACKED, name="eve-entry.tar.gz")
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -302,7 +333,7 @@ def test_a_host_read_error_at_submit_is_not_the_archives(tmp_path, monkeypatch):
 
     monkeypatch.setattr(gzip.GzipFile, "read", fail)
     with pytest.raises(VmjudgeError) as info:
-        check_readable(path, "tar.gz", 10)
+        check_readable(path, "tar.gz", 10, UNPACKED)
     assert not isinstance(info.value, EntryError)
     assert "Input/output error" in str(info.value)
 

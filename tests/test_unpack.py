@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from vmjudge.entry_archive import tar_headers
 from vmjudge.errors import EntryError, InfrastructureError, VmjudgeError
 from vmjudge.stages.prep import unpack as unpack_mod
 from vmjudge.stages.prep.unpack import UnpackLimits, find_required, unpack
@@ -277,11 +278,17 @@ def test_zip_whose_header_understates_its_size_is_refused(tmp_path):
     refused(archive, "zip", tmp_path / "home")
 
 
+def skip_declared_checks(monkeypatch) -> None:
+    """As if the headers understated the sizes: neither the listing nor the totals refuse."""
+    monkeypatch.setattr(unpack_mod, "_check_totals", lambda *args: None)
+    monkeypatch.setattr(unpack_mod, "tar_headers", lambda tf, members, _unpacked: tar_headers(tf, members, 1 << 62))
+
+
 @pytest.mark.parametrize("kind", ["zip", "tar.gz"])
 def test_streaming_cap_counts_bytes_written_not_headers(tmp_path, monkeypatch, kind):
-    # With the declared-size check out of the way, the running count alone must stop it,
+    # With the declared-size checks out of the way, the running count alone must stop it,
     # and the small file already written must be removed.
-    monkeypatch.setattr(unpack_mod, "_check_totals", lambda *args: None)
+    skip_declared_checks(monkeypatch)
     big = bytes(5 << 20)
     if kind == "zip":
         archive = make_zip(tmp_path / "entry.zip", [("small", b"s", 0), ("big", big, 0)])
@@ -299,7 +306,7 @@ def test_streaming_ratio_check_catches_lying_headers(tmp_path, monkeypatch):
 
 
 def test_failure_leaves_an_existing_destination_empty(tmp_path, monkeypatch):
-    monkeypatch.setattr(unpack_mod, "_check_totals", lambda *args: None)
+    skip_declared_checks(monkeypatch)
     archive = make_tar(tmp_path / "entry.tar.gz", [reg("d/small", b"s"), reg("big", bytes(2 << 20))])
     dest = tmp_path / "home"
     dest.mkdir()
@@ -324,6 +331,43 @@ def test_refuses_a_truncated_tar_gz(tmp_path):
     data = archive.read_bytes()
     archive.write_bytes(data[:len(data) * 2 // 3])
     refused(archive, "tar.gz", tmp_path / "home")
+
+
+def test_a_damaged_header_past_the_first_is_the_entrys_not_a_silent_end(tmp_path):
+    """tarfile itself ends the listing at such a header: setup.sh would be judged without next.sh."""
+    tar = io.BytesIO()
+    with tarfile.open(fileobj=tar, mode="w") as tf:
+        for ti, data in (reg("setup.sh", b"echo set up\n"), reg("next.sh", b"echo next\n")):
+            ti.size = len(data)
+            tf.addfile(ti, io.BytesIO(data))
+    raw = bytearray(tar.getvalue())
+    raw[512 * 2 + 148] ^= 0x01  # the second header's checksum
+    archive = tmp_path / "entry.tar.gz"
+    archive.write_bytes(gzip.compress(bytes(raw)))
+    with tarfile.open(archive) as plain:
+        assert plain.getnames() == ["setup.sh"]  # what tarfile alone would make of it
+    assert "damaged tar header" in refused(archive, "tar.gz", tmp_path / "home")
+
+
+def test_two_tars_joined_are_refused_not_cut_at_the_first_end(tmp_path):
+    first, second = (make_tar(tmp_path / f"{n}.tar.gz", [reg(f"{n}.sh")]) for n in ("setup", "next"))
+    archive = tmp_path / "entry.tar.gz"
+    archive.write_bytes(gzip.compress(gzip.decompress(first.read_bytes()) + gzip.decompress(second.read_bytes())))
+    assert "data after the end of its 1 members" in refused(archive, "tar.gz", tmp_path / "home")
+
+
+@pytest.mark.parametrize("tail", [b"", b"\0" * 512, b"\0" * (64 << 10)], ids=["no-end-marker", "one-zero-block",
+                                                                              "64k-of-zeros"])
+def test_a_tar_ending_in_zeros_or_nothing_unpacks(tmp_path, tail):
+    tar = io.BytesIO()
+    with tarfile.open(fileobj=tar, mode="w") as tf:
+        ti, data = reg("setup.sh", b"echo set up\n")
+        ti.size = len(data)
+        tf.addfile(ti, io.BytesIO(data))
+        body = tar.getvalue()[:tar.tell()]  # header and data, without tarfile's end marker
+    archive = tmp_path / "entry.tar.gz"
+    archive.write_bytes(gzip.compress(body + tail))
+    assert unpack(archive, "tar.gz", tmp_path / "home") == ["setup.sh"]
 
 
 def test_refuses_a_zip_with_damaged_data(tmp_path):

@@ -243,7 +243,7 @@ def _entry_rules(source: str, data: dict[str, Any]) -> EntryRules:
         required=sec.names("required", _RELPATH_RE, "relative paths such as \"setup.sh\" or \"sources/\"")
         or EntryRules.required,
         max_size=sec.get("max_size", int, EntryRules.max_size, lambda v: 1 <= v <= 1 << 40, "a number of bytes"),
-        max_members=sec.get("max_members", int, EntryRules.max_members, lambda v: 1 <= v <= 10**7, "a count"),
+        max_members=sec.get("max_members", int, EntryRules.max_members, lambda v: 1 <= v <= 10**6, "a count"),
         max_unpacked=sec.get("max_unpacked", int, EntryRules.max_unpacked, lambda v: 1 <= v <= 1 << 42,
                              "a number of bytes"),
         max_scored_per_owner=sec.get("max_scored_per_owner", int, None, lambda v: 1 <= v <= 10**6,

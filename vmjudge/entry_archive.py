@@ -11,6 +11,9 @@ or time without bound before it refuses:
   it declares (a 300 KB tar.gz made it take 300 MiB), keeps every member's pax headers and copies
   the global ones into each member, and lets GNU sparse maps grow without limit. No entry needs
   a sparse file, so sparse members are refused.
+- tarfile ends a listing without a word at a damaged header past the first, or at an end
+  marker with more members behind it (two tars joined): the members after it would be lost
+  silently, so such a header is damage, and past the end only zeros may follow.
 - Damaged data makes the libraries raise almost anything (zipfile alone: BadZipFile,
   NotImplementedError, EOFError, UnicodeDecodeError, struct.error, lzma.LZMAError, OSError
   without errno, ...), so `host_error` picks out the one kind that is not the archive's fault,
@@ -34,6 +37,7 @@ HEADERS_TOTAL = 16 << 20  # bytes of all of an archive's long names and pax head
 GLOBAL_MAX = 16 << 10  # bytes of global pax headers (git archive writes one of 52 bytes)
 _EXTENDED = (tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE, tarfile.XGLTYPE,
              tarfile.SOLARIS_XHDTYPE)
+TAIL_MAX = 1 << 20  # bytes of zeros a tar may carry past its end marker (GNU tar pads to 10 KiB)
 # A central directory record: its signature, then the lengths of the name, extra field and comment.
 _CENTRAL = struct.Struct("<4s24xHHH12x")
 _CENTRAL_SIGNATURE = b"PK\x01\x02"
@@ -70,6 +74,14 @@ class _BoundedTarInfo(tarfile.TarInfo):
 
     _proc_member is tarfile's documented hook for subclasses; the _proc_gnusparse_* methods are
     where pax-style sparse maps are read."""
+
+    @classmethod
+    def frombuf(cls, buf, encoding, errors):
+        try:
+            return super().frombuf(buf, encoding, errors)
+        except (tarfile.InvalidHeaderError, tarfile.TruncatedHeaderError) as exc:
+            # tarfile raises these only at the first header and otherwise just stops.
+            raise tarfile.ReadError(f"a damaged tar header ({exc})") from None
 
     def _proc_member(self, tf: _BoundedTarFile):
         if self.type == tarfile.GNUTYPE_SPARSE:
@@ -110,14 +122,28 @@ def open_tar(path: Path) -> tarfile.TarFile:
     return _BoundedTarFile.open(path, mode="r:gz")
 
 
-def tar_headers(tf: tarfile.TarFile, max_members: int) -> Iterator[tarfile.TarInfo]:
-    """Each member's header in turn, refusing the archive once it has more than `max_members`."""
-    count = 0
+def too_large(limit: int, declared: int) -> EntryError:
+    return EntryError("bad-archive", f"The entry archive unpacks to more than {limit} bytes ({declared} declared): "
+                                     "make the entry smaller and submit again.")
+
+
+def tar_headers(tf: tarfile.TarFile, max_members: int, max_unpacked: int) -> Iterator[tarfile.TarInfo]:
+    """Each member's header in turn, refusing the archive once it has more than `max_members`,
+    or once its members declare more than `max_unpacked` bytes: reaching the next header means
+    decompressing the member before it, so a gzip of zeros could otherwise cost a thousand times
+    its size in time before anything refused it."""
+    count = declared = 0
     while (ti := tf.next()) is not None:
         count += 1
         if count > max_members:
             raise too_many_members(max_members)
+        declared += max(ti.size, 0)
+        if declared > max_unpacked:
+            raise too_large(max_unpacked, declared)
         yield ti
+    rest = tf.fileobj.read(TAIL_MAX + 1)
+    if len(rest) > TAIL_MAX or rest.strip(b"\0"):
+        raise tarfile.ReadError(f"data after the end of its {count} members: two archives joined, or damage")
 
 
 def zip_record_count(fp: BinaryIO, stop_after: int) -> int:
@@ -163,13 +189,17 @@ def open_zip(path: Path, max_members: int) -> zipfile.ZipFile:
     return zipfile.ZipFile(path)
 
 
-def member_names(path: Path, kind: str, max_members: int) -> list[str]:
+def member_names(path: Path, kind: str, max_members: int, max_unpacked: int) -> list[str]:
     """The members' names as stored (unchecked: prep checks them), reading headers only and
-    refusing past `max_members`. Damage propagates as the libraries raise it."""
+    refusing past `max_members` members or `max_unpacked` declared bytes. Damage propagates as
+    the libraries raise it."""
     if kind == "zip":
         with open_zip(path, max_members) as zf:
+            declared = sum(info.file_size for info in zf.infolist())
+            if declared > max_unpacked:
+                raise too_large(max_unpacked, declared)
             return [info.filename for info in zf.infolist()]
     if kind == "tar.gz":
         with open_tar(path) as tf:
-            return [ti.name for ti in tar_headers(tf, max_members)]
+            return [ti.name for ti in tar_headers(tf, max_members, max_unpacked)]
     raise ValueError(f"unknown archive kind {kind!r}")

@@ -8,6 +8,7 @@ that differs would show the act succeeded or disturbed the judge.
 
 from __future__ import annotations
 
+import gzip
 import io
 import random
 import shutil
@@ -110,6 +111,15 @@ def copy_named(name: str, content: bytes | None = None) -> Callable[[Path], Path
     return build
 
 
+def tars_joined(d: Path) -> Path:
+    """The good entry with a second tar (holding a decoy) joined after its end marker: tarfile
+    alone would stop at the first end and judge the entry without a word about the rest."""
+    first, second = tar_of({}, d / "first.tar.gz"), tar_of({"decoy": b"x"}, d / "second.tar.gz")
+    out = d / "entry.tar.gz"
+    out.write_bytes(gzip.compress(gzip.decompress(first.read_bytes()) + gzip.decompress(second.read_bytes())))
+    return out
+
+
 SCORED = ("scored", None, None)
 # A scored entry of the hostile challenge whose attack changed nothing: every test record done.
 ALL_RECORDS_DONE = "Stage 3 (exam): 3 test records: 3 completed, 0 failed, 0 timed out."
@@ -176,7 +186,7 @@ def wide_challenge(dest: Path, count: int = 200) -> Path:
 CASES = [
     # archives refused on the host, before any VM
     Case("zip-bomb-ratio", zip_of_zeros(24 << 20), BAD_ARCHIVE, "times its own size"),
-    Case("zip-bomb-size", zip_of_zeros(200 << 20), BAD_ARCHIVE, "unpacks to more than"),
+    Case("zip-bomb-size", zip_of_zeros(200 << 20), REFUSED, "unpacks to more than"),
     Case("tar-dotdot", entry(extra=member("../escape.sh", tarfile.REGTYPE)), BAD_ARCHIVE, ".."),
     Case("tar-absolute", entry(extra=member("/etc/cron.d/x", tarfile.REGTYPE)), BAD_ARCHIVE, "absolute"),
     Case("tar-symlink-out", entry(extra=member("passwd", tarfile.SYMTYPE, "/etc/passwd")), BAD_ARCHIVE, "link"),
@@ -187,6 +197,7 @@ CASES = [
     Case("not-an-archive", copy_named("x-entry.zip", b"just text, not a zip\n" * 100), REFUSED,
          "is not a readable zip archive"),
     Case("wrong-name", copy_named("solution.tar.gz"), REFUSED, "Improper name (solution.tar.gz) for entry"),
+    Case("tars-joined", tars_joined, REFUSED, "data after the end of its"),
     Case("missing-setup", entry({"setup.sh": None}), ("failed", "prep", "missing-component"), "setup.sh"),
     Case("missing-next", entry({"next.sh": None}), ("failed", "prep", "missing-component"), "next.sh"),
     Case("crlf-scripts", entry({"setup.sh": b"#!/bin/sh\r\necho set up\r\n"}), ("failed", "prep", "bad-script"),

@@ -90,7 +90,7 @@ def check_archive(ch: Challenge, name: str, archive: Path, given_name: str | Non
     given = given_name or archive.name
     kind = check_archive_name(given)
     _check_size(ch, name, given, archive.stat().st_size)
-    return check_readable(archive, kind, ch.entry.max_members, name=given)
+    return check_readable(archive, kind, ch.entry.max_members, ch.entry.max_unpacked, name=given)
 
 
 def _check_size(ch: Challenge, name: str, given: str, size: int) -> None:

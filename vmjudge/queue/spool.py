@@ -63,11 +63,12 @@ def check_archive_name(name: str) -> str:
                                     "(a prefix such as alice-entry.zip is allowed).")
 
 
-def check_readable(path: Path, kind: str, max_members: int, name: str | None = None) -> list[str]:
+def check_readable(path: Path, kind: str, max_members: int, max_unpacked: int, name: str | None = None) -> list[str]:
     """Refuse a file that is not a readable archive of its kind, or that holds more than
     `max_members` members, reading only its member list, which is returned (names as stored,
     unchecked: prep checks them). Listing stops at the first member past the limit, so a small
-    archive of millions of empty members costs no more than one at the limit.
+    archive of millions of empty members costs no more than one at the limit; an archive whose
+    members declare more than `max_unpacked` bytes is refused too (a tar's listing stops there).
 
     `name` is what the participant called the file (the spool's own name is a hash); it
     defaults to the file's name. Nothing is extracted. The host's own read errors are not the
@@ -75,7 +76,7 @@ def check_readable(path: Path, kind: str, max_members: int, name: str | None = N
     """
     shown = name or path.name
     try:
-        return member_names(path, kind, max_members)
+        return member_names(path, kind, max_members, max_unpacked)
     except EntryError:
         raise
     except Refused as exc:

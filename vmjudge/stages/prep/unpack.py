@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from ...entry_archive import Refused, host_error, open_tar, open_zip, tar_headers
+from ...entry_archive import Refused, host_error, open_tar, open_zip, tar_headers, too_large
 from ...errors import EntryError, InfrastructureError, VmjudgeError
 from ...images.joliet import JOLIET_MAX, joliet_length
 from .zip_data import SUPPORTED, open_member
@@ -204,8 +204,7 @@ def _check_totals(members: list[Member], archive_size: int, limits: UnpackLimits
     """Refuse by declared sizes, before anything is written."""
     total = sum(m.size for m in members)
     if total > limits.max_unpacked:
-        raise _bad(f"The entry archive unpacks to more than {limits.max_unpacked} bytes ({total} declared): "
-                   "make the entry smaller and submit again.")
+        raise too_large(limits.max_unpacked, total)
     _check_ratio(total, archive_size, limits)
 
 
@@ -226,7 +225,7 @@ def _list(archive: Path, kind: str, limits: UnpackLimits, stack: ExitStack) -> l
     if kind == "tar.gz":
         with _reading(None):
             tf = stack.enter_context(open_tar(archive))
-            headers = list(tar_headers(tf, limits.max_members))
+            headers = list(tar_headers(tf, limits.max_members, limits.max_unpacked))
         return list(_tar_members(tf, headers))
     raise ValueError(f"unknown archive kind {kind!r}")
 
