@@ -1,4 +1,4 @@
-"""A challenge scorer for one test: af2017's, held on a FIFO while it exists, so the test can kill
+"""A challenge scorer for one test: accuracy's, held on a FIFO while it exists, so the test can kill
 the daemon in the middle of stage 4 (which otherwise takes a few milliseconds)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from vmjudge.stages.score import af2017
+from vmjudge.stages.score import accuracy
 
 
 def score(results, reference):
@@ -15,4 +15,4 @@ def score(results, reference):
         hold.with_suffix(".scoring").touch()  # tells the test that stage 4 has begun
         with hold.open("rb") as fifo:
             fifo.read()
-    return af2017.score(results, reference)
+    return accuracy.score(results, reference)

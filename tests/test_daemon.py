@@ -21,7 +21,8 @@ from vmjudge.supervisor import vm
 from vmjudge.supervisor.job import Command, Job
 from vmjudge.supervisor.runner import make_blank_disk
 
-from .test_pipeline import EXAMPLES, REPO, archive, vmjudge
+from .hostile.cases import tar_of
+from .test_pipeline import REPO, vmjudge
 
 
 def wait_until(condition, timeout: float, what: str):
@@ -35,12 +36,20 @@ def wait_until(condition, timeout: float, what: str):
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
+# The daemon's own behaviour (kills, signals, locks) does not depend on the challenge, so these
+# tests judge the small "hostile" challenge of the corpus: two training and three test records
+# answered by a line of shell each, a stage in little more than a boot. The examples' entries
+# go through every stage in test_pipeline.py.
+QUICK = Path(__file__).resolve().parent / "hostile" / "challenge"
+QUICK_SCORE = 2 / 3  # its good entry answers two of the three test records right
+
+
 @pytest.fixture
 def home(site, image, conn):
     home = Path(tempfile.mkdtemp(prefix="daemon-", dir=site.home))
     os.chmod(home, 0o711)
     (home / "images").symlink_to(site.images_dir)
-    vmjudge(home, "challenge", "add", str(EXAMPLES / "af2017"))
+    vmjudge(home, "challenge", "add", str(QUICK))
     yield home
     assert vm.leftover_domains(conn) == []
     subprocess.run(["rm", "-rf", str(home)], check=True, timeout=300)
@@ -60,10 +69,14 @@ def stage_running(queue: Queue, entry_id: int, stage: str) -> bool:
     return any(r.stage == stage and r.finished_at is None for r in queue.stage_runs(entry_id))
 
 
-def submit_example(home: Path, case: str, challenge: str = "af2017", name: str | None = None) -> int:
-    """Submit the af2017 example entry `case` to `challenge`; returns its id."""
-    path = archive(EXAMPLES / "af2017" / "entries" / case, home / f"{name or case}-entry.tar.gz")
-    return int(vmjudge(home, "submit", challenge, str(path)).stdout)
+def quick_entry(home: Path, dryrun: bool = False, name: str | None = None) -> Path:
+    """The corpus's good entry for the QUICK challenge (with a DRYRUN file: prep and quiz only)."""
+    return tar_of({"DRYRUN": b""} if dryrun else {}, home / f"{name or ('dryrun' if dryrun else 'good')}-entry.tar.gz")
+
+
+def submit_quick(home: Path, dryrun: bool = False, challenge: str = "hostile", name: str | None = None) -> int:
+    """Submit quick_entry to `challenge`; returns its id."""
+    return int(vmjudge(home, "submit", challenge, str(quick_entry(home, dryrun, name))).stdout)
 
 
 def organiser_report(home: Path, entry_id: int) -> dict:
@@ -81,7 +94,7 @@ def kill_daemon_when(home: Path, condition, timeout: float, what: str) -> None:
 
 
 def test_a_killed_daemon_leaves_nothing_behind_and_the_stage_runs_again(home, conn):
-    entry_id = submit_example(home, "dryrun")
+    entry_id = submit_quick(home, dryrun=True)
     queue = Queue(home / "queue.db")
     kill_daemon_when(home, lambda: stage_running(queue, entry_id, "quiz") and own_domains(conn, home),
                      300, "the quiz VM to be running")
@@ -96,13 +109,13 @@ def test_a_killed_daemon_leaves_nothing_behind_and_the_stage_runs_again(home, co
 
 
 def test_a_daemon_killed_in_the_exam_scores_the_entry_once(home, conn):
-    entry_id = submit_example(home, "good")
+    entry_id = submit_quick(home)
     queue = Queue(home / "queue.db")
     kill_daemon_when(home, lambda: stage_running(queue, entry_id, "exam") and own_domains(conn, home),
                      600, "the exam VM to be running")
     vmjudge(home, "daemon", "--until-idle")
     doc = organiser_report(home, entry_id)
-    assert (doc["state"], doc["outcome"], doc["scores"]["score"]) == ("done", "scored", 1.0)
+    assert (doc["state"], doc["outcome"], doc["scores"]["score"]) == ("done", "scored", QUICK_SCORE)
     runs = [(a["stage"], a["attempt"], a["status"]) for a in doc["organiser"]["attempts"]]
     assert runs == [("prep", 1, "passed"), ("quiz", 1, "passed"), ("exam", 1, "infra"), ("exam", 2, "passed"),
                     ("score", 1, "scored")]
@@ -115,32 +128,32 @@ def test_a_daemon_killed_in_the_exam_scores_the_entry_once(home, conn):
 
 
 def test_a_daemon_killed_while_scoring_scores_the_entry_once(home, conn, monkeypatch):
-    challenge = home / "af2017held"
-    shutil.copytree(EXAMPLES / "af2017", challenge, ignore=shutil.ignore_patterns("entries"))
+    challenge = home / "held"
+    shutil.copytree(QUICK, challenge)
     toml = (challenge / "challenge.toml").read_text()
-    (challenge / "challenge.toml").write_text(toml.replace('name = "af2017"', 'name = "af2017held"')
-                                              .replace('scorer = "af2017"', 'scorer = "tests.held_scorer:score"'))
+    (challenge / "challenge.toml").write_text(toml.replace('name = "hostile"', 'name = "held"')
+                                              .replace('scorer = "accuracy"', 'scorer = "tests.held_scorer:score"'))
     vmjudge(home, "challenge", "add", str(challenge))
     hold = home / "hold"
     os.mkfifo(hold)
     monkeypatch.setenv("VMJUDGE_TEST_HOLD", str(hold))
-    entry_id = submit_example(home, "good", "af2017held")
+    entry_id = submit_quick(home, challenge="held")
     kill_daemon_when(home, hold.with_suffix(".scoring").exists, 900, "stage 4 to begin")
     hold.unlink()  # the next daemon's scorer finds no hold and scores at once
     vmjudge(home, "daemon", "--until-idle")
     doc = organiser_report(home, entry_id)
-    assert (doc["state"], doc["outcome"], doc["scores"]["score"]) == ("done", "scored", 1.0)
+    assert (doc["state"], doc["outcome"], doc["scores"]["score"]) == ("done", "scored", QUICK_SCORE)
     runs = [(a["stage"], a["attempt"], a["status"]) for a in doc["organiser"]["attempts"]]
     assert runs == [("prep", 1, "passed"), ("quiz", 1, "passed"), ("exam", 1, "passed"), ("score", 1, "infra"),
                     ("score", 2, "scored")]
-    assert [s["scores"]["score"] for s in doc["scorings"]] == [1.0]
+    assert [s["scores"]["score"] for s in doc["scorings"]] == [QUICK_SCORE]
     assert own_domains(conn, home) == [] and list((home / "run").iterdir()) == []
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_signal_stops_cleanly_and_requeues_the_running_stage(home, conn, sig):
     """systemd's stop (SIGTERM) and Ctrl-C (SIGINT) alike."""
-    entry_id = submit_example(home, "dryrun")
+    entry_id = submit_quick(home, dryrun=True)
     queue = Queue(home / "queue.db")
     daemon = start_daemon(home)
     wait_until(lambda: stage_running(queue, entry_id, "quiz")
@@ -158,9 +171,9 @@ def test_a_signal_stops_cleanly_and_requeues_the_running_stage(home, conn, sig):
 
 
 def test_ctrl_c_stops_evaluate_and_leaves_the_entry_queued_for_the_daemon(home, conn):
-    path = archive(EXAMPLES / "af2017" / "entries" / "dryrun", home / "dryrun-entry.tar.gz")
+    path = quick_entry(home, dryrun=True)
     queue = Queue(home / "queue.db")
-    proc = subprocess.Popen([sys.executable, "-m", "vmjudge.cli", "evaluate", "af2017", str(path)], cwd=REPO,
+    proc = subprocess.Popen([sys.executable, "-m", "vmjudge.cli", "evaluate", "hostile", str(path)], cwd=REPO,
                             env={**os.environ, "VMJUDGE_HOME": str(home)}, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
@@ -181,12 +194,12 @@ def test_ctrl_c_stops_evaluate_and_leaves_the_entry_queued_for_the_daemon(home, 
 
 
 def test_evaluate_waits_for_the_daemon_that_holds_the_slots(home):
-    path = archive(EXAMPLES / "af2017" / "entries" / "dryrun", home / "dryrun-entry.tar.gz")
+    path = quick_entry(home, dryrun=True)
     daemon = start_daemon(home)
     try:
         wait_until(lambda: (home / "daemon.lock").exists() and (home / "daemon.lock").read_text().strip(), 30,
                    "the daemon to take its lock")
-        proc = vmjudge(home, "evaluate", "af2017", str(path), check=False)
+        proc = vmjudge(home, "evaluate", "hostile", str(path), check=False)
     finally:
         daemon.send_signal(signal.SIGTERM)
         daemon.wait()

@@ -18,8 +18,8 @@ import pytest
 
 from vmjudge.queue.db import Queue
 
-from .test_daemon import organiser_report, own_domains, stage_running, submit_example, wait_until
-from .test_pipeline import EXAMPLES, REPO, vmjudge
+from .test_daemon import QUICK, QUICK_SCORE, organiser_report, own_domains, stage_running, submit_quick, wait_until
+from .test_pipeline import REPO, vmjudge
 
 
 def libvirt_answers(uri: str) -> bool:
@@ -94,7 +94,7 @@ def running_domains(conn, home: Path) -> list[str]:
 
 def add_challenge(home: Path, site) -> None:
     (home / "images").symlink_to(site.images_dir)
-    vmjudge(home, "challenge", "add", str(EXAMPLES / "af2017"))
+    vmjudge(home, "challenge", "add", str(QUICK))  # a stage in little more than a boot
 
 
 def attempts(doc: dict) -> list[tuple[str, int, str, str | None]]:
@@ -109,7 +109,7 @@ def test_libvirtd_restarting_mid_stage_or_down_between_stages_costs_the_entry_no
     add_challenge(home, site)
     libvirtd = Libvirtd(site.uri)
     queue = Queue(home / "queue.db")
-    first = submit_example(home, "good", name="first")
+    first = submit_quick(home, name="first")
     daemon = Daemon(home)
     try:
         # libvirtd restarts while the quiz VM runs: qemu and the channel carry on, the
@@ -124,7 +124,7 @@ def test_libvirtd_restarting_mid_stage_or_down_between_stages_costs_the_entry_no
         # libvirtd is down when the next entry arrives: the daemon waits for it rather than
         # burning the entry's retries, and starts the entry once libvirtd is back.
         libvirtd.stop()
-        second = submit_example(home, "good", name="second")
+        second = submit_quick(home, name="second")
         wait_until(lambda: daemon.said("does not answer"), 60, "the daemon to notice libvirtd is down")
         assert queue.entry(second).state == "queued" and queue.stage_runs(second) == []
         libvirtd.start()
@@ -136,7 +136,7 @@ def test_libvirtd_restarting_mid_stage_or_down_between_stages_costs_the_entry_no
         daemon.stop()
     for entry_id in (first, second):
         doc = organiser_report(home, entry_id)
-        assert (doc["outcome"], doc["scores"]["score"]) == ("scored", 1.0)
+        assert (doc["outcome"], doc["scores"]["score"]) == ("scored", QUICK_SCORE)
         assert attempts(doc) == CLEAN_RUN
     assert own_domains(conn, home) == []
 
@@ -149,7 +149,7 @@ def test_a_full_host_disk_during_a_stage_is_retried_not_charged(home, site, conn
                    timeout=300)
     add_challenge(home, site)
     queue = Queue(home / "queue.db")
-    entry_id = submit_example(home, "good")
+    entry_id = submit_quick(home)
     filler = home / "filler"
     daemon = Daemon(home)
     try:
@@ -165,7 +165,7 @@ def test_a_full_host_disk_during_a_stage_is_retried_not_charged(home, site, conn
         filler.unlink(missing_ok=True)
         daemon.stop()
     doc = organiser_report(home, entry_id)
-    assert (doc["outcome"], doc["scores"]["score"]) == ("scored", 1.0)
+    assert (doc["outcome"], doc["scores"]["score"]) == ("scored", QUICK_SCORE)
     runs = attempts(doc)
     infra = [r for r in runs if r[2] == "infra"]
     assert infra and all(r[3] in ("host-disk-full", "host-io") for r in infra), runs
