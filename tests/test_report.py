@@ -9,7 +9,7 @@ import pytest
 from vmjudge.config import Site
 from vmjudge.leaderboard import leaderboard
 from vmjudge.queue.db import Queue
-from vmjudge.report import show
+from vmjudge.report import LOG_EXCERPT_BYTES, show
 
 
 @pytest.fixture
@@ -69,3 +69,24 @@ def test_report_shows_the_counted_attempt_and_hides_infrastructure_retries(queue
     attempts = show(site, queue, eid, organiser=True)["organiser"]["attempts"]
     assert [(a["attempt"], a["status"], a["reason"]) for a in attempts] == [(1, "infra", "channel-broken"),
                                                                              (2, "passed", None)]
+
+
+def test_the_organisers_report_quotes_each_stage_log_by_its_head_and_tail(queue):
+    """A stage log may hold 64 MiB of what an entry printed: `show --organiser` quotes a bounded
+    head and tail of it and says where the whole log is, so the command's memory and output stay
+    small whatever the entry printed."""
+    eid = queue.add_entry("c", "grace", False, "ef" * 32, "e-entry.zip", Path("/x"))
+    site = Site(home=queue.path.parent)
+    results = site.home / "results" / str(eid)
+    results.mkdir(parents=True)
+    big = b"HEAD-MARK\n" + b"\xff" * (4 << 20) + b"\nTAIL-MARK\n"
+    (results / "exam.log").write_bytes(big)
+    (results / "prep.log").write_text("--- setup.sh: ok\n")
+    logs = show(site, queue, eid, organiser=True)["organiser"]["logs"]
+    assert logs["prep.log"] == {"path": str(results / "prep.log"), "bytes": 17, "text": "--- setup.sh: ok\n"}
+    exam = logs["exam.log"]
+    assert exam["bytes"] == len(big) and exam["path"] == str(results / "exam.log")
+    assert exam["text"].startswith("HEAD-MARK\n") and exam["text"].endswith("\nTAIL-MARK\n")
+    assert f"[... {len(big) - 2 * LOG_EXCERPT_BYTES} bytes left out here; the whole log is {results / 'exam.log'}" \
+        in exam["text"]
+    assert len(exam["text"]) < 2 * LOG_EXCERPT_BYTES + 500

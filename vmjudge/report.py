@@ -2,13 +2,15 @@
 
 The participant's report is built from each stage's participant message, which the stages
 write with care (the exam's says counts only). Organisers also get every attempt, with
-infrastructure failures and their reasons, the manifests, and the stage logs.
+infrastructure failures and their reasons, the manifests, and the stage logs (each quoted by
+its head and tail: the whole log stays on disk).
 """
 
 from __future__ import annotations
 
 import html
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -67,9 +69,32 @@ def participant_text(entry: EntryRow, runs: list[StageRun], scorings: list[Scori
     return "\n".join(lines).rstrip() + "\n"
 
 
+# How much of each stage log `show --organiser` quotes: its head and its tail. A stage log
+# may hold up to `stage_output` bytes of what an entry printed (64 MiB by default), which
+# quoted whole in JSON would cost the command several times that in memory; the whole log
+# stays on disk at the path given beside the excerpt.
+LOG_EXCERPT_BYTES = 32 * 1024
+
+
+def log_excerpt(path: Path, part: int = LOG_EXCERPT_BYTES) -> dict[str, Any]:
+    """The log's size and path, and its text whole if it is short, else its first and last
+    `part` bytes with a line saying how many bytes lie between them."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size <= 2 * part:
+            text = f.read(2 * part).decode(errors="replace")
+        else:
+            head = f.read(part)
+            f.seek(-part, os.SEEK_END)
+            tail = f.read(part)
+            text = (head.decode(errors="replace") + f"\n[... {size - 2 * part} bytes left out here; "
+                    f"the whole log is {path} ...]\n" + tail.decode(errors="replace"))
+    return {"path": str(path), "bytes": size, "text": text}
+
+
 def organiser_details(site: Site, entry: EntryRow, runs: list[StageRun]) -> dict[str, Any]:
     results = site.home / "results" / str(entry.id)
-    logs = {p.name: p.read_text(errors="replace") for p in sorted(results.glob("*.log"))} if results.is_dir() else {}
+    logs = {p.name: log_excerpt(p) for p in sorted(results.glob("*.log"))} if results.is_dir() else {}
     return {"attempts": [{"stage": r.stage, "attempt": r.attempt, "evaluation": r.evaluation,
                           "status": r.status, "reason": r.reason,
                           "message": r.message, "started_at": r.started_at, "finished_at": r.finished_at,
