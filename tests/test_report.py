@@ -9,7 +9,7 @@ import pytest
 from vmjudge.config import Site
 from vmjudge.leaderboard import leaderboard
 from vmjudge.queue.db import Queue
-from vmjudge.report import LOG_EXCERPT_BYTES, show
+from vmjudge.report import LOG_EXCERPT_BYTES, show, write_html
 
 
 @pytest.fixture
@@ -90,3 +90,15 @@ def test_the_organisers_report_quotes_each_stage_log_by_its_head_and_tail(queue)
     assert f"[... {len(big) - 2 * LOG_EXCERPT_BYTES} bytes left out here; the whole log is {results / 'exam.log'}" \
         in exam["text"]
     assert len(exam["text"]) < 2 * LOG_EXCERPT_BYTES + 500
+
+
+def test_the_html_report_shows_control_and_bidi_characters_as_escapes(queue):
+    """setup.sh's output reaches the report: U+202E would reorder the page as a browser shows it."""
+    eid = queue.add_entry("c", "heidi", False, "01" * 32, "e-entry.zip", Path("/x"))
+    queue.claim_next("d")
+    run = queue.start_stage(eid, "prep", "h", 0)
+    queue.finish_stage(run, "passed", "setup.sh completed.\n--- setup.sh output ---\nscore \u202e0.1\x1b[2J<b>",
+                       {}, next_stage="quiz")
+    page = write_html(queue, Site(home=queue.path.parent), eid).read_text()
+    assert "score \\u202e0.1\\x1b[2J&lt;b&gt;" in page
+    assert "\u202e" not in page and "\x1b" not in page

@@ -17,6 +17,7 @@ from typing import Any
 from . import private
 from .config import Site
 from .queue.db import STAGES, EntryRow, Queue, Scoring, StageRun
+from .terminal import printable
 from .workdir import results_dir
 
 TITLES = {"prep": "Stage 1 (prep)", "quiz": "Stage 2 (quiz)", "exam": "Stage 3 (exam)", "score": "Stage 4 (score)"}
@@ -125,6 +126,8 @@ def show(site: Site, queue: Queue, entry_id: int, organiser: bool = False) -> di
 
 
 def write_html(queue: Queue, site: Site, entry_id: int) -> Path:
+    """The participant's report as a page. Entry output in it has its control and bidi characters
+    written as visible escapes, as on a terminal: a browser reorders text around U+202E too."""
     doc = show(site, queue, entry_id)
     path = results_dir(site, entry_id) / "report.html"
     scores = "".join(f"<tr><th>{html.escape(k)}</th><td>{'undefined (0/0)' if v is None else format(v, '.4f')}"
@@ -135,7 +138,7 @@ def write_html(queue: Queue, site: Site, entry_id: int) -> Path:
             f"<h1>Entry {doc['id']} — {html.escape(doc['challenge'])}</h1>"
             f"<p>Outcome: <b>{html.escape(str(doc['outcome']))}</b></p>"
             + (f"<table>{scores}</table>" if scores else "")
-            + f"<pre>{html.escape(doc['report'])}</pre></body></html>\n")
+            + f"<pre>{html.escape(printable(doc['report']))}</pre></body></html>\n")
     return private.write_text(path, page)  # for the organiser to pass on to its owner, no one else
 
 
