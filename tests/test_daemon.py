@@ -127,7 +127,10 @@ def test_a_daemon_killed_in_the_exam_scores_the_entry_once(home, conn):
     assert "home.qcow2" in kept and not [name for name in kept if name.endswith(".iso")], kept
 
 
-def test_a_daemon_killed_while_scoring_scores_the_entry_once(home, conn, monkeypatch):
+def add_held_challenge(home: Path, monkeypatch) -> Path:
+    """The QUICK challenge as "held", scored by tests/held_scorer.py: stage 4 waits on the FIFO
+    returned (in the environment of daemons started from now on) until a writer opens it or it
+    is removed, and creates its `.scoring` sibling once it has begun."""
     challenge = home / "held"
     shutil.copytree(QUICK, challenge)
     toml = (challenge / "challenge.toml").read_text()
@@ -137,6 +140,11 @@ def test_a_daemon_killed_while_scoring_scores_the_entry_once(home, conn, monkeyp
     hold = home / "hold"
     os.mkfifo(hold)
     monkeypatch.setenv("VMJUDGE_TEST_HOLD", str(hold))
+    return hold
+
+
+def test_a_daemon_killed_while_scoring_scores_the_entry_once(home, conn, monkeypatch):
+    hold = add_held_challenge(home, monkeypatch)
     entry_id = submit_quick(home, challenge="held")
     kill_daemon_when(home, hold.with_suffix(".scoring").exists, 900, "stage 4 to begin")
     hold.unlink()  # the next daemon's scorer finds no hold and scores at once

@@ -5,7 +5,6 @@ nothing happened, and never be charged for it."""
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -18,7 +17,17 @@ import pytest
 
 from vmjudge.queue.db import Queue
 
-from .test_daemon import QUICK, QUICK_SCORE, organiser_report, own_domains, stage_running, submit_quick, wait_until
+from .hostile.cases import tar_of
+from .test_daemon import (
+    QUICK,
+    QUICK_SCORE,
+    add_held_challenge,
+    organiser_report,
+    own_domains,
+    stage_running,
+    submit_quick,
+    wait_until,
+)
 from .test_pipeline import REPO, vmjudge
 
 
@@ -56,10 +65,11 @@ class Libvirtd:
 
 
 class Daemon:
-    """`vmjudge daemon` as a process, its log in a file the test can read while it runs."""
+    """`vmjudge daemon` as a process, its log in a file the test can read while it runs (in the
+    home unless `log` is given: a home the test fills up could not take the log's lines)."""
 
-    def __init__(self, home: Path):
-        self.log = home / "daemon.log"
+    def __init__(self, home: Path, log: Path | None = None):
+        self.log = log or home / "daemon.log"
         self.proc = subprocess.Popen([sys.executable, "-m", "vmjudge.cli", "--verbose", "daemon"], cwd=REPO,
                                      env={**os.environ, "VMJUDGE_HOME": str(home)},
                                      stdout=subprocess.DEVNULL, stderr=self.log.open("w"))
@@ -141,24 +151,33 @@ def test_libvirtd_restarting_mid_stage_or_down_between_stages_costs_the_entry_no
     assert own_domains(conn, home) == []
 
 
-def test_a_full_host_disk_during_a_stage_is_retried_not_charged(home, site, conn):
-    """The whole home on a small file system that fills while the quiz VM runs: qemu pauses
-    on the failed write or the host fails writing the results; either way the stage is an
-    infrastructure failure, recorded once space is free again, and the retry passes."""
+@pytest.fixture
+def small_home(home):
+    """The whole home on a small file system of its own, for the test to fill."""
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=160m,mode=0711", "vmjudge-full", str(home)], check=True,
                    timeout=300)
+    return home
+
+
+def test_a_vm_writing_to_a_full_host_disk_is_paused_and_its_stage_runs_again(small_home, site, conn, tmp_path):
+    """The disk fills while the prep VM boots: the guest's first writes to its home disk (making
+    the file system, copying the entry in) need new space in the qcow2 file, qemu pauses the VM
+    rather than pass the error on, and the stage is an infrastructure failure, recorded once
+    space is free again; the retry passes and the entry is judged as if nothing happened. The
+    host itself writes nothing for the stage before the VM does: this setup.sh prints nothing,
+    and writes 4 MiB to the home disk besides."""
+    home = small_home
     add_challenge(home, site)
     queue = Queue(home / "queue.db")
-    entry_id = submit_quick(home)
+    archive = tar_of({"setup.sh": b"#!/bin/sh\nhead -c 4194304 /dev/urandom > bulk\n"}, tmp_path / "entry.tar.gz")
+    entry_id = int(vmjudge(home, "submit", "hostile", str(archive)).stdout)
     filler = home / "filler"
-    daemon = Daemon(home)
+    daemon = Daemon(home, log=tmp_path / "daemon.log")
     try:
-        wait_until(lambda: stage_running(queue, entry_id, "quiz")
-                   and own_domains(conn, home), 600, "the quiz VM to be running")
+        wait_until(lambda: stage_running(queue, entry_id, "prep") and running_domains(conn, home), 600,
+                   "the prep VM to be running")
         fill(filler)
-        # Even reading the queue can fail now: the daemon's log tells when it met the full disk.
-        wait_until(lambda: re.search(r"WARNING entry \d+ quiz attempt 1: |cannot record", daemon.text()),
-                   600, "the daemon to meet the full disk")
+        wait_until(lambda: daemon.said("WARNING entry"), 600, "the daemon to meet the full disk")
         filler.unlink()
         wait_until(lambda: queue.entry(entry_id).state == "done", 900, "the entry to be judged")
     finally:
@@ -166,13 +185,39 @@ def test_a_full_host_disk_during_a_stage_is_retried_not_charged(home, site, conn
         daemon.stop()
     doc = organiser_report(home, entry_id)
     assert (doc["outcome"], doc["scores"]["score"]) == ("scored", QUICK_SCORE)
-    runs = attempts(doc)
-    infra = [r for r in runs if r[2] == "infra"]
-    assert infra and all(r[3] in ("host-disk-full", "host-io") for r in infra), runs
-    assert [r for r in runs if r[2] != "infra"] == [("prep", 1, "passed", None)] + [
-        (stage, 1 + sum(r[0] == stage for r in infra), status, None)
-        for stage, _, status, _ in CLEAN_RUN[1:]]
-    assert all("disk" in a["message"] for a in doc["organiser"]["attempts"] if a["status"] == "infra")
+    assert attempts(doc) == [("prep", 1, "infra", "host-disk-full"), ("prep", 2, "passed", None)] + CLEAN_RUN[1:]
+    message = doc["organiser"]["attempts"][0]["message"]
+    assert message.startswith("qemu paused domain ") and "the host's disk is full" in message, message
+
+
+def test_a_result_the_full_disk_cannot_record_is_kept_and_recorded_once_space_is_freed(small_home, site,
+                                                                                      monkeypatch, tmp_path):
+    """Stage 4 is held while the disk fills, then let go: its scores cannot be written to the
+    queue, so the daemon keeps them, says so, and writes them once space is freed. The stage is
+    not run again: one scoring, no infrastructure failure."""
+    home = small_home
+    (home / "images").symlink_to(site.images_dir)
+    hold = add_held_challenge(home, monkeypatch)
+    queue = Queue(home / "queue.db")
+    entry_id = submit_quick(home, challenge="held")
+    filler = home / "filler"
+    daemon = Daemon(home, log=tmp_path / "daemon.log")
+    try:
+        wait_until(hold.with_suffix(".scoring").exists, 900, "stage 4 to begin")
+        fill(filler)
+        with hold.open("wb"):  # the scorer's read ends: it scores
+            pass
+        wait_until(lambda: daemon.said(f"cannot record entry {entry_id}'s score result in the queue"), 120,
+                   "the daemon to find it cannot record the score")
+        filler.unlink()
+        wait_until(lambda: queue.entry(entry_id).state == "done", 120, "the score to be recorded")
+    finally:
+        filler.unlink(missing_ok=True)
+        daemon.stop()
+    doc = organiser_report(home, entry_id)
+    assert (doc["outcome"], doc["scores"]["score"]) == ("scored", QUICK_SCORE)
+    assert attempts(doc) == CLEAN_RUN
+    assert [s["scores"]["score"] for s in doc["scorings"]] == [QUICK_SCORE]
 
 
 def fill(path: Path) -> None:
