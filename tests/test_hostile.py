@@ -21,7 +21,7 @@ import pytest
 from vmjudge.supervisor import vm
 
 from .cli import VM_TIMEOUT
-from .hostile.cases import CASES, REFUSED, Case, short_quiz_challenge, tar_of, wide_challenge
+from .hostile.cases import CASES, REFUSED, WIDE_RECORDS, Case, short_quiz_challenge, tar_of, wide_challenge
 from .test_pipeline import vmjudge
 
 CHALLENGE = Path(__file__).resolve().parent / "hostile" / "challenge"
@@ -30,7 +30,6 @@ CHALLENGE = Path(__file__).resolve().parent / "hostile" / "challenge"
 # with 100 records: 50.6 MiB.
 PEAK_RSS_BOUND_MIB = 120
 GOOD_EVERY = 8  # a good entry after every eighth hostile entry that reaches a VM, and the last
-WIDE_RECORDS = 200  # the wide exam (issue 11's acceptance): 200 MiB printed, over the stage log's 64 MiB cap
 # Run the daemon as a child of a small wrapper that reports the peak resident memory of its
 # children once they have exited (ru_maxrss), so the figure is the daemon's own.
 PEAK_RSS = ("import resource, subprocess, sys; rc = subprocess.call(sys.argv[1:]); "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,8 @@ import pytest
 from vmjudge.config import Site
 from vmjudge.leaderboard import leaderboard
 from vmjudge.queue.db import Queue
-from vmjudge.report import LOG_EXCERPT_BYTES, show, write_html
+from vmjudge import report
+from vmjudge.report import LOG_EXCERPT_BYTES, log_excerpt, show, write_html
 
 
 @pytest.fixture
@@ -102,3 +104,19 @@ def test_the_html_report_shows_control_and_bidi_characters_as_escapes(queue):
     page = write_html(queue, Site(home=queue.path.parent), eid).read_text()
     assert "score \\u202e0.1\\x1b[2J&lt;b&gt;" in page
     assert "\u202e" not in page and "\x1b" not in page
+
+
+def test_a_log_cut_short_while_it_is_quoted_gives_what_is_left(tmp_path, monkeypatch):
+    """A retry starts its stage log afresh: between reading the size and the tail, the file may shrink."""
+    log = tmp_path / "quiz.log"
+    log.write_bytes(b"a" * (200 << 10))
+    real = os.fstat
+
+    def shrinking(fd):
+        result = real(fd)
+        os.truncate(log, 10)
+        return result
+
+    monkeypatch.setattr(report.os, "fstat", shrinking)
+    quoted = log_excerpt(log)
+    assert quoted["bytes"] == 200 << 10 and quoted["text"].startswith("a" * 10)

@@ -356,8 +356,32 @@ def test_two_tars_joined_are_refused_not_cut_at_the_first_end(tmp_path):
     assert "data after the end of its 1 members" in refused(archive, "tar.gz", tmp_path / "home")
 
 
-@pytest.mark.parametrize("tail", [b"", b"\0" * 512, b"\0" * (64 << 10)], ids=["no-end-marker", "one-zero-block",
-                                                                              "64k-of-zeros"])
+def negative_size_header(name: str, size: int) -> bytes:
+    """A tar header whose size field holds a negative number in base-256, which tarfile accepts."""
+    ti = tarfile.TarInfo(name)
+    block = bytearray(ti.tobuf(tarfile.GNU_FORMAT)[:512])
+    block[124:136] = b"\xff" + (size % (1 << 88)).to_bytes(11, "big")
+    block[148:156] = b" " * 8
+    block[148:156] = b"%06o\0 " % sum(block)
+    return bytes(block)
+
+
+def test_a_negative_size_is_refused_not_followed_back(tmp_path):
+    """A size of -(one header and one data block) sends tarfile back to the first member, silently
+    ending the listing (or, aimed past gzip's buffer, decompressing the archive again and again)."""
+    tar = io.BytesIO()
+    with tarfile.open(fileobj=tar, mode="w", format=tarfile.GNU_FORMAT) as tf:
+        ti, data = reg("setup.sh", b"echo set up\n")
+        ti.size = len(data)
+        tf.addfile(ti, io.BytesIO(data))
+        body = tar.getvalue()[:tar.tell()]
+    archive = tmp_path / "entry.tar.gz"
+    archive.write_bytes(gzip.compress(body + negative_size_header("jump", -(len(body) + 512)) + bytes(1024)))
+    assert "a tar header with a negative size" in refused(archive, "tar.gz", tmp_path / "home")
+
+
+@pytest.mark.parametrize("tail", [b"", b"\0" * 512, b"\0" * (2 << 20)], ids=["no-end-marker", "one-zero-block",
+                                                                             "gnu-tar-b4096-2m-of-zeros"])
 def test_a_tar_ending_in_zeros_or_nothing_unpacks(tmp_path, tail):
     tar = io.BytesIO()
     with tarfile.open(fileobj=tar, mode="w") as tf:
@@ -691,3 +715,16 @@ def test_a_sparse_member_is_refused(tmp_path):
     raw[at + 148:at + 156] = b"%06o\0 " % sum(raw[at:at + 512])  # the header's checksum
     archive.write_bytes(gzip.compress(bytes(raw)))
     assert "holds a sparse file (made with tar --sparse)" in refused(archive, "tar.gz", tmp_path / "home")
+
+
+def test_zeros_after_the_end_count_against_max_unpacked(tmp_path):
+    tar = io.BytesIO()
+    with tarfile.open(fileobj=tar, mode="w") as tf:
+        ti, data = reg("setup.sh", b"echo set up\n")
+        ti.size = len(data)
+        tf.addfile(ti, io.BytesIO(data))
+        body = tar.getvalue()[:tar.tell()]
+    archive = tmp_path / "entry.tar.gz"
+    archive.write_bytes(gzip.compress(body + bytes(3 << 20)))
+    assert "more zeros after its end than max_unpacked leaves room for" in \
+        refused(archive, "tar.gz", tmp_path / "home", UnpackLimits(max_unpacked=2 << 20))

@@ -37,7 +37,6 @@ HEADERS_TOTAL = 16 << 20  # bytes of all of an archive's long names and pax head
 GLOBAL_MAX = 16 << 10  # bytes of global pax headers (git archive writes one of 52 bytes)
 _EXTENDED = (tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE, tarfile.XGLTYPE,
              tarfile.SOLARIS_XHDTYPE)
-TAIL_MAX = 1 << 20  # bytes of zeros a tar may carry past its end marker (GNU tar pads to 10 KiB)
 # A central directory record: its signature, then the lengths of the name, extra field and comment.
 _CENTRAL = struct.Struct("<4s24xHHH12x")
 _CENTRAL_SIGNATURE = b"PK\x01\x02"
@@ -84,6 +83,8 @@ class _BoundedTarInfo(tarfile.TarInfo):
             raise tarfile.ReadError(f"a damaged tar header ({exc})") from None
 
     def _proc_member(self, tf: _BoundedTarFile):
+        if self.size < 0:  # base-256 allows it; tarfile would step back and read the archive again and again
+            raise tarfile.ReadError(f"a tar header with a negative size ({self.size})")
         if self.type == tarfile.GNUTYPE_SPARSE:
             _refuse_sparse()
         if self.type in _EXTENDED:
@@ -137,13 +138,24 @@ def tar_headers(tf: tarfile.TarFile, max_members: int, max_unpacked: int) -> Ite
         count += 1
         if count > max_members:
             raise too_many_members(max_members)
-        declared += max(ti.size, 0)
+        declared += ti.size
         if declared > max_unpacked:
             raise too_large(max_unpacked, declared)
         yield ti
-    rest = tf.fileobj.read(TAIL_MAX + 1)
-    if len(rest) > TAIL_MAX or rest.strip(b"\0"):
-        raise tarfile.ReadError(f"data after the end of its {count} members: two archives joined, or damage")
+    _check_end(tf, count, max_unpacked - declared)
+
+
+def _check_end(tf: tarfile.TarFile, count: int, budget: int) -> None:
+    """Only zeros may follow the last member: tar pads to its blocking factor (GNU tar's -b 4096
+    writes 2 MiB of zeros). Reading the padding costs decompression, so it counts against what is
+    left of max_unpacked."""
+    read = 0
+    while chunk := tf.fileobj.read(1 << 20):
+        if chunk.strip(b"\0"):
+            raise tarfile.ReadError(f"data after the end of its {count} members: two archives joined, or damage")
+        read += len(chunk)
+        if read > budget:
+            raise tarfile.ReadError(f"more zeros after its end than max_unpacked leaves room for ({read} bytes)")
 
 
 def zip_record_count(fp: BinaryIO, stop_after: int) -> int:

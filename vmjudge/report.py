@@ -86,7 +86,7 @@ def log_excerpt(path: Path, part: int = LOG_EXCERPT_BYTES) -> dict[str, Any]:
             text = f.read(2 * part).decode(errors="replace")
         else:
             head = f.read(part)
-            f.seek(-part, os.SEEK_END)
+            f.seek(size - part)  # from the size read above: a retry may truncate the log meanwhile
             tail = f.read(part)
             text = (head.decode(errors="replace") + f"\n[... {size - 2 * part} bytes left out here; "
                     f"the whole log is {path} ...]\n" + tail.decode(errors="replace"))

@@ -142,6 +142,7 @@ SNOOPS = ("#!/bin/sh\nif cat /media/cdrom/job.json >/dev/null 2>&1 || unshare -U
 LATE_WRITER = ("#!/bin/sh\nsetsid sh -c 'while :; do for f in *.txt; do case $f in answers.txt|\"$1.txt\") ;; *) "
                "[ -e \"$f\" ] && { echo r1,WRONG >> answers.txt; echo t1,WRONG >> answers.txt; exit; };; esac; "
                "done; sleep 0.05; done' sh \"$1\" </dev/null >/dev/null 2>&1 &\n")
+WIDE_RECORDS = 200  # the wide exam (issue 11's acceptance): 200 MiB printed, over the stage log's 64 MiB cap
 WIDE_NEXT = "#!/bin/sh\nhead -c 1048576 /dev/zero | tr '\\000' '\\377'\n" + NEXT_SH.split("\n", 1)[1]
 
 
@@ -262,7 +263,8 @@ CASES = [
          SCORED, "Stage 3 (exam): 3 test records: 2 completed, 0 failed, 1 timed out."),  # t2 was wrong anyway
     Case("answers-60mb", big_answers, ("failed", "prep", "answers-too-large"), "more than the"),
     Case("wide-ff-output", entry({"next.sh": WIDE_NEXT.encode()}), SCORED,
-         "Stage 3 (exam): 100 test records: 100 completed, 0 failed, 0 timed out.", challenge="hostile-wide"),
+         f"Stage 3 (exam): {WIDE_RECORDS} test records: {WIDE_RECORDS} completed, 0 failed, 0 timed out.",
+         challenge="hostile-wide"),
 
     # issue 11: archives
     Case("tar-name-not-utf8", entry(extra=member("bad\udcffname", tarfile.REGTYPE)), BAD_ARCHIVE,
