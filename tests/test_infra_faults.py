@@ -10,6 +10,8 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import libvirt
@@ -83,6 +85,12 @@ class Daemon:
     def stop(self) -> None:
         self.proc.send_signal(signal.SIGTERM)
         assert self.proc.wait(timeout=120) == 0, self.log.read_text()
+
+    def __enter__(self) -> "Daemon":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
 
 
 @pytest.fixture
@@ -171,18 +179,12 @@ def test_a_vm_writing_to_a_full_host_disk_is_paused_and_its_stage_runs_again(sma
     queue = Queue(home / "queue.db")
     archive = tar_of({"setup.sh": b"#!/bin/sh\nhead -c 4194304 /dev/urandom > bulk\n"}, tmp_path / "entry.tar.gz")
     entry_id = int(vmjudge(home, "submit", "hostile", str(archive)).stdout)
-    filler = home / "filler"
-    daemon = Daemon(home, log=tmp_path / "daemon.log")
-    try:
+    with Daemon(home, log=tmp_path / "daemon.log") as daemon:
         wait_until(lambda: stage_running(queue, entry_id, "prep") and running_domains(conn, home), 600,
                    "the prep VM to be running")
-        fill(filler)
-        wait_until(lambda: daemon.said("WARNING entry"), 600, "the daemon to meet the full disk")
-        filler.unlink()
+        with full_disk(home):
+            wait_until(lambda: daemon.said("WARNING entry"), 600, "the daemon to meet the full disk")
         wait_until(lambda: queue.entry(entry_id).state == "done", 900, "the entry to be judged")
-    finally:
-        filler.unlink(missing_ok=True)
-        daemon.stop()
     doc = organiser_report(home, entry_id)
     assert (doc["outcome"], doc["scores"]["score"]) == ("scored", QUICK_SCORE)
     assert attempts(doc) == [("prep", 1, "infra", "host-disk-full"), ("prep", 2, "passed", None)] + CLEAN_RUN[1:]
@@ -200,24 +202,29 @@ def test_a_result_the_full_disk_cannot_record_is_kept_and_recorded_once_space_is
     hold = add_held_challenge(home, monkeypatch)
     queue = Queue(home / "queue.db")
     entry_id = submit_quick(home, challenge="held")
-    filler = home / "filler"
-    daemon = Daemon(home, log=tmp_path / "daemon.log")
-    try:
+    with Daemon(home, log=tmp_path / "daemon.log") as daemon:
         wait_until(hold.with_suffix(".scoring").exists, 900, "stage 4 to begin")
-        fill(filler)
-        with hold.open("wb"):  # the scorer's read ends: it scores
-            pass
-        wait_until(lambda: daemon.said(f"cannot record entry {entry_id}'s score result in the queue"), 120,
-                   "the daemon to find it cannot record the score")
-        filler.unlink()
+        with full_disk(home):
+            with hold.open("wb"):  # the scorer's read ends: it scores
+                pass
+            wait_until(lambda: daemon.said(f"cannot record entry {entry_id}'s score result in the queue"), 120,
+                       "the daemon to find it cannot record the score")
         wait_until(lambda: queue.entry(entry_id).state == "done", 120, "the score to be recorded")
-    finally:
-        filler.unlink(missing_ok=True)
-        daemon.stop()
     doc = organiser_report(home, entry_id)
     assert (doc["outcome"], doc["scores"]["score"]) == ("scored", QUICK_SCORE)
     assert attempts(doc) == CLEAN_RUN
     assert [s["scores"]["score"] for s in doc["scorings"]] == [QUICK_SCORE]
+
+
+@contextmanager
+def full_disk(home: Path) -> Iterator[None]:
+    """The file system holding `home` full for the duration; the space is freed on leaving."""
+    filler = home / "filler"
+    try:
+        fill(filler)
+        yield
+    finally:
+        filler.unlink(missing_ok=True)
 
 
 def fill(path: Path) -> None:

@@ -23,6 +23,8 @@ from vmjudge.errors import EntryError, InfrastructureError, VmjudgeError
 from vmjudge.stages.prep import unpack as unpack_mod
 from vmjudge.stages.prep.unpack import UnpackLimits, find_required, unpack
 
+from .hostile.cases import tars_joined
+
 LINK_SENTENCE = "is a link; entries may hold only regular files and directories"
 
 
@@ -333,27 +335,31 @@ def test_refuses_a_truncated_tar_gz(tmp_path):
     refused(archive, "tar.gz", tmp_path / "home")
 
 
-def test_a_damaged_header_past_the_first_is_the_entrys_not_a_silent_end(tmp_path):
-    """tarfile itself ends the listing at such a header: setup.sh would be judged without next.sh."""
+def unterminated_tar(*members: tuple[tarfile.TarInfo, bytes]) -> bytes:
+    """The members' headers and data (GNU format), without the end marker tarfile writes on close,
+    for a test to append to."""
     tar = io.BytesIO()
-    with tarfile.open(fileobj=tar, mode="w") as tf:
-        for ti, data in (reg("setup.sh", b"echo set up\n"), reg("next.sh", b"echo next\n")):
+    with tarfile.open(fileobj=tar, mode="w", format=tarfile.GNU_FORMAT) as tf:
+        for ti, data in members:
             ti.size = len(data)
             tf.addfile(ti, io.BytesIO(data))
-    raw = bytearray(tar.getvalue())
+        return tar.getvalue()[:tar.tell()]
+
+
+def test_a_damaged_header_past_the_first_is_the_entrys_not_a_silent_end(tmp_path):
+    """tarfile itself ends the listing at such a header: setup.sh would be judged without next.sh."""
+    raw = bytearray(unterminated_tar(reg("setup.sh", b"echo set up\n"), reg("next.sh", b"echo next\n")))
     raw[512 * 2 + 148] ^= 0x01  # the second header's checksum
     archive = tmp_path / "entry.tar.gz"
-    archive.write_bytes(gzip.compress(bytes(raw)))
+    archive.write_bytes(gzip.compress(bytes(raw) + bytes(1024)))
     with tarfile.open(archive) as plain:
         assert plain.getnames() == ["setup.sh"]  # what tarfile alone would make of it
     assert "damaged tar header" in refused(archive, "tar.gz", tmp_path / "home")
 
 
 def test_two_tars_joined_are_refused_not_cut_at_the_first_end(tmp_path):
-    first, second = (make_tar(tmp_path / f"{n}.tar.gz", [reg(f"{n}.sh")]) for n in ("setup", "next"))
-    archive = tmp_path / "entry.tar.gz"
-    archive.write_bytes(gzip.compress(gzip.decompress(first.read_bytes()) + gzip.decompress(second.read_bytes())))
-    assert "data after the end of its 1 members" in refused(archive, "tar.gz", tmp_path / "home")
+    archive = tars_joined(tmp_path)  # the good entry's three files, then a second tar
+    assert "data after the end of its 3 members" in refused(archive, "tar.gz", tmp_path / "home")
 
 
 def negative_size_header(name: str, size: int) -> bytes:
@@ -369,12 +375,7 @@ def negative_size_header(name: str, size: int) -> bytes:
 def test_a_negative_size_is_refused_not_followed_back(tmp_path):
     """A size of -(one header and one data block) sends tarfile back to the first member, silently
     ending the listing (or, aimed past gzip's buffer, decompressing the archive again and again)."""
-    tar = io.BytesIO()
-    with tarfile.open(fileobj=tar, mode="w", format=tarfile.GNU_FORMAT) as tf:
-        ti, data = reg("setup.sh", b"echo set up\n")
-        ti.size = len(data)
-        tf.addfile(ti, io.BytesIO(data))
-        body = tar.getvalue()[:tar.tell()]
+    body = unterminated_tar(reg("setup.sh", b"echo set up\n"))
     archive = tmp_path / "entry.tar.gz"
     archive.write_bytes(gzip.compress(body + negative_size_header("jump", -(len(body) + 512)) + bytes(1024)))
     assert "a tar header with a negative size" in refused(archive, "tar.gz", tmp_path / "home")
@@ -383,14 +384,8 @@ def test_a_negative_size_is_refused_not_followed_back(tmp_path):
 @pytest.mark.parametrize("tail", [b"", b"\0" * 512, b"\0" * (2 << 20)], ids=["no-end-marker", "one-zero-block",
                                                                              "gnu-tar-b4096-2m-of-zeros"])
 def test_a_tar_ending_in_zeros_or_nothing_unpacks(tmp_path, tail):
-    tar = io.BytesIO()
-    with tarfile.open(fileobj=tar, mode="w") as tf:
-        ti, data = reg("setup.sh", b"echo set up\n")
-        ti.size = len(data)
-        tf.addfile(ti, io.BytesIO(data))
-        body = tar.getvalue()[:tar.tell()]  # header and data, without tarfile's end marker
     archive = tmp_path / "entry.tar.gz"
-    archive.write_bytes(gzip.compress(body + tail))
+    archive.write_bytes(gzip.compress(unterminated_tar(reg("setup.sh", b"echo set up\n")) + tail))
     assert unpack(archive, "tar.gz", tmp_path / "home") == ["setup.sh"]
 
 
@@ -718,13 +713,7 @@ def test_a_sparse_member_is_refused(tmp_path):
 
 
 def test_zeros_after_the_end_count_against_max_unpacked(tmp_path):
-    tar = io.BytesIO()
-    with tarfile.open(fileobj=tar, mode="w") as tf:
-        ti, data = reg("setup.sh", b"echo set up\n")
-        ti.size = len(data)
-        tf.addfile(ti, io.BytesIO(data))
-        body = tar.getvalue()[:tar.tell()]
     archive = tmp_path / "entry.tar.gz"
-    archive.write_bytes(gzip.compress(body + bytes(3 << 20)))
+    archive.write_bytes(gzip.compress(unterminated_tar(reg("setup.sh", b"echo set up\n")) + bytes(3 << 20)))
     assert "more zeros after its end than max_unpacked leaves room for" in \
         refused(archive, "tar.gz", tmp_path / "home", UnpackLimits(max_unpacked=2 << 20))

@@ -207,10 +207,11 @@ def member_names(path: Path, kind: str, max_members: int, max_unpacked: int) -> 
     the libraries raise it."""
     if kind == "zip":
         with open_zip(path, max_members) as zf:
-            declared = sum(info.file_size for info in zf.infolist())
-            if declared > max_unpacked:
-                raise too_large(max_unpacked, declared)
-            return [info.filename for info in zf.infolist()]
+            infos = zf.infolist()
+        declared = sum(info.file_size for info in infos)
+        if declared > max_unpacked:
+            raise too_large(max_unpacked, declared)
+        return [info.filename for info in infos]
     if kind == "tar.gz":
         with open_tar(path) as tf:
             return [ti.name for ti in tar_headers(tf, max_members, max_unpacked)]
