@@ -31,9 +31,10 @@ from vmjudge.config import ImageRecipe, load_site  # noqa: E402
 from vmjudge.images import initramfs  # noqa: E402
 from vmjudge.images.build import build_image  # noqa: E402
 from vmjudge.images.iso import write_iso  # noqa: E402
-from vmjudge.supervisor import vm  # noqa: E402
-from vmjudge.supervisor.job import Command, Job  # noqa: E402
-from vmjudge.supervisor.runner import make_blank_disk, run_job  # noqa: E402
+from vmjudge.vm import domain
+from vmjudge.vm.domain_xml import DomainSpec, domain_xml  # noqa: E402
+from vmjudge.vm.job import Command, Job  # noqa: E402
+from vmjudge.vm.runner import make_blank_disk, run_job  # noqa: E402
 from vmjudge.workdir import RunDir  # noqa: E402
 
 BARE_INIT = b"#!/bin/busybox sh\n/bin/busybox poweroff -f\n"
@@ -49,10 +50,10 @@ def bare_initramfs(image, out: Path) -> None:
 
 
 def boot_bare(conn, site, image, rd: Path, initrd: Path, n: int) -> float:
-    spec = vm.DomainSpec(name=f"{vm.DOMAIN_PREFIX}bench-bare-{n}", kernel=image.kernel, initrd=initrd,
+    spec = DomainSpec(name=f"{domain.DOMAIN_PREFIX}bench-bare-{n}", kernel=image.kernel, initrd=initrd,
                          root=image.root, home=rd / "home.qcow2", cdrom=rd / "empty.iso",
                          console_log=rd / f"bare{n}.log", accel=site.accel, vcpus=1, memory_mib=512)
-    dom = vm.Domain.start_paused(conn, vm.domain_xml(spec))
+    dom = domain.Domain.start_paused(conn, domain_xml(spec))
     try:
         started = time.monotonic()
         dom.resume()
@@ -104,7 +105,7 @@ def main() -> None:
     os.environ.setdefault("VMJUDGE_ACCEL", "tcg")
     site = load_site(args.home)
     image = build_image(site, ImageRecipe(), progress=lambda m: print(m, file=sys.stderr))
-    conn = vm.connect(site.uri)
+    conn = domain.connect(site.uri)
     with RunDir(site, "bench") as rd_obj:
         rd = rd_obj.path
         bare = rd / "bare-initrd.img"

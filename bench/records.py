@@ -32,9 +32,9 @@ from tests.host_lock import HostBusy, exclusive_host  # noqa: E402
 from vmjudge.config import load_challenge, load_site  # noqa: E402
 from vmjudge.images.build import build_image  # noqa: E402
 from vmjudge.stages.context import script_argv  # noqa: E402
-from vmjudge.supervisor import vm  # noqa: E402
-from vmjudge.supervisor.job import Command, Job  # noqa: E402
-from vmjudge.supervisor.runner import make_blank_disk, run_job  # noqa: E402
+from vmjudge.vm import domain  # noqa: E402
+from vmjudge.vm.job import Command, Job  # noqa: E402
+from vmjudge.vm.runner import make_blank_disk, run_job  # noqa: E402
 from vmjudge.workdir import RunDir  # noqa: E402
 
 
@@ -65,7 +65,7 @@ def per_record(site, example: Path) -> dict:
         commands.append(Command(f"next.sh {r}", script_argv("next.sh", r), ch.limits.per_record, links=mine,
                                 collect=("answers.txt",)))
     commands += [reset, Command("loop", loop, 600, links=tuple(links))]
-    conn = vm.connect(site.uri)
+    conn = domain.connect(site.uri)
     with RunDir(site, "bench-records") as rd:
         make_blank_disk(rd.path / "home.qcow2", 256)
         run = run_job(conn, site, image, Job(commands=tuple(commands), media=media, install="entry"),

@@ -19,10 +19,10 @@ import pytest
 from vmjudge.config import ImageRecipe, Site, load_site
 from vmjudge.errors import InfrastructureError
 from vmjudge.images.build import build_image
-from vmjudge.supervisor import vm
-from vmjudge.supervisor.job import Job
-from vmjudge.supervisor.reading import JobRun, Limits
-from vmjudge.supervisor.runner import make_blank_disk, run_job
+from vmjudge.vm import domain
+from vmjudge.vm.job import Job
+from vmjudge.vm.reading import JobRun, Limits
+from vmjudge.vm.runner import make_blank_disk, run_job
 from vmjudge.workdir import RunDir, ensure_home
 
 from .host_lock import HostBusy, exclusive_host
@@ -60,12 +60,12 @@ def clear_what_an_interrupted_session_left(site: Site) -> None:
     """A session killed mid-test (CI cut off, a restarted machine) leaves its VMs and run
     directories; each test checks that it leaves none, so the next session starts from none."""
     try:
-        conn = vm.connect(site.uri)
+        conn = domain.connect(site.uri)
     except InfrastructureError:
         return  # no libvirt, so no VM left (the tests that need one say so themselves)
     try:
         for dom in conn.listAllDomains():
-            if dom.name().startswith(vm.DOMAIN_PREFIX):
+            if dom.name().startswith(domain.DOMAIN_PREFIX):
                 print(f"destroying {dom.name()}, left by an interrupted session")
                 if dom.isActive():
                     dom.destroy()
@@ -89,7 +89,7 @@ class LiveConn:
 
     def __init__(self, uri: str):
         self.uri = uri
-        self._conn = vm.connect(uri)
+        self._conn = domain.connect(uri)
 
     def __getattr__(self, name: str):
         attr = getattr(self._conn, name)
@@ -102,7 +102,7 @@ class LiveConn:
             except libvirt.libvirtError:
                 if self._conn.isAlive():
                     raise
-                self._conn = vm.connect(self.uri)
+                self._conn = domain.connect(self.uri)
                 return getattr(self._conn, name)(*args, **kwargs)
         return call
 
@@ -122,7 +122,7 @@ def nothing_left_behind(request):
         return
     conn = request.getfixturevalue("conn")
     site = request.getfixturevalue("site")
-    assert vm.leftover_domains(conn) == []
+    assert domain.leftover_domains(conn) == []
     assert sorted(p.name for p in site.run_dir.iterdir()) == []
 
 

@@ -15,8 +15,9 @@ import pytest
 
 from vmjudge.errors import InfrastructureError
 from vmjudge.images.guest import frames
-from vmjudge.supervisor.channel import ChannelClosed, ChannelReader, FrameStream, Watch
-from vmjudge.supervisor.reading import Reading
+from vmjudge.vm.channel import ChannelClosed, FrameStream, Watch
+from vmjudge.vm.pty_reader import ChannelReader
+from vmjudge.vm.reading import Reading
 
 
 class FakeDomain:

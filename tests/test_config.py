@@ -7,8 +7,8 @@ import pytest
 from vmjudge.config import ImageRecipe, check_challenge_data, load_challenge, load_site
 from vmjudge.errors import ConfigError
 from vmjudge.images.build import image_key, recipe_document
-from vmjudge.supervisor.job import Command, Job
-from vmjudge.supervisor.reading import Limits, host_timeouts
+from vmjudge.vm.job import Command, Job
+from vmjudge.vm.reading import Limits, host_timeouts
 
 
 def write(tmp_path, text, name="challenge.toml"):

@@ -17,9 +17,10 @@ import pytest
 from vmjudge.config import load_site
 from vmjudge.images.iso import write_iso
 from vmjudge.queue.db import Queue
-from vmjudge.supervisor import vm
-from vmjudge.supervisor.job import Command, Job
-from vmjudge.supervisor.runner import make_blank_disk
+from vmjudge.vm import domain
+from vmjudge.vm.domain_xml import DomainSpec, domain_xml
+from vmjudge.vm.job import Command, Job
+from vmjudge.vm.runner import make_blank_disk
 
 from .hostile.cases import tar_of
 from .test_pipeline import REPO, vmjudge
@@ -51,7 +52,7 @@ def home(site, image, conn):
     (home / "images").symlink_to(site.images_dir)
     vmjudge(home, "challenge", "add", str(QUICK))
     yield home
-    assert vm.leftover_domains(conn) == []
+    assert domain.leftover_domains(conn) == []
     subprocess.run(["rm", "-rf", str(home)], check=True, timeout=300)
 
 
@@ -62,7 +63,7 @@ def start_daemon(home: Path) -> subprocess.Popen:
 
 
 def own_domains(conn, home: Path) -> list[str]:
-    return vm.leftover_domains(conn, prefix=f"{vm.DOMAIN_PREFIX}{load_site(home).domain_tag}-")
+    return domain.leftover_domains(conn, prefix=f"{domain.DOMAIN_PREFIX}{load_site(home).domain_tag}-")
 
 
 def stage_running(queue: Queue, entry_id: int, stage: str) -> bool:
@@ -105,7 +106,7 @@ def test_a_killed_daemon_leaves_nothing_behind_and_the_stage_runs_again(home, co
     assert (doc["state"], doc["outcome"]) == ("done", "dry-run")
     quiz = [(a["attempt"], a["status"], a["reason"]) for a in doc["organiser"]["attempts"] if a["stage"] == "quiz"]
     assert quiz == [(1, "infra", "daemon-stopped"), (2, "dry-run", None)]
-    assert vm.leftover_domains(conn) == [] and list((home / "run").iterdir()) == []
+    assert domain.leftover_domains(conn) == [] and list((home / "run").iterdir()) == []
 
 
 def test_a_daemon_killed_in_the_exam_scores_the_entry_once(home, conn):
@@ -221,13 +222,13 @@ def test_a_daemon_cleans_up_only_its_own_home(home, site, conn, image, rundir):
     assert site.domain_tag != load_site(home).domain_tag
     make_blank_disk(rundir / "other.qcow2", 64)
     write_iso(rundir / "other.iso", {"job.json": Job(commands=(Command("x", ("true",), 5),)).job_json("n")})
-    other = vm.DomainSpec(name=f"{vm.DOMAIN_PREFIX}{site.domain_tag}-other", kernel=image.kernel,
+    other = DomainSpec(name=f"{domain.DOMAIN_PREFIX}{site.domain_tag}-other", kernel=image.kernel,
                           initrd=image.initrd, root=image.root, home=rundir / "other.qcow2",
                           cdrom=rundir / "other.iso", console_log=rundir / "other.log", accel=site.accel,
                           vcpus=1, memory_mib=256)
-    dom = vm.Domain.start_paused(conn, vm.domain_xml(other))
+    dom = domain.Domain.start_paused(conn, domain_xml(other))
     try:
         vmjudge(home, "daemon", "--until-idle")
-        assert other.name in vm.leftover_domains(conn)
+        assert other.name in domain.leftover_domains(conn)
     finally:
         dom.destroy()

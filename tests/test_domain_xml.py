@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from vmjudge.supervisor.vm import DomainSpec, domain_xml
+from vmjudge.vm.domain_xml import DomainSpec, domain_xml
 
 
 def spec(**kw):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from vmjudge.supervisor import vm
+from vmjudge.vm import domain
 
 from .cli import VM_TIMEOUT
 from .hostile.cases import CASES, REFUSED, WIDE_RECORDS, Case, short_quiz_challenge, tar_of, wide_challenge
@@ -92,7 +92,7 @@ def corpus(site, conn):
     assert daemon.returncode == 0, daemon.stderr
     c.daemon_peak_kib = int(daemon.stderr.strip().splitlines()[-1])
     yield c
-    assert vm.leftover_domains(conn) == []
+    assert domain.leftover_domains(conn) == []
     shutil.rmtree(home)
 
 

@@ -61,7 +61,7 @@ def test_the_host_gives_each_case_its_verdict(home, tmp_path, case: Case):
         return
     entry_id = admit(site, queue, "hostile", challenge, archive, case.name, False).entry_id
     ctx = StageContext(site=site, challenge=challenge, image=GuestImage(tmp_path, {"key": "k", "sha256": {}}),
-                       conn=None, entry=queue.entry(entry_id), attempt=1, runner=NoVm())
+                       entry=queue.entry(entry_id), attempt=1, runner=NoVm())
     if case.reaches_vm:
         with pytest.raises(ReachedVm):
             prep.run(ctx)

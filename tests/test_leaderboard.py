@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from vmjudge import leaderboard as lb
+from vmjudge.reports import leaderboard as lb
 from vmjudge.queue.db import Queue
 
 from .cli import run_cli

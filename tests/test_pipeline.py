@@ -27,7 +27,7 @@ from vmjudge.config import load_challenge
 from vmjudge.stages.answers import parse_answer_lines
 from vmjudge.stages.score import load_scorer
 from vmjudge.stages.score.base import ExamResults
-from vmjudge.supervisor import vm
+from vmjudge.vm import domain
 from vmjudge.supervisor.daemon import DaemonLock
 
 from .cli import run_cli
@@ -120,7 +120,7 @@ def judged(site, image, conn):
     judged = Judged(home, ids, archives)
     judged.said = said
     yield judged
-    assert vm.leftover_domains(conn) == []
+    assert domain.leftover_domains(conn) == []
     assert list((home / "run").iterdir()) == []
     shutil.rmtree(home)
 

@@ -19,11 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from vmjudge import report, results_store
+from vmjudge import results_store
+from vmjudge.reports import report
 from vmjudge.config import load_challenge, load_site
 from vmjudge.queue.db import Queue
 from vmjudge.queue.spool import Spool
-from vmjudge.supervisor.channel import CommandResult
+from vmjudge.vm.channel import CommandResult
 from vmjudge.stages.context import StageContext, VmRunner
 from vmjudge.stages.prep import stage as prep
 from vmjudge.workdir import ensure_home
@@ -89,7 +90,7 @@ def judged_home(root: Path):
                                                      "answers.txt": b"r1,N\n"})
     stored = Spool(site.home / "spool").store(archive)
     entry_id = queue.add_entry("c", "alice", False, stored.sha256, archive.name, stored.path)
-    ctx = StageContext(site=site, challenge=load_challenge(challenge), image=None, conn=None,
+    ctx = StageContext(site=site, challenge=load_challenge(challenge), image=None,
                        entry=queue.entry(entry_id), attempt=1)
     prep.unpack_entry(ctx)
     prep.set_aside_submitted_answers(ctx)

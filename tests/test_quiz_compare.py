@@ -11,7 +11,7 @@ import pytest
 from vmjudge.config import Challenge, ResultsRule, ScoreOptions
 from vmjudge.stages.answers import parse_answer_lines
 from vmjudge.stages.quiz.stage import Comparison, refused_answer
-from vmjudge.supervisor.channel import CommandResult, FileResult
+from vmjudge.vm.channel import CommandResult, FileResult
 
 RECORDS = ("r1", "r2", "r3", "r4")
 SUBMITTED = b"r1,A\nr2,B\nr3,C\nr4,D\n"

@@ -32,7 +32,7 @@ from tests.test_pipeline import archive, vmjudge
 from vmjudge.config import load_challenge
 from vmjudge.images.build import build_image
 from vmjudge.images.iso import write_iso
-from vmjudge.supervisor import vm
+from vmjudge.vm import domain
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "af2017"
@@ -63,7 +63,7 @@ def judged(site, af2017_image, conn):
     shutil.copytree(EXAMPLE / "entries" / "dryrun", entries / "my-dryrun")  # a directory, not an archive
     vmjudge(home, "daemon", "--slots", "2", "--until-idle")
     yield home, ids
-    assert vm.leftover_domains(conn) == []
+    assert domain.leftover_domains(conn) == []
     shutil.rmtree(home)
 
 
@@ -245,7 +245,7 @@ def test_guest_side_imports_need_no_host_library():
             "        if name.split('.')[0] in ('libvirt', 'serial', 'pycdlib', 'click', 'wfdb'):\n"
             "            raise ImportError('blocked ' + name)\n"
             "sys.meta_path.insert(0, Block())\n"
-            "import vmjudge.replica.check, vmjudge.replica.local, vmjudge.evaluate, vmjudge.stages.score.af2017\n"
+            "import vmjudge.cli.replica_check, vmjudge.replica.check, vmjudge.replica.local, vmjudge.supervisor.attempts, vmjudge.stages.score.af2017\n"
             "print('imported')\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300)
     assert proc.stdout.strip() == "imported", proc.stderr

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from vmjudge.config import Site
-from vmjudge.leaderboard import leaderboard
+from vmjudge.reports.leaderboard import leaderboard
 from vmjudge.queue.db import Queue
-from vmjudge import report
-from vmjudge.report import LOG_EXCERPT_BYTES, log_excerpt, show, write_html
+from vmjudge.reports import report
+from vmjudge.reports.report import LOG_EXCERPT_BYTES, log_excerpt, show, write_html
 
 
 @pytest.fixture

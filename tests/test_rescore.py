@@ -26,7 +26,7 @@ import wfdb
 from vmjudge import results_store
 from vmjudge.config import Site, load_challenge, load_site
 from vmjudge.errors import ArchiveError
-from vmjudge.evaluate import run_stage
+from vmjudge.supervisor.evaluate import run_stage
 from vmjudge.queue.db import Queue
 from vmjudge.stages import score as scoring
 from vmjudge.stages.score.base import ExamResults

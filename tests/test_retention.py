@@ -16,13 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from vmjudge import report, results_store
+from vmjudge import results_store
+from vmjudge.reports import report
 from vmjudge.config import load_challenge, load_site
-from vmjudge.evaluate import run_stage
+from vmjudge.supervisor.evaluate import run_stage
 from vmjudge.queue import db as db_module
 from vmjudge.queue.admit import admit
 from vmjudge.queue.db import MAX_INFRA_ATTEMPTS, Queue, stamp
-from vmjudge.supervisor.channel import CommandResult
+from vmjudge.vm.channel import CommandResult
 from vmjudge.stages.context import StageContext, VmRunner
 from vmjudge.stages.prep import stage as prep
 from vmjudge.workdir import ensure_home
@@ -67,7 +68,7 @@ class Home:
         return admit(self.site, self.queue, "af2017", self.challenge, archive, f"owner{self.made}", False).entry_id
 
     def context(self, entry_id: int) -> StageContext:
-        return StageContext(site=self.site, challenge=self.challenge, image=None, conn=None,
+        return StageContext(site=self.site, challenge=self.challenge, image=None,
                             entry=self.queue.entry(entry_id), attempt=1)
 
     def lay_out(self, entry_id: int) -> None:

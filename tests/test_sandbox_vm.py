@@ -11,9 +11,9 @@ from vmjudge.config import load_site
 from vmjudge.errors import InfrastructureError
 from vmjudge.images.guest import frames
 from vmjudge.images.image import sha256_file
-from vmjudge.supervisor.job import Command, Job
-from vmjudge.supervisor.reading import Limits
-from vmjudge.supervisor.runner import make_overlay
+from vmjudge.vm.job import Command, Job
+from vmjudge.vm.reading import Limits
+from vmjudge.vm.runner import make_overlay
 
 from .conftest import output
 

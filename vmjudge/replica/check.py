@@ -1,7 +1,8 @@
-"""`vmjudge-replica`: inside the booted replica, stages 1 and 2 on an entry, as the judge runs them.
+"""Inside the booted replica, stages 1 and 2 on an entry, as the judge runs them
+(`vmjudge-replica check`, whose command line is cli/replica_check.py).
 
 The stages are the judge's own code (vmjudge.stages.prep and .quiz, recorded through
-evaluate.record_outcome into a queue database of the same schema), with one difference:
+supervisor.attempts.record_outcome into a queue database of the same schema), with one difference:
 jobs run through LocalRunner instead of a VM. So the messages, the verdict and the report
 text are those the judge would give for stages 1 and 2. Only the standard library and
 vmjudge's pure-Python modules are imported: the guest root has no click, libvirt or pycdlib.
@@ -9,7 +10,6 @@ vmjudge's pure-Python modules are imported: the guest root has no click, libvirt
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -21,7 +21,18 @@ from pathlib import Path
 from ..config import Challenge, Site, load_challenge
 from ..errors import EntryError, InfrastructureError, VmjudgeError
 from ..images.image import GuestImage, sha256_file
+from ..pipeline import PIPELINE
+from ..queue.admit import check_archive
+from ..queue.db import Queue
+from ..reports.report import show
+from ..stages.answers import parse_answer_lines
+from ..stages.context import StageContext
+from ..stages.score import load_scorer
+from ..stages.score.base import ExamResults
+from ..supervisor.attempts import record_outcome, write_report
 from ..terminal import printable
+from ..workdir import results_dir
+from .local import LocalRunner
 
 REPLICA_DIR = Path("/media/replica/vmjudge")
 WORK = Path("/var/lib/vmjudge-replica")
@@ -31,7 +42,7 @@ NEXT_LINE = ("Stages 1 and 2 passed. On the judge this entry would now go on to 
              "hidden test set, then be scored.")
 
 
-def _say(text: str = "", **kwargs: object) -> None:
+def say(text: str = "", **kwargs: object) -> None:
     """How the replica prints: reports quote the entry's own output, and names come from the
     participant's drives, so every control character is shown escaped (terminal.py)."""
     print(printable(text), **kwargs)  # type: ignore[call-overload]
@@ -50,10 +61,6 @@ def _archive_directory(directory: Path, out_dir: Path) -> Path:
 def training_scores(ch: Challenge, entry_dir: Path) -> dict[str, float] | None:
     """The entry's submitted training answers (stage 2 proved next.sh reproduces them) scored
     with the challenge's scorer against training/REFERENCE*; None when there is no reference."""
-    from ..stages.answers import parse_answer_lines
-    from ..stages.score import load_scorer
-    from ..stages.score.base import ExamResults
-
     training = ch.directory / "training"
     if not any(training.glob("REFERENCE*")):
         return None
@@ -72,13 +79,7 @@ def training_scores(ch: Challenge, entry_dir: Path) -> dict[str, float] | None:
 
 
 def check(entry: Path, replica_dir: Path = REPLICA_DIR, work: Path = WORK, score: bool = True,
-          progress=lambda m: _say(m, file=sys.stderr, flush=True)) -> dict:
-    from ..evaluate import STAGES, record_outcome
-    from ..queue.db import Queue
-    from ..report import show
-    from ..stages.context import StageContext
-    from .local import LocalRunner
-
+          progress=lambda m: say(m, file=sys.stderr, flush=True)) -> dict:
     ch = load_challenge(replica_dir / "challenge")
     image = GuestImage.load(replica_dir)
     if work.exists():
@@ -95,25 +96,22 @@ def check(entry: Path, replica_dir: Path = REPLICA_DIR, work: Path = WORK, score
     else:
         raise EntryError("no-entry", f"{entry} does not exist: give the path of your entry archive "
                          "(NAME-entry.zip or NAME-entry.tar.gz) or directory; `vmjudge-replica media` lists them.")
-    from ..queue.admit import check_archive
-
     check_archive(ch, ch.name, archive)
     queue = Queue(home / "queue.db")
     queue.add_challenge(ch.name, ch.directory, image.key)
     entry_id = queue.add_entry(ch.name, "participant", False, sha256_file(archive), archive.name, archive.resolve())
-    runner = LocalRunner(site)
     titles = {"prep": "stage 1 (prep): unpacking, installing, setup.sh",
               "quiz": f"stage 2 (quiz): next.sh on {len(ch.training)} training records"}
-    for stage in ("prep", "quiz"):
+    for stage in PIPELINE[:2]:  # up to the quiz: the replica has no test records
         row = queue.entry(entry_id)
         if row.state != "queued":
             break
-        progress(f"{titles[stage]} ...")
-        run = queue.start_stage(entry_id, stage, site.uri, 0)
-        ctx = StageContext(site=site, challenge=ch, image=image, conn=None, entry=row, attempt=run.attempt,
-                           runner=runner)
-        outcome = STAGES[stage](ctx)
-        record_outcome(queue, site, entry_id, run, stage, outcome)
+        progress(f"{titles[stage.name]} ...")
+        run = queue.start_stage(entry_id, stage.name, site.uri, 0)
+        runner = LocalRunner(site, results_dir(site, entry_id), run.attempt, ch.vm.home_mib)
+        ctx = StageContext(site=site, challenge=ch, image=image, entry=row, attempt=run.attempt, runner=runner)
+        if record_outcome(queue, run, stage.load()(ctx)):
+            write_report(queue, site, entry_id)
     row = queue.entry(entry_id)
     doc = show(site, queue, entry_id)
     report = doc["report"]
@@ -135,19 +133,19 @@ def check(entry: Path, replica_dir: Path = REPLICA_DIR, work: Path = WORK, score
 
 
 def print_report(result: dict) -> None:
-    _say("=" * 72)
-    _say("vmjudge REPLICA check: stages 1 and 2 as the judge runs them (not an official evaluation)")
-    _say("=" * 72)
-    _say(result["report"], end="")
+    say("=" * 72)
+    say("vmjudge REPLICA check: stages 1 and 2 as the judge runs them (not an official evaluation)")
+    say("=" * 72)
+    say(result["report"], end="")
     scores = result.get("training_scores")
     if scores:
-        _say()
-        _say(f"Training-set score ({NOT_OFFICIAL}):")
+        say()
+        say(f"Training-set score ({NOT_OFFICIAL}):")
         for k, v in scores.items():
-            _say(f"  {k:<14} {v:.4f}")
+            say(f"  {k:<14} {v:.4f}")
     elif result.get("training_scores_error"):
-        _say(f"\nNo training-set score: {result['training_scores_error']}")
-    _say(f"\nLogs (setup.sh and next.sh output): {result['results_dir']}")
+        say(f"\nNo training-set score: {result['training_scores_error']}")
+    say(f"\nLogs (setup.sh and next.sh output): {result['results_dir']}")
 
 
 def media(root: Path = MEDIA_ROOT) -> list[Path]:
@@ -170,7 +168,7 @@ def media(root: Path = MEDIA_ROOT) -> list[Path]:
         for options in (["-o", "ro,fmask=0133,dmask=0022", "-t", "vfat"], ["-o", "ro", "-t", "iso9660"],
                         ["-o", "ro,noload"]):
             if subprocess.run(["mount", *options, f"/dev/{name}", str(target)], capture_output=True).returncode == 0:
-                _say(f"/dev/{name} mounted read-only on {target}")
+                say(f"/dev/{name} mounted read-only on {target}")
                 break
         else:
             target.rmdir()
@@ -191,37 +189,3 @@ def info(replica_dir: Path = REPLICA_DIR) -> dict:
             "agent_version": image.manifest.get("agent_version"),
             "sha256": {name: sha256_file(replica_dir / name) for name in image.manifest["sha256"]},
             "manifest_sha256": image.manifest["sha256"]}
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="vmjudge-replica", description="The judge's stages 1 and 2, here.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    c = sub.add_parser("check", help="run stages 1 and 2 on ENTRY (an archive or a directory)")
-    c.add_argument("entry", type=Path)
-    c.add_argument("--json", action="store_true", help="print the result as JSON")
-    c.add_argument("--no-score", action="store_true", help="do not score the training answers")
-    sub.add_parser("media", help="mount attached drives read-only under /media and list entries on them")
-    sub.add_parser("info", help="the challenge, the image and the sha256 of each image file")
-    args = parser.parse_args(argv)
-    try:
-        if args.command == "check":
-            if os.geteuid() != 0:
-                raise VmjudgeError("the check runs the judge's agent, which needs root: run it as root.")
-            result = check(args.entry, score=not args.no_score)
-            if args.json:
-                print(json.dumps(result, sort_keys=True))
-            else:
-                print_report(result)
-            return 0 if result["outcome"] in ("passed", "dry-run") else 1
-        if args.command == "media":
-            found = media()
-            _say("\n".join(f"entry? {p}" for p in found) if found else "no entry found on the attached drives")
-            return 0
-        print(json.dumps(info(), indent=1, sort_keys=True))
-        return 0
-    except InfrastructureError as exc:
-        _say(f"vmjudge-replica: the replica could not finish the check ({exc.reason}): {exc}", file=sys.stderr)
-        return 2
-    except VmjudgeError as exc:
-        _say(f"vmjudge-replica: {exc}", file=sys.stderr)
-        return 1

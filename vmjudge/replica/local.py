@@ -23,16 +23,12 @@ import subprocess
 import tarfile
 import time
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
 
 from ..config import Site
 from ..errors import InfrastructureError
-from ..supervisor.channel import ChannelClosed, FrameStream, Watch
-from ..supervisor.job import JOB_FILE, Job
-from ..supervisor.reading import POWEROFF_GRACE, JobRun, Limits, Reading, check_agent_error, host_timeouts
-
-if TYPE_CHECKING:
-    from ..stages.context import StageContext
+from ..vm.channel import ChannelClosed, FrameStream, Watch
+from ..vm.job import JOB_FILE, Job
+from ..vm.reading import POWEROFF_GRACE, JobRun, Limits, Reading, check_agent_error, host_timeouts
 
 MEDIA = Path("/media/cdrom")
 HOME = Path("/home/entry")
@@ -105,8 +101,11 @@ def kill_user(name: str = "entry") -> None:
 class LocalRunner:
     """The replica's JobRunner (see stages.context.JobRunner)."""
 
-    def __init__(self, site: Site):
+    def __init__(self, site: Site, files: Path, attempt: int, home_mib: int):
         self.site = site
+        self.files = files  # where each run's agent log is kept
+        self.attempt = attempt
+        self.home_mib = home_mib
 
     def new_home(self, path: Path, size_mib: int) -> None:
         with tarfile.open(path, "w"):
@@ -115,14 +114,13 @@ class LocalRunner:
     def overlay(self, path: Path, backing: Path) -> None:
         shutil.copyfile(backing, path)
 
-    def run(self, ctx: "StageContext", stage: str, job: Job, home: Path, limits: Limits,
-            watch: Watch | None) -> JobRun:
+    def run(self, stage: str, job: Job, home: Path, limits: Limits, watch: Watch | None) -> JobRun:
         nonce = secrets.token_hex(16)
-        log_path = ctx.results_dir / f"agent-{stage}-{ctx.attempt}.log"
+        log_path = self.files / f"agent-{stage}-{self.attempt}.log"
         boot_timeout, silence_timeout, budget = host_timeouts(self.site, limits, job)
         self._lay_out_media(job, nonce)
         try:
-            self._restore_home(home, ctx.challenge.vm.home_mib)
+            self._restore_home(home, self.home_mib)
             try:
                 with open(log_path, "wb") as log:
                     proc = subprocess.Popen(AGENT_ARGV, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,

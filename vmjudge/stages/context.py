@@ -1,7 +1,7 @@
 """What every stage gets (the entry, its challenge, a way to run jobs) and gives back.
 
 Stages never call libvirt themselves: they build a Job and hand it to `ctx.run`. In the
-judge that boots one VM through the supervisor's runner (VmRunner); on the replica ISO the
+judge that boots one VM through the runner the supervisor built (vm.runner.VmRunner); on the replica ISO the
 same stage code runs the same job with the agent inside the participant's booted replica
 (vmjudge.replica.local). Home disks are the runner's business too: a qcow2 file for a VM,
 a saved directory tree for the replica.
@@ -20,11 +20,11 @@ from .. import private
 from ..config import Challenge, Site
 from ..images.image import GuestImage
 from ..queue.db import EntryRow, Scoring
-from ..supervisor.channel import CommandResult, Watch
-from ..supervisor.job import Job
-from ..supervisor.reading import JobRun, Limits
-from ..supervisor.stage_log import StageLog
-from ..workdir import RunDir, results_dir
+from ..vm.channel import CommandResult, Watch
+from ..vm.job import Job
+from ..vm.reading import JobRun, Limits
+from ..workdir import results_dir
+from .stage_log import StageLog
 
 DRYRUN_MESSAGE = ("Dry run completed with no error. Remove the DRYRUN file from the entry and resubmit it if you "
                   "wish to receive a score for it.")
@@ -52,42 +52,7 @@ class JobRunner(Protocol):
 
     def overlay(self, path: Path, backing: Path) -> None: ...
 
-    def run(self, ctx: "StageContext", stage: str, job: Job, home: Path, limits: Limits,
-            watch: Watch | None) -> JobRun: ...
-
-
-class VmRunner:
-    """The judge's way: one libvirt VM per job, qcow2 home disks.
-
-    File modes here are libvirt's business, not private.py's: the home disk and its overlays
-    keep qemu-img's mode, since libvirt's qemu user opens them (libvirt chowns a disk to that
-    user while its domain runs, and the overlays' backing file, home.qcow2, is opened through
-    them). The console log is made by virtlogd, as root, mode 0600.
-    """
-
-    def new_home(self, path: Path, size_mib: int) -> None:
-        from ..supervisor.runner import make_blank_disk
-
-        make_blank_disk(path, size_mib)
-
-    def overlay(self, path: Path, backing: Path) -> None:
-        from ..supervisor.runner import make_overlay
-
-        make_overlay(path, backing)
-
-    def run(self, ctx: "StageContext", stage: str, job: Job, home: Path, limits: Limits,
-            watch: Watch | None) -> JobRun:
-        from ..supervisor.runner import run_job
-
-        console = ctx.results_dir / f"console-{stage}-{ctx.attempt}.log"
-        with RunDir(ctx.site, f"e{ctx.entry.id}-{stage}") as rd:
-            return run_job(ctx.conn, ctx.site, ctx.image, job, home_disk=home, workdir=rd.path,
-                           console_log=console, vcpus=ctx.challenge.vm.vcpus,
-                           memory_mib=ctx.challenge.vm.memory_mib,
-                           label=f"{ctx.site.domain_tag}-e{ctx.entry.id}-{stage}",
-                           limits=limits, watch=watch,
-                           keep_iso=ctx.results_dir / f"{stage}-{ctx.attempt}.iso" if ctx.site.keep_media else None,
-                           cancel=ctx.cancel)
+    def run(self, stage: str, job: Job, home: Path, limits: Limits, watch: Watch | None) -> JobRun: ...
 
 
 @dataclass(frozen=True)
@@ -95,12 +60,11 @@ class StageContext:
     site: Site
     challenge: Challenge
     image: GuestImage | None  # None for stage 4, which runs on the host only
-    conn: Any  # libvirt.virConnect; None for stage 4
     entry: EntryRow
     attempt: int
+    runner: JobRunner | None = None  # built by the supervisor (or the replica); None for stage 4
     cancel: threading.Event | None = None  # set when the daemon is stopping
     archived: str | None = None  # stage 4: the sha256 of the entry's archived stage-3 results
-    runner: JobRunner = field(default_factory=VmRunner)
 
     @property
     def results_dir(self) -> Path:
@@ -117,7 +81,14 @@ class StageContext:
 
     def run(self, stage: str, job: Job, home: Path, limits: Limits = Limits(),
             watch: Watch | None = None) -> JobRun:
-        return self.runner.run(self, stage, job, home, limits, watch)
+        return self.jobs.run(stage, job, home, limits, watch)
+
+    @property
+    def jobs(self) -> JobRunner:
+        """The runner of this stage's jobs; stage 4, on the host only, has none."""
+        if self.runner is None:
+            raise RuntimeError(f"entry {self.entry.id}'s stage has no job runner")
+        return self.runner
 
     def manifest(self, stage: str, run: JobRun | None = None) -> dict[str, Any]:
         """Everything needed to trace a result to exactly what produced it."""

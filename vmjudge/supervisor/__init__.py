@@ -1,1 +1,3 @@
-"""The supervisor: runs jobs in libvirt VMs and reads their results from the serial link."""
+"""The supervisor: the daemon that fills VM slots from the queue (daemon.py), the evaluation
+of one stage (evaluate.py) and its bookkeeping (attempts.py), and the organiser's batch work
+on the same machinery: re-scoring (rescore.py) and the host check (doctor.py)."""

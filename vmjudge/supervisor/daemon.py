@@ -20,9 +20,9 @@ from typing import Callable
 
 from ..config import Site
 from ..errors import VmjudgeError
-from ..evaluate import run_stage
+from .evaluate import run_stage
 from ..queue.db import EntryRow, Queue
-from . import vm
+from ..vm import domain
 
 log = logging.getLogger(__name__)
 
@@ -65,12 +65,12 @@ class DaemonLock:
 
 
 def recover(site: Site, queue: Queue) -> None:
-    conn = vm.connect(site.uri)
+    conn = domain.connect(site.uri)
     try:
-        for name in vm.leftover_domains(conn, prefix=f"{vm.DOMAIN_PREFIX}{site.domain_tag}-"):
+        for name in domain.leftover_domains(conn, prefix=f"{domain.DOMAIN_PREFIX}{site.domain_tag}-"):
             log.warning("destroying leftover domain %s", name)
             try:
-                vm.Domain(conn.lookupByName(name)).destroy()
+                domain.Domain(conn.lookupByName(name)).destroy()
             except Exception as exc:  # noqa: BLE001 - a domain that vanished meanwhile is fine
                 log.warning("could not destroy %s: %s", name, exc)
     finally:
@@ -149,7 +149,7 @@ class _LibvirtWatch:
         self.down_since: float | None = None
 
     def check(self) -> bool:
-        why = vm.unreachable(self.uri)
+        why = domain.unreachable(self.uri)
         if why is None:
             if self.down_since is not None:
                 log.warning("libvirt at %s answers again after %.0f s; taking entries from the queue",

@@ -13,8 +13,8 @@ import shutil
 from pathlib import Path
 
 from ... import results_store
-from ...supervisor.channel import CommandResult, Watch
-from ...supervisor.reading import Limits
+from ...vm.channel import CommandResult, Watch
+from ...vm.reading import Limits
 from ..answers import parse_answer_lines
 from ..context import StageContext, StageOutcome
 from ..quiz.stage import record_job
@@ -62,7 +62,7 @@ def run(ctx: StageContext) -> StageOutcome:
     overlay = ctx.results_dir / "exam-overlay.qcow2"
     kept = ResultFiles(ctx.results_dir / "exam-files.partial", ch.results.output_name, ch.limits.stage_results,
                        records) if files_style else None
-    ctx.runner.overlay(overlay, ctx.home_disk)
+    ctx.jobs.overlay(overlay, ctx.home_disk)
     try:
         with ctx.stage_log("exam") as log:
             run_ = ctx.run("exam", job, overlay, Limits(stage_cap=ch.limits.exam_total),

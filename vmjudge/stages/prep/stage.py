@@ -15,8 +15,8 @@ from pathlib import Path
 from ... import private
 from ...errors import EntryError
 from ...queue.spool import check_archive_name
-from ...supervisor.channel import Watch
-from ...supervisor.job import Command, Job
+from ...vm.channel import Watch
+from ...vm.job import Command, Job
 from ..answers import answers_allowance
 from ..context import StageContext, StageOutcome, output_text, script_argv
 from .home_fit import check_fits
@@ -50,7 +50,7 @@ def run(ctx: StageContext) -> StageOutcome:
         return StageOutcome("failed", f"{exc} Entry not scored.", reason=exc.reason, manifest=ctx.manifest("prep"))
 
     ctx.home_disk.unlink(missing_ok=True)
-    ctx.runner.new_home(ctx.home_disk, ch.vm.home_mib)
+    ctx.jobs.new_home(ctx.home_disk, ch.vm.home_mib)
     job = Job(commands=(Command("setup.sh", script_argv("setup.sh"), ch.limits.setup, output_limit=ch.limits.output,
                                 tail_limit=ch.limits.output_tail),),
               media={"entry": install}, install="entry", stop_on_failure=True)

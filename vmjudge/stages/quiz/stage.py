@@ -12,9 +12,9 @@ import os
 import stat
 from dataclasses import replace
 
-from ...supervisor.channel import CommandResult, Watch
-from ...supervisor.job import Command, Job
-from ...supervisor.reading import Limits
+from ...vm.channel import CommandResult, Watch
+from ...vm.job import Command, Job
+from ...vm.reading import Limits
 from ..answers import parse_answer_lines, read_answer_lines, refused_line
 from ..context import DRYRUN_MESSAGE, StageContext, StageOutcome, output_text, script_argv
 from ..score import answer_check
@@ -150,7 +150,7 @@ def run(ctx: StageContext) -> StageOutcome:
     job = replace(record_job(ctx, "training", records, collect_each=True), stop_on_failure=True)
     compare = Comparison(ctx, records)
     overlay = ctx.results_dir / "quiz-overlay.qcow2"
-    ctx.runner.overlay(overlay, ctx.home_disk)
+    ctx.jobs.overlay(overlay, ctx.home_disk)
     try:
         with ctx.stage_log("quiz") as log:
             run_ = ctx.run("quiz", job, overlay, Limits(stage_cap=ch.limits.quiz_total),

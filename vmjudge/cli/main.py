@@ -2,22 +2,33 @@
 
 from __future__ import annotations
 
+import getpass
 import json
 import logging
 import sys
+import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import click
 
-from . import __version__, retention
-from .config import Site, check_challenge_data, load_challenge, load_site
+from .. import __version__, retention
+from ..config import Site, check_challenge_data, load_challenge, load_site
+from ..errors import VmjudgeError
+from ..images.build import build_image, find_image, newest_image
+from ..queue.admit import admit
+from ..queue.db import Queue, now
+from ..reports import leaderboard as lb
+from ..reports import report
+from ..stages.score import load_scorer
+from ..supervisor import doctor as doctor_checks
+from ..supervisor.daemon import DaemonBusy, serve
+from ..terminal import PrintableFormatter
+from ..workdir import ensure_home
 from .echo import echo, errors_printed
-from .errors import VmjudgeError
-from .queue.db import Queue
-from .rescore_command import rescore
-from .terminal import PrintableFormatter
-from .workdir import ensure_home
+from .replica import replica
+from .rescore import rescore
 
 
 class _Cli(click.Group):
@@ -65,10 +76,8 @@ def challenge() -> None:
 @click.pass_context
 def challenge_add(ctx: click.Context, challenge_dir: Path) -> None:
     """Validate CHALLENGE_DIR, build its guest image if needed, and register it."""
-    from .images.build import build_image
 
     site = _site(ctx)
-    from .stages.score import load_scorer
 
     ch = load_challenge(challenge_dir)
     check_challenge_data(ch)
@@ -82,7 +91,6 @@ def challenge_add(ctx: click.Context, challenge_dir: Path) -> None:
 def _submit(site: Site, name: str, archive: Path, owner: str, late: bool) -> int:
     """Admit the entry (checks, entry limit, spool, queue); say on stderr how many scored
     entries the owner has left, so that stdout stays the entry id alone."""
-    from .queue.admit import admit
 
     queue = _queue(site)
     admitted = admit(site, queue, name, load_challenge(queue.challenge_dir(name)), archive, owner, late)
@@ -99,7 +107,6 @@ def _submit(site: Site, name: str, archive: Path, owner: str, late: bool) -> int
 @click.pass_context
 def submit(ctx: click.Context, challenge_name: str, archive: Path, owner: str | None, late: bool) -> None:
     """Queue ARCHIVE (NAME-entry.zip or NAME-entry.tar.gz) for CHALLENGE_NAME; prints the entry id."""
-    import getpass
 
     entry_id = _submit(_site(ctx), challenge_name, archive, owner or getpass.getuser(), late)
     echo(str(entry_id))
@@ -111,7 +118,6 @@ def submit(ctx: click.Context, challenge_name: str, archive: Path, owner: str | 
 @click.pass_context
 def daemon(ctx: click.Context, slots: int, until_idle: bool) -> None:
     """Evaluate queued entries, stage by stage, SLOTS VMs at a time."""
-    from .supervisor.daemon import serve
 
     site = _site(ctx)
     serve(site, _queue(site), slots, until_idle)
@@ -124,11 +130,7 @@ def daemon(ctx: click.Context, slots: int, until_idle: bool) -> None:
 @click.pass_context
 def evaluate(ctx: click.Context, challenge_name: str, archive: Path, owner: str | None) -> None:
     """Submit ARCHIVE and evaluate it in the foreground, as PhysioNet's `evaluate` did."""
-    import getpass
-    import time
 
-    from . import report
-    from .supervisor.daemon import DaemonBusy, serve
 
     site = _site(ctx)
     queue = _queue(site)
@@ -185,7 +187,6 @@ def status(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def show(ctx: click.Context, entry_id: int, as_json: bool, organiser: bool) -> None:
     """The report for ENTRY_ID."""
-    from . import report
 
     site = _site(ctx)
     doc = report.show(site, _queue(site), entry_id, organiser=organiser)
@@ -208,7 +209,6 @@ def image() -> None:
 @click.pass_context
 def image_build(ctx: click.Context, challenge_dir: Path, force: bool) -> None:
     """Build the guest image for CHALLENGE_DIR's [image] recipe (cached by recipe hash)."""
-    from .images.build import build_image
 
     site = _site(ctx)
     challenge = load_challenge(challenge_dir)
@@ -223,17 +223,15 @@ def image_build(ctx: click.Context, challenge_dir: Path, force: bool) -> None:
 @click.pass_context
 def doctor(ctx: click.Context, challenge_dir: Path | None, as_json: bool) -> None:
     """Check qemu, libvirt, the state directory, the image and the accelerator (by a real boot)."""
-    from . import doctor as doc
-    from .images.build import find_image, newest_image
 
     site = _site(ctx)
     if challenge_dir is not None:
         recipe = load_challenge(challenge_dir).image
-        checks = doc.run_checks(site, lambda: find_image(site, recipe))
+        checks = doctor_checks.run_checks(site, lambda: find_image(site, recipe))
     else:
-        checks = doc.run_checks(site, lambda: newest_image(site))
+        checks = doctor_checks.run_checks(site, lambda: newest_image(site))
     if as_json:
-        echo(json.dumps({"ok": all(c.ok for c in checks), "checks": doc.as_json(checks)}, indent=2))
+        echo(json.dumps({"ok": all(c.ok for c in checks), "checks": doctor_checks.as_json(checks)}, indent=2))
     else:
         for check in checks:
             echo(check.line())
@@ -252,10 +250,7 @@ def doctor(ctx: click.Context, challenge_dir: Path | None, as_json: bool) -> Non
 def leaderboard_cmd(ctx: click.Context, challenge_name: str, late: bool, as_json: bool, csv_file: Path | None,
                     html_file: Path | None) -> None:
     """Each owner's best scored entry, best first; ties go to the earlier submission."""
-    from dataclasses import asdict
 
-    from . import leaderboard as lb
-    from .queue.db import now
 
     if as_json + (csv_file is not None) + (html_file is not None) > 1:
         raise VmjudgeError("--json, --csv and --html each choose the output: give only one of them.")
@@ -280,23 +275,17 @@ def gc(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
     """Remove what finished entries no longer need (entry trees, home disks, console logs,
     kept ISOs), as site.toml's [retention] allows; reports, logs and archives stay."""
     site = _site(ctx)
-    report = retention.collect(site, _queue(site), dry_run=dry_run)
+    removed = retention.collect(site, _queue(site), dry_run=dry_run)
     if as_json:
-        echo(json.dumps(report.as_json(), indent=2))
+        echo(json.dumps(removed.as_json(), indent=2))
     else:
-        for line in report.lines():
+        for line in removed.lines():
             echo(line)
-        for problem in report.problems:
+        for problem in removed.problems:
             echo(problem, err=True)
-        echo(report.summary())
-    sys.exit(1 if report.problems else 0)
+        echo(removed.summary())
+    sys.exit(1 if removed.problems else 0)
 
 
 main.add_command(rescore)
-from .replica.cli import replica  # noqa: E402  (its own module: `vmjudge replica build`)
-
 main.add_command(replica)
-
-
-if __name__ == "__main__":
-    main()

@@ -6,7 +6,10 @@ from pathlib import Path
 
 import click
 
-from ..echo import echo
+from ..config import load_challenge, load_site
+from ..queue.db import Queue
+from ..replica.build import build_replica
+from .echo import echo
 
 
 @click.group()
@@ -21,10 +24,6 @@ def replica() -> None:
 @click.pass_context
 def build(ctx: click.Context, challenge_name: str, output: Path) -> None:
     """Write the bootable replica ISO of registered CHALLENGE_NAME (or of a challenge directory)."""
-    from ..config import load_challenge, load_site
-    from ..queue.db import Queue
-    from .build import build_replica
-
     site = load_site(ctx.find_root().obj)
     if Path(challenge_name).is_dir():
         directory = Path(challenge_name)

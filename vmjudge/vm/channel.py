@@ -1,4 +1,4 @@
-"""The host end of the data channel: pyserial on the channel's pty, frames into results.
+"""The host end of the data channel: frames into results (pty_reader.py reads the bytes).
 
 The link is one-way (guest to host). Anything wrong with it — a bad CRC, a gap in the
 sequence, a wrong nonce, a frame out of place, silence — is the judge's failure, never the
@@ -15,7 +15,6 @@ the commands' statuses and sizes stay, a few hundred bytes each.
 from __future__ import annotations
 
 import math
-import select
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
@@ -23,7 +22,6 @@ from typing import Any, Callable, Protocol
 from ..errors import InfrastructureError
 from ..images.guest.frames import Decoder, Frame, FrameError
 
-READ_SIZE = 1 << 20
 MAX_LOGS = 256  # agent log lines kept, each at most MAX_LOG_BYTES
 MAX_LOG_BYTES = 4096
 MAX_FILES = 64  # result files per command
@@ -31,35 +29,6 @@ MAX_FILES = 64  # result files per command
 
 class ChannelClosed(Exception):
     """The guest side of the pty went away (the domain stopped)."""
-
-
-class ChannelReader:
-    """Reads what arrives on the pty, in raw mode, without blocking past a deadline."""
-
-    def __init__(self, pty_path: str):
-        import serial  # here, not at the top: the replica ISO's Python has no pyserial and needs no pty
-
-        try:
-            self._port = serial.Serial(pty_path, timeout=0, exclusive=True)
-        except (serial.SerialException, OSError) as exc:
-            raise InfrastructureError("channel-broken", f"cannot open the data channel {pty_path}: {exc}")
-
-    def read(self, timeout: float) -> bytes:
-        """Bytes available within `timeout` seconds (b"" if none); ChannelClosed at the end."""
-        try:
-            ready, _, _ = select.select([self._port.fileno()], [], [], max(timeout, 0))
-            if not ready:
-                return b""
-            waiting = self._port.in_waiting
-            data = self._port.read(min(max(waiting, 1), READ_SIZE))
-        except OSError as exc:  # serial.SerialException is an OSError
-            raise ChannelClosed(str(exc))
-        if not data:
-            raise ChannelClosed("end of stream")
-        return data
-
-    def close(self) -> None:
-        self._port.close()
 
 
 # Frames whose arrival times the host keeps (benchmarks read them): one or two a command.

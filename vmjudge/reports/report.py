@@ -14,13 +14,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from . import private
-from .config import Site
-from .queue.db import STAGES, EntryRow, Queue, Scoring, StageRun
-from .terminal import printable
-from .workdir import results_dir
-
-TITLES = {"prep": "Stage 1 (prep)", "quiz": "Stage 2 (quiz)", "exam": "Stage 3 (exam)", "score": "Stage 4 (score)"}
+from .. import private
+from ..config import Site
+from ..pipeline import PIPELINE, stage
+from ..queue.db import EntryRow, Queue, Scoring, StageRun
+from ..terminal import printable
+from ..workdir import results_dir
 
 
 def final_runs(runs: list[StageRun]) -> list[StageRun]:
@@ -31,7 +30,7 @@ def final_runs(runs: list[StageRun]) -> list[StageRun]:
     for r in runs:
         if r.status not in (None, "infra") and r.evaluation == latest:
             chosen[r.stage] = r
-    return [chosen[s] for s in STAGES if s in chosen]
+    return [chosen[s.name] for s in PIPELINE if s.name in chosen]
 
 
 def verdict(entry: EntryRow) -> str:
@@ -61,7 +60,7 @@ def participant_text(entry: EntryRow, runs: list[StageRun], scorings: list[Scori
     lines = [f"Entry {entry.id} ({entry.archive_name}) for {entry.challenge} by {entry.owner}"
              f"{' (late)' if entry.late else ''}, submitted {entry.submitted_at}", ""]
     for r in final_runs(runs):
-        lines.append(f"{TITLES[r.stage]}: {r.message}")
+        lines.append(f"{stage(r.stage).title}: {r.message}")
         lines.append("")
     rescored = rescore_line(list(scorings)) if entry.state == "done" and entry.outcome == "scored" else None
     if rescored:

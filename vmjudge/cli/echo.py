@@ -14,8 +14,8 @@ from typing import Iterator, TextIO
 
 import click
 
-from .errors import VmjudgeError
-from .terminal import printable
+from ..errors import VmjudgeError
+from ..terminal import printable
 
 
 def echo(message: str = "", err: bool = False, nl: bool = True) -> None:

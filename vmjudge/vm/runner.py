@@ -15,6 +15,7 @@ import secrets
 import subprocess
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import libvirt
@@ -23,10 +24,13 @@ from ..config import Site
 from ..errors import InfrastructureError
 from ..images.image import GuestImage, sha256_file
 from ..images.iso import write_iso
-from .channel import ChannelReader, FrameStream, Watch
+from .channel import FrameStream, Watch
 from .job import JOB_FILE, Job
+from .pty_reader import ChannelReader
 from .reading import POWEROFF_GRACE, JobRun, Limits, Reading, check_agent_error, host_timeouts
-from .vm import DOMAIN_PREFIX, Domain, DomainSpec, domain_xml
+from ..workdir import RunDir
+from .domain import DOMAIN_PREFIX, Domain
+from .domain_xml import DomainSpec, domain_xml
 
 log = logging.getLogger(__name__)
 
@@ -106,3 +110,41 @@ def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *
                 os.chmod(keep_iso, 0o600)  # the domain is gone: an audit copy, test records and all
             iso.unlink(missing_ok=True)
 
+
+
+@dataclass(frozen=True)
+class VmRunner:
+    """The judge's way to run a stage's jobs (stages.context.JobRunner): one libvirt VM per
+    job, qcow2 home disks. The supervisor builds one per stage attempt; the stage never sees
+    the connection.
+
+    File modes here are libvirt's business, not private.py's: the home disk and its overlays
+    keep qemu-img's mode, since libvirt's qemu user opens them (libvirt chowns a disk to that
+    user while its domain runs, and the overlays' backing file, home.qcow2, is opened through
+    them). The console log is made by virtlogd, as root, mode 0600.
+    """
+
+    conn: libvirt.virConnect
+    site: Site
+    image: GuestImage
+    files: Path  # where each run's console log (and, with keep_media, its CD) is kept
+    tag: str  # names the run directories and the domains, e.g. "e12"
+    attempt: int
+    vcpus: int
+    memory_mib: int
+    cancel: threading.Event | None = None
+
+    def new_home(self, path: Path, size_mib: int) -> None:
+        make_blank_disk(path, size_mib)
+
+    def overlay(self, path: Path, backing: Path) -> None:
+        make_overlay(path, backing)
+
+    def run(self, stage: str, job: Job, home: Path, limits: Limits, watch: Watch | None) -> JobRun:
+        console = self.files / f"console-{stage}-{self.attempt}.log"
+        keep_iso = self.files / f"{stage}-{self.attempt}.iso" if self.site.keep_media else None
+        with RunDir(self.site, f"{self.tag}-{stage}") as rd:
+            return run_job(self.conn, self.site, self.image, job, home_disk=home, workdir=rd.path,
+                           console_log=console, vcpus=self.vcpus, memory_mib=self.memory_mib,
+                           label=f"{self.site.domain_tag}-{self.tag}-{stage}", limits=limits, watch=watch,
+                           keep_iso=keep_iso, cancel=self.cancel)

@@ -14,14 +14,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
-from .config import Site
-from .errors import VmjudgeError
-from .images.image import GuestImage
-from .supervisor import vm
-from .supervisor.job import Command, Job
-from .supervisor.reading import Limits
-from .supervisor.runner import make_blank_disk, run_job
-from .workdir import RunDir, ensure_home
+from ..config import Site
+from ..errors import VmjudgeError
+from ..images.image import GuestImage
+from ..vm import domain
+from ..vm.job import Command, Job
+from ..vm.reading import Limits
+from ..vm.runner import make_blank_disk, run_job
+from ..workdir import RunDir, ensure_home
 
 BOOT_LIMIT = {"kvm": 30.0, "tcg": 180.0}
 
@@ -107,7 +107,7 @@ def run_checks(site: Site, find_image: Callable[[], GuestImage]) -> list[Check]:
     checks = [_qemu()]
     conn = None
     try:
-        conn = vm.connect(site.uri)
+        conn = domain.connect(site.uri)
         checks.append(Check("libvirt", True, f"{site.uri} (libvirt {_version(conn.getLibVersion())})"))
     except VmjudgeError as exc:
         checks.append(Check("libvirt", False, str(exc)))

@@ -18,8 +18,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import VmjudgeError
-from .queue.db import EntryRow, Queue
+from ..errors import VmjudgeError
+from ..queue.db import EntryRow, Queue
 
 PRIMARY = "score"  # the field every scorer returns and the board ranks by
 

@@ -1,5 +1,5 @@
-"""`vmjudge rescore`: the command line of rescore.py (parse, call, print), kept apart from
-cli.py so the command stays one small module."""
+"""`vmjudge rescore`: the command line of supervisor/rescore.py (parse, call, print), kept
+apart from main.py so the command stays one small module."""
 
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ from typing import Any
 
 import click
 
-from .config import load_site
+from ..config import load_site
+from ..errors import VmjudgeError
+from ..queue.db import Queue
+from ..supervisor import rescore as rs
+from ..workdir import ensure_home
 from .echo import echo
-from .errors import VmjudgeError
-from .queue.db import Queue
-from .workdir import ensure_home
 
 
 def _ids(values: tuple[str, ...]) -> list[int]:
@@ -69,8 +70,6 @@ def rescore(ctx: click.Context, challenge_name: str, entries: tuple[str, ...], l
     Each re-scoring is recorded with the scorer version and reference hash it used; the
     previous scores stay in the entry's history (`show --json`). Exit status 0 only when
     every chosen entry was re-scored."""
-    from . import rescore as rs
-
     if late and all_:
         raise VmjudgeError("--late and --all cannot be used together: --late takes the late entries only, "
                            "--all takes every entry.")

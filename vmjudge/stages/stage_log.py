@@ -14,7 +14,7 @@ from pathlib import Path
 from types import TracebackType
 
 from .. import private
-from .channel import CommandResult
+from ..vm.channel import CommandResult
 
 
 class StageLog:

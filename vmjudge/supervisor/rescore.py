@@ -17,11 +17,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from .config import Site, load_challenge
-from .errors import AnswerError, ArchiveError, ScoringError, VmjudgeError
-from .queue.db import EntryRow, Queue, Scoring
-from .report import write_html
-from .stages.score.scoring import ScoringRules, archived_results
+from ..config import Site, load_challenge
+from ..errors import AnswerError, ArchiveError, ScoringError, VmjudgeError
+from ..queue.db import EntryRow, Queue, Scoring
+from ..reports.report import write_html
+from ..stages.score.scoring import ScoringRules, archived_results
 
 
 @dataclass

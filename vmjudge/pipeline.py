@@ -1,0 +1,59 @@
+"""The four stages of an evaluation, in order: the one table the queue, the reports, the
+daemon and the replica read the stage order from.
+
+    1 prep   check the components, install the entry, run setup.sh     (VM)
+    2 quiz   next.sh per training record must reproduce the submission  (VM)
+      DRYRUN ends the evaluation here
+    3 exam   next.sh per test record, silently, under the stage's cap   (VM)
+    4 score  compare stage 3's results with the reference answers       (host)
+
+The table sits below every other layer, so each stage's function is named here rather than
+imported: the queue, which the stages themselves use, can know the order without the
+stages. The supervisor (and the replica) import a stage's function when they run it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Callable
+
+
+@dataclass(frozen=True)
+class Stage:
+    number: int
+    name: str
+    function: str  # "module:function" taking a StageContext and giving a StageOutcome
+    in_vm: bool  # False: on the host only, no image and no VM
+
+    @property
+    def title(self) -> str:
+        return f"Stage {self.number} ({self.name})"
+
+    def load(self) -> Callable[[Any], Any]:
+        """The stage's function, imported now (as an entry point is)."""
+        module, _, name = self.function.partition(":")
+        return getattr(importlib.import_module(module), name)
+
+
+PIPELINE = (
+    Stage(1, "prep", "vmjudge.stages.prep.stage:run", in_vm=True),
+    Stage(2, "quiz", "vmjudge.stages.quiz.stage:run", in_vm=True),
+    Stage(3, "exam", "vmjudge.stages.exam.stage:run", in_vm=True),
+    Stage(4, "score", "vmjudge.stages.score.stage:run", in_vm=False),
+)
+STAGE_NAMES = tuple(s.name for s in PIPELINE)
+FIRST = PIPELINE[0].name
+
+
+def stage(name: str) -> Stage:
+    for s in PIPELINE:
+        if s.name == name:
+            return s
+    raise KeyError(f"no stage named {name!r}")
+
+
+def next_stage(name: str) -> str | None:
+    """The stage after `name`, None after the last."""
+    i = STAGE_NAMES.index(name)
+    return STAGE_NAMES[i + 1] if i + 1 < len(STAGE_NAMES) else None

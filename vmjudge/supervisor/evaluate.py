@@ -1,0 +1,77 @@
+"""The evaluation of one entry's current stage, as PhysioNet's `evaluate` script ran it.
+
+The stages, their order and where each runs are vmjudge.pipeline's table. A stage that
+fails ends the evaluation. Each stage is one VM boot and one row in the queue, so the
+daemon can run stages of different entries side by side, and a stage that the
+infrastructure (not the entry) broke is simply run again (attempts.py sorts which is which).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from ..config import Challenge, Site, load_challenge
+from ..errors import Cancelled, ImageError, InfrastructureError
+from ..images.build import find_image
+from ..images.image import GuestImage
+from ..pipeline import Stage, stage as stage_named
+from ..queue.db import EntryRow, Queue, StageRun
+from ..stages.context import StageContext, StageOutcome
+from ..stages.score.scoring import archived_results
+from ..vm import domain
+from ..vm.runner import VmRunner
+from ..workdir import results_dir
+from .attempts import Recorder, attempt, record_outcome, write_report
+
+log = logging.getLogger(__name__)
+
+
+def run_stage(queue: Queue, site: Site, entry: EntryRow, slot: int, cancel: threading.Event | None = None) -> None:
+    """Run the entry's current stage once and record what came of it."""
+    stage = stage_named(str(entry.stage))
+    record = Recorder(cancel)
+    try:
+        run = record(f"the start of entry {entry.id}'s {stage.name} stage", queue.start_stage, entry.id, stage.name,
+                     site.uri, slot)
+        outcome = attempt(queue, run, site.uri, record, lambda: _run(queue, site, entry, stage, run, cancel))
+        if outcome is None:
+            return
+        if record_outcome(queue, run, outcome, record):
+            write_report(queue, site, entry.id)
+    except Cancelled:
+        # The daemon stopped while the queue could not be written: the stage is still marked
+        # running, and the next daemon's recovery queues it again.
+        log.warning("entry %d %s: left for the next daemon to run again", entry.id, stage.name)
+        return
+    log.info("entry %d %s: %s %s", entry.id, stage.name, outcome.status, outcome.reason or "")
+
+
+def _run(queue: Queue, site: Site, entry: EntryRow, stage: Stage, run: StageRun,
+         cancel: threading.Event | None) -> StageOutcome:
+    challenge = load_challenge(queue.challenge_dir(entry.challenge))
+    if not stage.in_vm:  # stage 4: on the host only, from the archived results
+        found = archived_results(queue, site.home, entry.id)
+        ctx = StageContext(site=site, challenge=challenge, image=None, entry=entry, attempt=run.attempt,
+                           cancel=cancel, archived=found.sha256)
+        return stage.load()(ctx)
+    image = _image(site, challenge)
+    conn = domain.connect(site.uri)
+    try:
+        runner = VmRunner(conn, site, image, files=results_dir(site, entry.id), tag=f"e{entry.id}",
+                          attempt=run.attempt, vcpus=challenge.vm.vcpus, memory_mib=challenge.vm.memory_mib,
+                          cancel=cancel)
+        ctx = StageContext(site=site, challenge=challenge, image=image, entry=entry, attempt=run.attempt,
+                           runner=runner, cancel=cancel)
+        return stage.load()(ctx)
+    finally:
+        conn.close()
+
+
+def _image(site: Site, challenge: Challenge) -> GuestImage:
+    try:
+        image = find_image(site, challenge.image)
+    except ImageError as exc:
+        raise InfrastructureError("image-missing", str(exc))
+    image.check()
+    return image

@@ -1,0 +1,4 @@
+"""The VM machinery: the libvirt domain (domain_xml.py what it is made of, domain.py its
+lifecycle), one job in one VM (runner.py, job.py its CD), and the data channel (pty_reader.py
+its bytes, channel.py its frames, reading.py the host's limits while reading). It knows
+nothing of stages or the queue."""
