@@ -17,7 +17,7 @@ from ...vm.channel import CommandResult, Watch
 from ...vm.reading import Limits
 from ..answers import parse_answer_lines
 from ..context import StageContext, StageOutcome
-from ..quiz.stage import record_job
+from ..records import record_job
 
 # Where a home made before the results store kept them (read once, then archived).
 LEGACY_RESULTS_FILE = "exam-results.json"

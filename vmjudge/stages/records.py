@@ -1,0 +1,30 @@
+"""The job both the quiz (training records) and the exam (test records) run: next.sh once per
+record, with the record's files on the CD. Shared here so neither stage imports the other."""
+
+from __future__ import annotations
+
+from ..vm.job import Command, Job
+from .context import StageContext, script_argv
+
+# Result files (style "files") are data, not console output: they get their own, larger cap
+# (a longer file arrives truncated, so it can never match or score as complete). answers.txt
+# keeps the output cap: it is sent after every quiz record.
+RESULT_FILE_LIMIT = 16 << 20
+
+
+def record_job(ctx: StageContext, subset: str, records: tuple[str, ...], collect_each: bool) -> Job:
+    """next.sh RECORD for each record, with the record's files linked beside it."""
+    ch = ctx.challenge
+    media = {f"{subset}/RECORDS": ("\n".join(records) + "\n").encode()}
+    file_limit = max(RESULT_FILE_LIMIT, ch.limits.output) if ch.results.style == "files" else ch.limits.output
+    commands = []
+    for i, record in enumerate(records):
+        files = ch.record_files(subset, record)
+        media.update({f"{subset}/{f.name}": f for f in files})
+        last = i == len(records) - 1
+        collect = (ch.results.output_name(record),) if collect_each or last else ()
+        commands.append(Command(f"next.sh {record}", script_argv("next.sh", record), ch.limits.per_record,
+                                output_limit=ch.limits.output, tail_limit=ch.limits.output_tail,
+                                links=tuple(f"{subset}/{f.name}" for f in files), collect=collect,
+                                file_limit=file_limit))
+    return Job(commands=tuple(commands), media=media)
