@@ -13,7 +13,6 @@ import stat
 from dataclasses import replace
 
 from ...vm.channel import CommandResult, Watch
-from ...vm.job import Job
 from ...vm.reading import Limits
 from ..answers import parse_answer_lines, read_answer_lines, refused_line
 from ..context import DRYRUN_MESSAGE, StageContext, StageOutcome, output_text
