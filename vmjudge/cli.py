@@ -68,7 +68,7 @@ def challenge_add(ctx: click.Context, challenge_dir: Path) -> None:
     from .images.build import build_image
 
     site = _site(ctx)
-    from .stages.score import load_scorer
+    from .scorers.loader import load_scorer
 
     ch = load_challenge(challenge_dir)
     check_challenge_data(ch)

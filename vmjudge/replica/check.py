@@ -50,9 +50,9 @@ def _archive_directory(directory: Path, out_dir: Path) -> Path:
 def training_scores(ch: Challenge, entry_dir: Path) -> dict[str, float] | None:
     """The entry's submitted training answers (stage 2 proved next.sh reproduces them) scored
     with the challenge's scorer against training/REFERENCE*; None when there is no reference."""
+    from ..scorers.base import ExamResults
+    from ..scorers.loader import load_scorer
     from ..stages.answers import parse_answer_lines
-    from ..stages.score import load_scorer
-    from ..stages.score.base import ExamResults
 
     training = ch.directory / "training"
     if not any(training.glob("REFERENCE*")):

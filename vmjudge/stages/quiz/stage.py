@@ -12,12 +12,12 @@ import os
 import stat
 from dataclasses import replace
 
+from ...scorers.loader import answer_check
 from ...supervisor.channel import CommandResult, Watch
 from ...supervisor.job import Command, Job
 from ...supervisor.reading import Limits
 from ..answers import parse_answer_lines, read_answer_lines, refused_line
 from ..context import DRYRUN_MESSAGE, StageContext, StageOutcome, output_text, script_argv
-from ..score import answer_check
 
 # Result files (style "files") are data, not console output: they get their own, larger cap
 # (a longer file arrives truncated, so it can never match or score as complete). answers.txt
