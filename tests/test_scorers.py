@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import pkgutil
 import random
+import subprocess
 import sys
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
@@ -18,6 +19,7 @@ import vmjudge.scorers.builtin as builtin_pkg
 import vmjudge.scorers.loader as loader
 from vmjudge.config import ScoreOptions
 from vmjudge.errors import AnswerError, ConfigError, ScoringError
+from vmjudge.replica.build import package_files, package_metadata
 from vmjudge.scorers.base import ExamResults
 from vmjudge.scorers.builtin import accuracy, af2017, alarms2015, beats2014, bxb, heart2016
 from vmjudge.scorers.builtin.wfdb_annotations import Annotation
@@ -504,6 +506,30 @@ def test_every_scorer_in_the_builtin_folder_is_registered():
     helpers = {"bxb", "wfdb_annotations"}
     modules = {m.name for m in pkgutil.iter_modules(builtin_pkg.__path__)}
     assert modules - helpers == set(BUILTINS) and helpers <= modules
+
+
+def test_the_replicas_uninstalled_copy_finds_the_builtins_through_the_metadata_it_carries(tmp_path):
+    """vmjudge-replica runs vmjudge from the CD, not installed: the built-ins are found (for
+    stage 2's answer check and the training scores) only because the CD carries vmjudge's
+    entry points beside the sources. -S: nothing of this test's own installation is seen."""
+    python = tmp_path / "python"
+    for name, source in {**package_files(), **package_metadata()}.items():
+        (python / name).parent.mkdir(parents=True, exist_ok=True)
+        (python / name).write_bytes(source if isinstance(source, bytes) else source.read_bytes())
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from vmjudge.scorers import loader; "
+            "print(loader.__file__, loader.builtin_names(), loader.scorer_version('af2017'), "
+            "loader.answer_check('af2017') is not None, loader.load_scorer('heart2016').func.__module__)")
+
+    def run() -> str:
+        proc = subprocess.run([sys.executable, "-I", "-S", "-B", "-c", code, str(python)], capture_output=True,
+                              text=True, timeout=120)
+        return proc.stdout.strip() or proc.stderr.strip().splitlines()[-1]
+
+    assert run() == (f"{python / 'vmjudge/scorers/loader.py'} {BUILTINS} af2017/2 True "
+                     "vmjudge.scorers.builtin.heart2016")
+    for path in (python / "vmjudge.dist-info").iterdir():
+        path.unlink()
+    assert "Unknown scorer 'af2017': use a built-in ()" in run()
 
 
 def test_the_report_notes_undefined_parts_and_the_rule_applied():
