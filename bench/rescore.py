@@ -44,8 +44,8 @@ from vmjudge.supervisor import rescore  # noqa: E402
 from vmjudge.config import load_challenge, load_site  # noqa: E402
 from vmjudge.supervisor.evaluate import run_stage  # noqa: E402
 from vmjudge.queue.db import Queue  # noqa: E402
-from vmjudge.stages.score.base import ExamResults  # noqa: E402
-from vmjudge.stages.score.beats2014 import score as beats2014_score  # noqa: E402
+from vmjudge.scorers.base import ExamResults  # noqa: E402
+from vmjudge.scorers.builtin.beats2014 import score as beats2014_score  # noqa: E402
 from vmjudge.workdir import ensure_home  # noqa: E402
 
 EXAMPLE = REPO / "examples" / "beats2014"

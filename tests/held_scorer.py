@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from vmjudge.stages.score import accuracy
+from vmjudge.scorers.builtin import accuracy
 
 
 def score(results, reference):

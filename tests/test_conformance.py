@@ -15,9 +15,9 @@ import pytest
 
 from vmjudge.config import ScoreOptions
 from vmjudge.errors import AnswerError
+from vmjudge.scorers.base import ExamResults
+from vmjudge.scorers.builtin import af2017, alarms2015, beats2014, heart2016
 from vmjudge.stages.answers import parse_answer_lines
-from vmjudge.stages.score import af2017, alarms2015, beats2014, heart2016
-from vmjudge.stages.score.base import ExamResults
 
 ROOT = Path(__file__).parent / "conformance"
 INDEX = json.loads((ROOT / "index.json").read_text())["years"]

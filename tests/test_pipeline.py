@@ -24,9 +24,9 @@ import pytest
 
 from vmjudge import results_store
 from vmjudge.config import load_challenge
+from vmjudge.scorers.base import ExamResults
+from vmjudge.scorers.loader import load_scorer
 from vmjudge.stages.answers import parse_answer_lines
-from vmjudge.stages.score import load_scorer
-from vmjudge.stages.score.base import ExamResults
 from vmjudge.vm import domain
 from vmjudge.supervisor.daemon import DaemonLock
 

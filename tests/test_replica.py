@@ -245,7 +245,7 @@ def test_guest_side_imports_need_no_host_library():
             "        if name.split('.')[0] in ('libvirt', 'serial', 'pycdlib', 'click', 'wfdb'):\n"
             "            raise ImportError('blocked ' + name)\n"
             "sys.meta_path.insert(0, Block())\n"
-            "import vmjudge.cli.replica_check, vmjudge.replica.check, vmjudge.replica.local, vmjudge.supervisor.attempts, vmjudge.stages.score.af2017\n"
+            "import vmjudge.cli.replica_check, vmjudge.replica.check, vmjudge.replica.local, vmjudge.supervisor.attempts, vmjudge.scorers.builtin.af2017\n"
             "print('imported')\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300)
     assert proc.stdout.strip() == "imported", proc.stderr

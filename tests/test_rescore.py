@@ -28,8 +28,8 @@ from vmjudge.config import Site, load_challenge, load_site
 from vmjudge.errors import ArchiveError
 from vmjudge.supervisor.evaluate import run_stage
 from vmjudge.queue.db import Queue
-from vmjudge.stages import score as scoring
-from vmjudge.stages.score.base import ExamResults
+from vmjudge.scorers import loader
+from vmjudge.scorers.base import ExamResults
 from vmjudge.workdir import ensure_home
 
 from .cli import run_cli
@@ -287,7 +287,7 @@ def test_entries_that_cannot_be_rescored_are_reported_and_fail_the_run(home, tmp
 
 @pytest.mark.parametrize("args, words", [
     (["--scorer", "no such scorer"], "Unknown scorer 'no such scorer'"),
-    (["--scorer", "vmjudge.stages.score:nothing"], "has no 'nothing'"),
+    (["--scorer", "vmjudge.scorers.loader:nothing"], "has no 'nothing'"),
     (["--scorer", "/nonexistent/fix.py:score"], "/nonexistent/fix.py cannot be read"),
     (["--scorer", "beats2014"], "The scorer beats2014 expects style files"),
 ])
@@ -458,8 +458,8 @@ def test_rescore_of_the_examples_lists_what_version_2_of_their_scorers_changed(t
     cases["beats2014", "late"] = ExamResults(records=beats_test, files=late_beats)
 
     v1 = {"beats2014": beats2014_v1, "af2017": af2017_v1}
-    real_builtin = scoring._builtin
-    monkeypatch.setattr(scoring, "_builtin", lambda name: V1Shim(v1[name]) if name in v1 else real_builtin(name))
+    real_builtin = loader._builtin
+    monkeypatch.setattr(loader, "_builtin", lambda name: V1Shim(v1[name]) if name in v1 else real_builtin(name))
     ids = {key: judge_results(home, key[0], key[1], results) for key, results in cases.items()}
     monkeypatch.undo()
     for (example, case), entry_id in ids.items():
@@ -474,7 +474,7 @@ def test_rescore_of_the_examples_lists_what_version_2_of_their_scorers_changed(t
         doc = json.loads(home.vmjudge("rescore", example, "--json").stdout)  # again: new == old now
         assert doc["changed"] == 0 and doc["scorer_version"] == f"{example}/2"
         lines = proc.stdout.splitlines()
-        current = scoring.load_scorer(example)
+        current = loader.load_scorer(example)
         for (ex, case), entry_id in ids.items():
             if ex != example:
                 continue

@@ -4,7 +4,9 @@ how a scorer is found. Host-only: no VM is booted here."""
 from __future__ import annotations
 
 import hashlib
+import pkgutil
 import random
+import subprocess
 import sys
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
@@ -13,15 +15,19 @@ import numpy as np
 import pytest
 import wfdb
 
-import vmjudge.stages.score as score_pkg
+import vmjudge.scorers.builtin as builtin_pkg
+import vmjudge.scorers.loader as loader
 from vmjudge.config import ScoreOptions
 from vmjudge.errors import AnswerError, ConfigError, ScoringError
-from vmjudge.stages.score import BUILTINS, ENTRY_POINT_GROUP, bxb, load_scorer, scorer_version
-from vmjudge.stages.score import accuracy, af2017, alarms2015, beats2014, heart2016
-from vmjudge.stages.score.base import ExamResults
+from vmjudge.replica.build import package_files, package_metadata
+from vmjudge.scorers.base import ExamResults
+from vmjudge.scorers.builtin import accuracy, af2017, alarms2015, beats2014, bxb, heart2016
+from vmjudge.scorers.builtin.wfdb_annotations import Annotation
+from vmjudge.scorers.loader import ENTRY_POINT_GROUP, builtin_names, load_scorer, scorer_version
 from vmjudge.stages.score.scoring import undefined_note
-from vmjudge.stages.score.wfdb_annotations import Annotation
 
+# The built-in scorers setup.cfg registers; the registry (entry points) is checked against it.
+BUILTINS = ("accuracy", "af2017", "alarms2015", "beats2014", "heart2016")
 MAPPED = ScoreOptions(invalid_answers="map")
 ZERO = ScoreOptions(undefined="zero")
 
@@ -445,17 +451,21 @@ def test_load_module_function(tmp_path, monkeypatch):
 def test_load_entry_point(tmp_path, monkeypatch):
     path = write_module(tmp_path, monkeypatch, "vmj_test_scorer_b")
     ep = EntryPoint(name="mine", value="vmj_test_scorer_b:score", group="vmjudge.scorers")
-    monkeypatch.setattr(score_pkg, "entry_points",
+    monkeypatch.setattr(loader, "entry_points",
                         lambda group, name: [ep] if (group, name) == ("vmjudge.scorers", "mine") else [])
     assert load_scorer("mine")(ExamResults(records=()), tmp_path) == {"score": 0.25}
     digest = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
     assert scorer_version("mine") == f"vmj_test_scorer_b:score@{digest}"
 
 
-def test_builtin_wins_over_an_entry_point_of_the_same_name(monkeypatch):
+@pytest.mark.parametrize("builtin_first", [True, False])
+def test_builtin_wins_over_an_entry_point_of_the_same_name(monkeypatch, builtin_first):
+    (real,) = entry_points(group=ENTRY_POINT_GROUP, name="accuracy")
     ep = EntryPoint(name="accuracy", value="os:getcwd", group="vmjudge.scorers")
-    monkeypatch.setattr(score_pkg, "entry_points", lambda group, name: [ep])
+    registered = [real, ep] if builtin_first else [ep, real]
+    monkeypatch.setattr(loader, "entry_points", lambda group, name: registered)
     assert load_scorer("accuracy").func is accuracy.score
+    assert scorer_version("accuracy") == "accuracy/1"
 
 
 def test_unknown_scorer_names_it_and_lists_builtins():
@@ -469,8 +479,8 @@ def test_unknown_scorer_names_it_and_lists_builtins():
 
 @pytest.mark.parametrize("spec, words", [
     ("vmj_no_such_module_xyz:score", ["cannot be loaded", "'vmj_no_such_module_xyz'", "ModuleNotFoundError"]),
-    ("vmjudge.stages.score.accuracy:nothere", ["has no 'nothere'"]),
-    ("vmjudge.stages.score.accuracy:VERSION", ["is not callable"]),
+    ("vmjudge.scorers.builtin.accuracy:nothere", ["has no 'nothere'"]),
+    ("vmjudge.scorers.builtin.accuracy:VERSION", ["is not callable"]),
 ])
 def test_bad_module_function(spec, words):
     with pytest.raises(ConfigError) as err:
@@ -484,9 +494,42 @@ def test_the_installed_package_registers_each_builtin_scorer_by_entry_point():
     patched one: a challenge's own package finds the built-ins there under their names."""
     found = {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.dist.name == "vmjudge"}
     assert sorted(found) == sorted(BUILTINS)
+    assert builtin_names() == BUILTINS
     for name, ep in found.items():
-        assert ep.value == f"vmjudge.stages.score.{name}:score"
+        assert ep.value == f"vmjudge.scorers.builtin.{name}:score"
         assert ep.load() is load_scorer(name).func
+
+
+def test_every_scorer_in_the_builtin_folder_is_registered():
+    """The entry points are the only registry: a scorer module added to builtin/ without its
+    line in setup.cfg could not be named by any challenge."""
+    helpers = {"bxb", "wfdb_annotations"}
+    modules = {m.name for m in pkgutil.iter_modules(builtin_pkg.__path__)}
+    assert modules - helpers == set(BUILTINS) and helpers <= modules
+
+
+def test_the_replicas_uninstalled_copy_finds_the_builtins_through_the_metadata_it_carries(tmp_path):
+    """vmjudge-replica runs vmjudge from the CD, not installed: the built-ins are found (for
+    stage 2's answer check and the training scores) only because the CD carries vmjudge's
+    entry points beside the sources. -S: nothing of this test's own installation is seen."""
+    python = tmp_path / "python"
+    for name, source in {**package_files(), **package_metadata()}.items():
+        (python / name).parent.mkdir(parents=True, exist_ok=True)
+        (python / name).write_bytes(source if isinstance(source, bytes) else source.read_bytes())
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from vmjudge.scorers import loader; "
+            "print(loader.__file__, loader.builtin_names(), loader.scorer_version('af2017'), "
+            "loader.answer_check('af2017') is not None, loader.load_scorer('heart2016').func.__module__)")
+
+    def run() -> str:
+        proc = subprocess.run([sys.executable, "-I", "-S", "-B", "-c", code, str(python)], capture_output=True,
+                              text=True, timeout=120)
+        return proc.stdout.strip() or proc.stderr.strip().splitlines()[-1]
+
+    assert run() == (f"{python / 'vmjudge/scorers/loader.py'} {BUILTINS} af2017/2 True "
+                     "vmjudge.scorers.builtin.heart2016")
+    for path in (python / "vmjudge.dist-info").iterdir():
+        path.unlink()
+    assert "Unknown scorer 'af2017': use a built-in ()" in run()
 
 
 def test_the_report_notes_undefined_parts_and_the_rule_applied():

@@ -19,7 +19,7 @@ from typing import Callable, Iterable, Iterator, Mapping, Optional, Union
 
 from . import private
 from .errors import ArchiveError
-from .stages.score.base import ExamResults
+from .scorers.base import ExamResults
 
 FORMAT = 1  # the layout of the JSON below; bump if it changes, and keep reading the old ones
 

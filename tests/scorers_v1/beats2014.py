@@ -18,8 +18,8 @@ from pathlib import Path
 import wfdb
 
 from vmjudge.errors import ScoringError
-from vmjudge.stages.score import ratio
-from vmjudge.stages.score.base import ExamResults
+from vmjudge.scorers.base import ExamResults
+from vmjudge.scorers.parts import ratio
 
 VERSION = 1  # bump whenever a rule below changes; scorer_version() records it
 

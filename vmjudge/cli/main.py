@@ -21,7 +21,7 @@ from ..queue.admit import admit
 from ..queue.db import Queue, now
 from ..reports import leaderboard as lb
 from ..reports import report
-from ..stages.score import load_scorer
+from ..scorers.loader import load_scorer
 from ..supervisor import doctor as doctor_checks
 from ..supervisor.daemon import DaemonBusy, serve
 from ..terminal import PrintableFormatter

@@ -2,8 +2,8 @@
 
 It holds the judge's image files as they are (root.sqfs, vmlinuz, initrd.img and their
 manifest, byte for byte), ISOLINUX (BIOS) and GRUB (UEFI, efi.py) to boot them with the
-kernel argument vmjudge.replica, the pure-Python part of vmjudge for `vmjudge-replica check`,
-and the challenge's training set.
+kernel argument vmjudge.replica, the pure-Python part of vmjudge and its entry points for
+`vmjudge-replica check`, and the challenge's training set.
 Only files named here go on it: challenge.toml, training/RECORDS, each training record's
 files and training/REFERENCE*; never test/ or reference/. The same inputs give the same bytes
 (the ISO writer pins dates and orders names).
@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 from typing import Callable
 
@@ -62,6 +63,19 @@ def package_files() -> dict[str, Path]:
             if "__pycache__" not in p.parts}
 
 
+def package_metadata() -> dict[str, bytes]:
+    """vmjudge's installed metadata, as a dist-info directory beside those sources: the copy on
+    the CD is not installed, and its entry points are the only registry of the built-in
+    scorers (vmjudge.scorers), which stage 2 and the training scores need."""
+    try:
+        dist = distribution("vmjudge")
+    except PackageNotFoundError as exc:
+        raise MediaError("vmjudge is not installed, so its scorers' entry points cannot go on the replica: "
+                         "run `make setup` (pip install -e .).") from exc
+    return {"vmjudge.dist-info/METADATA": f"Metadata-Version: 2.1\nName: vmjudge\nVersion: {dist.version}\n".encode(),
+            "vmjudge.dist-info/entry_points.txt": (dist.read_text("entry_points.txt") or "").encode()}
+
+
 def replica_files(ch: Challenge, image: GuestImage) -> dict[str, Source]:
     for tool in (ISOLINUX_BIN, LDLINUX_C32):
         if not tool.is_file():
@@ -88,6 +102,8 @@ def replica_files(ch: Challenge, image: GuestImage) -> dict[str, Source]:
         files[f"vmjudge/challenge/training/{name}"] = path
     for name, path in package_files().items():
         files[f"vmjudge/python/{name}"] = path
+    for name, data in package_metadata().items():
+        files[f"vmjudge/python/{name}"] = data
     return files
 
 

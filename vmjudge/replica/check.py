@@ -25,10 +25,10 @@ from ..pipeline import PIPELINE
 from ..queue.admit import check_archive
 from ..queue.db import Queue
 from ..reports.report import show
+from ..scorers.base import ExamResults
+from ..scorers.loader import load_scorer
 from ..stages.answers import parse_answer_lines
 from ..stages.context import StageContext
-from ..stages.score import load_scorer
-from ..stages.score.base import ExamResults
 from ..supervisor.attempts import record_outcome, write_report
 from ..terminal import printable
 from ..workdir import results_dir

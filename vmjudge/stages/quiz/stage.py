@@ -12,12 +12,12 @@ import os
 import stat
 from dataclasses import replace
 
+from ...scorers.loader import answer_check
 from ...vm.channel import CommandResult, Watch
 from ...vm.reading import Limits
 from ..answers import parse_answer_lines, read_answer_lines, refused_line
 from ..context import DRYRUN_MESSAGE, StageContext, StageOutcome, output_text
 from ..records import record_job
-from ..score import answer_check
 
 class Comparison:
     """Compares each record's result with the entry's own submission as each command ends,

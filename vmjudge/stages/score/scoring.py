@@ -15,8 +15,10 @@ from ... import results_store
 from ...config import ScoreOptions
 from ...errors import ArchiveError, ScoringError
 from ...queue.db import ArchivedResults, Queue, Scoring
+from ...scorers.base import Scorer
+from ...scorers.loader import load_scorer, scorer_version
+from ...scorers.reference import reference_sha256
 from ..exam.stage import LEGACY_RESULTS_FILE
-from . import Scorer, load_scorer, reference_sha256, scorer_version
 
 
 @dataclass(frozen=True)

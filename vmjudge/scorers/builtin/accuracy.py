@@ -6,8 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from vmjudge.config import ScoreOptions
-from vmjudge.stages.score import answers_of, ratio, read_reference_csv, reference_rows
-from vmjudge.stages.score.base import ExamResults
+from vmjudge.scorers.answers import answers_of
+from vmjudge.scorers.base import ExamResults
+from vmjudge.scorers.parts import ratio
+from vmjudge.scorers.reference import read_reference_csv, reference_rows
 
 VERSION = 1  # bump whenever a rule below changes; scorer_version() records it
 

@@ -16,8 +16,10 @@ from collections import Counter
 from pathlib import Path
 
 from vmjudge.config import ScoreOptions
-from vmjudge.stages.score import answers_of, checked_answers, mean_of_parts, read_reference_csv, reference_rows
-from vmjudge.stages.score.base import ExamResults
+from vmjudge.scorers.answers import answers_of, checked_answers
+from vmjudge.scorers.base import ExamResults
+from vmjudge.scorers.parts import mean_of_parts
+from vmjudge.scorers.reference import read_reference_csv, reference_rows
 
 VERSION = 2  # bump whenever a rule below changes; scorer_version() records it
 # 2: a class absent from the test set gives a null Se or Sp; unknown answers follow [score].

@@ -13,8 +13,10 @@ import re
 from pathlib import Path
 
 from vmjudge.config import ScoreOptions
-from vmjudge.stages.score import answers_of, checked_answers, ratio, read_reference_csv, reference_rows
-from vmjudge.stages.score.base import ExamResults
+from vmjudge.scorers.answers import answers_of, checked_answers
+from vmjudge.scorers.base import ExamResults
+from vmjudge.scorers.parts import ratio
+from vmjudge.scorers.reference import read_reference_csv, reference_rows
 
 VERSION = 2  # bump whenever a rule below changes; scorer_version() records it
 # 2: any nonzero number is a true alarm, as the official script's `this_answer ~= 0`.

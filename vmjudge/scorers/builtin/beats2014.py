@@ -23,11 +23,11 @@ from pathlib import Path
 
 from vmjudge.config import ScoreOptions
 from vmjudge.errors import ScoringError
-from vmjudge.stages.score import mean_of_parts
-from vmjudge.stages.score.base import ExamResults
-from vmjudge.stages.score.bxb import Counts, compare, window
-from vmjudge.stages.score.wfdb_annotations import (QRS_CODES, Annotation, NotAnnotationFile, declared_resolution,
-                                                   read_annotations, read_header)
+from vmjudge.scorers.base import ExamResults
+from vmjudge.scorers.builtin.bxb import Counts, compare, window
+from vmjudge.scorers.builtin.wfdb_annotations import (QRS_CODES, Annotation, NotAnnotationFile, declared_resolution,
+                                                      read_annotations, read_header)
+from vmjudge.scorers.parts import mean_of_parts
 
 VERSION = 2  # bump whenever a rule below changes; scorer_version() records it
 # 2: bxb's own rules (window in whole samples, times on the record's grid, "!", VF episodes,
