@@ -45,6 +45,19 @@ class Channel(object):
             self._write(frames.encode_json(kind, self.seq, obj))
             self.seq += 1
 
+    def send_file_raw(self, path):
+        """One frame whose payload is copied by `cat`: the benchmark's raw baseline.
+        The log frame marks the start for the host, after the CRC pass has read the file."""
+        size = os.path.getsize(path)
+        crc = zlib.crc32(b"raw %d %d" % (self.seq + 1, size))
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                crc = zlib.crc32(block, crc)
+        self.send("log", b"raw copy follows")
+        self._write(frames.header("raw", self.seq, size, crc))
+        self.seq += 1
+        subprocess.run(["cat", path], stdout=self.fd, check=True)
+
 
 class ticking(object):
     """Ticks from a second thread while the agent does something long of its own (copying a
@@ -68,19 +81,6 @@ class ticking(object):
         self.done.set()
         self.thread.join()
         return False
-
-    def send_file_raw(self, path):
-        """One frame whose payload is copied by `cat`: the benchmark's raw baseline.
-        The log frame marks the start for the host, after the CRC pass has read the file."""
-        size = os.path.getsize(path)
-        crc = zlib.crc32(b"raw %d %d" % (self.seq + 1, size))
-        with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                crc = zlib.crc32(block, crc)
-        self.send("log", b"raw copy follows")
-        self._write(frames.header("raw", self.seq, size, crc))
-        self.seq += 1
-        subprocess.run(["cat", path], stdout=self.fd, check=True)
 
 
 def open_channel(kind):
