@@ -16,7 +16,7 @@ import pytest
 from vmjudge.errors import EntryError
 from vmjudge.stages.prep.home_fit import MKFS, check_fits, entry_need, home_capacity
 
-AGENT = Path(__file__).resolve().parent.parent / "vmjudge" / "images" / "guest" / "agent.py"
+GUEST = Path(__file__).resolve().parent.parent / "vmjudge" / "images" / "guest"  # the agent's modules
 # Around the rules' thresholds: the smallest home, 1 KiB blocks, the last size before 4 KiB blocks,
 # the first after, a last group mke2fs drops, and the default home.
 SIZES = [64, 100, 511, 512, 513, 1024]
@@ -149,7 +149,7 @@ def test_too_many_files_is_refused_for_want_of_inodes(tmp_path):
 
 def test_the_agent_makes_the_file_system_this_estimate_assumes():
     """The estimate holds for this mkfs command only; the guest's agent must run exactly it."""
-    calls = [node for node in ast.walk(ast.parse(AGENT.read_text()))
+    calls = [node for module in sorted(GUEST.glob("*.py")) for node in ast.walk(ast.parse(module.read_text()))
              if isinstance(node, ast.List) and node.elts and isinstance(node.elts[0], ast.Constant)
              and node.elts[0].value == "mkfs.ext4"]
     assert len(calls) == 1

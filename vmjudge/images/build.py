@@ -28,7 +28,9 @@ from .image import FILES, GuestImage, sha256_file
 
 BASE_PACKAGES = ("python3", "e2fsprogs", "busybox-static", "tiny-initramfs", "linux-image-amd64")
 GUEST_DIR = Path(__file__).parent / "guest"
-GUEST_FILES = ("agent.py", "frames.py", "init")
+# The agent and every module it imports, copied side by side to /opt/vmjudge (the guest has no vmjudge).
+GUEST_FILES = ("agent.py", "channel.py", "command.py", "frames.py", "hardening.py", "media.py", "run_guard.py",
+               "system.py", "init")
 ENTRY_UID = 1000
 EXCLUDE_DOCS = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/info/*", "/usr/share/locale/*")
 

@@ -18,7 +18,6 @@ import pwd
 import secrets
 import select
 import shutil
-import signal
 import subprocess
 import tarfile
 import time
@@ -26,6 +25,7 @@ from pathlib import Path, PurePosixPath
 
 from ..config import Site
 from ..errors import InfrastructureError
+from ..images.guest.run_guard import kill_user
 from ..vm.channel import ChannelClosed, FrameStream, Watch
 from ..vm.job import JOB_FILE, Job
 from ..vm.reading import POWEROFF_GRACE, JobRun, Limits, Reading, check_agent_error, host_timeouts
@@ -81,23 +81,6 @@ def _umount(path: Path) -> None:
             subprocess.run(["umount", "-l", str(path)], capture_output=True)
 
 
-def kill_user(name: str = "entry") -> None:
-    """SIGKILL every process of the entry user, as the judge's agent does after each command."""
-    uid = pwd.getpwnam(name).pw_uid
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.setgroups([])
-            os.setgid(uid)
-            os.setuid(uid)
-            for _ in range(3):
-                os.kill(-1, signal.SIGKILL)
-        except OSError:
-            pass
-        os._exit(0)
-    os.waitpid(pid, 0)
-
-
 class LocalRunner:
     """The replica's JobRunner (see stages.context.JobRunner)."""
 
@@ -141,7 +124,7 @@ class LocalRunner:
                         proc.kill()
                         proc.wait()
                     proc.stdout.close()
-                    kill_user()
+                    kill_user(pwd.getpwnam("entry").pw_uid)  # as the judge's agent does after each command
                 transcript = stream.transcript
                 check_agent_error(transcript)
                 return JobRun(domain="replica", transcript=transcript, iso_sha256="", ended=ended,

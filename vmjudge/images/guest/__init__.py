@@ -1,2 +1,4 @@
-"""Code that runs inside the judge's VM. It is copied into the image as plain files, so it
-uses only the standard library; the host imports frames.py from here to share the format."""
+"""Code that runs inside the judge's VM: the agent (agent.py, the job loop) and the modules it
+imports, the run guard among them. They are copied into the image side by side as plain
+files, so they use only the standard library and import each other by plain name; the host
+imports frames.py from here to share the format, and the replica's check run_guard.py."""

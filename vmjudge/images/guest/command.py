@@ -1,0 +1,173 @@
+"""One command of the job, from its "start" frame to its "end" frame: its record files linked
+in, its output relayed (the head as it comes, the tail at the end) while its deadline holds,
+the files it was asked to leave sent back. run_guard confines and ends it."""
+
+import os
+import pwd
+import select
+import subprocess
+import time
+
+import frames
+from media import CHUNK, HOME, LinkError, make_links, read_result, remove_links
+from run_guard import kill_user, reap, start_command, stop_command
+
+# After a command's process has ended and every process of the entry user was killed, the
+# output pipe closes at once; a writer that is somehow still there gets this long.
+DRAIN_SECONDS = 5.0
+
+
+class Command(object):
+    def __init__(self, spec, heartbeat):
+        self.name = spec.get("name", spec["argv"][0])
+        self.argv = spec["argv"]
+        self.timeout = float(spec["timeout"])
+        self.output_limit = int(spec["output_limit"])
+        self.tail_limit = int(spec.get("tail_limit", 0))
+        self.file_limit = int(spec.get("file_limit", self.output_limit))
+        self.user = spec.get("user", "entry")
+        self.links = spec.get("links", [])
+        self.collect = spec.get("collect", [])
+        self.heartbeat = heartbeat
+
+
+class OutputCap(object):
+    """What is kept of a command's output: the first `head` bytes, sent as they arrive, and
+    the last `tail` bytes after them, sent when the command ends; the middle is counted."""
+
+    def __init__(self, head, tail):
+        self.head, self.tail = head, tail
+        self.total = 0
+        self.kept = 0
+        self.ring = bytearray()
+
+    def add(self, data):
+        """Count `data`; return the part of it that belongs to the head."""
+        self.total += len(data)
+        part = b""
+        if self.kept < self.head:
+            part = data[:self.head - self.kept]
+            self.kept += len(part)
+            data = data[len(part):]
+        if data and self.tail > 0:
+            self.ring += data[-self.tail:]
+            if len(self.ring) > self.tail:
+                del self.ring[:len(self.ring) - self.tail]
+        return part
+
+    @property
+    def omitted(self):
+        return self.total - self.kept - len(self.ring)
+
+
+def run_command(channel, index, cmd):
+    channel.send_json("start", {"index": index, "name": cmd.name})
+    entry = pwd.getpwnam("entry")
+    as_entry = cmd.user == "entry"
+    links = []
+    started = time.monotonic()
+    try:
+        make_links(cmd.links, links)
+    except LinkError as exc:
+        remove_links(links)
+        return end_without_running(channel, index, str(exc))
+    read_fd, write_fd = os.pipe()
+    try:
+        proc = start_command(cmd.argv, cmd.user, entry, HOME, write_fd)
+    except (OSError, subprocess.SubprocessError) as exc:
+        os.close(read_fd)
+        os.close(write_fd)
+        remove_links(links)
+        return end_without_running(channel, index, "could not start %s: %s"
+                                   % (cmd.argv[0], getattr(exc, "strerror", None) or exc))
+    os.close(write_fd)
+    output = OutputCap(cmd.output_limit, cmd.tail_limit)
+    try:
+        status = watch(channel, cmd, proc, read_fd, output, started, entry, as_entry)
+    finally:
+        os.close(read_fd)
+    seconds = time.monotonic() - started
+    if as_entry:  # nothing the command started may outlive it (a setsid child appending later)
+        kill_user(entry.pw_uid)
+    reap()
+    remove_links(links)
+    if status is None:
+        status = "ok" if proc.returncode == 0 else "error"
+    for start_at in range(0, len(output.ring), frames.MAX_PAYLOAD):
+        channel.send("tail", bytes(output.ring[start_at:start_at + frames.MAX_PAYLOAD]))
+    send_files(channel, cmd)
+    channel.send_json("end", {"index": index, "status": status, "exit_code": proc.returncode,
+                              "seconds": round(seconds, 3), "output_bytes": output.total,
+                              "tail_bytes": len(output.ring), "truncated": output.omitted > 0})
+    return status
+
+
+def end_without_running(channel, index, message):
+    channel.send_json("end", {"index": index, "status": "error", "exit_code": None, "seconds": 0.0,
+                              "output_bytes": 0, "truncated": False, "message": message})
+    return "error"
+
+
+def watch(channel, cmd, proc, read_fd, output, started, entry, as_entry):
+    """Relay the command's output until it has ended and its pipe is closed, holding the
+    deadline all the while: a command that closes its stdout and stderr is still timed and
+    killed, and ticks keep telling the host the agent is alive. Returns "timeout" or None."""
+    deadline = started + cmd.timeout
+    pidfd = os.pidfd_open(proc.pid)
+    status = None
+    exited = False
+    pipe_open = True
+    drain_until = None
+    last_kill = 0.0
+    try:
+        while pipe_open or not exited:
+            now = time.monotonic()
+            # A tick whenever nothing was sent for a heartbeat: output past the head is not sent,
+            # and a command printing a byte a second must not look like a dead agent.
+            if now - channel.last_sent >= cmd.heartbeat:
+                channel.send("tick")
+            if status is None and now >= deadline:
+                status = "timeout"
+            if status == "timeout" and not exited and now - last_kill >= 1.0:
+                stop_command(proc, entry, as_entry)  # again each second, until the process is gone
+                last_kill = now
+            if drain_until is not None and now >= drain_until:
+                break
+            wait = max(cmd.heartbeat - (now - channel.last_sent), 0)
+            if status is None:
+                wait = min(wait, max(deadline - now, 0))
+            if drain_until is not None:
+                wait = min(wait, max(drain_until - now, 0))
+            watched = ([read_fd] if pipe_open else []) + ([] if exited else [pidfd])
+            ready, _, _ = select.select(watched, [], [], wait)
+            if not ready:
+                continue
+            if pidfd in ready:
+                exited = True
+                proc.wait()
+                # Stragglers would hold the pipe open (and outlive the command): end them.
+                stop_command(proc, entry, as_entry)
+                drain_until = time.monotonic() + DRAIN_SECONDS
+            if read_fd in ready:
+                data = os.read(read_fd, CHUNK)
+                if not data:
+                    pipe_open = False
+                    continue
+                part = output.add(data)
+                if part:
+                    channel.send("out", part)
+    finally:
+        os.close(pidfd)
+    if not exited:
+        stop_command(proc, entry, as_entry)
+        proc.wait()
+    return status
+
+
+def send_files(channel, cmd):
+    """Send back the files a command was asked to leave (e.g. RECORD.qrs), capped."""
+    for pattern in cmd.collect:
+        size, data = read_result(pattern, cmd.file_limit)
+        channel.send_json("file", {"name": pattern, "size": size, "kept": len(data)})
+        for start in range(0, len(data), CHUNK):
+            channel.send("fdata", data[start:start + CHUNK])
