@@ -53,7 +53,7 @@ def _run(queue: Queue, site: Site, entry: EntryRow, stage: Stage, run: StageRun,
     if not stage.in_vm:  # stage 4: on the host only, from the archived results
         found = archived_results(queue, site.home, entry.id)
         ctx = StageContext(site=site, challenge=challenge, image=None, entry=entry, attempt=run.attempt,
-                           cancel=cancel, archived=found.sha256)
+                           cancel=cancel, archived=found.sha256 if found else None)
         return stage.load()(ctx)
     image = _image(site, challenge)
     conn = domain.connect(site.uri)
