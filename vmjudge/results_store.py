@@ -12,13 +12,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping, Optional, Union
 
 from . import private
 from .errors import ArchiveError
+from .files import DurableFile
 from .stages.score.base import ExamResults
 
 FORMAT = 1  # the layout of the JSON below; bump if it changes, and keep reading the old ones
@@ -83,28 +82,13 @@ def put_chunks(home: Path, chunks: Iterable[bytes]) -> str:
     directory = store_dir(home)
     for d in (directory.parent, directory):  # the results are channels to the labels: 0700, files 0600
         private.make_dir(d)
-    digest = hashlib.sha256()
-    fd, tmp_name = tempfile.mkstemp(dir=directory, prefix=".put.", suffix=".tmp")
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            for chunk in chunks:
-                digest.update(chunk)
-                f.write(chunk)
-            f.flush()
-            os.fsync(f.fileno())
-        path = directory / digest.hexdigest()
-        if path.exists():
-            return digest.hexdigest()
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    return digest.hexdigest()
+    with DurableFile(directory, prefix=".put.", suffix=".tmp") as f:
+        for chunk in chunks:
+            f.write(chunk)
+        path = directory / f.sha256
+        if not path.exists():  # the same results, stored before: they are kept as they are
+            f.commit(path)
+    return f.sha256
 
 
 def get(home: Path, digest: str) -> bytes:

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from ..config import Challenge, Site, load_challenge
 from ..errors import EntryError, InfrastructureError, VmjudgeError
-from ..images.image import GuestImage, sha256_file
+from ..files import sha256_file
+from ..images.image import GuestImage
 from ..terminal import printable
 
 REPLICA_DIR = Path("/media/replica/vmjudge")
