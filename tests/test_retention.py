@@ -19,9 +19,11 @@ import pytest
 from vmjudge import report, results_store
 from vmjudge.config import load_challenge, load_site
 from vmjudge.evaluate import run_stage
-from vmjudge.queue import db as db_module
+from vmjudge.queue import retry
 from vmjudge.queue.admit import admit
-from vmjudge.queue.db import MAX_INFRA_ATTEMPTS, Queue, stamp
+from vmjudge.queue.db import Queue
+from vmjudge.queue.retry import MAX_INFRA_ATTEMPTS
+from vmjudge.queue.rows import stamp
 from vmjudge.supervisor.channel import CommandResult
 from vmjudge.stages.context import StageContext, VmRunner
 from vmjudge.stages.prep import stage as prep
@@ -145,7 +147,7 @@ class Home:
 
 @pytest.fixture
 def home(tmp_path, monkeypatch):
-    monkeypatch.setattr(db_module, "RETRY_DELAYS", (0.0, 0.0))  # park without waiting out retry delays
+    monkeypatch.setattr(retry, "RETRY_DELAYS", (0.0, 0.0))  # park without waiting out retry delays
     return Home(tmp_path)
 
 

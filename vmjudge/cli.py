@@ -255,7 +255,7 @@ def leaderboard_cmd(ctx: click.Context, challenge_name: str, late: bool, as_json
     from dataclasses import asdict
 
     from . import leaderboard as lb
-    from .queue.db import now
+    from .queue.rows import now
 
     if as_json + (csv_file is not None) + (html_file is not None) > 1:
         raise VmjudgeError("--json, --csv and --html each choose the output: give only one of them.")

@@ -22,7 +22,8 @@ from typing import Any, Callable, TypeVar
 from .config import load_challenge
 from .errors import Cancelled, EntryError, ImageError, InfrastructureError, VmjudgeError
 from .images.build import find_image
-from .queue.db import EntryRow, Queue, StageRun
+from .queue.db import Queue
+from .queue.rows import EntryRow, StageRun
 from .stages.context import StageContext, StageOutcome
 from .stages.exam import stage as exam
 from .stages.prep import stage as prep

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from .errors import VmjudgeError
 from .files import durable_write
-from .queue.db import EntryRow, Queue
+from .queue.db import Queue
+from .queue.rows import EntryRow
 
 PRIMARY = "score"  # the field every scorer returns and the board ranks by
 

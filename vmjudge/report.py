@@ -16,7 +16,8 @@ from typing import Any
 
 from . import private
 from .config import Site
-from .queue.db import STAGES, EntryRow, Queue, Scoring, StageRun
+from .queue.db import STAGES, Queue
+from .queue.rows import EntryRow, Scoring, StageRun
 from .terminal import printable
 from .workdir import results_dir
 

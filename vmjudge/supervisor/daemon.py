@@ -21,7 +21,8 @@ from typing import Callable
 from ..config import Site
 from ..errors import VmjudgeError
 from ..evaluate import run_stage
-from ..queue.db import EntryRow, Queue
+from ..queue.db import Queue
+from ..queue.rows import EntryRow
 from . import vm
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,8 @@ from pathlib import Path
 from ... import results_store
 from ...config import ScoreOptions
 from ...errors import ArchiveError, ScoringError
-from ...queue.db import ArchivedResults, Queue, Scoring
+from ...queue.db import Queue
+from ...queue.rows import ArchivedResults, Scoring
 from ..exam.stage import LEGACY_RESULTS_FILE
 from . import Scorer, load_scorer, reference_sha256, scorer_version
 
