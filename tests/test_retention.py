@@ -16,12 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from vmjudge import report, results_store
+from vmjudge import report
 from vmjudge.config import load_challenge, load_site
 from vmjudge.evaluate import run_stage
 from vmjudge.queue import retry
 from vmjudge.queue.admit import admit
 from vmjudge.queue.db import Queue
+from vmjudge.queue.results import encode, put
 from vmjudge.queue.retry import MAX_INFRA_ATTEMPTS
 from vmjudge.queue.rows import stamp
 from vmjudge.supervisor.channel import CommandResult
@@ -97,8 +98,7 @@ class Home:
         self.stage(entry_id, "prep", "passed", next_stage="quiz")
         self.stage(entry_id, "quiz", "passed", next_stage="exam")
         answers = {r: "N" for r in RECORDS}
-        digest = results_store.put(self.site.home, results_store.encode(RECORDS, {r: "ok" for r in RECORDS},
-                                                                        "answer-lines", answers=answers))
+        digest = put(self.site.home, encode(RECORDS, {r: "ok" for r in RECORDS}, "answer-lines", answers=answers))
         self.stage(entry_id, "exam", "passed", next_stage="score", results_sha256=digest)
         run_stage(self.queue, self.site, self.queue.claim_next("test", only=entry_id), 0)  # the real stage 4
         assert self.queue.entry(entry_id).outcome == "scored"

@@ -23,13 +23,13 @@ from .config import load_challenge
 from .errors import Cancelled, EntryError, ImageError, InfrastructureError, VmjudgeError
 from .images.build import find_image
 from .queue.db import Queue
+from .queue.results import archived_results
 from .queue.rows import EntryRow, StageRun
 from .stages.context import StageContext, StageOutcome
 from .stages.exam import stage as exam
 from .stages.prep import stage as prep
 from .stages.quiz import stage as quiz
 from .stages.score import stage as score
-from .stages.score.scoring import archived_results
 from .config import Site
 from .report import write_html
 
