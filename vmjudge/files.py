@@ -12,9 +12,10 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
-from typing import Iterable
+from typing import Self
 
 CHUNK = 1 << 20
 
@@ -77,7 +78,7 @@ class DurableFile:
         if sync_dir:
             fsync_dir(Path(path).parent)
 
-    def __enter__(self) -> "DurableFile":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
