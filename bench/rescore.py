@@ -39,12 +39,11 @@ sys.path.insert(0, str(REPO))
 import numpy as np  # noqa: E402
 import wfdb  # noqa: E402
 
-from vmjudge import results_store  # noqa: E402
 from vmjudge.supervisor import rescore  # noqa: E402
 from vmjudge.config import load_challenge, load_site  # noqa: E402
 from vmjudge.supervisor.evaluate import run_stage  # noqa: E402
 from vmjudge.queue.db import Queue  # noqa: E402
-from vmjudge.scorers.base import ExamResults  # noqa: E402
+from vmjudge.queue.results import ExamResults, encode, put  # noqa: E402
 from vmjudge.scorers.builtin.beats2014 import score as beats2014_score  # noqa: E402
 from vmjudge.workdir import ensure_home  # noqa: E402
 
@@ -92,7 +91,7 @@ def make_home(home: Path, n: int, seed: int) -> tuple[Queue, list[ExamResults], 
             queue.finish_stage(queue.start_stage(entry_id, stage, "bench", 0), "passed", "ok", {}, next_stage=nxt)
         queue.claim_next("bench", only=entry_id)
         run = queue.start_stage(entry_id, "exam", "bench", 0)
-        digest = results_store.put(home, results_store.encode(ch.test, statuses, "files", files=files))
+        digest = put(home, encode(ch.test, statuses, "files", files=files))
         queue.finish_stage(run, "passed", "ok", {"results_sha256": digest}, next_stage="score",
                            results_sha256=digest)
         run_stage(queue, site, queue.claim_next("bench", only=entry_id), 0)  # the official stage 4

@@ -15,7 +15,7 @@ import pytest
 
 from vmjudge.config import ScoreOptions
 from vmjudge.errors import AnswerError
-from vmjudge.scorers.base import ExamResults
+from vmjudge.queue.results import ExamResults
 from vmjudge.scorers.builtin import af2017, alarms2015, beats2014, heart2016
 from vmjudge.stages.answers import parse_answer_lines
 

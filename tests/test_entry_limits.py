@@ -18,7 +18,8 @@ import pytest
 
 from vmjudge.queue import db as db_module
 from vmjudge.queue.admit import declares_dry_run
-from vmjudge.queue.db import MAX_INFRA_ATTEMPTS, RETRY_DELAYS, Queue
+from vmjudge.queue.db import Queue
+from vmjudge.queue.retry import MAX_INFRA_ATTEMPTS, RETRY_DELAYS
 
 from .cli import run_cli
 from .test_spool import make_tar

@@ -13,9 +13,10 @@ import pytest
 
 from vmjudge.config import ImageRecipe
 from vmjudge.errors import ImageError, InfrastructureError
+from vmjudge.files import sha256_file
 from vmjudge.images import build, initramfs, kernel_modules
 from vmjudge.images.guest import frames
-from vmjudge.images.image import GuestImage, sha256_file
+from vmjudge.images.image import GuestImage
 
 from .cli import run_cli
 

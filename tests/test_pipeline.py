@@ -22,9 +22,8 @@ from pathlib import Path
 import pycdlib
 import pytest
 
-from vmjudge import results_store
 from vmjudge.config import load_challenge
-from vmjudge.scorers.base import ExamResults
+from vmjudge.queue.results import ExamResults, decode
 from vmjudge.scorers.loader import load_scorer
 from vmjudge.stages.answers import parse_answer_lines
 from vmjudge.vm import domain
@@ -333,7 +332,7 @@ def test_exam_results_are_archived_and_scored_from_the_archive(judged, example, 
     digest = exam["manifest"]["results_sha256"]
     blob = (judged.home / "archive" / "sha256" / digest).read_bytes()
     assert hashlib.sha256(blob).hexdigest() == digest
-    archived = results_store.decode(blob)
+    archived = decode(blob)
     replay = host_replay(example, case, ch.test)
     assert archived.records == replay.records
     assert (archived.answers, archived.files) == (replay.answers, replay.files)

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from vmjudge import results_store
 from vmjudge.reports import report
 from vmjudge.config import load_challenge, load_site
 from vmjudge.queue.db import Queue
+from vmjudge.queue.results import encode, put
 from vmjudge.queue.spool import Spool
 from vmjudge.vm.channel import CommandResult
 from vmjudge.stages.context import StageContext, VmRunner
@@ -101,8 +101,7 @@ def judged_home(root: Path):
             log.started(cmd)
             log.output(cmd, f"t1,A  <- {stage} output\n".encode())
             log.ended(cmd)
-    digest = results_store.put(site.home, results_store.encode(("t1",), {"t1": "ok"}, "answer-lines",
-                                                               answers={"t1": "A"}))
+    digest = put(site.home, encode(("t1",), {"t1": "ok"}, "answer-lines", answers={"t1": "A"}))
     report.write_html(queue, site, entry_id)
     return site, queue, ctx, stored, digest
 

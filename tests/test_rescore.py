@@ -23,13 +23,12 @@ from pathlib import Path
 import pytest
 import wfdb
 
-from vmjudge import results_store
 from vmjudge.config import Site, load_challenge, load_site
 from vmjudge.errors import ArchiveError
 from vmjudge.supervisor.evaluate import run_stage
 from vmjudge.queue.db import Queue
+from vmjudge.queue.results import ExamResults, encode, get, put, store_dir
 from vmjudge.scorers import loader
-from vmjudge.scorers.base import ExamResults
 from vmjudge.workdir import ensure_home
 
 from .cli import run_cli
@@ -117,8 +116,7 @@ def judge_results(home: Home, challenge: str, owner: str, results: ExamResults, 
     got = results.files if results.files is not None else results.answers
     statuses = {r: ("ok" if got.get(r) is not None else "error") for r in results.records}
     style = "files" if results.files is not None else "answer-lines"
-    digest = results_store.put(site.home, results_store.encode(results.records, statuses, style,
-                                                               answers=results.answers, files=results.files))
+    digest = put(site.home, encode(results.records, statuses, style, answers=results.answers, files=results.files))
     completed = sum(s == "ok" for s in statuses.values())
     queue.finish_stage(run, "passed", "exam done", {"stage": "exam", "results_sha256": digest}, next_stage="score",
                        exam={"records": len(results.records), "completed": completed,
@@ -253,9 +251,9 @@ def test_late_and_all_choose_the_entries(home, tmp_path):
 def test_entries_that_cannot_be_rescored_are_reported_and_fail_the_run(home, tmp_path):
     ids = official_ids(home)
     damaged, missing, unscored = ids[0], ids[1], ids[2]
-    blob = results_store.store_dir(home.site.home) / home.queue.exam_results(damaged).sha256
+    blob = store_dir(home.site.home) / home.queue.exam_results(damaged).sha256
     blob.write_bytes(blob.read_bytes().replace(b'"N"', b'"A"'))
-    (results_store.store_dir(home.site.home) / home.queue.exam_results(missing).sha256).unlink()
+    (store_dir(home.site.home) / home.queue.exam_results(missing).sha256).unlink()
     home.queue.add_challenge("other", tmp_path, "key")
     other = home.queue.add_entry("other", "zed", False, "ab" * 32, "z-entry.zip", tmp_path / "z")
     failed = home.queue.add_entry("af2017", "yan", False, "cd" * 32, "y-entry.zip", tmp_path / "y")
@@ -373,13 +371,13 @@ CREATE TABLE events (id INTEGER PRIMARY KEY AUTOINCREMENT, entry_id INTEGER, at 
 
 
 def test_a_damaged_blob_is_refused(tmp_path):
-    digest = results_store.put(tmp_path, results_store.encode(RECORDS, {}, "answer-lines", answers={}))
-    assert results_store.put(tmp_path, results_store.encode(RECORDS, {}, "answer-lines", answers={})) == digest
-    path = results_store.store_dir(tmp_path) / digest
+    digest = put(tmp_path, encode(RECORDS, {}, "answer-lines", answers={}))
+    assert put(tmp_path, encode(RECORDS, {}, "answer-lines", answers={})) == digest
+    path = store_dir(tmp_path) / digest
     assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
     path.write_bytes(path.read_bytes() + b" ")
     with pytest.raises(ArchiveError, match=r"are damaged \(their sha256 no longer matches\)"):
-        results_store.get(tmp_path, digest)
+        get(tmp_path, digest)
 
 
 def fail_prep_once(queue: Queue, entry_id: int) -> bool:

@@ -16,13 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from vmjudge import results_store
-from vmjudge.reports import report
 from vmjudge.config import load_challenge, load_site
-from vmjudge.supervisor.evaluate import run_stage
-from vmjudge.queue import db as db_module
+from vmjudge.queue import retry
 from vmjudge.queue.admit import admit
-from vmjudge.queue.db import MAX_INFRA_ATTEMPTS, Queue, stamp
+from vmjudge.queue.db import Queue
+from vmjudge.queue.results import encode, put
+from vmjudge.queue.retry import MAX_INFRA_ATTEMPTS
+from vmjudge.queue.rows import stamp
+from vmjudge.reports import report
+from vmjudge.supervisor.evaluate import run_stage
 from vmjudge.vm.channel import CommandResult
 from vmjudge.stages.context import StageContext, VmRunner
 from vmjudge.stages.prep import stage as prep
@@ -96,8 +98,7 @@ class Home:
         self.stage(entry_id, "prep", "passed", next_stage="quiz")
         self.stage(entry_id, "quiz", "passed", next_stage="exam")
         answers = {r: "N" for r in RECORDS}
-        digest = results_store.put(self.site.home, results_store.encode(RECORDS, {r: "ok" for r in RECORDS},
-                                                                        "answer-lines", answers=answers))
+        digest = put(self.site.home, encode(RECORDS, {r: "ok" for r in RECORDS}, "answer-lines", answers=answers))
         self.stage(entry_id, "exam", "passed", next_stage="score", results_sha256=digest)
         run_stage(self.queue, self.site, self.queue.claim_next("test", only=entry_id), 0)  # the real stage 4
         assert self.queue.entry(entry_id).outcome == "scored"
@@ -146,7 +147,7 @@ class Home:
 
 @pytest.fixture
 def home(tmp_path, monkeypatch):
-    monkeypatch.setattr(db_module, "RETRY_DELAYS", (0.0, 0.0))  # park without waiting out retry delays
+    monkeypatch.setattr(retry, "RETRY_DELAYS", (0.0, 0.0))  # park without waiting out retry delays
     return Home(tmp_path)
 
 

@@ -9,8 +9,8 @@ import pytest
 
 from vmjudge.config import load_site
 from vmjudge.errors import InfrastructureError
+from vmjudge.files import sha256_file
 from vmjudge.images.guest import frames
-from vmjudge.images.image import sha256_file
 from vmjudge.vm.job import Command, Job
 from vmjudge.vm.reading import Limits
 from vmjudge.vm.runner import make_overlay

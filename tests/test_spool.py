@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from vmjudge import files
 from vmjudge.errors import EntryError, VmjudgeError
 from vmjudge.queue import spool as spool_mod
 from vmjudge.queue.spool import Spool, StoredArchive, check_archive_name, check_readable
@@ -107,7 +108,7 @@ def test_store_puts_the_archive_under_its_sha256_and_fsyncs_file_and_directory(t
         synced.append("dir" if stat.S_ISDIR(mode) else "file" if stat.S_ISREG(mode) else "other")
         real_fsync(fd)
 
-    monkeypatch.setattr(spool_mod.os, "fsync", fsync)
+    monkeypatch.setattr(files.os, "fsync", fsync)
     spool = Spool(tmp_path / "spool")
     stored = spool.store(source)
 
@@ -162,7 +163,7 @@ def test_a_failed_copy_leaves_nothing_behind(tmp_path, monkeypatch):
     def fsync(fd):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(spool_mod.os, "fsync", fsync)
+    monkeypatch.setattr(files.os, "fsync", fsync)
     with pytest.raises(VmjudgeError) as info:
         Spool(tmp_path / "spool").store(source)
     assert "No space left on device" in str(info.value)

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from .config import Retention, Site
-from .queue.db import Queue, stamp
+from .queue.db import Queue
+from .queue.rows import stamp
 
 DAY = 86400.0
 # Each kind of file the policy bounds (Retention's `<kind>_days`), by name in results/ID.

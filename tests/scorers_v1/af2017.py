@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 from vmjudge.scorers.answers import answers_of
-from vmjudge.scorers.base import ExamResults
+from vmjudge.queue.results import ExamResults
 from vmjudge.scorers.parts import ratio
 from vmjudge.scorers.reference import read_reference_csv, reference_rows
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import wfdb
 
 from vmjudge.errors import ScoringError
-from vmjudge.scorers.base import ExamResults
+from vmjudge.queue.results import ExamResults
 from vmjudge.scorers.parts import ratio
 
 VERSION = 1  # bump whenever a rule below changes; scorer_version() records it

@@ -18,7 +18,8 @@ from ..config import Site, check_challenge_data, load_challenge, load_site
 from ..errors import VmjudgeError
 from ..images.build import build_image, find_image, newest_image
 from ..queue.admit import admit
-from ..queue.db import Queue, now
+from ..queue.db import Queue
+from ..queue.rows import now
 from ..reports import leaderboard as lb
 from ..reports import report
 from ..scorers.loader import load_scorer

@@ -21,10 +21,11 @@ from typing import Callable
 
 from ..config import ImageRecipe, Site
 from ..errors import ImageError
+from ..files import sha256_file
 from . import initramfs, kernel_modules
 from .kernel_modules import prune_modules
 from .guest import frames
-from .image import FILES, GuestImage, sha256_file
+from .image import FILES, GuestImage
 
 BASE_PACKAGES = ("python3", "e2fsprogs", "busybox-static", "tiny-initramfs", "linux-image-amd64")
 GUEST_DIR = Path(__file__).parent / "guest"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import threading
@@ -11,16 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ImageError, InfrastructureError
+from ..files import sha256_file
 
 FILES = ("root.sqfs", "vmlinuz", "initrd.img")
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 @dataclass(frozen=True)

@@ -1,1 +1,3 @@
-"""The durable entry queue and spool (SQLite, WAL): built with the evaluation pipeline."""
+"""What the judge keeps of every entry: the queue (db.py, with its tables in schema.py, its
+records in rows.py and its retry policy in retry.py), the spool of submitted archives
+(spool.py) and their admission (admit.py), and stage 3's results for scoring (results.py)."""

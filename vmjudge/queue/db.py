@@ -3,7 +3,8 @@
 An entry row is committed only after its archive is in the spool (fsynced), so an id that
 `submit` printed always has its archive. Every change of state goes through one short
 transaction here, and every one is also appended to the event log. Connections are opened
-per operation, so the daemon's slot threads never share one.
+per operation, so the daemon's slot threads never share one. The tables are in schema.py,
+the records returned in rows.py and the retry policy applied in retry.py.
 """
 
 from __future__ import annotations
@@ -13,206 +14,17 @@ import os
 import sqlite3
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from .. import private
 from ..errors import VmjudgeError
+from .retry import after_infra_failure
+from .rows import ArchivedResults, EntryRow, Scoring, StageRun, now
+from .schema import MIGRATIONS, SCHEMA
 
 STAGES = ("prep", "quiz", "exam", "score")
-MAX_INFRA_ATTEMPTS = 3
-# Seconds before a stage that the infrastructure broke is tried again, by failures so far:
-# long enough for a restarting libvirtd or a passing disk-space problem to clear.
-RETRY_DELAYS = (10.0, 60.0)
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS challenges (
-    name TEXT PRIMARY KEY,
-    directory TEXT NOT NULL,
-    image_key TEXT NOT NULL,
-    registered_at TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS entries (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    challenge TEXT NOT NULL REFERENCES challenges(name),
-    owner TEXT NOT NULL,
-    late INTEGER NOT NULL DEFAULT 0,
-    dry_run INTEGER NOT NULL DEFAULT 0,  -- the archive holds DRYRUN: it can never be scored
-    archive_sha256 TEXT NOT NULL,
-    archive_name TEXT NOT NULL,
-    archive_path TEXT NOT NULL,
-    submitted_at TEXT NOT NULL,
-    state TEXT NOT NULL,               -- queued | running | done | parked
-    stage TEXT,                        -- the stage queued or running; NULL once done
-    lease_owner TEXT,
-    not_before REAL NOT NULL DEFAULT 0,  -- a retried stage waits until this time (epoch seconds)
-    outcome TEXT,                      -- scored | dry-run | failed
-    failed_stage TEXT,
-    reason TEXT,
-    scores TEXT,                       -- JSON object
-    exam TEXT,                         -- JSON object: records, completed, failed, timed_out
-    finished_at TEXT
-);
-CREATE TABLE IF NOT EXISTS stage_runs (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    entry_id INTEGER NOT NULL REFERENCES entries(id),
-    stage TEXT NOT NULL,
-    attempt INTEGER NOT NULL,
-    host TEXT NOT NULL,
-    slot INTEGER NOT NULL,
-    started_at TEXT NOT NULL,
-    finished_at TEXT,
-    status TEXT,                       -- passed | failed | dry-run | scored | infra | cancelled
-    reason TEXT,
-    message TEXT,                      -- what the participant sees of this stage
-    manifest TEXT                      -- JSON: what produced this result
-);
-CREATE TABLE IF NOT EXISTS events (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    entry_id INTEGER,
-    at TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    detail TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS exam_results (  -- stage 3's results of an entry, kept for (re)scoring
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    entry_id INTEGER NOT NULL REFERENCES entries(id),
-    run_id INTEGER REFERENCES stage_runs(id),  -- the exam run that produced them
-    sha256 TEXT NOT NULL,              -- the blob in HOME/archive/sha256/
-    manifest TEXT NOT NULL,            -- JSON: the exam's manifest (image, agent, entry sha256...)
-    archived_at TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS scorings (  -- every score an entry was given, oldest first
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    entry_id INTEGER NOT NULL REFERENCES entries(id),
-    at TEXT NOT NULL,
-    why TEXT NOT NULL,                 -- official | rescore
-    scorer TEXT NOT NULL,
-    scorer_version TEXT NOT NULL,
-    reference_sha256 TEXT NOT NULL,
-    results_sha256 TEXT NOT NULL,
-    scores TEXT NOT NULL               -- JSON object
-);
-CREATE INDEX IF NOT EXISTS entries_state ON entries(state, id);
-CREATE INDEX IF NOT EXISTS exam_results_entry ON exam_results(entry_id, id);
-CREATE INDEX IF NOT EXISTS scorings_entry ON scorings(entry_id, id);
-"""
-# Columns added after the first release: (table, column, definition) for homes made before.
-MIGRATIONS = (
-    ("entries", "not_before", "REAL NOT NULL DEFAULT 0"),
-    ("entries", "evaluation", "INTEGER NOT NULL DEFAULT 1"),  # bumped by `rescore --rerun-stages`
-    ("stage_runs", "evaluation", "INTEGER NOT NULL DEFAULT 1"),
-    ("entries", "dry_run", "INTEGER NOT NULL DEFAULT 0"),  # entry limits: a DRYRUN archive never counts
-)
-
-
-def now() -> str:
-    return stamp(time.time())
-
-
-def stamp(seconds: float) -> str:
-    """The queue's time format (UTC, to the second), which sorts as text."""
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
-
-
-@dataclass(frozen=True)
-class EntryRow:
-    id: int
-    challenge: str
-    owner: str
-    late: bool
-    dry_run: bool
-    archive_sha256: str
-    archive_name: str
-    archive_path: str
-    submitted_at: str
-    state: str
-    stage: str | None
-    outcome: str | None
-    failed_stage: str | None
-    reason: str | None
-    scores: dict[str, float] | None
-    exam: dict[str, int] | None
-    finished_at: str | None
-    evaluation: int = 1  # how many times the entry was (re)queued from stage 1
-
-    @classmethod
-    def from_row(cls, row: sqlite3.Row) -> "EntryRow":
-        d = dict(row)
-        d.pop("lease_owner", None)
-        d.pop("not_before", None)
-        d["late"] = bool(d["late"])
-        d["dry_run"] = bool(d["dry_run"])
-        d["scores"] = json.loads(d["scores"]) if d["scores"] else None
-        d["exam"] = json.loads(d["exam"]) if d["exam"] else None
-        return cls(**d)
-
-
-@dataclass(frozen=True)
-class StageRun:
-    id: int
-    entry_id: int
-    stage: str
-    attempt: int
-    host: str
-    slot: int
-    started_at: str
-    finished_at: str | None
-    status: str | None
-    reason: str | None
-    message: str | None
-    manifest: dict[str, Any] | None
-    evaluation: int = 1
-
-    @classmethod
-    def from_row(cls, row: sqlite3.Row) -> "StageRun":
-        d = dict(row)
-        d["manifest"] = json.loads(d["manifest"]) if d["manifest"] else None
-        return cls(**d)
-
-
-@dataclass(frozen=True)
-class ArchivedResults:
-    """Where an entry's stage-3 results are (a blob of the results store) and what made them."""
-
-    entry_id: int
-    sha256: str
-    manifest: dict[str, Any]
-    archived_at: str
-    run_id: int | None = None
-
-    @classmethod
-    def from_row(cls, row: sqlite3.Row) -> "ArchivedResults":
-        return cls(entry_id=row["entry_id"], sha256=row["sha256"], manifest=json.loads(row["manifest"]),
-                   archived_at=row["archived_at"], run_id=row["run_id"])
-
-
-@dataclass(frozen=True)
-class Scoring:
-    """One scoring of an entry and everything it used, so any score can be traced and redone."""
-
-    entry_id: int
-    why: str  # official | rescore
-    scorer: str  # as named: "af2017", "pkg.mod:func", "file.py:func"
-    scorer_version: str  # scorer_version(): "af2017/1" or the code's hash
-    reference_sha256: str  # reference_sha256() of the reference directory used
-    results_sha256: str  # the archived stage-3 results scored
-    scores: dict[str, float]
-    at: str = ""  # set when recorded
-
-    @classmethod
-    def from_row(cls, row: sqlite3.Row) -> "Scoring":
-        d = dict(row)
-        d.pop("id")
-        d["scores"] = json.loads(d["scores"])
-        return cls(**d)
-
-    def insert(self, db: sqlite3.Connection) -> None:
-        db.execute("INSERT INTO scorings (entry_id, at, why, scorer, scorer_version, reference_sha256, "
-                   "results_sha256, scores) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                   (self.entry_id, self.at or now(), self.why, self.scorer, self.scorer_version,
-                    self.reference_sha256, self.results_sha256, json.dumps(self.scores)))
 
 
 class Queue:
@@ -390,7 +202,7 @@ class Queue:
             if results_sha256 is not None:
                 self._add_exam_results(db, run.entry_id, run.id, results_sha256, manifest)
             if scoring is not None:
-                scoring.insert(db)
+                self._add_scoring(db, scoring)
             if next_stage is not None:
                 db.execute("UPDATE entries SET state = 'queued', stage = ?, lease_owner = NULL WHERE id = ?",
                            (next_stage, run.entry_id))
@@ -404,22 +216,21 @@ class Queue:
                 self._event(db, run.entry_id, "done", f"{run.stage} {status}: {outcome} {reason or ''}".strip())
 
     def infra_failure(self, run: StageRun, reason: str, message: str, manifest: dict[str, Any]) -> bool:
-        """Record an infrastructure failure; the stage is queued again unless it has failed
-        MAX_INFRA_ATTEMPTS times, when the entry is parked for the organiser. True if requeued."""
+        """Record an infrastructure failure; the stage is queued again, after a delay, or the
+        entry is parked for the organiser, as the retry policy (retry.py) decides. True if requeued."""
         with self._transaction() as db:
             db.execute("UPDATE stage_runs SET finished_at = ?, status = 'infra', reason = ?, message = ?, "
                        "manifest = ? WHERE id = ?", (now(), reason, message, json.dumps(manifest), run.id))
             failures = db.execute("SELECT COUNT(*) FROM stage_runs WHERE entry_id = ? AND stage = ? AND "
                                   "evaluation = ? AND status = 'infra'",
                                   (run.entry_id, run.stage, run.evaluation)).fetchone()[0]
-            retry = failures < MAX_INFRA_ATTEMPTS
-            state = "queued" if retry else "parked"
-            delay = RETRY_DELAYS[min(failures, len(RETRY_DELAYS)) - 1] if retry else 0.0
+            retry = after_infra_failure(failures)
             db.execute("UPDATE entries SET state = ?, lease_owner = NULL, reason = ?, not_before = ? WHERE id = ?",
-                       (state, None if retry else reason, time.time() + delay, run.entry_id))
+                       ("queued" if retry.again else "parked", None if retry.again else reason,
+                        time.time() + retry.delay, run.entry_id))
             self._event(db, run.entry_id, "infra", f"{run.stage} attempt {run.attempt}: {reason}: {message}"
-                        + ("" if retry else f" (parked after {failures} failures)"))
-        return retry
+                        + ("" if retry.again else f" (parked after {failures} failures)"))
+        return retry.again
 
     def cancel_stage(self, run: StageRun) -> None:
         """The daemon stopped on purpose while this stage ran: queue it again, uncounted."""
@@ -466,6 +277,12 @@ class Queue:
 
     # archived stage-3 results and scorings (re-scoring)
 
+    def _add_scoring(self, db: sqlite3.Connection, s: Scoring) -> None:
+        db.execute("INSERT INTO scorings (entry_id, at, why, scorer, scorer_version, reference_sha256, "
+                   "results_sha256, scores) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                   (s.entry_id, s.at or now(), s.why, s.scorer, s.scorer_version,
+                    s.reference_sha256, s.results_sha256, json.dumps(s.scores)))
+
     def _add_exam_results(self, db: sqlite3.Connection, entry_id: int, run_id: int | None, sha256: str,
                           manifest: dict[str, Any]) -> None:
         db.execute("INSERT INTO exam_results (entry_id, run_id, sha256, manifest, archived_at) VALUES (?, ?, ?, ?, ?)",
@@ -508,7 +325,7 @@ class Queue:
                                  (json.dumps(s.scores), s.entry_id))
                 if cur.rowcount != 1:
                     continue
-                replace(s, at=stamp).insert(db)
+                self._add_scoring(db, replace(s, at=stamp))
                 self._event(db, s.entry_id, "rescored", f"{s.scorer_version} reference {s.reference_sha256[:12]} "
                             f"results {s.results_sha256[:12]}: {json.dumps(s.scores, sort_keys=True)}")
                 recorded.append(s.entry_id)

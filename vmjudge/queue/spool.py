@@ -14,12 +14,9 @@ unpack, never on the file it was given, which could change in between.
 
 from __future__ import annotations
 
-import hashlib
 import math
-import os
 import re
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -27,10 +24,10 @@ from typing import BinaryIO
 from .. import private
 from ..entry_archive import Refused, host_error, member_names
 from ..errors import EntryError, VmjudgeError
+from ..files import CHUNK, DurableFile, fsync_dir, sha256_file
 
 KINDS = ("zip", "tar.gz")
 MARGIN = 64 << 20  # free space kept beyond the archive, so the spool never fills its disk
-CHUNK = 1 << 20
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
@@ -93,22 +90,6 @@ def check_readable(path: Path, kind: str, max_members: int, max_unpacked: int, n
                                         "make it with `zip -r` or `tar czf` and submit again.") from exc
 
 
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _mib(n: int) -> int:
     return math.ceil(n / (1 << 20))
 
@@ -142,7 +123,7 @@ class Spool:
         name = source.name
         check_archive_name(name)
         try:
-            sha = sha256_of(source)
+            sha = sha256_file(source)
             size = source.stat().st_size
         except OSError as exc:
             raise VmjudgeError(f"cannot read {source} ({exc.strerror or exc}): check the path and "
@@ -161,31 +142,21 @@ class Spool:
             raise VmjudgeError(f"the spool at {self.root} has {free >> 20} MB free, not enough for this "
                                f"{_mib(size)} MB archive: free some space and submit again.")
 
-        fd, tmp_name = tempfile.mkstemp(dir=final.parent, prefix=f".{sha}.", suffix=".part")  # mode 0600
-        tmp = Path(tmp_name)
+        out = DurableFile(final.parent, prefix=f".{sha}.", suffix=".part")  # mode 0600
         try:
-            digest = hashlib.sha256()
-            with os.fdopen(fd, "wb") as out, open(source, "rb") as src:
+            with out, open(source, "rb") as src:
                 while chunk := src.read(CHUNK):
-                    digest.update(chunk)
                     out.write(chunk)
-                out.flush()
-                os.fsync(out.fileno())
-            if digest.hexdigest() != sha:
-                raise VmjudgeError(f"{source} changed while it was being stored: submit it again "
-                                   "once nothing is writing to it.")
-            os.replace(tmp, final)
-            _fsync_dir(final.parent)
+                if out.sha256 != sha:
+                    raise VmjudgeError(f"{source} changed while it was being stored: submit it again "
+                                       "once nothing is writing to it.")
+                out.commit(final)
             for d in created_dirs:
-                _fsync_dir(d.parent)
+                fsync_dir(d.parent)
         except OSError as exc:
-            tmp.unlink(missing_ok=True)
             raise VmjudgeError(f"could not store {name} in the spool at {self.root} "
                                f"({exc.strerror or exc}): free some space or fix the disk and submit "
                                "again.") from exc
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
         return StoredArchive(sha, final, size, name, new=True)
 
     def remove(self, stored: StoredArchive) -> None:
@@ -195,4 +166,4 @@ class Spool:
         if not stored.new:
             raise ValueError(f"{stored.path} was in the spool before this submission: it may be another entry's.")
         stored.path.unlink(missing_ok=True)
-        _fsync_dir(stored.path.parent)
+        fsync_dir(stored.path.parent)

@@ -20,12 +20,13 @@ from pathlib import Path
 
 from ..config import Challenge, Site, load_challenge
 from ..errors import EntryError, InfrastructureError, VmjudgeError
-from ..images.image import GuestImage, sha256_file
+from ..files import sha256_file
+from ..images.image import GuestImage
 from ..pipeline import PIPELINE
 from ..queue.admit import check_archive
 from ..queue.db import Queue
+from ..queue.results import ExamResults
 from ..reports.report import show
-from ..scorers.base import ExamResults
 from ..scorers.loader import load_scorer
 from ..stages.answers import parse_answer_lines
 from ..stages.context import StageContext

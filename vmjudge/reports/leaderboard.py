@@ -13,13 +13,13 @@ from __future__ import annotations
 import csv
 import html
 import io
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import VmjudgeError
-from ..queue.db import EntryRow, Queue
+from ..files import durable_write
+from ..queue.db import Queue
+from ..queue.rows import EntryRow
 
 PRIMARY = "score"  # the field every scorer returns and the board ranks by
 
@@ -131,16 +131,7 @@ def write_file(path: Path, text: str) -> None:
     """Replace `path` whole, so that a web server publishing it never serves half a board."""
     path = Path(path)
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+        durable_write(path, [text.encode("utf-8")], mode=0o644, sync_dir=False)
     except OSError as exc:
-        raise VmjudgeError(f"cannot write {path} ({exc.strerror or exc}): give a file in an existing, "
-                           "writable directory.") from exc
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
         raise VmjudgeError(f"cannot write {path} ({exc.strerror or exc}): give a file in an existing, "
                            "writable directory.") from exc

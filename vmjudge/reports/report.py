@@ -17,7 +17,8 @@ from typing import Any
 from .. import private
 from ..config import Site
 from ..pipeline import PIPELINE, stage
-from ..queue.db import EntryRow, Queue, Scoring, StageRun
+from ..queue.db import Queue
+from ..queue.rows import EntryRow, Scoring, StageRun
 from ..terminal import printable
 from ..workdir import results_dir
 

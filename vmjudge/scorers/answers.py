@@ -8,7 +8,7 @@ from typing import Callable
 
 from vmjudge.config import ScoreOptions
 from vmjudge.errors import AnswerError, ScoringError
-from vmjudge.scorers.base import ExamResults
+from vmjudge.queue.results import ExamResults
 
 
 def answers_of(results: ExamResults, scorer: str) -> Callable[[str], str | None]:

@@ -4,25 +4,10 @@ enter a VM. A scorer is a plain function (or callable) registered under the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Protocol
+from typing import Protocol
 
-
-@dataclass(frozen=True)
-class ExamResults:
-    """Stage 3's results for one entry, in the test set's RECORDS order.
-
-    answers: for style "answer-lines", the label the entry gave each record; None when the
-    record failed, timed out or has no line (scored as the scorer's "missing" rule).
-    files: for style "files", the bytes of the output file each record left; None when the
-    record failed, timed out or left no file.
-    Exactly one of the two mappings is filled, for every record in `records`.
-    """
-
-    records: tuple[str, ...]
-    answers: Mapping[str, str | None] | None = None
-    files: Mapping[str, bytes | None] | None = None
+from ..queue.results import ExamResults
 
 
 class Scorer(Protocol):

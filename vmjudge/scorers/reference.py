@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Collection, Mapping
 
 from vmjudge.errors import ScoringError
-from vmjudge.scorers.base import ExamResults
+from vmjudge.queue.results import ExamResults
 
 
 def reference_sha256(reference: Path) -> str:

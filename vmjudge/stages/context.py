@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from .. import private
 from ..config import Challenge, Site
 from ..images.image import GuestImage
-from ..queue.db import EntryRow, Scoring
+from ..queue.rows import EntryRow, Scoring
 from ..vm.channel import CommandResult, Watch
 from ..vm.job import Job
 from ..vm.reading import JobRun, Limits

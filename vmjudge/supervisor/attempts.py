@@ -18,7 +18,8 @@ from typing import Any, Callable, TypeVar
 from ..config import Site
 from ..errors import Cancelled, EntryError, InfrastructureError, VmjudgeError
 from ..pipeline import next_stage
-from ..queue.db import Queue, StageRun
+from ..queue.db import Queue
+from ..queue.rows import StageRun
 from ..reports.report import write_html
 from ..stages.context import StageOutcome
 

@@ -20,9 +20,10 @@ from typing import Callable
 
 from ..config import Site
 from ..errors import VmjudgeError
-from .evaluate import run_stage
-from ..queue.db import EntryRow, Queue
+from ..queue.db import Queue
+from ..queue.rows import EntryRow
 from ..vm import domain
+from .evaluate import run_stage
 
 log = logging.getLogger(__name__)
 

@@ -16,9 +16,10 @@ from ..errors import Cancelled, ImageError, InfrastructureError
 from ..images.build import find_image
 from ..images.image import GuestImage
 from ..pipeline import Stage, stage as stage_named
-from ..queue.db import EntryRow, Queue, StageRun
+from ..queue.db import Queue
+from ..queue.results import archived_results
+from ..queue.rows import EntryRow, StageRun
 from ..stages.context import StageContext, StageOutcome
-from ..stages.score.scoring import archived_results
 from ..vm import domain
 from ..vm.runner import VmRunner
 from ..workdir import results_dir

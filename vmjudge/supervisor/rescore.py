@@ -19,9 +19,11 @@ from typing import Any, Callable, Iterable
 
 from ..config import Site, load_challenge
 from ..errors import AnswerError, ArchiveError, ScoringError, VmjudgeError
-from ..queue.db import EntryRow, Queue, Scoring
+from ..queue.db import Queue
+from ..queue.results import archived_results
+from ..queue.rows import EntryRow, Scoring
 from ..reports.report import write_html
-from ..stages.score.scoring import ScoringRules, archived_results
+from ..stages.score.scoring import ScoringRules
 
 
 @dataclass

@@ -22,7 +22,8 @@ import libvirt
 
 from ..config import Site
 from ..errors import InfrastructureError
-from ..images.image import GuestImage, sha256_file
+from ..files import sha256_file
+from ..images.image import GuestImage
 from ..images.iso import write_iso
 from .channel import FrameStream, Watch
 from .job import JOB_FILE, Job

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from vmjudge.config import ScoreOptions
 from vmjudge.scorers.answers import answers_of, checked_answers
-from vmjudge.scorers.base import ExamResults
+from vmjudge.queue.results import ExamResults
 from vmjudge.scorers.parts import ratio
 from vmjudge.scorers.reference import read_reference_csv, reference_rows
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from vmjudge.config import ScoreOptions
 from vmjudge.errors import ScoringError
-from vmjudge.scorers.base import ExamResults
+from vmjudge.queue.results import ExamResults
 from vmjudge.scorers.builtin.bxb import Counts, compare, window
 from vmjudge.scorers.builtin.wfdb_annotations import (QRS_CODES, Annotation, NotAnnotationFile, declared_resolution,
                                                       read_annotations, read_header)

@@ -4,7 +4,7 @@ Errors and timeouts do not stop it; a failed record gets an empty answer. Nothin
 entry prints reaches the participant: the report gives counts only, and the outputs are
 kept for organisers in exam.log. Over the cap, the entry fails with the share of records
 it processed and gets no score. The results are archived (content-addressed, see
-results_store) for stage 4, and for any re-scoring later.
+queue/results.py) for stage 4, and for any re-scoring later.
 """
 
 from __future__ import annotations
@@ -12,15 +12,12 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from ... import results_store
+from ...queue.results import encode_chunks, put_chunks
 from ...vm.channel import CommandResult, Watch
 from ...vm.reading import Limits
 from ..answers import parse_answer_lines
 from ..context import StageContext, StageOutcome
 from ..records import record_job
-
-# Where a home made before the results store kept them (read once, then archived).
-LEGACY_RESULTS_FILE = "exam-results.json"
 
 
 class ResultFiles:
@@ -92,15 +89,15 @@ def _outcome(ctx: StageContext, run_, kept: ResultFiles | None) -> StageOutcome:
                             reason="exam-timeout", exam=counts, manifest=manifest)
     if kept is not None:
         files = {records[c.index]: kept.source(c.index) for c in t.commands}
-        chunks = results_store.encode_chunks(records, statuses, ch.results.style, files=files)
+        chunks = encode_chunks(records, statuses, ch.results.style, files=files)
         if kept.over_budget:
             manifest["results_over_budget"] = kept.over_budget
     else:
         last = t.commands[-1].files.get("answers.txt") if t.commands else None
         lines = parse_answer_lines(last.data if last is not None and last.size is not None else None)
         answers = {r: (lines.get(r) if statuses.get(r) == "ok" else None) for r in records}
-        chunks = results_store.encode_chunks(records, statuses, ch.results.style, answers=answers)
-    digest = results_store.put_chunks(ctx.site.home, chunks)
+        chunks = encode_chunks(records, statuses, ch.results.style, answers=answers)
+    digest = put_chunks(ctx.site.home, chunks)
     return StageOutcome("passed", f"{counts['records']} test records: {counts['completed']} completed, "
                         f"{counts['failed']} failed, {counts['timed_out']} timed out.", exam=counts,
                         manifest={**manifest, "results_sha256": digest}, results_sha256=digest)

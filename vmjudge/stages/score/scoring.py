@@ -11,14 +11,13 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from ... import results_store
 from ...config import ScoreOptions
-from ...errors import ArchiveError, ScoringError
-from ...queue.db import ArchivedResults, Queue, Scoring
+from ...errors import ScoringError
+from ...queue import results
+from ...queue.rows import Scoring
 from ...scorers.base import Scorer
 from ...scorers.loader import load_scorer, scorer_version
 from ...scorers.reference import reference_sha256
-from ..exam.stage import LEGACY_RESULTS_FILE
 
 
 @dataclass(frozen=True)
@@ -44,8 +43,7 @@ class ScoringRules:
         missing or damaged, AnswerError when the entry gave answers the official scorer
         refuses, ScoringError when the reference or the scorer is at fault. A part may be
         None (0/0 where the official code gives NaN); "score", which ranks, may not."""
-        results = results_store.load(home, results_sha256)
-        raw = self.function(results, self.reference)
+        raw = self.function(results.load(home, results_sha256), self.reference)
         if not isinstance(raw, dict) or not raw:
             raise ScoringError(f"The scorer {self.scorer} returned {type(raw).__name__}, not a dict of named "
                                "scores: it must return e.g. {\"score\": 0.9}.")
@@ -74,27 +72,3 @@ def undefined_note(scores: dict[str, float | None], options: ScoreOptions) -> st
     return (f" {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} undefined (0/0: the test set has no "
             f"record of that kind, where the official scoring code gives NaN), {how} (challenge.toml [score] "
             f"undefined = \"{options.undefined}\").")
-
-
-def archived_results(queue: Queue, home: Path, entry_id: int) -> ArchivedResults | None:
-    """The entry's latest archived stage-3 results. A home made before the results store
-    kept them as results/ID/exam-results.json: those are archived (and linked) on first use."""
-    found = queue.exam_results(entry_id)
-    if found is not None:
-        return found
-    legacy = Path(home) / "results" / str(entry_id) / LEGACY_RESULTS_FILE
-    if not legacy.is_file():
-        return None
-    data = legacy.read_bytes()
-    try:
-        results_store.decode(data)  # refuse to archive what could not be scored
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ArchiveError(f"{legacy} cannot be read ({type(exc).__name__}: {exc}): run the entry again with "
-                           "--rerun-stages.") from exc
-    digest = results_store.put(home, data)
-    exam_runs = [r for r in queue.stage_runs(entry_id) if r.stage == "exam" and r.status == "passed"]
-    run = exam_runs[-1] if exam_runs else None
-    queue.add_exam_results(entry_id, run.id if run else None, digest,
-                           {**(run.manifest or {}), "imported_from": str(legacy)} if run else
-                           {"imported_from": str(legacy)})
-    return queue.exam_results(entry_id)

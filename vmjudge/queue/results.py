@@ -1,10 +1,12 @@
-"""Stage 3's results, kept content-addressed under HOME/archive/sha256/<hash>.
+"""Stage 3's results, kept content-addressed under HOME/archive/sha256/<hash>, and the
+queue's link from each entry to them.
 
 Stage 4 reads them from here, both in the daemon and in `vmjudge rescore`, so a score can be
 computed again at any time without a VM, and the hash recorded with a score names exactly
 the bytes it was computed from. A blob is written once (temp file, fsync, rename, fsync of
 the directory) and never changed; reading it checks its hash, so a damaged file is refused
-rather than scored.
+rather than scored. ExamResults, what a scorer is given, is defined here, below the scorers,
+so that the store imports nothing of theirs.
 """
 
 from __future__ import annotations
@@ -12,16 +14,35 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
-import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping, Optional, Union
 
-from . import private
-from .errors import ArchiveError
-from .scorers.base import ExamResults
+from .. import private
+from ..errors import ArchiveError
+from ..files import DurableFile
+from .db import Queue
+from .rows import ArchivedResults
 
 FORMAT = 1  # the layout of the JSON below; bump if it changes, and keep reading the old ones
+# Where a home made before the results store kept them (read once, then archived).
+LEGACY_RESULTS_FILE = "exam-results.json"
+
+
+@dataclass(frozen=True)
+class ExamResults:
+    """Stage 3's results for one entry, in the test set's RECORDS order.
+
+    answers: for style "answer-lines", the label the entry gave each record; None when the
+    record failed, timed out or has no line (scored as the scorer's "missing" rule).
+    files: for style "files", the bytes of the output file each record left; None when the
+    record failed, timed out or left no file.
+    Exactly one of the two mappings is filled, for every record in `records`.
+    """
+
+    records: tuple[str, ...]
+    answers: Mapping[str, str | None] | None = None
+    files: Mapping[str, bytes | None] | None = None
 
 
 def store_dir(home: Path) -> Path:
@@ -83,28 +104,13 @@ def put_chunks(home: Path, chunks: Iterable[bytes]) -> str:
     directory = store_dir(home)
     for d in (directory.parent, directory):  # the results are channels to the labels: 0700, files 0600
         private.make_dir(d)
-    digest = hashlib.sha256()
-    fd, tmp_name = tempfile.mkstemp(dir=directory, prefix=".put.", suffix=".tmp")
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            for chunk in chunks:
-                digest.update(chunk)
-                f.write(chunk)
-            f.flush()
-            os.fsync(f.fileno())
-        path = directory / digest.hexdigest()
-        if path.exists():
-            return digest.hexdigest()
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    return digest.hexdigest()
+    with DurableFile(directory, prefix=".put.", suffix=".tmp") as f:
+        for chunk in chunks:
+            f.write(chunk)
+        path = directory / f.sha256
+        if not path.exists():  # the same results, stored before: they are kept as they are
+            f.commit(path)
+    return f.sha256
 
 
 def get(home: Path, digest: str) -> bytes:
@@ -126,3 +132,27 @@ def load(home: Path, digest: str) -> ExamResults:
     except (ValueError, KeyError, TypeError) as exc:
         raise ArchiveError(f"the archived results {digest[:12]} cannot be read ({type(exc).__name__}: {exc}): "
                            "run the entry again with --rerun-stages.") from exc
+
+
+def archived_results(queue: Queue, home: Path, entry_id: int) -> ArchivedResults | None:
+    """The entry's latest archived stage-3 results. A home made before the results store
+    kept them as results/ID/exam-results.json: those are archived (and linked) on first use."""
+    found = queue.exam_results(entry_id)
+    if found is not None:
+        return found
+    legacy = Path(home) / "results" / str(entry_id) / LEGACY_RESULTS_FILE
+    if not legacy.is_file():
+        return None
+    data = legacy.read_bytes()
+    try:
+        decode(data)  # refuse to archive what could not be scored
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ArchiveError(f"{legacy} cannot be read ({type(exc).__name__}: {exc}): run the entry again with "
+                           "--rerun-stages.") from exc
+    digest = put(home, data)
+    exam_runs = [r for r in queue.stage_runs(entry_id) if r.stage == "exam" and r.status == "passed"]
+    run = exam_runs[-1] if exam_runs else None
+    queue.add_exam_results(entry_id, run.id if run else None, digest,
+                           {**(run.manifest or {}), "imported_from": str(legacy)} if run else
+                           {"imported_from": str(legacy)})
+    return queue.exam_results(entry_id)

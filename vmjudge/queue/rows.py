@@ -1,0 +1,116 @@
+"""The queue's records as the rest of vmjudge sees them, and the queue's time format.
+
+Each record is read from one row of the queue database (see db.py, which holds every SQL
+statement); keeping them apart lets stages, reports and scorers name these types without
+taking the queue's storage along.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import dataclass
+from typing import Any
+
+
+def now() -> str:
+    return stamp(time.time())
+
+
+def stamp(seconds: float) -> str:
+    """The queue's time format (UTC, to the second), which sorts as text."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
+@dataclass(frozen=True)
+class EntryRow:
+    id: int
+    challenge: str
+    owner: str
+    late: bool
+    dry_run: bool
+    archive_sha256: str
+    archive_name: str
+    archive_path: str
+    submitted_at: str
+    state: str
+    stage: str | None
+    outcome: str | None
+    failed_stage: str | None
+    reason: str | None
+    scores: dict[str, float] | None
+    exam: dict[str, int] | None
+    finished_at: str | None
+    evaluation: int = 1  # how many times the entry was (re)queued from stage 1
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> "EntryRow":
+        d = dict(row)
+        d.pop("lease_owner", None)
+        d.pop("not_before", None)
+        d["late"] = bool(d["late"])
+        d["dry_run"] = bool(d["dry_run"])
+        d["scores"] = json.loads(d["scores"]) if d["scores"] else None
+        d["exam"] = json.loads(d["exam"]) if d["exam"] else None
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class StageRun:
+    id: int
+    entry_id: int
+    stage: str
+    attempt: int
+    host: str
+    slot: int
+    started_at: str
+    finished_at: str | None
+    status: str | None
+    reason: str | None
+    message: str | None
+    manifest: dict[str, Any] | None
+    evaluation: int = 1
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> "StageRun":
+        d = dict(row)
+        d["manifest"] = json.loads(d["manifest"]) if d["manifest"] else None
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class ArchivedResults:
+    """Where an entry's stage-3 results are (a blob of the results store) and what made them."""
+
+    entry_id: int
+    sha256: str
+    manifest: dict[str, Any]
+    archived_at: str
+    run_id: int | None = None
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> "ArchivedResults":
+        return cls(entry_id=row["entry_id"], sha256=row["sha256"], manifest=json.loads(row["manifest"]),
+                   archived_at=row["archived_at"], run_id=row["run_id"])
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """One scoring of an entry and everything it used, so any score can be traced and redone."""
+
+    entry_id: int
+    why: str  # official | rescore
+    scorer: str  # as named: "af2017", "pkg.mod:func", "file.py:func"
+    scorer_version: str  # scorer_version(): "af2017/1" or the code's hash
+    reference_sha256: str  # reference_sha256() of the reference directory used
+    results_sha256: str  # the archived stage-3 results scored
+    scores: dict[str, float]
+    at: str = ""  # set when recorded
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> "Scoring":
+        d = dict(row)
+        d.pop("id")
+        d["scores"] = json.loads(d["scores"])
+        return cls(**d)

@@ -1,0 +1,85 @@
+"""The queue database's tables, and the columns added to them since the first release.
+
+Queue (db.py) creates what is missing and adds the MIGRATIONS columns to a database made by
+an older vmjudge, so a home keeps working across upgrades.
+"""
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS challenges (
+    name TEXT PRIMARY KEY,
+    directory TEXT NOT NULL,
+    image_key TEXT NOT NULL,
+    registered_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS entries (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    challenge TEXT NOT NULL REFERENCES challenges(name),
+    owner TEXT NOT NULL,
+    late INTEGER NOT NULL DEFAULT 0,
+    dry_run INTEGER NOT NULL DEFAULT 0,  -- the archive holds DRYRUN: it can never be scored
+    archive_sha256 TEXT NOT NULL,
+    archive_name TEXT NOT NULL,
+    archive_path TEXT NOT NULL,
+    submitted_at TEXT NOT NULL,
+    state TEXT NOT NULL,               -- queued | running | done | parked
+    stage TEXT,                        -- the stage queued or running; NULL once done
+    lease_owner TEXT,
+    not_before REAL NOT NULL DEFAULT 0,  -- a retried stage waits until this time (epoch seconds)
+    outcome TEXT,                      -- scored | dry-run | failed
+    failed_stage TEXT,
+    reason TEXT,
+    scores TEXT,                       -- JSON object
+    exam TEXT,                         -- JSON object: records, completed, failed, timed_out
+    finished_at TEXT
+);
+CREATE TABLE IF NOT EXISTS stage_runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    entry_id INTEGER NOT NULL REFERENCES entries(id),
+    stage TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    host TEXT NOT NULL,
+    slot INTEGER NOT NULL,
+    started_at TEXT NOT NULL,
+    finished_at TEXT,
+    status TEXT,                       -- passed | failed | dry-run | scored | infra | cancelled
+    reason TEXT,
+    message TEXT,                      -- what the participant sees of this stage
+    manifest TEXT                      -- JSON: what produced this result
+);
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    entry_id INTEGER,
+    at TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    detail TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS exam_results (  -- stage 3's results of an entry, kept for (re)scoring
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    entry_id INTEGER NOT NULL REFERENCES entries(id),
+    run_id INTEGER REFERENCES stage_runs(id),  -- the exam run that produced them
+    sha256 TEXT NOT NULL,              -- the blob in HOME/archive/sha256/
+    manifest TEXT NOT NULL,            -- JSON: the exam's manifest (image, agent, entry sha256...)
+    archived_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS scorings (  -- every score an entry was given, oldest first
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    entry_id INTEGER NOT NULL REFERENCES entries(id),
+    at TEXT NOT NULL,
+    why TEXT NOT NULL,                 -- official | rescore
+    scorer TEXT NOT NULL,
+    scorer_version TEXT NOT NULL,
+    reference_sha256 TEXT NOT NULL,
+    results_sha256 TEXT NOT NULL,
+    scores TEXT NOT NULL               -- JSON object
+);
+CREATE INDEX IF NOT EXISTS entries_state ON entries(state, id);
+CREATE INDEX IF NOT EXISTS exam_results_entry ON exam_results(entry_id, id);
+CREATE INDEX IF NOT EXISTS scorings_entry ON scorings(entry_id, id);
+"""
+# Columns added after the first release: (table, column, definition) for homes made before.
+MIGRATIONS = (
+    ("entries", "not_before", "REAL NOT NULL DEFAULT 0"),
+    ("entries", "evaluation", "INTEGER NOT NULL DEFAULT 1"),  # bumped by `rescore --rerun-stages`
+    ("stage_runs", "evaluation", "INTEGER NOT NULL DEFAULT 1"),
+    ("entries", "dry_run", "INTEGER NOT NULL DEFAULT 0"),  # entry limits: a DRYRUN archive never counts
+)
