@@ -18,6 +18,7 @@ import sys
 import tarfile
 from pathlib import Path
 
+from ..archive.checks import check_archive
 from ..config import Challenge, Site, load_challenge
 from ..errors import EntryError, InfrastructureError, VmjudgeError
 from ..images.image import GuestImage, sha256_file
@@ -95,8 +96,6 @@ def check(entry: Path, replica_dir: Path = REPLICA_DIR, work: Path = WORK, score
     else:
         raise EntryError("no-entry", f"{entry} does not exist: give the path of your entry archive "
                          "(NAME-entry.zip or NAME-entry.tar.gz) or directory; `vmjudge-replica media` lists them.")
-    from ..queue.admit import check_archive
-
     check_archive(ch, ch.name, archive)
     queue = Queue(home / "queue.db")
     queue.add_challenge(ch.name, ch.directory, image.key)
