@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from vmjudge.archive.checks import declares_dry_run
 from vmjudge.queue import db as db_module
-from vmjudge.queue.admit import declares_dry_run
 from vmjudge.queue.db import Queue
 from vmjudge.queue.retry import MAX_INFRA_ATTEMPTS, RETRY_DELAYS
 

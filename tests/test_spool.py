@@ -18,9 +18,11 @@ from pathlib import Path
 import pytest
 
 from vmjudge import files
+from vmjudge.archive.checks import check_readable
+from vmjudge.archive.names import check_archive_name
 from vmjudge.errors import EntryError, VmjudgeError
 from vmjudge.queue import spool as spool_mod
-from vmjudge.queue.spool import Spool, StoredArchive, check_archive_name, check_readable
+from vmjudge.queue.spool import Spool, StoredArchive
 
 
 UNPACKED = 1 << 30  # the default max_unpacked

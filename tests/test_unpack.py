@@ -18,10 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from vmjudge.entry_archive import tar_headers
+from vmjudge.archive import unpack as unpack_mod
+from vmjudge.archive.bounded import tar_headers
+from vmjudge.archive.unpack import UnpackLimits, unpack
 from vmjudge.errors import EntryError, InfrastructureError, VmjudgeError
-from vmjudge.stages.prep import unpack as unpack_mod
-from vmjudge.stages.prep.unpack import UnpackLimits, find_required, unpack
+from vmjudge.stages.prep.stage import find_required
 
 from .hostile.cases import tars_joined
 

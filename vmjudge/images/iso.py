@@ -26,8 +26,8 @@ import pycdlib.dates
 import pycdlib.headervd
 import pycdlib.pycdlib
 
+from ..archive.joliet import JOLIET_MAX, joliet_length
 from ..errors import MediaError
-from .joliet import JOLIET_MAX, joliet_length
 
 # 2000-01-01T00:00:00Z: ISO 9660 dates cannot be 1970, and any fixed date will do.
 PINNED_EPOCH = 946684800.0

@@ -25,10 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from ..archive.checks import check_archive, check_size, declares_dry_run
+from ..archive.names import check_archive_name
 from ..config import Challenge, Site
 from ..errors import EntryError
 from .db import Queue
-from .spool import Spool, check_archive_name, check_readable
+from .spool import Spool
 
 
 @dataclass(frozen=True)
@@ -55,16 +57,6 @@ def _scored_entries(n: int) -> str:
     return f"{n} scored {'entry' if n == 1 else 'entries'}"
 
 
-def declares_dry_run(members: list[str]) -> bool:
-    """Whether DRYRUN lies at the top of the entry, where the quiz stage looks for it; names are
-    read as prep reads them ("./DRYRUN" and "DRYRUN/" are DRYRUN)."""
-    for name in members:
-        parts = [p for p in name.split("/") if p not in ("", ".")]
-        if parts and parts[0] == "DRYRUN":
-            return True
-    return False
-
-
 @contextmanager
 def _admission_lock(home: Path) -> Iterator[None]:
     with open(home / "submit.lock", "a") as f:
@@ -83,31 +75,13 @@ def check_names(owner: str, archive_name: str) -> None:
                                          "formatting) and submit again.")
 
 
-def check_archive(ch: Challenge, name: str, archive: Path, given_name: str | None = None) -> list[str]:
-    """What can be checked without unpacking (name, size, readability, member count); the member
-    names. `given_name` is what the participant called the file (default: its own name). The
-    replica ISO's check runs this too, so it refuses what `submit` would."""
-    given = given_name or archive.name
-    kind = check_archive_name(given)
-    _check_size(ch, name, given, archive.stat().st_size)
-    return check_readable(archive, kind, ch.entry.max_members, ch.entry.max_unpacked, name=given)
-
-
-def _check_size(ch: Challenge, name: str, given: str, size: int) -> None:
-    if size > ch.entry.max_size:
-        # In bytes: one byte over 50 MB is "52.4 MB, over the 52.4 MB" when rounded.
-        raise EntryError("bad-archive", f"{given} is {size:,} bytes, over the {ch.entry.max_size:,} bytes "
-                         f"that {name} accepts: make the entry smaller and "
-                         "submit again.")
-
-
 def admit(site: Site, queue: Queue, name: str, ch: Challenge, archive: Path, owner: str, late: bool,
           spool: Spool | None = None) -> Admitted:
     """Store the archive (fsynced), check the stored copy, apply the entry limit, then queue it.
     `name` is the challenge as registered, `ch` its challenge.toml; `spool` defaults to the home's."""
     check_names(owner, archive.name)
     check_archive_name(archive.name)
-    _check_size(ch, name, archive.name, archive.stat().st_size)  # only to spare copying a huge file
+    check_size(ch, name, archive.name, archive.stat().st_size)  # only to spare copying a huge file
     spool = spool if spool is not None else Spool(site.home / "spool")
     limit = ch.entry.max_scored_per_owner
     with _admission_lock(site.home):

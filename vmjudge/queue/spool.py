@@ -6,10 +6,8 @@ after `store` returns, the archive survives a crash or power cut. The file name 
 archive's sha256, so storing the same archive twice is harmless and a stored archive can be
 checked against the manifest that names it. Nothing partial is ever left under a final name.
 
-The archive's own name is checked here too (PhysioNet's rule: it ends in `entry.zip` or
-`entry.tar.gz`), and `check_readable` lets the submitter refuse an archive that is not one
-before it reaches the queue; the submitter runs it on the stored copy, the one prep will
-unpack, never on the file it was given, which could change in between.
+Only an archive that is properly named (vmjudge.archive.names) is stored, and the stored
+file keeps its kind in its name; what the archive holds is checked by vmjudge.archive.checks.
 """
 
 from __future__ import annotations
@@ -22,11 +20,10 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .. import private
-from ..entry_archive import Refused, host_error, member_names
-from ..errors import EntryError, VmjudgeError
+from ..archive.names import check_archive_name
+from ..errors import VmjudgeError
 from ..files import CHUNK, DurableFile, fsync_dir, sha256_file
 
-KINDS = ("zip", "tar.gz")
 MARGIN = 64 << 20  # free space kept beyond the archive, so the spool never fills its disk
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
@@ -49,45 +46,6 @@ class StoredArchive:
         return check_archive_name(self.name)
 
 
-def check_archive_name(name: str) -> str:
-    """Return "zip" or "tar.gz" for an entry archive's file name, as PhysioNet required:
-    the name ends with entry.zip or entry.tar.gz (a prefix such as alice- is allowed)."""
-    if name.endswith("entry.zip"):
-        return "zip"
-    if name.endswith("entry.tar.gz"):
-        return "tar.gz"
-    raise EntryError("bad-archive", f"Improper name ({name}) for entry: name it entry.zip or entry.tar.gz "
-                                    "(a prefix such as alice-entry.zip is allowed).")
-
-
-def check_readable(path: Path, kind: str, max_members: int, max_unpacked: int, name: str | None = None) -> list[str]:
-    """Refuse a file that is not a readable archive of its kind, or that holds more than
-    `max_members` members, reading only its member list, which is returned (names as stored,
-    unchecked: prep checks them). Listing stops at the first member past the limit, so a small
-    archive of millions of empty members costs no more than one at the limit; an archive whose
-    members declare more than `max_unpacked` bytes is refused too (a tar's listing stops there).
-
-    `name` is what the participant called the file (the spool's own name is a hash); it
-    defaults to the file's name. Nothing is extracted. The host's own read errors are not the
-    archive's fault: they are a VmjudgeError saying so.
-    """
-    shown = name or path.name
-    try:
-        return member_names(path, kind, max_members, max_unpacked)
-    except EntryError:
-        raise
-    except Refused as exc:
-        raise EntryError("bad-archive", f"{shown} holds {exc}: make it with `zip -r` or `tar czf` and submit "
-                                        "again.") from exc
-    except Exception as exc:
-        host = host_error(exc)
-        if isinstance(host, OSError):
-            raise VmjudgeError(f"cannot read {path} ({host.strerror or host}): check the disk and submit "
-                               "again.") from exc
-        if host is not None:
-            raise
-        raise EntryError("bad-archive", f"{shown} is not a readable {kind} archive ({exc or type(exc).__name__}): "
-                                        "make it with `zip -r` or `tar czf` and submit again.") from exc
 
 
 def _mib(n: int) -> int:

@@ -18,6 +18,7 @@ import sys
 import tarfile
 from pathlib import Path
 
+from ..archive.checks import check_archive
 from ..config import Challenge, Site, load_challenge
 from ..errors import EntryError, InfrastructureError, VmjudgeError
 from ..files import sha256_file

@@ -13,14 +13,14 @@ import shutil
 from pathlib import Path
 
 from ... import private
+from ...archive.names import check_archive_name
+from ...archive.unpack import UnpackLimits, unpack
 from ...errors import EntryError
-from ...queue.spool import check_archive_name
 from ...vm.channel import Watch
 from ...vm.job import Command, Job
 from ..answers import answers_allowance
 from ..context import StageContext, StageOutcome, output_text, script_argv
 from .home_fit import check_fits
-from .unpack import UnpackLimits, find_required, unpack
 
 
 def run(ctx: StageContext) -> StageOutcome:
@@ -83,6 +83,22 @@ def unpack_entry(ctx: StageContext) -> None:
     private.fresh_dir(ctx.entry_dir)
     unpack(Path(ctx.entry.archive_path), kind, ctx.entry_dir,
            UnpackLimits(max_members=ctx.challenge.entry.max_members, max_unpacked=ctx.challenge.entry.max_unpacked))
+
+
+def find_required(root: Path, required: list[str]) -> list[str]:
+    """The names in `required` missing under `root` ("sources/" means a directory, any
+    other name a regular file), for the "missing-component" reason."""
+    missing = []
+    for name in required:
+        path = Path(root) / name.rstrip("/")
+        if path.is_symlink():
+            missing.append(name)
+        elif name.endswith("/"):
+            if not path.is_dir():
+                missing.append(name)
+        elif not path.is_file():
+            missing.append(name)
+    return missing
 
 
 def _head(path: Path) -> bytes:

@@ -1,6 +1,6 @@
 """Reading a participant's archive, which is untrusted data, at a bounded cost.
 
-`submit` (queue.spool) and prep (stages.prep.unpack) both list entry archives through this
+`submit` (checks.py) and prep (unpack.py) both list entry archives through this
 module, so they agree on what a readable archive is, and neither can be made to spend memory
 or time without bound before it refuses:
 
@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from .errors import EntryError
+from ..errors import EntryError
 
 HEADER_MAX = 1 << 20  # bytes of one GNU long name or pax header
 HEADERS_TOTAL = 16 << 20  # bytes of all of an archive's long names and pax headers
@@ -54,7 +54,7 @@ def host_error(exc: BaseException) -> OSError | None:
     re-raised as its own error `from` it (tarfile turns any OSError while it opens a tar.gz into
     ReadError). EINVAL is the exception: on a regular file it is a seek to an offset that the
     archive's own headers made up. MemoryError is the host's too: the ways an archive could make
-    the libraries allocate without bound are closed here and in prep's zip reader."""
+    the libraries allocate without bound are closed here and in zip_data.py."""
     for e in (exc, exc.__cause__):
         if isinstance(e, MemoryError):
             return e

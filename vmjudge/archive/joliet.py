@@ -1,5 +1,7 @@
-"""Joliet's rule for names on the judge's CDs, apart from iso.py: prep checks entry names by it
-on the replica ISO too, whose Python has no pycdlib."""
+"""Joliet's rule for names on the judge's CDs. The entry goes into the VM on a CD, so unpacking
+refuses a name the CD could not carry (members.py), and images/iso.py writes names by the same
+rule; it lives here, below both, in pure Python: prep checks entry names by it on the replica
+ISO too, whose Python has no pycdlib."""
 
 JOLIET_MAX = 64  # UTF-16 code units per name part
 

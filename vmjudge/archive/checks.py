@@ -1,0 +1,75 @@
+"""What `submit` checks on an entry archive without unpacking it: its name, its size, that it
+is a readable archive of its kind, and how many members it holds and declares to unpack to.
+
+The submitter runs these on the copy stored in the spool, the one prep will unpack, never on
+the file it was given, which could change in between. The replica ISO's check runs them too, so
+a participant's rehearsal refuses what `submit` would.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config import Challenge
+from ..errors import EntryError, VmjudgeError
+from .bounded import Refused, host_error, member_names
+from .names import check_archive_name
+
+
+def check_archive(ch: Challenge, name: str, archive: Path, given_name: str | None = None) -> list[str]:
+    """What can be checked without unpacking (name, size, readability, member count); the member
+    names. `given_name` is what the participant called the file (default: its own name). The
+    replica ISO's check runs this too, so it refuses what `submit` would."""
+    given = given_name or archive.name
+    kind = check_archive_name(given)
+    check_size(ch, name, given, archive.stat().st_size)
+    return check_readable(archive, kind, ch.entry.max_members, ch.entry.max_unpacked, name=given)
+
+
+def check_size(ch: Challenge, name: str, given: str, size: int) -> None:
+    """Refuse an archive larger than challenge `name` accepts; `given` is the participant's name for it."""
+    if size > ch.entry.max_size:
+        # In bytes: one byte over 50 MB is "52.4 MB, over the 52.4 MB" when rounded.
+        raise EntryError("bad-archive", f"{given} is {size:,} bytes, over the {ch.entry.max_size:,} bytes "
+                         f"that {name} accepts: make the entry smaller and "
+                         "submit again.")
+
+
+def check_readable(path: Path, kind: str, max_members: int, max_unpacked: int, name: str | None = None) -> list[str]:
+    """Refuse a file that is not a readable archive of its kind, or that holds more than
+    `max_members` members, reading only its member list, which is returned (names as stored,
+    unchecked: prep checks them). Listing stops at the first member past the limit, so a small
+    archive of millions of empty members costs no more than one at the limit; an archive whose
+    members declare more than `max_unpacked` bytes is refused too (a tar's listing stops there).
+
+    `name` is what the participant called the file (the spool's own name is a hash); it
+    defaults to the file's name. Nothing is extracted. The host's own read errors are not the
+    archive's fault: they are a VmjudgeError saying so.
+    """
+    shown = name or path.name
+    try:
+        return member_names(path, kind, max_members, max_unpacked)
+    except EntryError:
+        raise
+    except Refused as exc:
+        raise EntryError("bad-archive", f"{shown} holds {exc}: make it with `zip -r` or `tar czf` and submit "
+                                        "again.") from exc
+    except Exception as exc:
+        host = host_error(exc)
+        if isinstance(host, OSError):
+            raise VmjudgeError(f"cannot read {path} ({host.strerror or host}): check the disk and submit "
+                               "again.") from exc
+        if host is not None:
+            raise
+        raise EntryError("bad-archive", f"{shown} is not a readable {kind} archive ({exc or type(exc).__name__}): "
+                                        "make it with `zip -r` or `tar czf` and submit again.") from exc
+
+
+def declares_dry_run(members: list[str]) -> bool:
+    """Whether DRYRUN lies at the top of the entry, where the quiz stage looks for it; names are
+    read as prep reads them ("./DRYRUN" and "DRYRUN/" are DRYRUN)."""
+    for name in members:
+        parts = [p for p in name.split("/") if p not in ("", ".")]
+        if parts and parts[0] == "DRYRUN":
+            return True
+    return False
