@@ -28,13 +28,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.host_lock import HostBusy, exclusive_host  # noqa: E402
 from vmjudge.config import ImageRecipe, load_site  # noqa: E402
+from vmjudge.config.layout import RunDir  # noqa: E402
 from vmjudge.images import initramfs  # noqa: E402
 from vmjudge.images.build import build_image  # noqa: E402
 from vmjudge.images.iso import write_iso  # noqa: E402
 from vmjudge.supervisor import vm  # noqa: E402
 from vmjudge.supervisor.job import Command, Job  # noqa: E402
 from vmjudge.supervisor.runner import make_blank_disk, run_job  # noqa: E402
-from vmjudge.workdir import RunDir  # noqa: E402
 
 BARE_INIT = b"#!/bin/busybox sh\n/bin/busybox poweroff -f\n"
 
@@ -105,7 +105,7 @@ def main() -> None:
     site = load_site(args.home)
     image = build_image(site, ImageRecipe(), progress=lambda m: print(m, file=sys.stderr))
     conn = vm.connect(site.uri)
-    with RunDir(site, "bench") as rd_obj:
+    with RunDir(site.layout, "bench") as rd_obj:
         rd = rd_obj.path
         bare = rd / "bare-initrd.img"
         bare_initramfs(image, bare)

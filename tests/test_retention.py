@@ -25,7 +25,6 @@ from vmjudge.queue.db import MAX_INFRA_ATTEMPTS, Queue, stamp
 from vmjudge.supervisor.channel import CommandResult
 from vmjudge.stages.context import StageContext, VmRunner
 from vmjudge.stages.prep import stage as prep
-from vmjudge.workdir import ensure_home
 
 from .cli import run_cli
 from .test_spool import make_tar
@@ -46,8 +45,8 @@ class Home:
     def __init__(self, root: Path):
         self.root = root
         self.site = load_site(root / "home")
-        ensure_home(self.site)
-        self.queue = Queue(self.site.home / "queue.db")
+        self.site.layout.ensure()
+        self.queue = Queue(self.site.layout.queue_db)
         self.queue.add_challenge("af2017", AF2017, "key")
         self.challenge = load_challenge(AF2017)
         self.made = 0

@@ -17,7 +17,6 @@ from .errors import VmjudgeError
 from .queue.db import Queue
 from .rescore_command import rescore
 from .terminal import PrintableFormatter
-from .workdir import ensure_home
 
 
 class _Cli(click.Group):
@@ -51,8 +50,8 @@ def _site(ctx: click.Context) -> Site:
 
 
 def _queue(site: Site) -> Queue:
-    ensure_home(site)
-    return Queue(site.home / "queue.db")
+    site.layout.ensure()
+    return Queue(site.layout.queue_db)
 
 
 @main.group()

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping, Optional, Union
 
 from . import private
+from .config.layout import Layout
 from .errors import ArchiveError
 from .stages.score.base import ExamResults
 
@@ -25,7 +26,7 @@ FORMAT = 1  # the layout of the JSON below; bump if it changes, and keep reading
 
 
 def store_dir(home: Path) -> Path:
-    return Path(home) / "archive" / "sha256"
+    return Layout(Path(home)).results_store
 
 
 FileSource = Union[bytes, None, Callable[[], Optional[bytes]]]

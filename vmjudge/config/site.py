@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from .layout import Layout
 from .values import Section, read_toml
 
 
@@ -50,12 +51,9 @@ class Site:
         return "h" + hashlib.sha256(str(self.home.resolve()).encode()).hexdigest()[:6]
 
     @property
-    def images_dir(self) -> Path:
-        return self.home / "images"
-
-    @property
-    def run_dir(self) -> Path:
-        return self.home / "run"
+    def layout(self) -> Layout:
+        """Where everything lives under this home."""
+        return Layout(self.home)
 
 
 def default_home() -> Path:
@@ -75,7 +73,7 @@ def default_accel() -> str:
 def load_site(home: Path | None = None) -> Site:
     """site.toml in the home directory, then VMJUDGE_URI / VMJUDGE_ACCEL from the environment."""
     home = Path(home) if home is not None else default_home()
-    path = home / "site.toml"
+    path = Layout(home).site_toml
     data = read_toml(path) if path.exists() else {}
     source = str(path)
     top = Section(source, "top level", {k: v for k, v in data.items() if not isinstance(v, dict)})

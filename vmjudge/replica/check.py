@@ -98,7 +98,7 @@ def check(entry: Path, replica_dir: Path = REPLICA_DIR, work: Path = WORK, score
     from ..queue.admit import check_archive
 
     check_archive(ch, ch.name, archive)
-    queue = Queue(home / "queue.db")
+    queue = Queue(site.layout.queue_db)
     queue.add_challenge(ch.name, ch.directory, image.key)
     entry_id = queue.add_entry(ch.name, "participant", False, sha256_file(archive), archive.name, archive.resolve())
     runner = LocalRunner(site)
@@ -125,10 +125,10 @@ def check(entry: Path, replica_dir: Path = REPLICA_DIR, work: Path = WORK, score
     result = {"challenge": ch.name, "archive": archive.name,
               "outcome": "passed" if passed else doc["outcome"],
               "failed_stage": doc["failed_stage"], "reason": doc["reason"], "stages": stages,
-              "report": report, "results_dir": str(home / "results" / str(entry_id)), "training_scores": None}
+              "report": report, "results_dir": str(site.layout.results_of(entry_id).dir), "training_scores": None}
     if passed and score:
         try:
-            result["training_scores"] = training_scores(ch, home / "results" / str(entry_id) / "entry")
+            result["training_scores"] = training_scores(ch, site.layout.results_of(entry_id).entry)
         except VmjudgeError as exc:
             result["training_scores_error"] = str(exc)
     return result

@@ -118,7 +118,7 @@ class LocalRunner:
     def run(self, ctx: "StageContext", stage: str, job: Job, home: Path, limits: Limits,
             watch: Watch | None) -> JobRun:
         nonce = secrets.token_hex(16)
-        log_path = ctx.results_dir / f"agent-{stage}-{ctx.attempt}.log"
+        log_path = ctx.files.agent_log(stage, ctx.attempt)
         boot_timeout, silence_timeout, budget = host_timeouts(self.site, limits, job)
         self._lay_out_media(job, nonce)
         try:

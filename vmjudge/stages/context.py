@@ -18,13 +18,13 @@ from typing import Any, Protocol
 
 from .. import private
 from ..config import Challenge, Site
+from ..config.layout import EntryFiles
 from ..images.image import GuestImage
 from ..queue.db import EntryRow, Scoring
 from ..supervisor.channel import CommandResult, Watch
 from ..supervisor.job import Job
 from ..supervisor.reading import JobRun, Limits
 from ..supervisor.stage_log import StageLog
-from ..workdir import RunDir, results_dir
 
 DRYRUN_MESSAGE = ("Dry run completed with no error. Remove the DRYRUN file from the entry and resubmit it if you "
                   "wish to receive a score for it.")
@@ -79,14 +79,14 @@ class VmRunner:
             watch: Watch | None) -> JobRun:
         from ..supervisor.runner import run_job
 
-        console = ctx.results_dir / f"console-{stage}-{ctx.attempt}.log"
-        with RunDir(ctx.site, f"e{ctx.entry.id}-{stage}") as rd:
+        console = ctx.files.console_log(stage, ctx.attempt)
+        with ctx.site.layout.stage_run_dir(ctx.entry.id, stage) as rd:
             return run_job(ctx.conn, ctx.site, ctx.image, job, home_disk=home, workdir=rd.path,
                            console_log=console, vcpus=ctx.challenge.vm.vcpus,
                            memory_mib=ctx.challenge.vm.memory_mib,
                            label=f"{ctx.site.domain_tag}-e{ctx.entry.id}-{stage}",
                            limits=limits, watch=watch,
-                           keep_iso=ctx.results_dir / f"{stage}-{ctx.attempt}.iso" if ctx.site.keep_media else None,
+                           keep_iso=ctx.files.media(stage, ctx.attempt) if ctx.site.keep_media else None,
                            cancel=ctx.cancel)
 
 
@@ -103,17 +103,22 @@ class StageContext:
     runner: JobRunner = field(default_factory=VmRunner)
 
     @property
+    def files(self) -> EntryFiles:
+        """The entry's files under HOME/results/ID, the directory made if missing."""
+        return self.site.layout.results_of(self.entry.id, make=True)
+
+    @property
     def results_dir(self) -> Path:
-        return results_dir(self.site, self.entry.id)
+        return self.files.dir
 
     @property
     def entry_dir(self) -> Path:
         """The unpacked entry on the host (stage 1 makes it; later stages read submitted answers)."""
-        return self.results_dir / "entry"
+        return self.files.entry
 
     @property
     def home_disk(self) -> Path:
-        return self.results_dir / "home.qcow2"
+        return self.files.home_disk
 
     def run(self, stage: str, job: Job, home: Path, limits: Limits = Limits(),
             watch: Watch | None = None) -> JobRun:
@@ -134,7 +139,7 @@ class StageContext:
     def stage_log(self, stage: str) -> StageLog:
         """The stage's log, written as the output arrives, capped; the organisers' alone (0600):
         exam.log is what the entry printed on the test records."""
-        return StageLog(self.results_dir / f"{stage}.log", self.challenge.limits.stage_output)
+        return StageLog(self.files.stage_log(stage), self.challenge.limits.stage_output)
 
 
 def script_argv(script: str, *args: str) -> tuple[str, ...]:

@@ -19,9 +19,6 @@ from ..answers import parse_answer_lines
 from ..context import StageContext, StageOutcome
 from ..quiz.stage import record_job
 
-# Where a home made before the results store kept them (read once, then archived).
-LEGACY_RESULTS_FILE = "exam-results.json"
-
 
 class ResultFiles:
     """Style "files": each record's result file, put on disk as its command ends (the host
@@ -59,8 +56,8 @@ def run(ctx: StageContext) -> StageOutcome:
     records = ch.test
     files_style = ch.results.style == "files"
     job = record_job(ctx, "test", records, collect_each=files_style)
-    overlay = ctx.results_dir / "exam-overlay.qcow2"
-    kept = ResultFiles(ctx.results_dir / "exam-files.partial", ch.results.output_name, ch.limits.stage_results,
+    overlay = ctx.files.overlay("exam")
+    kept = ResultFiles(ctx.files.exam_files, ch.results.output_name, ch.limits.stage_results,
                        records) if files_style else None
     ctx.runner.overlay(overlay, ctx.home_disk)
     try:

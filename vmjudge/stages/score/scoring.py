@@ -13,9 +13,9 @@ from pathlib import Path
 
 from ... import results_store
 from ...config import ScoreOptions
+from ...config.layout import Layout
 from ...errors import ArchiveError, ScoringError
 from ...queue.db import ArchivedResults, Queue, Scoring
-from ..exam.stage import LEGACY_RESULTS_FILE
 from . import Scorer, load_scorer, reference_sha256, scorer_version
 
 
@@ -80,7 +80,7 @@ def archived_results(queue: Queue, home: Path, entry_id: int) -> ArchivedResults
     found = queue.exam_results(entry_id)
     if found is not None:
         return found
-    legacy = Path(home) / "results" / str(entry_id) / LEGACY_RESULTS_FILE
+    legacy = Layout(Path(home)).results_of(entry_id).legacy_results
     if not legacy.is_file():
         return None
     data = legacy.read_bytes()
