@@ -17,7 +17,7 @@ def test_every_path_under_home_keeps_its_name():
              layout.results: "results", layout.archive: "archive", layout.results_store: "archive/sha256"}
     assert {path: str(path.relative_to(home)) for path in named} == named
     files = layout.results_of(7)
-    named = {files.dir: ".", files.entry: "entry", files.install: "install", files.home_disk: "home.qcow2",
+    named = {files.directory: ".", files.entry: "entry", files.install: "install", files.home_disk: "home.qcow2",
              files.report: "report.html", files.exam_files: "exam-files.partial",
              files.legacy_results: "exam-results.json", files.overlay("quiz"): "quiz-overlay.qcow2",
              files.stage_log("exam"): "exam.log", files.console_log("prep", 2): "console-prep-2.log",
@@ -40,5 +40,5 @@ def test_the_home_and_an_entry_results_get_their_modes(tmp_path):
         assert stat.S_IMODE(rd.path.stat().st_mode) == 0o711
         assert layout.stage_run_leftovers() == [rd.path]
     assert layout.stage_run_leftovers() == [] and not rd.path.exists()
-    (files.dir / "exam.log").write_text("x")
-    assert files.logs() == [files.dir / "exam.log"]
+    (files.directory / "exam.log").write_text("x")
+    assert files.logs() == [files.directory / "exam.log"]

@@ -100,7 +100,7 @@ def test_reports_status_boards_and_rescore_lines_show_escapes(home):
     home.finish(failed, "prep", "failed", f"setup.sh failed (exit status 1). Entry not scored.\n"
                                           f"--- setup.sh output ---\n{OUTPUT}\n", reason="setup-error",
                 outcome="failed")
-    (home.site.layout.results_of(failed, make=True).dir / "prep.log").write_text(OUTPUT)
+    (home.site.layout.results_of(failed, make=True).directory / "prep.log").write_text(OUTPUT)
     scored = home.submit(owner=OWNER + "2")
     home.finish(scored, "score", "scored", "Scores: score 0.5", outcome="scored", scores={"score": 0.5})
     home.submit(owner=OWNER + "3")  # left queued, for `status`

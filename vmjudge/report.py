@@ -99,7 +99,7 @@ def organiser_details(site: Site, entry: EntryRow, runs: list[StageRun]) -> dict
                           "status": r.status, "reason": r.reason,
                           "message": r.message, "started_at": r.started_at, "finished_at": r.finished_at,
                           "host": r.host, "slot": r.slot, "manifest": r.manifest} for r in runs],
-            "logs": logs, "results_dir": str(results.dir)}
+            "logs": logs, "results_dir": str(results.directory)}
 
 
 def show(site: Site, queue: Queue, entry_id: int, organiser: bool = False) -> dict[str, Any]:

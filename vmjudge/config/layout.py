@@ -22,56 +22,56 @@ class EntryFiles:
     """HOME/results/ID: what the judge keeps of one entry (logs, disks, report) between its
     stages and after them; `vmjudge gc` removes the biggest of them by their names."""
 
-    dir: Path
+    directory: Path
 
     @property
     def entry(self) -> Path:
         """The unpacked entry on the host (stage 1 makes it; later stages read submitted answers)."""
-        return self.dir / "entry"
+        return self.directory / "entry"
 
     @property
     def install(self) -> Path:
-        return self.dir / "install"
+        return self.directory / "install"
 
     @property
     def home_disk(self) -> Path:
-        return self.dir / "home.qcow2"
+        return self.directory / "home.qcow2"
 
     @property
     def report(self) -> Path:
-        return self.dir / "report.html"
+        return self.directory / "report.html"
 
     @property
     def exam_files(self) -> Path:
         """Stage 3's result files while it runs (style "files")."""
-        return self.dir / "exam-files.partial"
+        return self.directory / "exam-files.partial"
 
     @property
     def legacy_results(self) -> Path:
         """Where a home made before the results store kept stage 3's results (read once, then archived)."""
-        return self.dir / "exam-results.json"
+        return self.directory / "exam-results.json"
 
     def overlay(self, stage: str) -> Path:
         """The throw-away overlay of the home disk that a stage after setup runs on."""
-        return self.dir / f"{stage}-overlay.qcow2"
+        return self.directory / f"{stage}-overlay.qcow2"
 
     def stage_log(self, stage: str) -> Path:
-        return self.dir / f"{stage}.log"
+        return self.directory / f"{stage}.log"
 
     def console_log(self, stage: str, attempt: int) -> Path:
-        return self.dir / f"console-{stage}-{attempt}.log"
+        return self.directory / f"console-{stage}-{attempt}.log"
 
     def agent_log(self, stage: str, attempt: int) -> Path:
         """The replica's stand-in for the console log: what its agent printed."""
-        return self.dir / f"agent-{stage}-{attempt}.log"
+        return self.directory / f"agent-{stage}-{attempt}.log"
 
     def media(self, stage: str, attempt: int) -> Path:
         """A stage's ISO, kept with site.toml's [results] keep_media."""
-        return self.dir / f"{stage}-{attempt}.iso"
+        return self.directory / f"{stage}-{attempt}.iso"
 
     def logs(self) -> list[Path]:
         """The stage and console logs, for organisers."""
-        return sorted(self.dir.glob("*.log")) if self.dir.is_dir() else []
+        return sorted(self.directory.glob("*.log")) if self.directory.is_dir() else []
 
 
 @dataclass(frozen=True)
@@ -137,8 +137,8 @@ class Layout:
         the entry's home disk is here and libvirt's qemu opens it; the judge's own files here are 0600."""
         files = EntryFiles(self.results / str(entry_id))
         if make:
-            files.dir.mkdir(parents=True, exist_ok=True)
-            for p in (self.results, files.dir):
+            files.directory.mkdir(parents=True, exist_ok=True)
+            for p in (self.results, files.directory):
                 os.chmod(p, private.CROSSABLE_DIR)
         return files
 

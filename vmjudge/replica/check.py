@@ -125,7 +125,7 @@ def check(entry: Path, replica_dir: Path = REPLICA_DIR, work: Path = WORK, score
     result = {"challenge": ch.name, "archive": archive.name,
               "outcome": "passed" if passed else doc["outcome"],
               "failed_stage": doc["failed_stage"], "reason": doc["reason"], "stages": stages,
-              "report": report, "results_dir": str(site.layout.results_of(entry_id).dir), "training_scores": None}
+              "report": report, "results_dir": str(site.layout.results_of(entry_id).directory), "training_scores": None}
     if passed and score:
         try:
             result["training_scores"] = training_scores(ch, site.layout.results_of(entry_id).entry)

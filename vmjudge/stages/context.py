@@ -109,7 +109,7 @@ class StageContext:
 
     @property
     def results_dir(self) -> Path:
-        return self.files.dir
+        return self.files.directory
 
     @property
     def entry_dir(self) -> Path:
