@@ -28,14 +28,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.host_lock import HostBusy, exclusive_host  # noqa: E402
 from vmjudge.config import ImageRecipe, load_site  # noqa: E402
+from vmjudge.config.layout import RunDir  # noqa: E402
 from vmjudge.images import initramfs  # noqa: E402
 from vmjudge.images.build import build_image  # noqa: E402
 from vmjudge.images.iso import write_iso  # noqa: E402
-from vmjudge.vm import domain
+from vmjudge.vm import domain  # noqa: E402
 from vmjudge.vm.domain_xml import DomainSpec, domain_xml  # noqa: E402
 from vmjudge.vm.job import Command, Job  # noqa: E402
 from vmjudge.vm.runner import make_blank_disk, run_job  # noqa: E402
-from vmjudge.workdir import RunDir  # noqa: E402
 
 BARE_INIT = b"#!/bin/busybox sh\n/bin/busybox poweroff -f\n"
 
@@ -106,7 +106,7 @@ def main() -> None:
     site = load_site(args.home)
     image = build_image(site, ImageRecipe(), progress=lambda m: print(m, file=sys.stderr))
     conn = domain.connect(site.uri)
-    with RunDir(site, "bench") as rd_obj:
+    with RunDir(site.layout, "bench") as rd_obj:
         rd = rd_obj.path
         bare = rd / "bare-initrd.img"
         bare_initramfs(image, bare)

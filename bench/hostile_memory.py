@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO))
 from tests.host_lock import HostBusy, exclusive_host  # noqa: E402
 from tests.hostile.cases import NEXT_SH, WIDE_NEXT, tar_of, wide_challenge  # noqa: E402
 from vmjudge.config import load_site  # noqa: E402
-from vmjudge.workdir import ensure_home  # noqa: E402
+from vmjudge.config.layout import Layout  # noqa: E402
 
 PEAK_RSS = ("import resource, subprocess, sys; rc = subprocess.call(sys.argv[1:]); "
             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); sys.exit(rc)")
@@ -47,7 +47,7 @@ def one_run(base: Path, images: Path, records: int, next_sh: str) -> dict:
     home = Path(tempfile.mkdtemp(prefix="bench-mem-", dir=base))
     os.chmod(home, 0o711)
     try:
-        (home / "images").symlink_to(images)
+        Layout(home).images.symlink_to(images)
         vmjudge(home, "challenge", "add", str(wide_challenge(home / "challenge", records)))
         archive = tar_of({"next.sh": next_sh.encode()}, home / "entry.tar.gz")
         entry_id = vmjudge(home, "submit", "hostile-wide", str(archive), "--owner", "bench").stdout.strip()
@@ -61,7 +61,7 @@ def one_run(base: Path, images: Path, records: int, next_sh: str) -> dict:
         doc = json.loads(vmjudge(home, "show", entry_id, "--json").stdout)
         if doc["outcome"] != "scored" or doc["exam"]["completed"] != records:
             raise SystemExit(f"the entry was not scored whole: {doc['report']}")
-        log = home / "results" / entry_id / "exam.log"
+        log = Layout(home).results_of(int(entry_id)).stage_log("exam")
         return {"peak_rss_mib": round(int(proc.stderr.strip().splitlines()[-1]) / 1024, 1),
                 "exam_log_mib": round(log.stat().st_size / (1 << 20), 1), "seconds": round(seconds, 1)}
     finally:
@@ -85,12 +85,12 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("VMJUDGE_ACCEL", "tcg")
     site = load_site(args.home)
-    ensure_home(site)
+    site.layout.ensure()
     rows = []
     try:
         with exclusive_host("this benchmark"):
             for n in (int(x) for x in args.records.split(",")):
-                rows.append(measure(args.home, site.images_dir, n))
+                rows.append(measure(args.home, site.layout.images, n))
     except HostBusy as exc:
         raise SystemExit(str(exc))
     ratios = [r["ratio"] for r in rows]

@@ -30,12 +30,12 @@ sys.path.insert(0, str(REPO))
 
 from tests.host_lock import HostBusy, exclusive_host  # noqa: E402
 from vmjudge.config import load_challenge, load_site  # noqa: E402
+from vmjudge.config.layout import Layout, RunDir  # noqa: E402
 from vmjudge.images.build import build_image  # noqa: E402
 from vmjudge.stages.context import script_argv  # noqa: E402
 from vmjudge.vm import domain  # noqa: E402
 from vmjudge.vm.job import Command, Job  # noqa: E402
 from vmjudge.vm.runner import make_blank_disk, run_job  # noqa: E402
-from vmjudge.workdir import RunDir  # noqa: E402
 
 
 def span(timeline, first: int, last: int) -> float:
@@ -66,7 +66,7 @@ def per_record(site, example: Path) -> dict:
                                 collect=("answers.txt",)))
     commands += [reset, Command("loop", loop, 600, links=tuple(links))]
     conn = domain.connect(site.uri)
-    with RunDir(site, "bench-records") as rd:
+    with RunDir(site.layout, "bench-records") as rd:
         make_blank_disk(rd.path / "home.qcow2", 256)
         run = run_job(conn, site, image, Job(commands=tuple(commands), media=media, install="entry"),
                       home_disk=rd.path / "home.qcow2", workdir=rd.path, console_log=rd.path / "console.log",
@@ -85,7 +85,7 @@ def per_record(site, example: Path) -> dict:
 def throughput(base_home: Path, example: Path, n: int, slots: int) -> float:
     home = Path(tempfile.mkdtemp(prefix=f"bench-{slots}slot-", dir=base_home))
     os.chmod(home, 0o711)
-    (home / "images").symlink_to(base_home / "images")
+    Layout(home).images.symlink_to(Layout(base_home).images)
     env = {**os.environ, "VMJUDGE_HOME": str(home)}
 
     def cli(*args: str) -> str:

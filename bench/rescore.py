@@ -45,7 +45,6 @@ from vmjudge.supervisor.evaluate import run_stage  # noqa: E402
 from vmjudge.queue.db import Queue  # noqa: E402
 from vmjudge.queue.results import ExamResults, encode, put  # noqa: E402
 from vmjudge.scorers.builtin.beats2014 import score as beats2014_score  # noqa: E402
-from vmjudge.workdir import ensure_home  # noqa: E402
 
 EXAMPLE = REPO / "examples" / "beats2014"
 
@@ -69,14 +68,14 @@ def detections(rng: random.Random, beats: list[int], length: int) -> bytes | Non
 
 def make_home(home: Path, n: int, seed: int) -> tuple[Queue, list[ExamResults], list[int]]:
     site = load_site(home)
-    ensure_home(site)
-    queue = Queue(home / "queue.db")
+    site.layout.ensure()
+    queue = Queue(site.layout.queue_db)
     ch = load_challenge(EXAMPLE)
     queue.add_challenge(ch.name, ch.directory, "bench")
     reference = {r: [int(s) for s in wfdb.rdann(str(ch.reference_dir / r), "atr").sample] for r in ch.test}
     length = 250 * 20
     rng = random.Random(seed)
-    spool = home / "spool"
+    spool = site.layout.spool
     spool.mkdir()
     all_results, ids = [], []
     for i in range(n):

@@ -26,6 +26,7 @@ sys.path.insert(0, str(REPO))
 
 from tests.host_lock import HostBusy, exclusive_host  # noqa: E402
 from tests.hostile.cases import CASES  # noqa: E402
+from vmjudge.config.layout import Layout  # noqa: E402
 
 CHALLENGE = REPO / "tests" / "hostile" / "challenge"
 # Entries that reach VMs and end in every kind of verdict (a score, or a failure in each stage).
@@ -41,7 +42,7 @@ def cli(home: Path, *args: str, check: bool = True) -> subprocess.CompletedProce
 def prepare(base: Path, label: str, n: int) -> tuple[Path, list[int]]:
     home = Path(tempfile.mkdtemp(prefix=f"soak-{label}-", dir=base))
     os.chmod(home, 0o711)
-    (home / "images").symlink_to(base / "images")
+    Layout(home).images.symlink_to(Layout(base).images)
     cli(home, "challenge", "add", str(CHALLENGE))
     by_name = {c.name: c for c in CASES}
     ids = []

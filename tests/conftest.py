@@ -17,13 +17,13 @@ import libvirt
 import pytest
 
 from vmjudge.config import ImageRecipe, Site, load_site
+from vmjudge.config.layout import RunDir
 from vmjudge.errors import InfrastructureError
 from vmjudge.images.build import build_image
 from vmjudge.vm import domain
 from vmjudge.vm.job import Job
 from vmjudge.vm.reading import JobRun, Limits
 from vmjudge.vm.runner import make_blank_disk, run_job
-from vmjudge.workdir import RunDir, ensure_home
 
 from .host_lock import HostBusy, exclusive_host
 
@@ -34,7 +34,7 @@ def the_test_site() -> Site:
     TEST_HOME.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("VMJUDGE_ACCEL", "tcg")
     s = load_site(TEST_HOME)
-    ensure_home(s)
+    s.layout.ensure()
     return s
 
 
@@ -73,7 +73,7 @@ def clear_what_an_interrupted_session_left(site: Site) -> None:
                     dom.undefine()
     finally:
         conn.close()
-    for leftover in site.run_dir.iterdir():
+    for leftover in site.layout.runs.iterdir():
         print(f"removing {leftover}, left by an interrupted session")
         shutil.rmtree(leftover)
 
@@ -123,12 +123,12 @@ def nothing_left_behind(request):
     conn = request.getfixturevalue("conn")
     site = request.getfixturevalue("site")
     assert domain.leftover_domains(conn) == []
-    assert sorted(p.name for p in site.run_dir.iterdir()) == []
+    assert sorted(p.name for p in site.layout.runs.iterdir()) == []
 
 
 @pytest.fixture
 def rundir(site):
-    with RunDir(site, "test") as rd:
+    with RunDir(site.layout, "test") as rd:
         yield rd.path
 
 

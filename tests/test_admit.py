@@ -162,7 +162,7 @@ def test_an_archive_of_exactly_max_size_is_accepted_and_one_byte_more_is_refused
     ch = load_challenge(challenge)
     site = Site(home=tmp_path / "home")
     site.home.mkdir()
-    queue = Queue(site.home / "queue.db")
+    queue = Queue(site.layout.queue_db)
     queue.add_challenge("small", challenge, "key")
 
     exact = zip_of_size(tmp_path / "exact-entry.zip", 4000)

@@ -49,7 +49,7 @@ QUICK_SCORE = 2 / 3  # its good entry answers two of the three test records righ
 def home(site, image, conn):
     home = Path(tempfile.mkdtemp(prefix="daemon-", dir=site.home))
     os.chmod(home, 0o711)
-    (home / "images").symlink_to(site.images_dir)
+    (home / "images").symlink_to(site.layout.images)
     vmjudge(home, "challenge", "add", str(QUICK))
     yield home
     assert domain.leftover_domains(conn) == []

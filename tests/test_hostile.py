@@ -59,7 +59,7 @@ class Corpus:
 def corpus(site, conn):
     home = Path(tempfile.mkdtemp(prefix="hostile-", dir=site.home))
     os.chmod(home, 0o711)
-    (home / "images").symlink_to(site.images_dir)
+    (home / "images").symlink_to(site.layout.images)
     vmjudge(home, "challenge", "add", str(CHALLENGE))
     scratch = Path(tempfile.mkdtemp(prefix="archives-", dir=home))
     vmjudge(home, "challenge", "add", str(wide_challenge(scratch / "wide", WIDE_RECORDS)))

@@ -88,7 +88,7 @@ def test_altered_image_file_is_detected(image, tmp_path):
 def test_unknown_debian_package_is_named(site):
     with pytest.raises(ImageError, match="Debian has no package named no-such-package-vmjudge: correct"):
         build.build_image(site, ImageRecipe(packages=("no-such-package-vmjudge",)), progress=lambda m: None)
-    assert list(site.images_dir.glob(".build-*")) == []
+    assert list(site.layout.images.glob(".build-*")) == []
 
 
 def test_build_needs_root_and_tools(site, monkeypatch):

@@ -111,7 +111,7 @@ def running_domains(conn, home: Path) -> list[str]:
 
 
 def add_challenge(home: Path, site) -> None:
-    (home / "images").symlink_to(site.images_dir)
+    (home / "images").symlink_to(site.layout.images)
     vmjudge(home, "challenge", "add", str(QUICK))  # a stage in little more than a boot
 
 
@@ -198,7 +198,7 @@ def test_a_result_the_full_disk_cannot_record_is_kept_and_recorded_once_space_is
     queue, so the daemon keeps them, says so, and writes them once space is freed. The stage is
     not run again: one scoring, no infrastructure failure."""
     home = small_home
-    (home / "images").symlink_to(site.images_dir)
+    (home / "images").symlink_to(site.layout.images)
     hold = add_held_challenge(home, monkeypatch)
     queue = Queue(home / "queue.db")
     entry_id = submit_quick(home, challenge="held")

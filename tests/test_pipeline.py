@@ -98,7 +98,7 @@ class Judged:
 def judged(site, image, conn):
     home = Path(tempfile.mkdtemp(prefix="pipeline-", dir=site.home))
     os.chmod(home, 0o711)
-    (home / "images").symlink_to(site.images_dir)  # share the test image cache
+    (home / "images").symlink_to(site.layout.images)  # share the test image cache
     (home / "site.toml").write_text("[results]\nkeep_media = true\n")
     archives = home / "archives"
     archives.mkdir()

@@ -25,9 +25,9 @@ from vmjudge.queue.db import Queue
 from vmjudge.queue.results import encode, put
 from vmjudge.queue.spool import Spool
 from vmjudge.vm.channel import CommandResult
-from vmjudge.stages.context import StageContext, VmRunner
+from vmjudge.stages.context import StageContext
+from vmjudge.vm.runner import make_blank_disk
 from vmjudge.stages.prep import stage as prep
-from vmjudge.workdir import ensure_home
 
 from .test_spool import make_tar
 
@@ -83,18 +83,18 @@ def judged_home(root: Path):
     challenge.mkdir()
     (challenge / "challenge.toml").write_text('name = "c"\n')
     site = load_site(root / "home")
-    ensure_home(site)
-    queue = Queue(site.home / "queue.db")
+    site.layout.ensure()
+    queue = Queue(site.layout.queue_db)
     queue.add_challenge("c", challenge, "key")
     archive = make_tar(root / "alice-entry.tar.gz", {"setup.sh": b"true\n", "next.sh": b"echo N\n",
                                                      "answers.txt": b"r1,N\n"})
-    stored = Spool(site.home / "spool").store(archive)
+    stored = Spool(site.layout.spool).store(archive)
     entry_id = queue.add_entry("c", "alice", False, stored.sha256, archive.name, stored.path)
     ctx = StageContext(site=site, challenge=load_challenge(challenge), image=None,
                        entry=queue.entry(entry_id), attempt=1)
     prep.unpack_entry(ctx)
     prep.set_aside_submitted_answers(ctx)
-    VmRunner().new_home(ctx.home_disk, 16)
+    make_blank_disk(ctx.home_disk, 16)
     for stage in ("prep", "quiz", "exam"):
         with ctx.stage_log(stage) as log:
             cmd = CommandResult(index=0, name="next.sh t1", status="ok")
@@ -152,7 +152,7 @@ def test_a_home_made_by_an_older_vmjudge_is_closed_when_next_used(tmp_path):
         older.execute("PRAGMA journal_mode=WAL")
         older.execute("CREATE TABLE t (x)")
         assert stat.S_IMODE(Path(f"{db}-wal").stat().st_mode) == 0o644
-        ensure_home(site)
+        site.layout.ensure()
         Queue(db)
         modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in site.home.iterdir()}
     finally:

@@ -52,7 +52,7 @@ def judged(site, af2017_image, conn):
     """The daemon's verdicts for the three archives, and the replica ISO built by the CLI."""
     home = Path(tempfile.mkdtemp(prefix="replica-", dir=site.home))
     os.chmod(home, 0o711)
-    (home / "images").symlink_to(site.images_dir)
+    (home / "images").symlink_to(site.layout.images)
     entries = home / "entries"
     entries.mkdir()
     vmjudge(home, "challenge", "add", str(EXAMPLE))

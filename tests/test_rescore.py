@@ -29,7 +29,6 @@ from vmjudge.supervisor.evaluate import run_stage
 from vmjudge.queue.db import Queue
 from vmjudge.queue.results import ExamResults, encode, get, put, store_dir
 from vmjudge.scorers import loader
-from vmjudge.workdir import ensure_home
 
 from .cli import run_cli
 from .scorers_v1 import af2017 as af2017_v1, beats2014 as beats2014_v1
@@ -130,8 +129,8 @@ def make_home(root: Path, official: int = 50, late: int = 5) -> Home:
     home_dir = root / "home"
     home_dir.mkdir()
     site = load_site(home_dir)
-    ensure_home(site)
-    queue = Queue(home_dir / "queue.db")
+    site.layout.ensure()
+    queue = Queue(site.layout.queue_db)
     queue.add_challenge("af2017", AF2017, "key")
     home = Home(site, queue, {})
     for i in range(official + late):
@@ -438,8 +437,8 @@ def test_rescore_of_the_examples_lists_what_version_2_of_their_scorers_changed(t
     0.15 s in whole samples at 250 Hz, outside version 1's exact 150 ms) goes from 0 to 1."""
     assert (af2017_v1.VERSION, beats2014_v1.VERSION) == (1, 1)
     site = load_site(tmp_path / "home")
-    ensure_home(site)
-    queue = Queue(site.home / "queue.db")
+    site.layout.ensure()
+    queue = Queue(site.layout.queue_db)
     home = Home(site, queue, {})
     beats_test = load_challenge(EXAMPLES / "beats2014").test
     late_beats = {}

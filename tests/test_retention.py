@@ -26,9 +26,9 @@ from vmjudge.queue.rows import stamp
 from vmjudge.reports import report
 from vmjudge.supervisor.evaluate import run_stage
 from vmjudge.vm.channel import CommandResult
-from vmjudge.stages.context import StageContext, VmRunner
+from vmjudge.stages.context import StageContext
+from vmjudge.vm.runner import make_blank_disk, make_overlay
 from vmjudge.stages.prep import stage as prep
-from vmjudge.workdir import ensure_home
 
 from .cli import run_cli
 from .test_spool import make_tar
@@ -49,8 +49,8 @@ class Home:
     def __init__(self, root: Path):
         self.root = root
         self.site = load_site(root / "home")
-        ensure_home(self.site)
-        self.queue = Queue(self.site.home / "queue.db")
+        self.site.layout.ensure()
+        self.queue = Queue(self.site.layout.queue_db)
         self.queue.add_challenge("af2017", AF2017, "key")
         self.challenge = load_challenge(AF2017)
         self.made = 0
@@ -78,8 +78,8 @@ class Home:
         ctx = self.context(entry_id)
         prep.unpack_entry(ctx)
         prep.set_aside_submitted_answers(ctx)
-        VmRunner().new_home(ctx.home_disk, 16)
-        VmRunner().overlay(ctx.results_dir / "quiz-overlay.qcow2", ctx.home_disk)
+        make_blank_disk(ctx.home_disk, 16)
+        make_overlay(ctx.results_dir / "quiz-overlay.qcow2", ctx.home_disk)
         for stage in ("prep", "quiz", "exam"):
             with ctx.stage_log(stage) as log:
                 log.output(CommandResult(index=0, name="next.sh t1"), f"{stage} output\n".encode())

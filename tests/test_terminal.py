@@ -15,7 +15,6 @@ import pytest
 from vmjudge.config import load_site
 from vmjudge.queue.db import Queue
 from vmjudge.terminal import PrintableFormatter, printable
-from vmjudge.workdir import results_dir
 
 from .cli import run_cli
 from .test_spool import make_tar
@@ -59,7 +58,7 @@ class Home:
         self.tmp = tmp_path
         self.site = load_site(tmp_path / "home")
         self.site.home.mkdir()
-        self.queue = Queue(self.site.home / "queue.db")
+        self.queue = Queue(self.site.layout.queue_db)
         self.queue.add_challenge("af2017", AF2017, "key")
         self.made = 0
 
@@ -101,7 +100,7 @@ def test_reports_status_boards_and_rescore_lines_show_escapes(home):
     home.finish(failed, "prep", "failed", f"setup.sh failed (exit status 1). Entry not scored.\n"
                                           f"--- setup.sh output ---\n{OUTPUT}\n", reason="setup-error",
                 outcome="failed")
-    (results_dir(home.site, failed) / "prep.log").write_text(OUTPUT)
+    (home.site.layout.results_of(failed, make=True).directory / "prep.log").write_text(OUTPUT)
     scored = home.submit(owner=OWNER + "2")
     home.finish(scored, "score", "scored", "Scores: score 0.5", outcome="scored", scores={"score": 0.5})
     home.submit(owner=OWNER + "3")  # left queued, for `status`

@@ -4,7 +4,7 @@ Exam logs, reports and archived results are channels to the test labels, and the
 the unpacked entries hold participants' code: no other local user may read them, whatever
 paths they guess. Files are created 0600 (never made first and restricted after, so they
 are not readable for a moment), directories 0700, or 0711 where libvirt's qemu user must
-cross them on the way to a VM's disk (see workdir.py): crossing lets no one list them.
+cross them on the way to a VM's disk (see config/layout.py): crossing lets no one list them.
 """
 
 from __future__ import annotations

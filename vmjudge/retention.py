@@ -100,7 +100,7 @@ def disk_usage(path: Path) -> int:
 
 def plan(site: Site, entry_id: int, last_event: str, now: float) -> list[Removal]:
     """What the policy lets go of one finished entry whose last event was at `last_event`."""
-    results = site.home / "results" / str(entry_id)
+    results = site.layout.results_of(entry_id).directory
     found = []
     for kind, patterns in KINDS.items():
         days = getattr(site.retention, f"{kind}_days")
@@ -114,7 +114,7 @@ def plan(site: Site, entry_id: int, last_event: str, now: float) -> list[Removal
 def _remove(site: Site, planned: list[Removal], problems: list[str], removed: list[Removal]) -> list[str]:
     """Delete what was planned; add what went to `removed`, and describe it for the event log."""
     for r in planned:
-        path = site.home / "results" / str(r.entry_id) / r.name
+        path = site.layout.results_of(r.entry_id).directory / r.name
         try:
             if path.is_dir() and not path.is_symlink():
                 shutil.rmtree(path)

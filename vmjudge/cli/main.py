@@ -26,7 +26,6 @@ from ..scorers.loader import load_scorer
 from ..supervisor import doctor as doctor_checks
 from ..supervisor.daemon import DaemonBusy, serve
 from ..terminal import PrintableFormatter
-from ..workdir import ensure_home
 from .echo import echo, errors_printed
 from .replica import replica
 from .rescore import rescore
@@ -63,8 +62,8 @@ def _site(ctx: click.Context) -> Site:
 
 
 def _queue(site: Site) -> Queue:
-    ensure_home(site)
-    return Queue(site.home / "queue.db")
+    site.layout.ensure()
+    return Queue(site.layout.queue_db)
 
 
 @main.group()

@@ -28,6 +28,6 @@ def build(ctx: click.Context, challenge_name: str, output: Path) -> None:
     if Path(challenge_name).is_dir():
         directory = Path(challenge_name)
     else:
-        directory = Queue(site.home / "queue.db").challenge_dir(challenge_name)
+        directory = Queue(site.layout.queue_db).challenge_dir(challenge_name)
     built = build_replica(site, load_challenge(directory), output, progress=lambda m: echo(m, err=True))
     echo(f"{built.path} {built.size}")

@@ -14,7 +14,6 @@ from ..config import load_site
 from ..errors import VmjudgeError
 from ..queue.db import Queue
 from ..supervisor import rescore as rs
-from ..workdir import ensure_home
 from .echo import echo
 
 
@@ -83,8 +82,8 @@ def rescore(ctx: click.Context, challenge_name: str, entries: tuple[str, ...], l
         raise VmjudgeError("--json and --csv cannot be used together: choose one.")
     which = "all" if all_ else "late" if late else "official"
     site = load_site(ctx.find_root().obj)
-    ensure_home(site)
-    queue = Queue(site.home / "queue.db")
+    site.layout.ensure()
+    queue = Queue(site.layout.queue_db)
     progress = _Progress() if sys.stderr.isatty() and not as_json else None
     try:
         if rerun_stages:

@@ -68,7 +68,7 @@ def image_key(site: Site, recipe: ImageRecipe) -> str:
 
 def find_image(site: Site, recipe: ImageRecipe) -> GuestImage:
     """The built image for this recipe, or an error telling how to build it."""
-    directory = site.images_dir / image_key(site, recipe)
+    directory = site.layout.images / image_key(site, recipe)
     if not (directory / "manifest.json").exists():
         raise ImageError("the guest image for this challenge is not built: run `vmjudge image build CHALLENGE_DIR`.")
     return GuestImage.load(directory)
@@ -76,10 +76,11 @@ def find_image(site: Site, recipe: ImageRecipe) -> GuestImage:
 
 def newest_image(site: Site) -> GuestImage:
     """The most recently built image, for checks that need one but no particular challenge."""
-    built = sorted(site.images_dir.glob("*/manifest.json"), key=lambda p: p.stat().st_mtime) \
-        if site.images_dir.is_dir() else []
+    built = sorted(site.layout.images.glob("*/manifest.json"), key=lambda p: p.stat().st_mtime) \
+        if site.layout.images.is_dir() else []
     if not built:
-        raise ImageError(f"no guest image is built under {site.images_dir}: run `vmjudge image build CHALLENGE_DIR`.")
+        raise ImageError(f"no guest image is built under {site.layout.images}: "
+                         "run `vmjudge image build CHALLENGE_DIR`.")
     return GuestImage.load(built[-1].parent)
 
 
@@ -120,10 +121,10 @@ def _run_logged(argv: list[str], progress: Progress, what: str) -> str:
 
 def build_image(site: Site, recipe: ImageRecipe, progress: Progress = print, force: bool = False) -> GuestImage:
     key = image_key(site, recipe)
-    final = site.images_dir / key
-    site.images_dir.mkdir(parents=True, exist_ok=True)
-    os.chmod(site.images_dir, 0o755)
-    with open(site.images_dir / f".{key}.lock", "w") as lock:
+    final = site.layout.images / key
+    site.layout.images.mkdir(parents=True, exist_ok=True)
+    os.chmod(site.layout.images, 0o755)
+    with open(site.layout.images / f".{key}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if (final / "manifest.json").exists() and not force:
             image = GuestImage.load(final)
@@ -131,7 +132,7 @@ def build_image(site: Site, recipe: ImageRecipe, progress: Progress = print, for
             return image
         _check_host()
         started = time.monotonic()
-        work = site.images_dir / f".build-{key}"
+        work = site.layout.images / f".build-{key}"
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir()
         try:

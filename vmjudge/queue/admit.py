@@ -58,8 +58,8 @@ def _scored_entries(n: int) -> str:
 
 
 @contextmanager
-def _admission_lock(home: Path) -> Iterator[None]:
-    with open(home / "submit.lock", "a") as f:
+def _admission_lock(path: Path) -> Iterator[None]:
+    with open(path, "a") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         yield  # closing the file releases the lock
 
@@ -82,9 +82,9 @@ def admit(site: Site, queue: Queue, name: str, ch: Challenge, archive: Path, own
     check_names(owner, archive.name)
     check_archive_name(archive.name)
     check_size(ch, name, archive.name, archive.stat().st_size)  # only to spare copying a huge file
-    spool = spool if spool is not None else Spool(site.home / "spool")
+    spool = spool if spool is not None else Spool(site.layout.spool)
     limit = ch.entry.max_scored_per_owner
-    with _admission_lock(site.home):
+    with _admission_lock(site.layout.submit_lock):
         stored = spool.store(archive)
         try:
             dry_run = declares_dry_run(check_archive(ch, name, stored.path, given_name=archive.name))

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping, Optional, Union
 
 from .. import private
+from ..config.layout import Layout
 from ..errors import ArchiveError
 from ..files import DurableFile
 from .db import Queue
@@ -46,7 +47,7 @@ class ExamResults:
 
 
 def store_dir(home: Path) -> Path:
-    return Path(home) / "archive" / "sha256"
+    return Layout(Path(home)).results_store
 
 
 FileSource = Union[bytes, None, Callable[[], Optional[bytes]]]

@@ -20,11 +20,10 @@ from pathlib import Path
 
 from ..archive.checks import check_archive
 from ..config import Challenge, Site, load_challenge
-from ..errors import EntryError, InfrastructureError, VmjudgeError
+from ..errors import EntryError, VmjudgeError
 from ..files import sha256_file
 from ..images.image import GuestImage
 from ..pipeline import PIPELINE
-from ..queue.admit import check_archive
 from ..queue.db import Queue
 from ..queue.results import ExamResults
 from ..reports.report import show
@@ -33,7 +32,6 @@ from ..stages.answers import parse_answer_lines
 from ..stages.context import StageContext
 from ..supervisor.attempts import record_outcome, write_report
 from ..terminal import printable
-from ..workdir import results_dir
 from .local import LocalRunner
 
 REPLICA_DIR = Path("/media/replica/vmjudge")
@@ -99,7 +97,7 @@ def check(entry: Path, replica_dir: Path = REPLICA_DIR, work: Path = WORK, score
         raise EntryError("no-entry", f"{entry} does not exist: give the path of your entry archive "
                          "(NAME-entry.zip or NAME-entry.tar.gz) or directory; `vmjudge-replica media` lists them.")
     check_archive(ch, ch.name, archive)
-    queue = Queue(home / "queue.db")
+    queue = Queue(site.layout.queue_db)
     queue.add_challenge(ch.name, ch.directory, image.key)
     entry_id = queue.add_entry(ch.name, "participant", False, sha256_file(archive), archive.name, archive.resolve())
     titles = {"prep": "stage 1 (prep): unpacking, installing, setup.sh",
@@ -110,7 +108,7 @@ def check(entry: Path, replica_dir: Path = REPLICA_DIR, work: Path = WORK, score
             break
         progress(f"{titles[stage.name]} ...")
         run = queue.start_stage(entry_id, stage.name, site.uri, 0)
-        runner = LocalRunner(site, results_dir(site, entry_id), run.attempt, ch.vm.home_mib)
+        runner = LocalRunner(site, site.layout.results_of(entry_id, make=True), run.attempt, ch.vm.home_mib)
         ctx = StageContext(site=site, challenge=ch, image=image, entry=row, attempt=run.attempt, runner=runner)
         if record_outcome(queue, run, stage.load()(ctx)):
             write_report(queue, site, entry_id)
@@ -125,10 +123,10 @@ def check(entry: Path, replica_dir: Path = REPLICA_DIR, work: Path = WORK, score
     result = {"challenge": ch.name, "archive": archive.name,
               "outcome": "passed" if passed else doc["outcome"],
               "failed_stage": doc["failed_stage"], "reason": doc["reason"], "stages": stages,
-              "report": report, "results_dir": str(home / "results" / str(entry_id)), "training_scores": None}
+              "report": report, "results_dir": str(site.layout.results_of(entry_id).directory), "training_scores": None}
     if passed and score:
         try:
-            result["training_scores"] = training_scores(ch, home / "results" / str(entry_id) / "entry")
+            result["training_scores"] = training_scores(ch, site.layout.results_of(entry_id).entry)
         except VmjudgeError as exc:
             result["training_scores_error"] = str(exc)
     return result

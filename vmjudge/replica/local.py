@@ -24,6 +24,7 @@ import time
 from pathlib import Path, PurePosixPath
 
 from ..config import Site
+from ..config.layout import EntryFiles
 from ..errors import InfrastructureError
 from ..images.guest.run_guard import kill_user
 from ..vm.channel import ChannelClosed, FrameStream, Watch
@@ -84,7 +85,7 @@ def _umount(path: Path) -> None:
 class LocalRunner:
     """The replica's JobRunner (see stages.context.JobRunner)."""
 
-    def __init__(self, site: Site, files: Path, attempt: int, home_mib: int):
+    def __init__(self, site: Site, files: EntryFiles, attempt: int, home_mib: int):
         self.site = site
         self.files = files  # where each run's agent log is kept
         self.attempt = attempt
@@ -99,7 +100,7 @@ class LocalRunner:
 
     def run(self, stage: str, job: Job, home: Path, limits: Limits, watch: Watch | None) -> JobRun:
         nonce = secrets.token_hex(16)
-        log_path = self.files / f"agent-{stage}-{self.attempt}.log"
+        log_path = self.files.agent_log(stage, self.attempt)
         boot_timeout, silence_timeout, budget = host_timeouts(self.site, limits, job)
         self._lay_out_media(job, nonce)
         try:

@@ -20,7 +20,6 @@ from ..pipeline import PIPELINE, stage
 from ..queue.db import Queue
 from ..queue.rows import EntryRow, Scoring, StageRun
 from ..terminal import printable
-from ..workdir import results_dir
 
 
 def final_runs(runs: list[StageRun]) -> list[StageRun]:
@@ -94,13 +93,13 @@ def log_excerpt(path: Path, part: int = LOG_EXCERPT_BYTES) -> dict[str, Any]:
 
 
 def organiser_details(site: Site, entry: EntryRow, runs: list[StageRun]) -> dict[str, Any]:
-    results = site.home / "results" / str(entry.id)
-    logs = {p.name: log_excerpt(p) for p in sorted(results.glob("*.log"))} if results.is_dir() else {}
+    results = site.layout.results_of(entry.id)
+    logs = {p.name: log_excerpt(p) for p in results.logs()}
     return {"attempts": [{"stage": r.stage, "attempt": r.attempt, "evaluation": r.evaluation,
                           "status": r.status, "reason": r.reason,
                           "message": r.message, "started_at": r.started_at, "finished_at": r.finished_at,
                           "host": r.host, "slot": r.slot, "manifest": r.manifest} for r in runs],
-            "logs": logs, "results_dir": str(results)}
+            "logs": logs, "results_dir": str(results.directory)}
 
 
 def show(site: Site, queue: Queue, entry_id: int, organiser: bool = False) -> dict[str, Any]:
@@ -129,7 +128,7 @@ def write_html(queue: Queue, site: Site, entry_id: int) -> Path:
     """The participant's report as a page. Entry output in it has its control and bidi characters
     written as visible escapes, as on a terminal: a browser reorders text around U+202E too."""
     doc = show(site, queue, entry_id)
-    path = results_dir(site, entry_id) / "report.html"
+    path = site.layout.results_of(entry_id, make=True).report
     scores = "".join(f"<tr><th>{html.escape(k)}</th><td>{'undefined (0/0)' if v is None else format(v, '.4f')}"
                      "</td></tr>" for k, v in doc["scores"].items())
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>Entry {doc['id']}</title>"

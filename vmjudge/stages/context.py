@@ -18,12 +18,12 @@ from typing import Any, Protocol
 
 from .. import private
 from ..config import Challenge, Site
+from ..config.layout import EntryFiles
 from ..images.image import GuestImage
 from ..queue.rows import EntryRow, Scoring
 from ..vm.channel import CommandResult, Watch
 from ..vm.job import Job
 from ..vm.reading import JobRun, Limits
-from ..workdir import results_dir
 from .stage_log import StageLog
 
 DRYRUN_MESSAGE = ("Dry run completed with no error. Remove the DRYRUN file from the entry and resubmit it if you "
@@ -67,17 +67,22 @@ class StageContext:
     archived: str | None = None  # stage 4: the sha256 of the entry's archived stage-3 results
 
     @property
+    def files(self) -> EntryFiles:
+        """The entry's files under HOME/results/ID, the directory made if missing."""
+        return self.site.layout.results_of(self.entry.id, make=True)
+
+    @property
     def results_dir(self) -> Path:
-        return results_dir(self.site, self.entry.id)
+        return self.files.directory
 
     @property
     def entry_dir(self) -> Path:
         """The unpacked entry on the host (stage 1 makes it; later stages read submitted answers)."""
-        return self.results_dir / "entry"
+        return self.files.entry
 
     @property
     def home_disk(self) -> Path:
-        return self.results_dir / "home.qcow2"
+        return self.files.home_disk
 
     def run(self, stage: str, job: Job, home: Path, limits: Limits = Limits(),
             watch: Watch | None = None) -> JobRun:
@@ -105,7 +110,7 @@ class StageContext:
     def stage_log(self, stage: str) -> StageLog:
         """The stage's log, written as the output arrives, capped; the organisers' alone (0600):
         exam.log is what the entry printed on the test records."""
-        return StageLog(self.results_dir / f"{stage}.log", self.challenge.limits.stage_output)
+        return StageLog(self.files.stage_log(stage), self.challenge.limits.stage_output)
 
 
 def script_argv(script: str, *args: str) -> tuple[str, ...]:

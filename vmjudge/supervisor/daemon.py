@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..config import Site
+from ..config.layout import Layout
 from ..errors import VmjudgeError
 from ..queue.db import Queue
 from ..queue.rows import EntryRow
@@ -36,7 +37,7 @@ class DaemonLock:
     """An exclusive lock on the home's daemon.lock, holding the owner's pid for others to read."""
 
     def __init__(self, home: Path):
-        self.path = home / "daemon.lock"
+        self.path = Layout(home).daemon_lock
         self._file = None
 
     def acquire(self, wait_for_it: bool = False) -> bool:
@@ -79,10 +80,9 @@ def recover(site: Site, queue: Queue) -> None:
     for entry_id in queue.requeue_running():
         log.warning("entry %d: its stage was interrupted; it will run again", entry_id)
     # Scratch directories of stage runs (named e<ID>-<stage>-...) that a dead daemon left.
-    if site.run_dir.is_dir():
-        for leftover in site.run_dir.glob("e[0-9]*-*-*"):
-            log.warning("removing leftover scratch directory %s", leftover)
-            shutil.rmtree(leftover, ignore_errors=True)
+    for leftover in site.layout.stage_run_leftovers():
+        log.warning("removing leftover scratch directory %s", leftover)
+        shutil.rmtree(leftover, ignore_errors=True)
 
 
 def serve(site: Site, queue: Queue, slots: int, until_idle: bool, only: int | None = None,

@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Callable
 
 from ..config import Site
+from ..config.layout import RunDir
 from ..errors import VmjudgeError
 from ..images.image import GuestImage
 from ..vm import domain
 from ..vm.job import Command, Job
 from ..vm.reading import Limits
 from ..vm.runner import make_blank_disk, run_job
-from ..workdir import RunDir, ensure_home
 
 BOOT_LIMIT = {"kvm": 30.0, "tcg": 180.0}
 
@@ -55,10 +55,10 @@ def unreachable_parent(path: Path) -> Path | None:
 
 def _home(site: Site) -> Check:
     try:
-        ensure_home(site)
+        site.layout.ensure()
     except OSError as exc:
         return Check("home", False, f"cannot use {site.home}: {exc.strerror}; choose another with --home.")
-    blocked = unreachable_parent(site.run_dir)
+    blocked = unreachable_parent(site.layout.runs)
     if blocked is not None:
         return Check("home", False, f"{blocked} is closed to other users, so libvirt's qemu cannot open VM files "
                      f"under {site.home}: use a home under /var/lib or /srv (--home or VMJUDGE_HOME).")
@@ -80,7 +80,7 @@ def _boot(site: Site, conn, image: GuestImage) -> Check:
     limit = BOOT_LIMIT[site.accel]
     job = Job(commands=(Command("doctor", ("sh", "-c", "echo vmjudge-ok; ls /sys/class/net"), 10.0),))
     try:
-        with RunDir(site, "doctor") as rd:
+        with RunDir(site.layout, "doctor") as rd:
             make_blank_disk(rd.path / "home.qcow2", 64)
             run = run_job(conn, site, image, job, home_disk=rd.path / "home.qcow2", workdir=rd.path,
                           console_log=rd.path / "console.log", vcpus=1, memory_mib=512, label="doctor",

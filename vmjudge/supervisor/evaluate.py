@@ -22,7 +22,6 @@ from ..queue.rows import EntryRow, StageRun
 from ..stages.context import StageContext, StageOutcome
 from ..vm import domain
 from ..vm.runner import VmRunner
-from ..workdir import results_dir
 from .attempts import Recorder, attempt, record_outcome, write_report
 
 log = logging.getLogger(__name__)
@@ -59,7 +58,7 @@ def _run(queue: Queue, site: Site, entry: EntryRow, stage: Stage, run: StageRun,
     image = _image(site, challenge)
     conn = domain.connect(site.uri)
     try:
-        runner = VmRunner(conn, site, image, files=results_dir(site, entry.id), tag=f"e{entry.id}",
+        runner = VmRunner(conn, site, image, files=site.layout.results_of(entry.id, make=True), entry_id=entry.id,
                           attempt=run.attempt, vcpus=challenge.vm.vcpus, memory_mib=challenge.vm.memory_mib,
                           cancel=cancel)
         ctx = StageContext(site=site, challenge=challenge, image=image, entry=entry, attempt=run.attempt,

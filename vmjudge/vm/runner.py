@@ -29,7 +29,7 @@ from .channel import FrameStream, Watch
 from .job import JOB_FILE, Job
 from .pty_reader import ChannelReader
 from .reading import POWEROFF_GRACE, JobRun, Limits, Reading, check_agent_error, host_timeouts
-from ..workdir import RunDir
+from ..config.layout import EntryFiles
 from .domain import DOMAIN_PREFIX, Domain
 from .domain_xml import DomainSpec, domain_xml
 
@@ -128,8 +128,8 @@ class VmRunner:
     conn: libvirt.virConnect
     site: Site
     image: GuestImage
-    files: Path  # where each run's console log (and, with keep_media, its CD) is kept
-    tag: str  # names the run directories and the domains, e.g. "e12"
+    files: EntryFiles  # where each run's console log (and, with keep_media, its CD) is kept
+    entry_id: int  # names the run directories and the domains
     attempt: int
     vcpus: int
     memory_mib: int
@@ -142,10 +142,10 @@ class VmRunner:
         make_overlay(path, backing)
 
     def run(self, stage: str, job: Job, home: Path, limits: Limits, watch: Watch | None) -> JobRun:
-        console = self.files / f"console-{stage}-{self.attempt}.log"
-        keep_iso = self.files / f"{stage}-{self.attempt}.iso" if self.site.keep_media else None
-        with RunDir(self.site, f"{self.tag}-{stage}") as rd:
+        console = self.files.console_log(stage, self.attempt)
+        keep_iso = self.files.media(stage, self.attempt) if self.site.keep_media else None
+        with self.site.layout.stage_run_dir(self.entry_id, stage) as rd:
             return run_job(self.conn, self.site, self.image, job, home_disk=home, workdir=rd.path,
                            console_log=console, vcpus=self.vcpus, memory_mib=self.memory_mib,
-                           label=f"{self.site.domain_tag}-{self.tag}-{stage}", limits=limits, watch=watch,
+                           label=f"{self.site.domain_tag}-e{self.entry_id}-{stage}", limits=limits, watch=watch,
                            keep_iso=keep_iso, cancel=self.cancel)

@@ -56,8 +56,8 @@ def run(ctx: StageContext) -> StageOutcome:
     records = ch.test
     files_style = ch.results.style == "files"
     job = record_job(ctx, "test", records, collect_each=files_style)
-    overlay = ctx.results_dir / "exam-overlay.qcow2"
-    kept = ResultFiles(ctx.results_dir / "exam-files.partial", ch.results.output_name, ch.limits.stage_results,
+    overlay = ctx.files.overlay("exam")
+    kept = ResultFiles(ctx.files.exam_files, ch.results.output_name, ch.limits.stage_results,
                        records) if files_style else None
     ctx.jobs.overlay(overlay, ctx.home_disk)
     try:

@@ -128,7 +128,7 @@ def submitted_answers_too_large(ctx: StageContext) -> str | None:
 def set_aside_submitted_answers(ctx: StageContext) -> Path:
     """The tree to install: the entry less its submitted answers.txt, which next.sh would
     otherwise append to (the host keeps it to compare with in stage 2)."""
-    install = ctx.results_dir / "install"
+    install = ctx.files.install
     if install.exists():
         shutil.rmtree(install)
     shutil.copytree(ctx.entry_dir, install, symlinks=True)

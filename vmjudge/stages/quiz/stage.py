@@ -125,7 +125,7 @@ def run(ctx: StageContext) -> StageOutcome:
     records = ch.training
     job = replace(record_job(ctx, "training", records, collect_each=True), stop_on_failure=True)
     compare = Comparison(ctx, records)
-    overlay = ctx.results_dir / "quiz-overlay.qcow2"
+    overlay = ctx.files.overlay("quiz")
     ctx.jobs.overlay(overlay, ctx.home_disk)
     try:
         with ctx.stage_log("quiz") as log:

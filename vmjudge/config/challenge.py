@@ -1,4 +1,4 @@
-"""challenge.toml and site.toml as frozen dataclasses.
+"""challenge.toml as frozen dataclasses, and what `challenge add` checks of the data beside it.
 
 Every value is checked when the file is read, so a typo is refused with the file, the key,
 the value and what is allowed, before any VM or image build is started.
@@ -6,15 +6,13 @@ the value and what is allowed, before any VM or image build is started.
 
 from __future__ import annotations
 
-import hashlib
-import os
 import re
-import tomllib
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from .errors import ConfigError
+from ..errors import ConfigError
+from .values import Section, read_toml
 
 _PACKAGE_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
 _PIP_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?((==|>=|<=|~=|!=|<|>)[A-Za-z0-9.*+!_-]+)?$")
@@ -119,111 +117,22 @@ class Challenge:
         return sorted(p for p in (self.directory / subset).glob(f"{record}.*") if p.is_file())
 
 
-@dataclass(frozen=True)
-class Retention:
-    """How many days after its last event a finished (done or parked) entry keeps what only
-    its evaluation needed; None keeps it for ever. Reports, logs, the spool archive and the
-    archived stage-3 results are always kept: they are what re-scoring and re-running need."""
-
-    entry_tree_days: int | None = None  # results/ID/entry and results/ID/install
-    home_disk_days: int | None = None  # results/ID/home.qcow2 and any overlay left beside it
-    console_log_days: int | None = None  # results/ID/console-*.log
-    media_days: int | None = None  # results/ID/*.iso, kept with [results] keep_media
-
-
-@dataclass(frozen=True)
-class Site:
-    """One organiser's host: where state lives and how VMs are started."""
-
-    home: Path
-    uri: str = "qemu:///system"
-    accel: str = "kvm"
-    channel: str = "virtio"
-    mirror: str = "http://deb.debian.org/debian"
-    security_mirror: str = "http://deb.debian.org/debian-security"
-    suite: str = "bookworm"
-    boot_timeout: float = 120.0
-    silence_timeout: float = 60.0
-    keep_media: bool = False  # keep each stage's ISO in the entry's results (audits, debugging)
-    retention: Retention = field(default_factory=Retention)  # what `vmjudge gc` removes, and when
-
-    @property
-    def domain_tag(self) -> str:
-        """Names this home's domains, so that a daemon cleaning up after a crash destroys its
-        own leftovers and never the VMs of another home on the same libvirt host."""
-        return "h" + hashlib.sha256(str(self.home.resolve()).encode()).hexdigest()[:6]
-
-    @property
-    def images_dir(self) -> Path:
-        return self.home / "images"
-
-    @property
-    def run_dir(self) -> Path:
-        return self.home / "run"
-
-
-class _Section:
-    """Reads one table of a TOML file, naming file, table and key in every error."""
-
-    def __init__(self, source: str, table: str, data: Any):
-        if not isinstance(data, dict):
-            raise ConfigError(f"{source}: [{table}] must be a table of keys.")
-        self.source, self.table, self.data = source, table, dict(data)
-
-    def _where(self, key: str) -> str:
-        return f"{self.source}: [{self.table}] {key}"
-
-    def get(self, key: str, kind: type, default: Any, check: Callable[[Any], bool] | None = None,
-            allowed: str = "") -> Any:
-        if key not in self.data:
-            return default
-        written = value = self.data.pop(key)
-        ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
-        if kind is float and isinstance(value, int) and not isinstance(value, bool):
-            value, ok = float(value), True
-        if not ok or (check is not None and not check(value)):  # quoted as written: 4, not 4.0
-            raise ConfigError(f"{self._where(key)} = {written!r} is not allowed: use {allowed or kind.__name__}.")
-        return value
-
-    def names(self, key: str, pattern: re.Pattern[str], allowed: str) -> tuple[str, ...]:
-        value = self.get(key, list, [], allowed=allowed)
-        for item in value:
-            if not isinstance(item, str) or not pattern.match(item):
-                raise ConfigError(f"{self._where(key)} has {item!r}, which is not allowed: use {allowed}.")
-        return tuple(value)
-
-    def done(self) -> None:
-        if self.data:
-            keys = ", ".join(sorted(self.data))
-            raise ConfigError(f"{self.source}: [{self.table}] has unknown key(s) {keys}: remove or correct them.")
-
-
-def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
-    except FileNotFoundError:
-        raise ConfigError(f"{path} does not exist: give the path of a challenge directory holding challenge.toml.")
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path} is not valid TOML ({exc}): fix the syntax.")
-
-
 def load_challenge(directory: Path) -> Challenge:
     directory = Path(directory).resolve()
     source = str(directory / "challenge.toml")
-    data = _read_toml(directory / "challenge.toml")
-    top = _Section(source, "top level", {k: v for k, v in data.items() if not isinstance(v, dict)})
+    data = read_toml(directory / "challenge.toml")
+    top = Section(source, "top level", {k: v for k, v in data.items() if not isinstance(v, dict)})
     name = top.get("name", str, None, lambda v: bool(_NAME_RE.match(v)),
                    "letters, digits, '.', '_' and '-', at most 64 characters")
     if name is None:
         raise ConfigError(f"{source} has no name: add a line such as name = \"beats2014\".")
     top.done()
-    image = _Section(source, "image", data.get("image", {}))
+    image = Section(source, "image", data.get("image", {}))
     recipe = ImageRecipe(
         packages=image.names("packages", _PACKAGE_RE, "Debian package names such as \"python3-numpy\""),
         pip=image.names("pip", _PIP_RE, "pip requirements such as \"wfdb==4.3.1\""))
     image.done()
-    vm = _Section(source, "vm", data.get("vm", {}))
+    vm = Section(source, "vm", data.get("vm", {}))
     shape = VmShape(
         vcpus=vm.get("vcpus", int, 2, lambda v: 1 <= v <= 64, "a whole number from 1 to 64"),
         memory_mib=vm.get("memory", int, 2048, lambda v: 256 <= v <= 1 << 20,
@@ -238,7 +147,7 @@ def load_challenge(directory: Path) -> Challenge:
 
 
 def _entry_rules(source: str, data: dict[str, Any]) -> EntryRules:
-    sec = _Section(source, "entry", data.get("entry", {}))
+    sec = Section(source, "entry", data.get("entry", {}))
     rules = EntryRules(
         required=sec.names("required", _RELPATH_RE, "relative paths such as \"setup.sh\" or \"sources/\"")
         or EntryRules.required,
@@ -253,7 +162,7 @@ def _entry_rules(source: str, data: dict[str, Any]) -> EntryRules:
 
 
 def _limits(source: str, data: dict[str, Any]) -> StageLimits:
-    sec = _Section(source, "limits", data.get("limits", {}))
+    sec = Section(source, "limits", data.get("limits", {}))
     seconds = "seconds from 1 to 604800"
 
     def secs(key: str, default: float) -> float:
@@ -274,7 +183,7 @@ def _limits(source: str, data: dict[str, Any]) -> StageLimits:
 
 
 def _results(source: str, data: dict[str, Any]) -> ResultsRule:
-    sec = _Section(source, "results", data.get("results", {}))
+    sec = Section(source, "results", data.get("results", {}))
     style = sec.get("style", str, "answer-lines", lambda v: v in ("answer-lines", "files"),
                     "\"answer-lines\" or \"files\"")
     pattern_ok = "a file name holding {record}, such as \"{record}.qrs\""
@@ -296,7 +205,7 @@ def _results(source: str, data: dict[str, Any]) -> ResultsRule:
 
 
 def _scorer(source: str, data: dict[str, Any]) -> tuple[str, ScoreOptions]:
-    sec = _Section(source, "score", data.get("score", {}))
+    sec = Section(source, "score", data.get("score", {}))
     scorer = sec.get("scorer", str, "accuracy", lambda v: bool(re.match(r"^[A-Za-z0-9_.]+(:[A-Za-z0-9_]+)?$", v)),
                      "a built-in scorer name such as \"beats2014\" or \"package.module:function\"")
     options = ScoreOptions(
@@ -353,65 +262,3 @@ def _check_no_answers_in_test(ch: Challenge) -> None:
                           f"{ch.reference_dir}, and test records' files go into the VM, where entries can read them: "
                           "keep the answers under reference/ only, remove them from test/, and add the challenge "
                           "again.")
-
-
-def default_home() -> Path:
-    """Root's home is mode 0700 on Debian, which libvirt's qemu user cannot cross; a system
-    daemon keeps its state under /var/lib, everyone else under ~/.vmjudge."""
-    if os.environ.get("VMJUDGE_HOME"):
-        return Path(os.environ["VMJUDGE_HOME"])
-    if os.geteuid() == 0:
-        return Path("/var/lib/vmjudge")
-    return Path.home() / ".vmjudge"
-
-
-def default_accel() -> str:
-    return "kvm" if os.access("/dev/kvm", os.R_OK | os.W_OK) else "tcg"
-
-
-def load_site(home: Path | None = None) -> Site:
-    """site.toml in the home directory, then VMJUDGE_URI / VMJUDGE_ACCEL from the environment."""
-    home = Path(home) if home is not None else default_home()
-    path = home / "site.toml"
-    data = _read_toml(path) if path.exists() else {}
-    source = str(path)
-    top = _Section(source, "top level", {k: v for k, v in data.items() if not isinstance(v, dict)})
-    top.done()
-    lv = _Section(source, "libvirt", data.get("libvirt", {}))
-    uri = lv.get("uri", str, "qemu:///system", lambda v: "://" in v, "a libvirt URI such as \"qemu:///system\"")
-    accel = lv.get("accel", str, default_accel(), lambda v: v in ("kvm", "tcg"), "\"kvm\" or \"tcg\"")
-    channel = lv.get("channel", str, "virtio", lambda v: v in ("virtio", "uart"), "\"virtio\" or \"uart\"")
-    boot = lv.get("boot_timeout", float, 120.0, lambda v: 5 <= v <= 3600, "seconds from 5 to 3600")
-    silence = lv.get("silence_timeout", float, 60.0, lambda v: 5 <= v <= 3600, "seconds from 5 to 3600")
-    lv.done()
-    res = _Section(source, "results", data.get("results", {}))
-    keep_media = res.get("keep_media", bool, False, allowed="true or false")
-    res.done()
-    img = _Section(source, "image", data.get("image", {}))
-    mirror = img.get("mirror", str, Site.mirror, lambda v: v.startswith(("http://", "https://", "file:")),
-                     "a Debian mirror URL")
-    security = img.get("security_mirror", str, Site.security_mirror,
-                       lambda v: v.startswith(("http://", "https://", "file:")), "a Debian security mirror URL")
-    suite = img.get("suite", str, "bookworm", lambda v: v == "bookworm", "\"bookworm\"")
-    img.done()
-    retention = _retention(source, data)
-    for key in data:
-        if isinstance(data[key], dict) and key not in ("libvirt", "image", "results", "retention"):
-            raise ConfigError(f"{source}: unknown table [{key}]: use [libvirt], [image], [results] or [retention].")
-    env_accel = os.environ.get("VMJUDGE_ACCEL")
-    if env_accel:
-        if env_accel not in ("kvm", "tcg"):
-            raise ConfigError(f"VMJUDGE_ACCEL={env_accel!r} is not allowed: use \"kvm\" or \"tcg\".")
-        accel = env_accel
-    uri = os.environ.get("VMJUDGE_URI") or uri
-    return Site(home=home, uri=uri, accel=accel, channel=channel, mirror=mirror, security_mirror=security,
-                suite=suite, boot_timeout=boot, silence_timeout=silence, keep_media=keep_media, retention=retention)
-
-
-def _retention(source: str, data: dict[str, Any]) -> Retention:
-    sec = _Section(source, "retention", data.get("retention", {}))
-    days = "a whole number of days from 0 to 36500, or leave the key out to keep them for ever"
-    policy = Retention(**{key: sec.get(key, int, None, lambda v: 0 <= v <= 36500, days)
-                          for key in (f.name for f in fields(Retention))})
-    sec.done()
-    return policy

@@ -1,0 +1,15 @@
+"""What the organiser writes down, read and checked once: challenge.toml (challenge.py),
+site.toml (site.py), the TOML reading rules both share (values.py), and where everything
+lives under the judge's home (layout.py, imported from there).
+
+The names of challenge.toml and site.toml are re-exported, so that `from vmjudge.config
+import Site, load_site` reads the same wherever it is written; this package is the one that does.
+"""
+
+from .challenge import (Challenge, EntryRules, ImageRecipe, ResultsRule, ScoreOptions, StageLimits, VmShape,
+                        check_challenge_data, load_challenge)
+from .site import Retention, Site, default_accel, default_home, load_site
+
+__all__ = ["Challenge", "EntryRules", "ImageRecipe", "ResultsRule", "Retention", "ScoreOptions", "Site",
+           "StageLimits", "VmShape", "check_challenge_data", "default_accel", "default_home", "load_challenge",
+           "load_site"]
