@@ -18,24 +18,24 @@ import hashlib
 import json
 import os
 import platform
-import statistics
 import stat
+import statistics
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.host_lock import HostBusy, exclusive_host  # noqa: E402
-from vmjudge.config import ImageRecipe, load_site  # noqa: E402
-from vmjudge.config.layout import RunDir  # noqa: E402
-from vmjudge.images import initramfs  # noqa: E402
-from vmjudge.images.build import build_image  # noqa: E402
-from vmjudge.images.iso import write_iso  # noqa: E402
-from vmjudge.vm import domain  # noqa: E402
-from vmjudge.vm.domain_xml import DomainSpec, domain_xml  # noqa: E402
-from vmjudge.vm.job import Command, Job  # noqa: E402
-from vmjudge.vm.runner import make_blank_disk, run_job  # noqa: E402
+from tests.host_lock import HostBusy, exclusive_host
+from vmjudge.config import ImageRecipe, load_site
+from vmjudge.config.layout import RunDir
+from vmjudge.images import initramfs
+from vmjudge.images.build import build_image
+from vmjudge.images.iso import write_iso
+from vmjudge.vm import domain
+from vmjudge.vm.domain_xml import DomainSpec, domain_xml
+from vmjudge.vm.job import Command, Job
+from vmjudge.vm.runner import make_blank_disk, run_job
 
 BARE_INIT = b"#!/bin/busybox sh\n/bin/busybox poweroff -f\n"
 

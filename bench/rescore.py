@@ -39,12 +39,12 @@ sys.path.insert(0, str(REPO))
 import numpy as np  # noqa: E402
 import wfdb  # noqa: E402
 
-from vmjudge.supervisor import rescore  # noqa: E402
 from vmjudge.config import load_challenge, load_site  # noqa: E402
-from vmjudge.supervisor.evaluate import run_stage  # noqa: E402
 from vmjudge.queue.db import Queue  # noqa: E402
 from vmjudge.queue.results import ExamResults, encode, put  # noqa: E402
 from vmjudge.scorers.builtin.beats2014 import score as beats2014_score  # noqa: E402
+from vmjudge.supervisor import rescore  # noqa: E402
+from vmjudge.supervisor.evaluate import run_stage  # noqa: E402
 
 EXAMPLE = REPO / "examples" / "beats2014"
 

@@ -41,7 +41,7 @@ class Console:
         with self.lock:
             return self.buffer.decode("utf-8", "replace")
 
-    def expect(self, pattern: str, timeout: float) -> "_Decoded":
+    def expect(self, pattern: str, timeout: float) -> _Decoded:
         """The first match of `pattern` after the previous match; ConsoleTimeout with the
         console's tail when it does not come within `timeout` seconds or qemu exits."""
         regex = re.compile(pattern.encode())

@@ -9,8 +9,8 @@ import pytest
 
 from vmjudge.errors import InfrastructureError
 from vmjudge.images.guest import frames
-from vmjudge.vm.channel import Caps, FrameStream, Watch
 from vmjudge.stages.stage_log import StageLog
+from vmjudge.vm.channel import Caps, FrameStream, Watch
 
 
 def stream_of(*items, start=0):

@@ -86,7 +86,7 @@ class Daemon:
         self.proc.send_signal(signal.SIGTERM)
         assert self.proc.wait(timeout=120) == 0, self.log.read_text()
 
-    def __enter__(self) -> "Daemon":
+    def __enter__(self) -> Daemon:
         return self
 
     def __exit__(self, *exc_info) -> None:

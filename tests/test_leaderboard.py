@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from vmjudge.reports import leaderboard as lb
 from vmjudge.queue.db import Queue
+from vmjudge.reports import leaderboard as lb
 
 from .cli import run_cli
 

@@ -26,8 +26,8 @@ from vmjudge.config import load_challenge
 from vmjudge.queue.results import ExamResults, decode
 from vmjudge.scorers.loader import load_scorer
 from vmjudge.stages.answers import parse_answer_lines
-from vmjudge.vm import domain
 from vmjudge.supervisor.daemon import DaemonLock
+from vmjudge.vm import domain
 
 from .cli import run_cli
 

@@ -19,15 +19,15 @@ from pathlib import Path
 
 import pytest
 
-from vmjudge.reports import report
 from vmjudge.config import load_challenge, load_site
 from vmjudge.queue.db import Queue
 from vmjudge.queue.results import encode, put
 from vmjudge.queue.spool import Spool
-from vmjudge.vm.channel import CommandResult
+from vmjudge.reports import report
 from vmjudge.stages.context import StageContext
-from vmjudge.vm.runner import make_blank_disk
 from vmjudge.stages.prep import stage as prep
+from vmjudge.vm.channel import CommandResult
+from vmjudge.vm.runner import make_blank_disk
 
 from .test_spool import make_tar
 

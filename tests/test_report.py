@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from vmjudge.config import Site
-from vmjudge.reports.leaderboard import leaderboard
 from vmjudge.queue.db import Queue
 from vmjudge.reports import report
+from vmjudge.reports.leaderboard import leaderboard
 from vmjudge.reports.report import LOG_EXCERPT_BYTES, log_excerpt, show, write_html
 
 

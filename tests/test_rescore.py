@@ -25,13 +25,14 @@ import wfdb
 
 from vmjudge.config import Site, load_challenge, load_site
 from vmjudge.errors import ArchiveError
-from vmjudge.supervisor.evaluate import run_stage
 from vmjudge.queue.db import Queue
 from vmjudge.queue.results import ExamResults, encode, get, put, store_dir
 from vmjudge.scorers import loader
+from vmjudge.supervisor.evaluate import run_stage
 
 from .cli import run_cli
-from .scorers_v1 import af2017 as af2017_v1, beats2014 as beats2014_v1
+from .scorers_v1 import af2017 as af2017_v1
+from .scorers_v1 import beats2014 as beats2014_v1
 from .test_pipeline import EXAMPLES, hash_of_reference, host_replay
 
 REPO = Path(__file__).resolve().parent.parent
@@ -170,7 +171,7 @@ def test_the_official_scores_come_from_the_archive(home):
 def test_an_answer_the_official_scorer_refuses_fails_the_entry_at_stage_4(home):
     # af2017's official script stops at a label other than N, A, O, ~; [score] invalid_answers
     # is "refuse" by default, so such an entry gets no score, and the participant is told why.
-    answers = {r: "N" for r in RECORDS}
+    answers = dict.fromkeys(RECORDS, "N")
     answers[RECORDS[0]] = "AF"
     entry_id = judge_from_archive(home, "teamX", False, answers)
     entry = home.queue.entry(entry_id)
@@ -329,7 +330,7 @@ def test_a_home_made_before_the_archive_is_migrated_and_rescored(tmp_path):
     (home_dir / "results" / "1").mkdir(parents=True)
     answers = {r: LABELS[r] for r in RECORDS}
     answers["B0001"] = None
-    legacy = {"records": list(RECORDS), "statuses": {r: "ok" for r in RECORDS}, "style": "answer-lines",
+    legacy = {"records": list(RECORDS), "statuses": dict.fromkeys(RECORDS, "ok"), "style": "answer-lines",
               "answers": answers}
     (home_dir / "results" / "1" / "exam-results.json").write_text(json.dumps(legacy, indent=1))
     with sqlite3.connect(home_dir / "queue.db") as db:

@@ -24,11 +24,11 @@ from vmjudge.queue.results import encode, put
 from vmjudge.queue.retry import MAX_INFRA_ATTEMPTS
 from vmjudge.queue.rows import stamp
 from vmjudge.reports import report
+from vmjudge.stages.context import StageContext
+from vmjudge.stages.prep import stage as prep
 from vmjudge.supervisor.evaluate import run_stage
 from vmjudge.vm.channel import CommandResult
-from vmjudge.stages.context import StageContext
 from vmjudge.vm.runner import make_blank_disk, make_overlay
-from vmjudge.stages.prep import stage as prep
 
 from .cli import run_cli
 from .test_spool import make_tar
@@ -97,8 +97,8 @@ class Home:
         self.lay_out(entry_id)
         self.stage(entry_id, "prep", "passed", next_stage="quiz")
         self.stage(entry_id, "quiz", "passed", next_stage="exam")
-        answers = {r: "N" for r in RECORDS}
-        digest = put(self.site.home, encode(RECORDS, {r: "ok" for r in RECORDS}, "answer-lines", answers=answers))
+        answers = dict.fromkeys(RECORDS, "N")
+        digest = put(self.site.home, encode(RECORDS, dict.fromkeys(RECORDS, "ok"), "answer-lines", answers=answers))
         self.stage(entry_id, "exam", "passed", next_stage="score", results_sha256=digest)
         run_stage(self.queue, self.site, self.queue.claim_next("test", only=entry_id), 0)  # the real stage 4
         assert self.queue.entry(entry_id).outcome == "scored"

@@ -19,8 +19,8 @@ import vmjudge.scorers.builtin as builtin_pkg
 import vmjudge.scorers.loader as loader
 from vmjudge.config import ScoreOptions
 from vmjudge.errors import AnswerError, ConfigError, ScoringError
-from vmjudge.replica.build import package_files, package_metadata
 from vmjudge.queue.results import ExamResults
+from vmjudge.replica.build import package_files, package_metadata
 from vmjudge.scorers.builtin import accuracy, af2017, alarms2015, beats2014, bxb, heart2016
 from vmjudge.scorers.builtin.wfdb_annotations import Annotation
 from vmjudge.scorers.loader import ENTRY_POINT_GROUP, builtin_names, load_scorer, scorer_version

@@ -24,7 +24,6 @@ from vmjudge.errors import EntryError, VmjudgeError
 from vmjudge.queue import spool as spool_mod
 from vmjudge.queue.spool import Spool, StoredArchive
 
-
 UNPACKED = 1 << 30  # the default max_unpacked
 
 

@@ -15,8 +15,9 @@ stages. The supervisor (and the replica) import a stage's function when they run
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass(frozen=True)

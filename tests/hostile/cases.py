@@ -15,9 +15,9 @@ import shutil
 import stat
 import tarfile
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 GOOD = Path(__file__).resolve().parent / "good"
 REFUSED = "refused"  # `submit` refuses the archive: exit 1, nothing stored

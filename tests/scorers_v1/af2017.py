@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from vmjudge.scorers.answers import answers_of
 from vmjudge.queue.results import ExamResults
+from vmjudge.scorers.answers import answers_of
 from vmjudge.scorers.parts import ratio
 from vmjudge.scorers.reference import read_reference_csv, reference_rows
 

@@ -9,8 +9,9 @@ which quote the arguments they were given.
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator, TextIO
+from typing import TextIO
 
 import click
 

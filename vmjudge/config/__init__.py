@@ -6,8 +6,17 @@ The names of challenge.toml and site.toml are re-exported, so that `from vmjudge
 import Site, load_site` reads the same wherever it is written; this package is the one that does.
 """
 
-from .challenge import (Challenge, EntryRules, ImageRecipe, ResultsRule, ScoreOptions, StageLimits, VmShape,
-                        check_challenge_data, load_challenge)
+from .challenge import (
+                        Challenge,
+                        EntryRules,
+                        ImageRecipe,
+                        ResultsRule,
+                        ScoreOptions,
+                        StageLimits,
+                        VmShape,
+                        check_challenge_data,
+                        load_challenge,
+)
 from .site import Retention, Site, default_accel, default_home, load_site
 
 __all__ = ["Challenge", "EntryRules", "ImageRecipe", "ResultsRule", "Retention", "ScoreOptions", "Site",

@@ -16,16 +16,16 @@ import shlex
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from ..config import ImageRecipe, Site
 from ..errors import ImageError
 from ..files import sha256_file
 from . import initramfs, kernel_modules
-from .kernel_modules import prune_modules
 from .guest import frames
 from .image import FILES, GuestImage
+from .kernel_modules import prune_modules
 
 BASE_PACKAGES = ("python3", "e2fsprogs", "busybox-static", "tiny-initramfs", "linux-image-amd64")
 GUEST_DIR = Path(__file__).parent / "guest"

@@ -37,7 +37,7 @@ class GuestImage:
         return self.manifest["key"]
 
     @classmethod
-    def load(cls, directory: Path) -> "GuestImage":
+    def load(cls, directory: Path) -> GuestImage:
         path = Path(directory) / "manifest.json"
         try:
             manifest = json.loads(path.read_text())

@@ -103,9 +103,8 @@ def read_newc(data: bytes) -> dict[str, Member]:
 
 
 def write_initramfs(members: list[Member], out: Path) -> None:
-    with open(out, "wb") as raw:
-        with gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0, compresslevel=6) as gz:
-            gz.write(_newc(members))
+    with open(out, "wb") as raw, gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0, compresslevel=6) as gz:
+        gz.write(_newc(members))
 
 
 def build_initramfs(root: Path, kernel_version: str, init_script: Path, out: Path) -> list[str]:

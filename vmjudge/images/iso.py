@@ -17,9 +17,10 @@ import re
 import stat
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Mapping, Union
+from typing import Union
 
 import pycdlib
 import pycdlib.dates

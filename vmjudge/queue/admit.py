@@ -20,10 +20,10 @@ queue.
 from __future__ import annotations
 
 import fcntl
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from ..archive.checks import check_archive, check_size, declares_dry_run
 from ..archive.names import check_archive_name

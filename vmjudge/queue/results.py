@@ -14,9 +14,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Mapping, Optional, Union
+from typing import Union
 
 from .. import private
 from ..config.layout import Layout
@@ -50,7 +51,7 @@ def store_dir(home: Path) -> Path:
     return Layout(Path(home)).results_store
 
 
-FileSource = Union[bytes, None, Callable[[], Optional[bytes]]]
+FileSource = Union[bytes, None, Callable[[], bytes | None]]
 
 
 def encode(records: tuple[str, ...] | list[str], statuses: Mapping[str, str], style: str,

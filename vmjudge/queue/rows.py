@@ -45,7 +45,7 @@ class EntryRow:
     evaluation: int = 1  # how many times the entry was (re)queued from stage 1
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> "EntryRow":
+    def from_row(cls, row: sqlite3.Row) -> EntryRow:
         d = dict(row)
         d.pop("lease_owner", None)
         d.pop("not_before", None)
@@ -73,7 +73,7 @@ class StageRun:
     evaluation: int = 1
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> "StageRun":
+    def from_row(cls, row: sqlite3.Row) -> StageRun:
         d = dict(row)
         d["manifest"] = json.loads(d["manifest"]) if d["manifest"] else None
         return cls(**d)
@@ -90,7 +90,7 @@ class ArchivedResults:
     run_id: int | None = None
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> "ArchivedResults":
+    def from_row(cls, row: sqlite3.Row) -> ArchivedResults:
         return cls(entry_id=row["entry_id"], sha256=row["sha256"], manifest=json.loads(row["manifest"]),
                    archived_at=row["archived_at"], run_id=row["run_id"])
 
@@ -109,7 +109,7 @@ class Scoring:
     at: str = ""  # set when recorded
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> "Scoring":
+    def from_row(cls, row: sqlite3.Row) -> Scoring:
         d = dict(row)
         d.pop("id")
         d["scores"] = json.loads(d["scores"])

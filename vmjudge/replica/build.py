@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
-from typing import Callable
 
 from ..config import Challenge, Site
 from ..errors import ImageError, MediaError

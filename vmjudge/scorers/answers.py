@@ -4,7 +4,7 @@ as the challenge's [score] invalid_answers says."""
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from vmjudge.config import ScoreOptions
 from vmjudge.errors import AnswerError, ScoringError

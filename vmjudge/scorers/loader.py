@@ -16,10 +16,10 @@ import importlib
 import importlib.util
 import re
 import sys
+from collections.abc import Callable
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from types import ModuleType
-from typing import Callable
 
 from vmjudge.config import ScoreOptions
 from vmjudge.errors import ConfigError

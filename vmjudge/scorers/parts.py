@@ -3,7 +3,7 @@ or a 0/0 part is treated the same way everywhere (and as [score] undefined says)
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from vmjudge.config import ScoreOptions
 

@@ -5,8 +5,8 @@ so that every built-in scorer treats it alike and a malformed line is named, nev
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import Collection, Mapping
 
 from vmjudge.errors import ScoringError
 from vmjudge.queue.results import ExamResults

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from pathlib import Path
-from typing import Callable, Collection
 
 # A submitted answers.txt may hold this much: far more than RECORD,LABEL lines need, far less
 # than would cost the judge's memory (the quiz holds the submitted answers while it runs).

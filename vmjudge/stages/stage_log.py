@@ -26,7 +26,7 @@ class StageLog:
         self._at_line_start = True
         self._file = private.create(self.path)  # test-set output is a channel for test labels
 
-    def __enter__(self) -> "StageLog":
+    def __enter__(self) -> StageLog:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,

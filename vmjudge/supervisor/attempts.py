@@ -13,7 +13,8 @@ import errno
 import logging
 import sqlite3
 import threading
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from ..config import Site
 from ..errors import Cancelled, EntryError, InfrastructureError, VmjudgeError

@@ -14,9 +14,9 @@ import signal
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import Callable
 
 from ..config import Site
 from ..config.layout import Layout

@@ -15,7 +15,8 @@ from ..config import Challenge, Site, load_challenge
 from ..errors import Cancelled, ImageError, InfrastructureError
 from ..images.build import find_image
 from ..images.image import GuestImage
-from ..pipeline import Stage, stage as stage_named
+from ..pipeline import Stage
+from ..pipeline import stage as stage_named
 from ..queue.db import Queue
 from ..queue.results import archived_results
 from ..queue.rows import EntryRow, StageRun

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import csv
 import math
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from ..config import Site, load_challenge
 from ..errors import AnswerError, ArchiveError, ScoringError, VmjudgeError

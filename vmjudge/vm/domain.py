@@ -9,7 +9,8 @@ from __future__ import annotations
 import logging
 import time
 import xml.etree.ElementTree as ET
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 import libvirt
 
@@ -69,7 +70,7 @@ class Domain:
         self.reconnects = 0
 
     @classmethod
-    def start_paused(cls, conn: libvirt.virConnect, xml: str) -> "Domain":
+    def start_paused(cls, conn: libvirt.virConnect, xml: str) -> Domain:
         """Start paused so the host can open the channel before the guest writes to it:
         qemu drops what a pty port is sent while nobody has it open."""
         try:

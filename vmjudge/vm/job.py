@@ -7,9 +7,9 @@ Jobs; nothing in a Job comes from an entry except file contents placed on the CD
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Union
 
 from ..images.guest import frames
 from .channel import Caps
@@ -42,7 +42,7 @@ class Command:
 @dataclass(frozen=True)
 class Job:
     commands: tuple[Command, ...]
-    media: Mapping[str, Union[Path, bytes]] = field(default_factory=dict)
+    media: Mapping[str, Path | bytes] = field(default_factory=dict)
     install: str | None = None  # a CD directory copied into the home directory first
     stop_on_failure: bool = False
     raw_copy: str | None = None  # benchmark: a CD file copied to the channel by `cat`

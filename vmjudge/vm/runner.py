@@ -21,17 +21,17 @@ from pathlib import Path
 import libvirt
 
 from ..config import Site
+from ..config.layout import EntryFiles
 from ..errors import InfrastructureError
 from ..files import sha256_file
 from ..images.image import GuestImage
 from ..images.iso import write_iso
 from .channel import FrameStream, Watch
+from .domain import DOMAIN_PREFIX, Domain
+from .domain_xml import DomainSpec, domain_xml
 from .job import JOB_FILE, Job
 from .pty_reader import ChannelReader
 from .reading import POWEROFF_GRACE, JobRun, Limits, Reading, check_agent_error, host_timeouts
-from ..config.layout import EntryFiles
-from .domain import DOMAIN_PREFIX, Domain
-from .domain_xml import DomainSpec, domain_xml
 
 log = logging.getLogger(__name__)
 

@@ -25,13 +25,13 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import frames  # noqa: E402
-from channel import Channel, open_channel, ticking  # noqa: E402
-from command import Command, run_command  # noqa: E402
-from hardening import harden, make_entry_cgroup  # noqa: E402
-from media import CDROM, HOME, install, mount_cdrom, mount_home  # noqa: E402
-from run_guard import become_subreaper, protect_from_oom  # noqa: E402
-from system import EntryFault, JobError  # noqa: E402
+import frames
+from channel import Channel, open_channel, ticking
+from command import Command, run_command
+from hardening import harden, make_entry_cgroup
+from media import CDROM, HOME, install, mount_cdrom, mount_home
+from run_guard import become_subreaper, protect_from_oom
+from system import EntryFault, JobError
 
 AGENT_VERSION = "1.2"
 

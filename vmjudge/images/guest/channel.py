@@ -18,7 +18,7 @@ from system import wait_for
 PORT_NAME = "org.vmjudge.data"
 
 
-class Channel(object):
+class Channel:
     """The writing end of the data channel: numbered frames, written whole."""
 
     def __init__(self, fd):
@@ -59,7 +59,7 @@ class Channel(object):
         subprocess.run(["cat", path], stdout=self.fd, check=True)
 
 
-class ticking(object):
+class ticking:
     """Ticks from a second thread while the agent does something long of its own (copying a
     large entry in, making a big home's filesystem, writing the home disk back): the host
     must not take a busy agent for a dead one and charge a retry to nobody."""

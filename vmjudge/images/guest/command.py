@@ -17,7 +17,7 @@ from run_guard import kill_user, reap, start_command, stop_command
 DRAIN_SECONDS = 5.0
 
 
-class Command(object):
+class Command:
     def __init__(self, spec, heartbeat):
         self.name = spec.get("name", spec["argv"][0])
         self.argv = spec["argv"]
@@ -31,7 +31,7 @@ class Command(object):
         self.heartbeat = heartbeat
 
 
-class OutputCap(object):
+class OutputCap:
     """What is kept of a command's output: the first `head` bytes, sent as they arrive, and
     the last `tail` bytes after them, sent when the command ends; the middle is counted."""
 

@@ -58,7 +58,7 @@ def encode_json(kind, seq, obj):
     return encode(kind, seq, json.dumps(obj, sort_keys=True).encode("utf-8"))
 
 
-class Frame(object):
+class Frame:
     __slots__ = ("kind", "seq", "payload")
 
     def __init__(self, kind, seq, payload):
@@ -105,7 +105,7 @@ def _nesting(payload):
     return deepest
 
 
-class Decoder(object):
+class Decoder:
     """Incremental decoder: feed() bytes as they arrive, get back whole frames.
 
     It also checks the sequence: frames must be numbered 0, 1, 2, ... with no gap,

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from vmjudge.config import ScoreOptions
-from vmjudge.scorers.answers import answers_of
 from vmjudge.queue.results import ExamResults
+from vmjudge.scorers.answers import answers_of
 from vmjudge.scorers.parts import ratio
 from vmjudge.scorers.reference import read_reference_csv, reference_rows
 

@@ -13,8 +13,8 @@ import re
 from pathlib import Path
 
 from vmjudge.config import ScoreOptions
-from vmjudge.scorers.answers import answers_of, checked_answers
 from vmjudge.queue.results import ExamResults
+from vmjudge.scorers.answers import answers_of, checked_answers
 from vmjudge.scorers.parts import ratio
 from vmjudge.scorers.reference import read_reference_csv, reference_rows
 

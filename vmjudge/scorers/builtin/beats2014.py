@@ -25,8 +25,14 @@ from vmjudge.config import ScoreOptions
 from vmjudge.errors import ScoringError
 from vmjudge.queue.results import ExamResults
 from vmjudge.scorers.builtin.bxb import Counts, compare, window
-from vmjudge.scorers.builtin.wfdb_annotations import (QRS_CODES, Annotation, NotAnnotationFile, declared_resolution,
-                                                      read_annotations, read_header)
+from vmjudge.scorers.builtin.wfdb_annotations import (
+    QRS_CODES,
+    Annotation,
+    NotAnnotationFile,
+    declared_resolution,
+    read_annotations,
+    read_header,
+)
 from vmjudge.scorers.parts import mean_of_parts
 
 VERSION = 2  # bump whenever a rule below changes; scorer_version() records it

@@ -8,8 +8,8 @@ pseudo-beat is counted like its O). Each rule is stated where it is applied.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from .wfdb_annotations import FLUTTER_WAVE, QRS_CODES, TIME_MAX, VF_OFF, VF_ON, Annotation
 

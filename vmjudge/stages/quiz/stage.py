@@ -19,6 +19,7 @@ from ..answers import parse_answer_lines, read_answer_lines, refused_line
 from ..context import DRYRUN_MESSAGE, StageContext, StageOutcome, output_text
 from ..records import record_job
 
+
 class Comparison:
     """Compares each record's result with the entry's own submission as each command ends,
     and remembers the first failure; the run stops there (Watch.on_end).

@@ -31,7 +31,7 @@ class ScoringRules:
     function: Scorer
 
     @classmethod
-    def load(cls, scorer: str, reference: Path, options: ScoreOptions | None = None) -> "ScoringRules":
+    def load(cls, scorer: str, reference: Path, options: ScoreOptions | None = None) -> ScoringRules:
         """Raises ConfigError for a scorer that cannot be loaded, ScoringError for a missing
         reference. `options` are the challenge's [score] choices (built-in scorers only)."""
         function = load_scorer(scorer, options)
