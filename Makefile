@@ -5,7 +5,7 @@ STAMP := $(VENV)/.installed-stamp
 # Nested KVM hangs on the project's own machines; organisers' hosts use kvm (see README).
 export VMJUDGE_ACCEL ?= tcg
 
-.PHONY: setup host test demo clean
+.PHONY: setup host test lint demo clean
 
 setup: host $(STAMP)
 
@@ -18,8 +18,14 @@ $(STAMP): setup.cfg pyproject.toml
 	$(VENV)/bin/pip install -q -e '.[test]'
 	touch $(STAMP)
 
-test: setup
+test: setup lint
 	$(VENV)/bin/pytest -q -rs --durations=25 tests
+
+# The house rules: layers (setup.cfg [importlinter]), lint (pyproject.toml), types (setup.cfg [mypy]).
+lint: setup
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy vmjudge
 
 demo: setup
 	$(VENV)/bin/vmjudge image build examples/minimal

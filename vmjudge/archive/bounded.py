@@ -28,7 +28,7 @@ import tarfile
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from ..errors import EntryError
 
@@ -38,6 +38,10 @@ GLOBAL_MAX = 16 << 10  # bytes of global pax headers (git archive writes one of 
 _EXTENDED = (tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE, tarfile.XGLTYPE,
              tarfile.SOLARIS_XHDTYPE)
 # A central directory record: its signature, then the lengths of the name, extra field and comment.
+# The internals of tarfile and zipfile this module works alongside (typeshed lists only their
+# public API); the tests pin the behaviour that depends on them.
+_TARFILE: Any = tarfile
+_ZIPFILE: Any = zipfile
 _CENTRAL = struct.Struct("<4s24xHHH12x")
 _CENTRAL_SIGNATURE = b"PK\x01\x02"
 
@@ -47,7 +51,7 @@ def too_many_members(limit: int) -> EntryError:
                                      "(pack many small ones into one) and submit again.")
 
 
-def host_error(exc: BaseException) -> OSError | None:
+def host_error(exc: BaseException) -> OSError | MemoryError | None:
     """The host's own I/O error behind `exc`, or None when `exc` is the archive's fault.
 
     An OSError with an errno (EIO, ENOSPC, ...) is the host's disk; so is one that a library
@@ -75,14 +79,14 @@ class _BoundedTarInfo(tarfile.TarInfo):
     where pax-style sparse maps are read."""
 
     @classmethod
-    def frombuf(cls, buf, encoding, errors):
+    def frombuf(cls, buf: bytes | bytearray, encoding: str, errors: str) -> _BoundedTarInfo:
         try:
             return super().frombuf(buf, encoding, errors)
-        except (tarfile.InvalidHeaderError, tarfile.TruncatedHeaderError) as exc:
+        except (_TARFILE.InvalidHeaderError, _TARFILE.TruncatedHeaderError) as exc:
             # tarfile raises these only at the first header and otherwise just stops.
             raise tarfile.ReadError(f"a damaged tar header ({exc})") from None
 
-    def _proc_member(self, tf: _BoundedTarFile):
+    def _proc_member(self, tf: _BoundedTarFile) -> tarfile.TarInfo:
         if self.size < 0:  # base-256 allows it; tarfile would step back and read the archive again and again
             raise tarfile.ReadError(f"a tar header with a negative size ({self.size})")
         if self.type == tarfile.GNUTYPE_SPARSE:
@@ -94,17 +98,17 @@ class _BoundedTarInfo(tarfile.TarInfo):
             if self.size > HEADER_MAX or tf.extended_bytes > HEADERS_TOTAL or tf.global_bytes > GLOBAL_MAX:
                 raise Refused(f"extended tar headers larger than vmjudge reads ({self.size} bytes in one, "
                                f"{tf.extended_bytes} in all)")
-        member = super()._proc_member(tf)
+        member: tarfile.TarInfo = _TARFILE.TarInfo._proc_member(self, tf)
         member.pax_headers = {}  # not needed once applied, and a copy of the global ones each
         return member
 
-    def _proc_gnusparse_00(self, *args):
+    def _proc_gnusparse_00(self, *args: object) -> None:
         _refuse_sparse()
 
-    def _proc_gnusparse_01(self, *args):
+    def _proc_gnusparse_01(self, *args: object) -> None:
         _refuse_sparse()
 
-    def _proc_gnusparse_10(self, *args):
+    def _proc_gnusparse_10(self, *args: object) -> None:
         _refuse_sparse()
 
 
@@ -166,15 +170,15 @@ def zip_record_count(fp: BinaryIO, stop_after: int) -> int:
     same offset arithmetic), so that zipfile, which builds an object per record, is only ever
     asked to parse a directory this count has bounded."""
     try:
-        end = zipfile._EndRecData(fp)
+        end = _ZIPFILE._EndRecData(fp)
     except OSError:
         end = None
     if not end:
         raise zipfile.BadZipFile("File is not a zip file")
-    size = end[zipfile._ECD_SIZE]
-    start = end[zipfile._ECD_LOCATION] - size  # zipfile: offset + (location - size - offset)
-    if end[zipfile._ECD_SIGNATURE] == zipfile.stringEndArchive64:
-        start -= zipfile.sizeEndCentDir64 + zipfile.sizeEndCentDir64Locator
+    size = end[_ZIPFILE._ECD_SIZE]
+    start = end[_ZIPFILE._ECD_LOCATION] - size  # zipfile: offset + (location - size - offset)
+    if end[_ZIPFILE._ECD_SIGNATURE] == _ZIPFILE.stringEndArchive64:
+        start -= _ZIPFILE.sizeEndCentDir64 + _ZIPFILE.sizeEndCentDir64Locator
     if start < 0:
         raise zipfile.BadZipFile("Bad offset for central directory")
     fp.seek(start)

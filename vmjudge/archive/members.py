@@ -19,8 +19,9 @@ import tarfile
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import BinaryIO
+from typing import Protocol
 
 from ..errors import EntryError
 from .joliet import JOLIET_MAX, joliet_length
@@ -29,6 +30,15 @@ from .zip_data import SUPPORTED, open_member
 PATH_MAX = 4000
 MAX_DEPTH = 32  # path parts
 SHOWN_MAX = 160  # characters of a name quoted in a message
+
+
+class MemberData(Protocol):
+    """A member's data as unpack reads it: a file object of the archive's library, or zip_data's
+    bounded decompressor."""
+
+    def read(self, n: int, /) -> bytes: ...
+
+    def close(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -40,7 +50,7 @@ class Member:
     is_dir: bool
     size: int
     executable: bool
-    open: Callable[[], BinaryIO]
+    open: Callable[[], MemberData]
 
 
 def quote(name: str) -> str:
@@ -126,7 +136,14 @@ def zip_members(zf: zipfile.ZipFile, archive: Path) -> Iterator[Member]:
                               f"unpack (it reads {', '.join(SUPPORTED.values())}): make the archive with `zip -r` and "
                               "submit again.")
         yield Member(path, is_dir, 0 if is_dir else info.file_size, bool(mode & 0o111),
-                     lambda info=info: open_member(zf, archive, info))
+                     partial(open_member, zf, archive, info))
+
+
+def _member_data(tf: tarfile.TarFile, ti: tarfile.TarInfo) -> MemberData:
+    data = tf.extractfile(ti)
+    if data is None:  # only for what is not a regular file, which tar_members refuses first
+        raise tarfile.ReadError(f"{ti.name} holds no data")
+    return data
 
 
 def tar_members(tf: tarfile.TarFile, headers: list[tarfile.TarInfo]) -> Iterator[Member]:
@@ -137,7 +154,7 @@ def tar_members(tf: tarfile.TarFile, headers: list[tarfile.TarInfo]) -> Iterator
         if not (ti.isreg() or ti.isdir()):
             raise _special_error(ti.name, _describe_tar(ti))
         yield Member(path, ti.isdir(), 0 if ti.isdir() else ti.size, bool(ti.mode & 0o111),
-                     lambda ti=ti: tf.extractfile(ti))
+                     partial(_member_data, tf, ti))
 
 
 def _describe(mode: int) -> str:

@@ -15,7 +15,7 @@ import errno
 import os
 import shutil
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,7 +92,7 @@ class _Writer:
             os.fchmod(out.fileno(), mode)
             with _reading(m.path):
                 src = m.open()
-            with src:
+            with closing(src):
                 while True:
                     with _reading(m.path):
                         chunk = src.read(CHUNK)

@@ -16,7 +16,7 @@ import struct
 import zipfile
 import zlib
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO
 
 SUPPORTED = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflate", zipfile.ZIP_BZIP2: "bzip2",
              zipfile.ZIP_LZMA: "LZMA"}
@@ -26,7 +26,7 @@ _LOCAL_SIGNATURE = b"PK\x03\x04"
 _UNSUPPORTED_FLAGS = 0x20 | 0x40  # compressed patched data, strong encryption
 
 
-def open_member(zf: zipfile.ZipFile, archive: Path, info: zipfile.ZipInfo) -> BinaryIO:
+def open_member(zf: zipfile.ZipFile, archive: Path, info: zipfile.ZipInfo) -> IO[bytes] | _Decompressing:
     """The member's uncompressed data, as a file object whose reads are bounded."""
     if info.compress_type in (zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA):
         return _Decompressing(archive, info)
@@ -111,5 +111,5 @@ class _Decompressing:
     def __enter__(self) -> _Decompressing:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

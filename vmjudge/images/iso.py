@@ -20,7 +20,8 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Union
+from time import struct_time
+from typing import Any, Union
 
 import pycdlib
 import pycdlib.dates
@@ -73,15 +74,16 @@ class _PinnedClock:
     def time(self) -> float:
         return PINNED_EPOCH
 
-    def localtime(self, secs: float | None = None) -> time.struct_time:
+    def localtime(self, secs: float | None = None) -> struct_time:
         return time.gmtime(PINNED_EPOCH if secs is None else secs)
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         return getattr(time, name)
 
 
 def _pin_pycdlib_clock() -> None:
-    for module in (pycdlib.pycdlib, pycdlib.headervd, pycdlib.dates):
+    modules: tuple[Any, ...] = (pycdlib.pycdlib, pycdlib.headervd, pycdlib.dates)  # untyped: they own `time`
+    for module in modules:
         if not isinstance(module.time, _PinnedClock):
             module.time = _PinnedClock()
 
@@ -204,6 +206,8 @@ def write_iso(out: Path, files: Mapping[str, Source], volume_id: str = "VMJUDGE"
 
 def _pin_gpt(iso: pycdlib.PyCdlib) -> None:
     hybrid = iso.isohybrid_mbr
+    if hybrid is None:
+        raise MediaError("the ISO has no isohybrid MBR to pin")
     for gpt in (hybrid.primary_gpt, hybrid.secondary_gpt):
         gpt.header.disk_guid = GPT_DISK_GUID
         for part, guid in zip(gpt.parts, GPT_PART_GUIDS):

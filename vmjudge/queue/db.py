@@ -102,7 +102,8 @@ class Queue:
                 "INSERT INTO entries (challenge, owner, late, dry_run, archive_sha256, archive_name, archive_path, "
                 "submitted_at, state, stage) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', 'prep')",
                 (challenge, owner, int(late), int(dry_run), sha256, name, str(path), now()))
-            entry_id = int(cur.lastrowid)
+            assert cur.lastrowid is not None  # an INSERT sets it
+            entry_id = cur.lastrowid
             self._event(db, entry_id, "submitted", f"{name} sha256 {sha256} by {owner}")
         return entry_id
 
@@ -175,7 +176,8 @@ class Queue:
             evaluation = db.execute("SELECT evaluation FROM entries WHERE id = ?", (entry_id,)).fetchone()[0]
             cur = db.execute("INSERT INTO stage_runs (entry_id, stage, attempt, host, slot, started_at, evaluation) "
                              "VALUES (?, ?, ?, ?, ?, ?, ?)", (entry_id, stage, attempt, host, slot, now(), evaluation))
-            run_id = int(cur.lastrowid)
+            assert cur.lastrowid is not None  # an INSERT sets it
+            run_id = cur.lastrowid
         return self.stage_run(run_id)
 
     def stage_run(self, run_id: int) -> StageRun:

@@ -39,7 +39,7 @@ class EntryRow:
     outcome: str | None
     failed_stage: str | None
     reason: str | None
-    scores: dict[str, float] | None
+    scores: dict[str, float | None] | None
     exam: dict[str, int] | None
     finished_at: str | None
     evaluation: int = 1  # how many times the entry was (re)queued from stage 1
@@ -105,7 +105,7 @@ class Scoring:
     scorer_version: str  # scorer_version(): "af2017/1" or the code's hash
     reference_sha256: str  # reference_sha256() of the reference directory used
     results_sha256: str  # the archived stage-3 results scored
-    scores: dict[str, float]
+    scores: dict[str, float | None]
     at: str = ""  # set when recorded
 
     @classmethod

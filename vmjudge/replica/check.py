@@ -16,7 +16,9 @@ import shutil
 import subprocess
 import sys
 import tarfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ..archive.checks import check_archive
 from ..config import Challenge, Site, load_challenge
@@ -79,7 +81,7 @@ def training_scores(ch: Challenge, entry_dir: Path) -> dict[str, float] | None:
 
 
 def check(entry: Path, replica_dir: Path = REPLICA_DIR, work: Path = WORK, score: bool = True,
-          progress=lambda m: say(m, file=sys.stderr, flush=True)) -> dict:
+          progress: Callable[[str], None] = lambda m: say(m, file=sys.stderr, flush=True)) -> dict[str, Any]:
     ch = load_challenge(replica_dir / "challenge")
     image = GuestImage.load(replica_dir)
     if work.exists():

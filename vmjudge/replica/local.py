@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import tarfile
 import time
+from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
 from ..config import Site
@@ -158,8 +159,8 @@ class LocalRunner:
                 shutil.copyfile(source, target)
                 os.chmod(target, 0o555 if os.access(source, os.X_OK) else 0o444)
         for root, dirs, _ in os.walk(MEDIA):
-            for d in dirs:
-                os.chmod(os.path.join(root, d), 0o555)
+            for name in dirs:
+                os.chmod(os.path.join(root, name), 0o555)
         _run(["mount", "-o", "remount,ro", str(MEDIA)])
 
     def _restore_home(self, home: Path, size_mib: int) -> None:
@@ -179,7 +180,7 @@ class LocalRunner:
             _umount(HOME)
 
 
-def _expand(media) -> dict[PurePosixPath, Path | bytes]:
+def _expand(media: Mapping[str, Path | bytes]) -> dict[PurePosixPath, Path | bytes]:
     """{path on the CD: file, directory or bytes} -> {path: file or bytes}, as the ISO writer does."""
     out: dict[PurePosixPath, Path | bytes] = {}
     for name, source in media.items():

@@ -31,7 +31,7 @@ class Row:
     entry_id: int
     score: float
     submitted_at: str
-    scores: dict[str, float] = field(default_factory=dict)  # every field the scorer returned
+    scores: dict[str, float | None] = field(default_factory=dict)  # every field the scorer returned
 
 
 def leaderboard(queue: Queue, challenge: str, late: bool = False) -> list[Row]:
@@ -39,11 +39,11 @@ def leaderboard(queue: Queue, challenge: str, late: bool = False) -> list[Row]:
     for e in queue.entries(("done",)):
         if e.challenge != challenge or e.late != late or e.outcome != "scored" or not e.scores:
             continue
-        key = (-float(e.scores.get(PRIMARY, 0.0)), e.submitted_at, e.id)
+        key = (-float(e.scores.get(PRIMARY) or 0.0), e.submitted_at, e.id)
         if e.owner not in best or key < best[e.owner][0]:
             best[e.owner] = (key, e)
     ordered = sorted(best.values(), key=lambda ke: ke[0])
-    return [Row(rank=i + 1, owner=e.owner, entry_id=e.id, score=float((e.scores or {}).get(PRIMARY, 0.0)),
+    return [Row(rank=i + 1, owner=e.owner, entry_id=e.id, score=float((e.scores or {}).get(PRIMARY) or 0.0),
                 submitted_at=e.submitted_at, scores=dict(e.scores or {}))
             for i, (_key, e) in enumerate(ordered)]
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,7 @@ def rescore_line(scorings: list[Scoring]) -> str | None:
     return f"Re-scored {last.at} with scorer {last.scorer_version}: {key} {last.scores[key]:.4f}{was}."
 
 
-def participant_text(entry: EntryRow, runs: list[StageRun], scorings: list[Scoring] = ()) -> str:
+def participant_text(entry: EntryRow, runs: list[StageRun], scorings: Sequence[Scoring] = ()) -> str:
     lines = [f"Entry {entry.id} ({entry.archive_name}) for {entry.challenge} by {entry.owner}"
              f"{' (late)' if entry.late else ''}, submitted {entry.submitted_at}", ""]
     for r in final_runs(runs):

@@ -167,7 +167,7 @@ def _callable(spec: str, obj: object) -> Scorer:
     if not callable(obj):
         raise ConfigError(f"Scorer {spec!r} is not callable: it must be a function (results, reference) "
                           "returning a dict of named scores.")
-    return obj  # type: ignore[return-value]
+    return obj
 
 
 def _file_digest(module: ModuleType) -> str:

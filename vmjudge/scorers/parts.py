@@ -4,6 +4,7 @@ or a 0/0 part is treated the same way everywhere (and as [score] undefined says)
 from __future__ import annotations
 
 from collections.abc import Sequence
+from fractions import Fraction
 
 from vmjudge.config import ScoreOptions
 
@@ -19,7 +20,7 @@ def part(numerator: float, denominator: float) -> float | None:
     return float(numerator) / denominator if denominator else None
 
 
-def mean_of_parts(values: Sequence[float | None], options: ScoreOptions) -> float:
+def mean_of_parts(values: Sequence[float | Fraction | None], options: ScoreOptions) -> float | Fraction:
     """The mean of a score's parts. undefined = "omit": of the defined parts only (0 when none
     is); "zero": an undefined part counts as 0."""
     if options.undefined == "zero":

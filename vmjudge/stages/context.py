@@ -38,7 +38,7 @@ class StageOutcome:
     message: str  # what the participant sees of this stage
     reason: str | None = None  # the entry's failure code when failed
     organiser_log: str = ""  # kept for organisers only (outputs the participant must not see)
-    scores: dict[str, float] | None = None
+    scores: dict[str, float | None] | None = None
     exam: dict[str, int] | None = None
     manifest: dict[str, Any] = field(default_factory=dict)
     results_sha256: str | None = None  # stage 3: its results, archived in the results store
@@ -97,6 +97,8 @@ class StageContext:
 
     def manifest(self, stage: str, run: JobRun | None = None) -> dict[str, Any]:
         """Everything needed to trace a result to exactly what produced it."""
+        if self.image is None:
+            raise RuntimeError("stage 4 runs on the host: no image to trace")
         m: dict[str, Any] = {"stage": stage, "attempt": self.attempt, "entry_sha256": self.entry.archive_sha256,
                              "image": self.image.key, "image_sha256": dict(self.image.manifest["sha256"]),
                              "agent_version": self.image.manifest.get("agent_version"), "host": self.site.uri,

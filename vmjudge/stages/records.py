@@ -3,6 +3,8 @@ record, with the record's files on the CD. Shared here so neither stage imports 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ..vm.job import Command, Job
 from .context import StageContext, script_argv
 
@@ -15,7 +17,7 @@ RESULT_FILE_LIMIT = 16 << 20
 def record_job(ctx: StageContext, subset: str, records: tuple[str, ...], collect_each: bool) -> Job:
     """next.sh RECORD for each record, with the record's files linked beside it."""
     ch = ctx.challenge
-    media = {f"{subset}/RECORDS": ("\n".join(records) + "\n").encode()}
+    media: dict[str, Path | bytes] = {f"{subset}/RECORDS": ("\n".join(records) + "\n").encode()}
     file_limit = max(RESULT_FILE_LIMIT, ch.limits.output) if ch.results.style == "files" else ch.limits.output
     commands = []
     for i, record in enumerate(records):

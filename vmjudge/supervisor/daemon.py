@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
+from typing import TextIO
 
 from ..config import Site
 from ..config.layout import Layout
@@ -38,7 +39,7 @@ class DaemonLock:
 
     def __init__(self, home: Path):
         self.path = Layout(home).daemon_lock
-        self._file = None
+        self._file: TextIO | None = None
 
     def acquire(self, wait_for_it: bool = False) -> bool:
         f = open(self.path, "a+")

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import libvirt
+
 from ..config import Site
 from ..config.layout import RunDir
 from ..errors import VmjudgeError
@@ -76,7 +78,7 @@ def _image(image: GuestImage | None, find: Callable[[], GuestImage]) -> tuple[Ch
                  f"agent {image.manifest.get('agent_version')})"), image
 
 
-def _boot(site: Site, conn, image: GuestImage) -> Check:
+def _boot(site: Site, conn: libvirt.virConnect, image: GuestImage) -> Check:
     limit = BOOT_LIMIT[site.accel]
     job = Job(commands=(Command("doctor", ("sh", "-c", "echo vmjudge-ok; ls /sys/class/net"), 10.0),))
     try:

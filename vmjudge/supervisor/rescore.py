@@ -35,8 +35,8 @@ class EntryOutcome:
     status: str
     owner: str | None = None
     late: bool | None = None
-    old: dict[str, float] | None = None
-    new: dict[str, float] | None = None
+    old: dict[str, float | None] | None = None
+    new: dict[str, float | None] | None = None
     results_sha256: str | None = None
     problem: str | None = None  # why it was refused: one sentence saying what to do
 
@@ -112,7 +112,7 @@ class RescoreReport:
                               " ".join(e.changed_keys), e.problem or ""])
 
 
-def main_key(scores: dict[str, float]) -> str:
+def main_key(scores: dict[str, float | None]) -> str:
     """The score that ranks ("score"), else the first one the scorer gave."""
     return "score" if "score" in scores or not scores else next(iter(scores))
 
@@ -123,7 +123,7 @@ def _same(a: float | None, b: float | None) -> bool:
     return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
 
 
-def _number(scores: dict[str, float] | None, key: str) -> str:
+def _number(scores: dict[str, float | None] | None, key: str) -> str:
     return repr(scores[key]) if scores and key in scores else ""
 
 

@@ -125,13 +125,13 @@ class Domain:
 
     def channel_pty(self, channel: str = "virtio") -> str:
         root = ET.fromstring(self._call(lambda d: d.XMLDesc(0), "reading"))
+        sources: list[ET.Element | None]
         if channel == "virtio":
-            nodes = root.findall("./devices/channel/source")
+            sources = list(root.findall("./devices/channel/source"))
         else:
-            nodes = [s for s in root.findall("./devices/serial")
-                     if s.find("target") is not None and s.find("target").get("port") == "1"]
-            nodes = [n.find("source") for n in nodes]
-        paths = [n.get("path") for n in nodes if n is not None and n.get("path")]
+            sources = [s.find("source") for s in root.findall("./devices/serial")
+                       if (target := s.find("target")) is not None and target.get("port") == "1"]
+        paths = [path for n in sources if n is not None and (path := n.get("path"))]
         if not paths:
             raise InfrastructureError("vm-start", f"libvirt gave domain {self.name} no pty for its data channel.")
         return paths[0]

@@ -64,7 +64,7 @@ def run_command(channel, index, cmd):
     channel.send_json("start", {"index": index, "name": cmd.name})
     entry = pwd.getpwnam("entry")
     as_entry = cmd.user == "entry"
-    links = []
+    links: list[str] = []
     started = time.monotonic()
     try:
         make_links(cmd.links, links)

@@ -35,38 +35,38 @@ class FrameError(Exception):
     """The byte stream is not a valid sequence of frames."""
 
 
-def checksum(kind, seq, length, payload):
+def checksum(kind: str, seq: int, length: int, payload: bytes) -> int:
     """CRC-32 over the header fields and the payload; `payload` may be any buffer."""
     crc = zlib.crc32(b"%s %d %d" % (kind.encode("ascii"), seq, length))
     return zlib.crc32(payload, crc)
 
 
-def header(kind, seq, length, crc):
+def header(kind: str, seq: int, length: int, crc: int) -> bytes:
     if kind not in KINDS:
         raise ValueError("unknown frame kind %r" % kind)
     return b"VMJ1 %s %d %d %08x\n" % (kind.encode("ascii"), seq, length, crc)
 
 
-def encode(kind, seq, payload=b""):
+def encode(kind: str, seq: int, payload: bytes = b"") -> bytes:
     """Header and payload as one bytes object (small frames; large ones use header())."""
     if len(payload) > MAX_PAYLOAD:
         raise ValueError("frame payload of %d bytes exceeds %d" % (len(payload), MAX_PAYLOAD))
     return header(kind, seq, len(payload), checksum(kind, seq, len(payload), payload)) + bytes(payload)
 
 
-def encode_json(kind, seq, obj):
+def encode_json(kind: str, seq: int, obj: object) -> bytes:
     return encode(kind, seq, json.dumps(obj, sort_keys=True).encode("utf-8"))
 
 
 class Frame:
     __slots__ = ("kind", "seq", "payload")
 
-    def __init__(self, kind, seq, payload):
+    def __init__(self, kind: str, seq: int, payload: bytes):
         self.kind = kind
         self.seq = seq
         self.payload = payload
 
-    def json(self):
+    def json(self) -> dict:
         if _nesting(self.payload) > MAX_JSON_DEPTH:
             raise FrameError("frame %d (%s) carries JSON nested deeper than %d levels"
                              % (self.seq, self.kind, MAX_JSON_DEPTH))
@@ -78,11 +78,11 @@ class Frame:
             raise FrameError("frame %d (%s) should carry a JSON object" % (self.seq, self.kind))
         return obj
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Frame(%r, %d, %d bytes)" % (self.kind, self.seq, len(self.payload))
 
 
-def _nesting(payload):
+def _nesting(payload: bytes) -> int:
     """How deep brackets nest in a JSON text, strings skipped: checked before parsing, so a
     deeply nested payload is refused without recursing into it."""
     depth = deepest = 0
@@ -114,24 +114,24 @@ class Decoder:
     is buffered.
     """
 
-    def __init__(self, max_payload=MAX_PAYLOAD, allow_raw=False):
+    def __init__(self, max_payload: int = MAX_PAYLOAD, allow_raw: bool = False):
         self._buf = bytearray()
         self._max_payload = max_payload
         self._allow_raw = allow_raw
-        self._pending = None  # parsed header waiting for its payload
+        self._pending: tuple[str, int, int, int] | None = None  # parsed header waiting for its payload
         self.next_seq = 0
         self.offset = 0  # stream offset of the start of _buf, for error messages
 
-    def feed(self, data):
+    def feed(self, data: bytes) -> list[Frame]:
         self._buf += data
-        frames = []
+        frames: list[Frame] = []
         while True:
             frame = self._next()
             if frame is None:
                 return frames
             frames.append(frame)
 
-    def _next(self):
+    def _next(self) -> Frame | None:
         if self._pending is None:
             end = self._buf.find(b"\n", 0, MAX_HEADER)
             if end < 0:
@@ -169,6 +169,6 @@ class Decoder:
         self.next_seq += 1
         return Frame(kind, seq, payload)
 
-    def in_frame(self):
+    def in_frame(self) -> bool:
         """True when the stream stopped in the middle of a frame."""
         return self._pending is not None or len(self._buf) > 0

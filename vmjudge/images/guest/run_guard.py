@@ -92,7 +92,8 @@ def kill_user(uid: int, passes: int = 50) -> None:
                     status = f.read()
             except OSError:
                 continue
-            state, uids = None, ()
+            state: list[str] | None = None
+            uids: list[str] = []
             for line in status.splitlines():
                 if line.startswith("State:"):
                     state = line.split()[1:2]

@@ -51,5 +51,5 @@ def score(results: ExamResults, reference: Path, options: ScoreOptions = ScoreOp
             correct[label] += 1
     f1 = {c: part(2 * correct[c], in_reference[c] + in_answers[c]) for c in CLASSES}
     return {"F1_N": f1["N"], "F1_A": f1["A"], "F1_O": f1["O"], "F1_noise": f1["~"],
-            "score": mean_of_parts([f1["N"], f1["A"], f1["O"]], options),
-            "score_4class": mean_of_parts(list(f1.values()), options)}
+            "score": float(mean_of_parts([f1["N"], f1["A"], f1["O"]], options)),
+            "score_4class": float(mean_of_parts(list(f1.values()), options))}

@@ -57,7 +57,7 @@ def score(results: ExamResults, reference: Path, options: ScoreOptions = ScoreOp
                    noisy_right=n["1", "0", "1"], noisy_unsure=n["1", "0", "0"], noisy_wrong=n["1", "0", "-1"])
     sp = _weighted(right=n["-1", "1", "-1"], unsure=n["-1", "1", "0"], wrong=n["-1", "1", "1"],
                    noisy_right=n["-1", "0", "-1"], noisy_unsure=n["-1", "0", "0"], noisy_wrong=n["-1", "0", "1"])
-    return {"Se": se, "Sp": sp, "score": mean_of_parts([se, sp], options)}
+    return {"Se": se, "Sp": sp, "score": float(mean_of_parts([se, sp], options))}
 
 
 def _weighted(right: int, unsure: int, wrong: int, noisy_right: int, noisy_unsure: int,

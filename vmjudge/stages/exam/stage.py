@@ -10,11 +10,12 @@ queue/results.py) for stage 4, and for any re-scoring later.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from ...queue.results import encode_chunks, put_chunks
 from ...vm.channel import CommandResult, Watch
-from ...vm.reading import Limits
+from ...vm.reading import JobRun, Limits
 from ..answers import parse_answer_lines
 from ..context import StageContext, StageOutcome
 from ..records import record_job
@@ -25,7 +26,7 @@ class ResultFiles:
     keeps no more than one in memory), within the stage's budget of result bytes; a file
     past the budget is not kept, and its record gets no answer."""
 
-    def __init__(self, directory: Path, output_name, budget: int, records: tuple[str, ...]):
+    def __init__(self, directory: Path, output_name: Callable[[str], str], budget: int, records: tuple[str, ...]):
         self.directory = directory
         self.output_name = output_name
         self.budget = budget
@@ -46,7 +47,7 @@ class ResultFiles:
         self.kept += len(got.data)
         return False
 
-    def source(self, index: int):
+    def source(self, index: int) -> Callable[[], bytes] | None:
         path = self.directory / str(index)
         return (lambda: path.read_bytes()) if path.exists() else None
 
@@ -71,7 +72,7 @@ def run(ctx: StageContext) -> StageOutcome:
             shutil.rmtree(kept.directory, ignore_errors=True)
 
 
-def _outcome(ctx: StageContext, run_, kept: ResultFiles | None) -> StageOutcome:
+def _outcome(ctx: StageContext, run_: JobRun, kept: ResultFiles | None) -> StageOutcome:
     ch = ctx.challenge
     records = ch.test
     t = run_.transcript
