@@ -21,12 +21,10 @@ from typing import Any
 
 from .. import private
 from ..errors import VmjudgeError
+from ..pipeline import FIRST
 from .retry import after_infra_failure
 from .rows import ArchivedResults, EntryRow, Scoring, StageRun, now
 from .schema import MIGRATIONS, SCHEMA
-
-STAGES = ("prep", "quiz", "exam", "score")
-
 
 class Queue:
     def __init__(self, path: Path):
@@ -100,8 +98,8 @@ class Queue:
         with self._transaction() as db:
             cur = db.execute(
                 "INSERT INTO entries (challenge, owner, late, dry_run, archive_sha256, archive_name, archive_path, "
-                "submitted_at, state, stage) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', 'prep')",
-                (challenge, owner, int(late), int(dry_run), sha256, name, str(path), now()))
+                "submitted_at, state, stage) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?)",
+                (challenge, owner, int(late), int(dry_run), sha256, name, str(path), now(), FIRST))
             assert cur.lastrowid is not None  # an INSERT sets it
             entry_id = cur.lastrowid
             self._event(db, entry_id, "submitted", f"{name} sha256 {sha256} by {owner}")
@@ -345,7 +343,7 @@ class Queue:
                 raise VmjudgeError(f"entry {entry_id} is {row['state']} (stage {row['stage']}): wait until the "
                                    "daemon has finished it, then run it again.")
             evaluation = row["evaluation"] + 1
-            db.execute("UPDATE entries SET state = 'queued', stage = 'prep', lease_owner = NULL, not_before = 0, "
-                       "exam = NULL, evaluation = ? WHERE id = ?", (evaluation, entry_id))
+            db.execute("UPDATE entries SET state = 'queued', stage = ?, lease_owner = NULL, not_before = 0, "
+                       "exam = NULL, evaluation = ? WHERE id = ?", (FIRST, evaluation, entry_id))
             self._event(db, entry_id, "rerun", f"queued again from stage 1 as evaluation {evaluation}")
         return self.entry(entry_id)
