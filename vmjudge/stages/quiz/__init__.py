@@ -1,1 +1,2 @@
-"""Stage: quiz (built with the evaluation pipeline)."""
+"""Stage 2, quiz (stage.py): next.sh on every training record in a VM, each result compared
+with what the entry submitted as it arrives."""
