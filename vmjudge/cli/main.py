@@ -13,10 +13,11 @@ from typing import Any
 
 import click
 
-from .. import __version__, retention
+from .. import __version__
 from ..config import Site, check_challenge_data, load_challenge, load_site
 from ..errors import VmjudgeError
 from ..images.build import build_image, find_image, newest_image
+from ..queue import retention
 from ..queue.admit import admit
 from ..queue.db import Queue
 from ..queue.rows import now

@@ -26,6 +26,7 @@ from .retry import after_infra_failure
 from .rows import ArchivedResults, EntryRow, Scoring, StageRun, now
 from .schema import MIGRATIONS, SCHEMA
 
+
 class Queue:
     def __init__(self, path: Path):
         self.path = Path(path)

@@ -25,9 +25,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from .config import Retention, Site
-from .queue.db import Queue
-from .queue.rows import stamp
+from ..config import Retention, Site
+from .db import Queue
+from .rows import stamp
 
 DAY = 86400.0
 # Each kind of file the policy bounds (Retention's `<kind>_days`), by name in results/ID.
