@@ -136,4 +136,4 @@ if __name__ == "__main__":
         with exclusive_host("this benchmark"):
             main()
     except HostBusy as exc:
-        raise SystemExit(str(exc))
+        raise SystemExit(str(exc)) from None

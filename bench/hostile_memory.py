@@ -89,10 +89,9 @@ def main() -> None:
     rows = []
     try:
         with exclusive_host("this benchmark"):
-            for n in (int(x) for x in args.records.split(",")):
-                rows.append(measure(args.home, site.layout.images, n))
+            rows.extend(measure(args.home, site.layout.images, int(x)) for x in args.records.split(","))
     except HostBusy as exc:
-        raise SystemExit(str(exc))
+        raise SystemExit(str(exc)) from None
     ratios = [r["ratio"] for r in rows]
 
     print(json.dumps({"benchmark": "hostile_memory", "host": platform.node(), "accel": site.accel,

@@ -137,7 +137,8 @@ def main() -> None:
 
         n = args.entries
         print(json.dumps({
-            "benchmark": "rescore", "entries": n, "challenge": "beats2014", "records_per_entry": len(all_results[0].records),
+            "benchmark": "rescore", "entries": n, "challenge": "beats2014",
+            "records_per_entry": len(all_results[0].records),
             "setup_seconds": round(setup_seconds, 2),
             "rounds": args.rounds,
             "baseline": {"what": "beats2014 scorer called directly on results in memory (best round)",

@@ -99,7 +99,7 @@ def main() -> None:
     got = verdicts(rough, rough_ids)
 
     mismatches = [{"entry": i, "calm": expected[c], "rough": got[i]}
-                  for c, i in zip(calm_ids, rough_ids) if expected[c] != got[i]]
+                  for c, i in zip(calm_ids, rough_ids, strict=True) if expected[c] != got[i]]
     leftovers = subprocess.run(["virsh", "-c", "qemu:///system", "list", "--name"], capture_output=True,
                                text=True).stdout.split()
     print(json.dumps({
@@ -119,4 +119,4 @@ if __name__ == "__main__":
         with exclusive_host("this benchmark"):
             main()
     except HostBusy as exc:
-        raise SystemExit(str(exc))
+        raise SystemExit(str(exc)) from None

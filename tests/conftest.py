@@ -28,6 +28,8 @@ from vmjudge.vm.runner import make_blank_disk, run_job
 from .host_lock import HostBusy, exclusive_host
 
 TEST_HOME = Path(os.environ.get("VMJUDGE_TEST_HOME", "/var/tmp/vmjudge-test"))
+# The limits of a test's VM run unless the test gives its own.
+TEST_LIMITS = Limits(boot_timeout=120)
 
 
 def the_test_site() -> Site:
@@ -145,7 +147,7 @@ class Booter:
         make_blank_disk(path, size_mib)
         return path
 
-    def __call__(self, job: Job, home: Path | None = None, limits: Limits = Limits(boot_timeout=120),
+    def __call__(self, job: Job, home: Path | None = None, limits: Limits = TEST_LIMITS,
                  site: Site | None = None, label: str = "test") -> JobRun:
         self.count += 1
         return run_job(self.conn, site or self.site, self.image, job, home_disk=home or self.blank_home(),

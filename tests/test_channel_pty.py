@@ -41,10 +41,8 @@ def pty():
     os.close(slave)
     yield master, reader
     reader.close()
-    try:
+    with contextlib.suppress(OSError):
         os.close(master)
-    except OSError:
-        pass
 
 
 def run_loop(reader, stream, domain, boot=5.0, silence=5.0, budget=30.0, cap=None):

@@ -34,7 +34,7 @@ def expected(year: str, case: str) -> dict:
 
 
 def test_every_fixture_case_is_listed_and_present():
-    for year, listed in INDEX.items():
+    for year in INDEX:
         assert sorted(cases(year)) == sorted(p.name for p in (ROOT / year).iterdir() if p.is_dir())
     assert {y: len(cases(y)) for y in INDEX} == {"beats2014": 93, "alarms2015": 66, "heart2016": 66, "af2017": 65}
 

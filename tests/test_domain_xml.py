@@ -11,9 +11,9 @@ from vmjudge.vm.domain_xml import DomainSpec, domain_xml
 
 
 def spec(**kw):
-    base = dict(name="vmj-e1-prep-0a1b", kernel=Path("/img/vmlinuz"), initrd=Path("/img/initrd.img"),
-                root=Path("/img/root.sqfs"), home=Path("/run/home.qcow2"), cdrom=Path("/run/job.iso"),
-                console_log=Path("/run/console.log"))
+    base = {"name": "vmj-e1-prep-0a1b", "kernel": Path("/img/vmlinuz"), "initrd": Path("/img/initrd.img"),
+            "root": Path("/img/root.sqfs"), "home": Path("/run/home.qcow2"), "cdrom": Path("/run/job.iso"),
+            "console_log": Path("/run/console.log")}
     base.update(kw)
     return DomainSpec(**base)
 

@@ -120,7 +120,7 @@ def submitted(example: Example, entry: Path) -> dict[str, bytes]:
         return {r: (entry / "outputs" / f"{r}.qrs").read_bytes() for r in records}
     lines = (entry / "answers.txt").read_bytes().splitlines(keepends=True)
     assert [line.split(b",")[0].decode() for line in lines] == records
-    return dict(zip(records, lines))
+    return dict(zip(records, lines, strict=True))
 
 
 def quiz(example: Example, case: str, tmp_path: Path, skip: tuple[str, ...] = ()) -> list[str]:

@@ -53,7 +53,7 @@ def test_kernel_has_usb_and_sata_for_the_replica_and_no_network_drivers(image):
     dep = subprocess.run(["unsquashfs", "-cat", str(image.root), f"usr/lib/modules/{version}/modules.dep"],
                          capture_output=True, text=True, check=True, timeout=300).stdout
     needed = {p for line in dep.splitlines() for p in line.replace(":", " ").split()}
-    assert needed and needed <= set(f"kernel/{m}" for m in modules)
+    assert needed and needed <= {f"kernel/{m}" for m in modules}
 
 
 def test_unchanged_recipe_is_not_rebuilt(site, image):

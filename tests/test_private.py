@@ -62,7 +62,7 @@ def as_user(user: str, probes: list[tuple[str, Path]]) -> dict[tuple[str, Path],
     proc = subprocess.run(["setpriv", f"--reuid={account.pw_uid}", f"--regid={account.pw_gid}", "--init-groups",
                            sys.executable, "-I", "-c", PROBE, json.dumps([(h, str(p)) for h, p in probes])],
                           capture_output=True, text=True, cwd="/", check=True, timeout=300)
-    return dict(zip(probes, json.loads(proc.stdout)))
+    return dict(zip(probes, json.loads(proc.stdout), strict=True))
 
 
 @pytest.fixture

@@ -103,7 +103,8 @@ def test_a_committed_entry_survives_a_new_connection(queue, tmp_path):
 def test_unknown_entry_and_challenge_say_what_to_do(queue):
     with pytest.raises(VmjudgeError, match="^there is no entry 99: `vmjudge status` lists the entries.$"):
         queue.entry(99)
-    with pytest.raises(VmjudgeError, match="^no challenge named 'x' is registered: run `vmjudge challenge add DIR` first.$"):
+    with pytest.raises(VmjudgeError,
+                       match="^no challenge named 'x' is registered: run `vmjudge challenge add DIR` first.$"):
         queue.challenge_dir("x")
 
 

@@ -139,7 +139,8 @@ def test_replica_build_is_deterministic_and_bootable_from_cd_and_disk(judged, re
     line = re.search(r"`(qemu-system-x86_64 -m 2048 -drive file=/dev/sdX,[^`]*)`", text.replace("\n  ", " ")).group(1)
     argv = [a.replace("/dev/sdX", str(replica_iso)) for a in shlex.split(line)]
     entry_iso = write_iso(home / "entry.iso", {"alice-entry.tar.gz": home / "entries" / "af2017-good-entry.tar.gz"})
-    console = Console(argv + ["-drive", f"file={entry_iso},media=cdrom,readonly=on", "-accel", "tcg", "-display", "none"])
+    console = Console(argv + ["-drive", f"file={entry_iso},media=cdrom,readonly=on", "-accel", "tcg",
+                              "-display", "none"])
     try:
         console.expect(r"replica CD found on /dev/sda", BOOT_TIMEOUT)
         console.expect(r"replica# ", BOOT_TIMEOUT)
@@ -157,7 +158,8 @@ def test_replica_boots_from_a_usb_stick_on_pc_hardware_and_names_no_network(judg
     the kernel's USB drivers take the controller from the firmware; and a network card, for which
     the replica has no driver."""
     home, _ = judged
-    entry_iso = write_iso(home / "entry-sata.iso", {"alice-entry.tar.gz": home / "entries" / "af2017-good-entry.tar.gz"})
+    entry_iso = write_iso(home / "entry-sata.iso",
+                          {"alice-entry.tar.gz": home / "entries" / "af2017-good-entry.tar.gz"})
     console = Console(["qemu-system-x86_64", "-m", "2048", "-accel", "tcg", "-display", "none", "-serial", "stdio",
                        "-nic", "user,model=e1000",
                        "-device", "qemu-xhci,id=xhci",
@@ -245,7 +247,8 @@ def test_guest_side_imports_need_no_host_library():
             "        if name.split('.')[0] in ('libvirt', 'serial', 'pycdlib', 'click', 'wfdb'):\n"
             "            raise ImportError('blocked ' + name)\n"
             "sys.meta_path.insert(0, Block())\n"
-            "import vmjudge.cli.replica_check, vmjudge.replica.check, vmjudge.replica.local, vmjudge.supervisor.attempts, vmjudge.scorers.builtin.af2017\n"
+            "import vmjudge.cli.replica_check, vmjudge.replica.check, vmjudge.replica.local, "
+            "vmjudge.supervisor.attempts, vmjudge.scorers.builtin.af2017\n"
             "print('imported')\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300)
     assert proc.stdout.strip() == "imported", proc.stderr

@@ -311,7 +311,7 @@ def test_rerun_stages_queues_entries_again_and_keeps_their_history(home):
     before = [home.show(i) for i in ids]
     proc = home.vmjudge("rescore", "af2017", "--rerun-stages", "--entries", f"{ids[0]},{ids[1]}")
     assert proc.stdout.splitlines()[-1] == "queued again 2 of 2 chosen entries of af2017"
-    for entry_id, old in zip(ids, before):
+    for entry_id, old in zip(ids, before, strict=True):
         entry = home.queue.entry(entry_id)
         assert (entry.state, entry.stage, entry.evaluation) == ("queued", "prep", 2)
         shown = home.show(entry_id)

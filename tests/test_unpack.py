@@ -27,6 +27,7 @@ from vmjudge.stages.prep.stage import find_required
 from .hostile.cases import tars_joined
 
 LINK_SENTENCE = "is a link; entries may hold only regular files and directories"
+DEFAULT_LIMITS = UnpackLimits()
 
 
 def make_zip(path: Path, members: list[tuple[str, bytes, int]],
@@ -65,7 +66,7 @@ def reg(name: str, data: bytes = b"x", mode: int = 0o644) -> tuple[tarfile.TarIn
     return tar_info(name, mode=mode), data
 
 
-def refused(archive: Path, kind: str, dest: Path, limits: UnpackLimits = UnpackLimits()) -> str:
+def refused(archive: Path, kind: str, dest: Path, limits: UnpackLimits = DEFAULT_LIMITS) -> str:
     """Unpack must fail with bad-archive and leave dest absent; returns the message."""
     with pytest.raises(EntryError) as info:
         unpack(archive, kind, dest, limits)

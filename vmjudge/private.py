@@ -9,6 +9,7 @@ cross them on the way to a VM's disk (see config/layout.py): crossing lets no on
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from pathlib import Path
@@ -59,7 +60,5 @@ def write_text(path: Path, text: str) -> Path:
 
 def restrict(path: Path) -> None:
     """An existing file (made by an older vmjudge, or by another program) made private."""
-    try:
+    with contextlib.suppress(FileNotFoundError):
         os.chmod(path, FILE)
-    except FileNotFoundError:
-        pass

@@ -43,10 +43,7 @@ PVC = [(1.50, 0.0, 0.030), (-0.45, 0.08, 0.030), (-0.40, 0.32, 0.060)]
 
 def rhythm(rng: np.random.Generator, kind: str) -> tuple[list[float], list[bool]]:
     """Beat times (s) within [0.25 s, end - 0.25 s] and whether each beat is a PVC."""
-    if kind == "A":
-        mean_rr = 60.0 / rng.uniform(80, 120)
-    else:
-        mean_rr = 60.0 / rng.uniform(58, 90)
+    mean_rr = 60.0 / rng.uniform(80, 120) if kind == "A" else 60.0 / rng.uniform(58, 90)
     t = rng.uniform(0.3, 0.9) * mean_rr
     times, pvc = [], []
     k = 0
@@ -75,7 +72,7 @@ def synthesize(name: str, label: str) -> np.ndarray:
     x = np.zeros(n)
     scale = rng.uniform(0.8, 1.2) * (0.3 if label == "~" else 1.0)
     mean_rr = float(np.mean(np.diff(times)))
-    for tb, is_pvc in zip(times, pvc):
+    for tb, is_pvc in zip(times, pvc, strict=True):
         waves = PVC if is_pvc else QRST + ([] if label == "A" else [P_WAVE])
         for amp, off, width in waves:
             if width == 0.050:  # the T wave comes later at slower rates
@@ -159,7 +156,7 @@ def read_record(name):
     fields = lines[1]
     fname, fmt = fields[0], fields[1]
     if fmt.split("x")[0].split(":")[0].split("+")[0] != "16":
-        sys.exit("classify.py: only signal format 16 is supported, not %s" % fmt)
+        sys.exit(f"classify.py: only signal format 16 is supported, not {fmt}")
     gain = Fraction(fields[2].split("(")[0].split("/")[0]) if len(fields) > 2 else Fraction(200)
     if gain == 0:
         gain = Fraction(200)
@@ -247,7 +244,7 @@ def classify(x, fs, gain):
     beats = detect(x, fs)
     if len(beats) < 6:
         return "~"
-    rr = [b - a for a, b in zip(beats, beats[1:])]
+    rr = [b - a for a, b in zip(beats, beats[1:], strict=False)]
     lag1 = irregularity(rr, 1)
     if lag1 < REGULAR:
         return "N"
@@ -262,7 +259,7 @@ def main():
     record = sys.argv[1]
     label = classify(*read_record(record))
     with open("answers.txt", "a") as f:
-        f.write("%s,%s\\n" % (record, label))
+        f.write(f"{record},{label}\\n")
 
 
 if __name__ == "__main__":
@@ -320,7 +317,7 @@ def run_classifier(entry: Path, records: list[str], source: Path) -> str:
             for ext in ("hea", "dat"):
                 shutil.copy(source / f"{r}.{ext}", work / f"{r}.{ext}")
             done = subprocess.run([sys.executable, "classify.py", r], cwd=work, check=True,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                  capture_output=True)
             assert done.stdout == b"" and done.stderr == b"", (r, done)
         return (work / "answers.txt").read_text()
 

@@ -77,7 +77,7 @@ def synthesize(name: str) -> tuple[np.ndarray, list[int]]:
     t = np.arange(n) / FS
     x = np.zeros(n)
     mean_rr = 60.0 / bpm
-    for b, is_pvc in zip(beats, pvc):
+    for b, is_pvc in zip(beats, pvc, strict=True):
         tb = b / FS
         for amp, off, width in (PVC if is_pvc else SINUS):
             if width == 0.050:  # the T wave comes later at slower rates
@@ -147,7 +147,7 @@ def read_record(name):
     fields = lines[1]
     fname, fmt = fields[0], fields[1]
     if fmt.split("x")[0].split(":")[0].split("+")[0] != "16":
-        sys.exit("detect.py: only signal format 16 is supported, not %s" % fmt)
+        sys.exit(f"detect.py: only signal format 16 is supported, not {fmt}")
     zero = int(fields[4]) if len(fields) > 4 else 0
     baseline = zero
     if len(fields) > 2 and "(" in fields[2]:

@@ -15,6 +15,7 @@ import lzma
 import struct
 import zipfile
 import zlib
+from contextlib import ExitStack
 from pathlib import Path
 from typing import IO
 
@@ -40,8 +41,8 @@ class _Decompressing:
         if info.flag_bits & _UNSUPPORTED_FLAGS:
             raise NotImplementedError("compressed patched data or strong encryption")
         self.info = info
-        self.fp = open(archive, "rb")
-        try:
+        with ExitStack() as unless_ready:  # the file is closed if the member cannot be read
+            self.fp = unless_ready.enter_context(open(archive, "rb"))
             self.left = info.compress_size
             self.fp.seek(info.header_offset)
             head = self.fp.read(_LOCAL.size)
@@ -53,9 +54,7 @@ class _Decompressing:
             self.fp.seek(name + extra, 1)
             self.decompressor = bz2.BZ2Decompressor() if info.compress_type == zipfile.ZIP_BZIP2 \
                 else self._lzma()
-        except BaseException:
-            self.fp.close()
-            raise
+            unless_ready.pop_all()  # ready: the file stays open until close()
         self.produced = 0
         self.crc = 0
 

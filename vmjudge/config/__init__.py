@@ -7,6 +7,7 @@ import Site, load_site` reads the same wherever it is written; this package is t
 """
 
 from .challenge import (
+                        DEFAULT_SCORE_OPTIONS,
                         Challenge,
                         EntryRules,
                         ImageRecipe,
@@ -19,6 +20,6 @@ from .challenge import (
 )
 from .site import Retention, Site, default_accel, default_home, load_site
 
-__all__ = ["Challenge", "EntryRules", "ImageRecipe", "ResultsRule", "Retention", "ScoreOptions", "Site",
-           "StageLimits", "VmShape", "check_challenge_data", "default_accel", "default_home", "load_challenge",
-           "load_site"]
+__all__ = ["DEFAULT_SCORE_OPTIONS", "Challenge", "EntryRules", "ImageRecipe", "ResultsRule", "Retention",
+           "ScoreOptions", "Site", "StageLimits", "VmShape", "check_challenge_data", "default_accel", "default_home",
+           "load_challenge", "load_site"]

@@ -94,6 +94,10 @@ class ScoreOptions:
     invalid_answers: str = "refuse"
 
 
+# A challenge.toml without [score]: the default argument of the built-in scorers.
+DEFAULT_SCORE_OPTIONS = ScoreOptions()
+
+
 @dataclass(frozen=True)
 class Challenge:
     name: str

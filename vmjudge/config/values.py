@@ -54,6 +54,7 @@ def read_toml(path: Path) -> dict[str, Any]:
         with open(path, "rb") as f:
             return tomllib.load(f)
     except FileNotFoundError:
-        raise ConfigError(f"{path} does not exist: give the path of a challenge directory holding challenge.toml.")
+        raise ConfigError(f"{path} does not exist: give the path of a challenge directory holding "
+                          "challenge.toml.") from None
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path} is not valid TOML ({exc}): fix the syntax.")
+        raise ConfigError(f"{path} is not valid TOML ({exc}): fix the syntax.") from None

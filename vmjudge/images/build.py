@@ -113,7 +113,8 @@ def _run_logged(argv: list[str], progress: Progress, what: str) -> str:
                              "in challenge.toml.")
         pip_missing = re.findall(r"No matching distribution found for (\S+)", output)
         if pip_missing:
-            raise ImageError(f"pip found no release of {', '.join(pip_missing)}: correct [image] pip in challenge.toml.")
+            raise ImageError(f"pip found no release of {', '.join(pip_missing)}: correct [image] pip in "
+                             "challenge.toml.")
         tail = "\n".join(lines[-15:])
         raise ImageError(f"{what} failed (exit {proc.returncode}); its last lines:\n{tail}")
     return "\n".join(lines)
@@ -157,7 +158,7 @@ def _build(site: Site, recipe: ImageRecipe, work: Path, progress: Progress) -> d
     doc = recipe_document(site, recipe)
     root = work / "root"
     step = _Steps(progress, 5)
-    step("mmdebstrap: Debian %s minbase + %d packages" % (site.suite, len(doc["packages"])))
+    step(f"mmdebstrap: Debian {site.suite} minbase + {len(doc['packages'])} packages")
     packages = list(doc["packages"]) + (["python3-pip"] if recipe.pip else [])
     argv = ["mmdebstrap", "--mode=root", "--variant=minbase", "--include=" + ",".join(packages)]
     argv += [f"--dpkgopt=path-exclude={p}" for p in EXCLUDE_DOCS]

@@ -42,9 +42,10 @@ class GuestImage:
         try:
             manifest = json.loads(path.read_text())
         except FileNotFoundError:
-            raise ImageError(f"no guest image at {directory}: build it with `vmjudge image build CHALLENGE_DIR`.")
-        except ValueError:
-            raise ImageError(f"{path} is damaged: delete {directory} and build the image again.")
+            raise ImageError(f"no guest image at {directory}: build it with "
+                             "`vmjudge image build CHALLENGE_DIR`.") from None
+        except ValueError as exc:
+            raise ImageError(f"{path} is damaged: delete {directory} and build the image again.") from exc
         for name in FILES:
             if not (Path(directory) / name).is_file():
                 raise ImageError(f"the guest image at {directory} lacks {name}: delete the directory and build again.")
@@ -66,7 +67,7 @@ class GuestImage:
             signature = self._signature()
         except FileNotFoundError as exc:
             raise InfrastructureError("image-missing", f"a file of the guest image is missing ({exc.filename}): "
-                                      f"build the image again with `vmjudge image build`.")
+                                      f"build the image again with `vmjudge image build`.") from None
         try:
             if json.loads(stamp.read_text()) == signature:
                 return
@@ -75,7 +76,7 @@ class GuestImage:
         try:
             self.verify()
         except ImageError as exc:
-            raise InfrastructureError("image-altered", str(exc))
+            raise InfrastructureError("image-altered", str(exc)) from None
         # Two slots may check at once: each writes its own temporary file, and the last wins.
         tmp = stamp.with_name(f"{stamp.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         tmp.write_text(json.dumps(signature))

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from time import struct_time
-from typing import Any, Union
+from typing import Any
 
 import pycdlib
 import pycdlib.dates
@@ -34,7 +34,7 @@ from ..errors import MediaError
 # 2000-01-01T00:00:00Z: ISO 9660 dates cannot be 1970, and any fixed date will do.
 PINNED_EPOCH = 946684800.0
 
-Source = Union[Path, bytes]
+Source = Path | bytes
 _PLAIN_RE = re.compile(r"^[A-Z0-9_]{1,8}(\.[A-Z0-9_]{1,3})?$")
 # isohybrid MBR disk signature: pycdlib draws a random one unless given, and the same inputs
 # must give the same bytes.
@@ -102,7 +102,7 @@ def _expand(files: Mapping[str, Source]) -> dict[PurePosixPath, Source]:
         try:
             st = source.lstat()
         except FileNotFoundError:
-            raise MediaError(f"{source} does not exist, so it cannot go on the ISO.")
+            raise MediaError(f"{source} does not exist, so it cannot go on the ISO.") from None
         if stat.S_ISDIR(st.st_mode):
             for root, dirs, names in os.walk(source):
                 dirs.sort()
@@ -114,7 +114,7 @@ def _expand(files: Mapping[str, Source]) -> dict[PurePosixPath, Source]:
             out[path] = source
         else:
             raise MediaError(f"{source} is not a regular file or directory, so it cannot go on the ISO.")
-    for path, source in out.items():
+    for source in out.values():
         if isinstance(source, Path) and not stat.S_ISREG(source.lstat().st_mode):
             raise MediaError(f"{source} is a link or special file; only regular files can go on the ISO.")
     return out
@@ -197,7 +197,8 @@ def write_iso(out: Path, files: Mapping[str, Source], volume_id: str = "VMJUDGE"
             os.fsync(f.fileno())
         os.replace(tmp, out)
     except OSError as exc:
-        raise MediaError(f"cannot write {out}: {exc.strerror}; check the disk has room and the directory is writable.")
+        raise MediaError(f"cannot write {out}: {exc.strerror}; check the disk has room and the directory is "
+                         "writable.") from exc
     finally:
         iso.close()
         tmp.unlink(missing_ok=True)
@@ -210,7 +211,7 @@ def _pin_gpt(iso: pycdlib.PyCdlib) -> None:
         raise MediaError("the ISO has no isohybrid MBR to pin")
     for gpt in (hybrid.primary_gpt, hybrid.secondary_gpt):
         gpt.header.disk_guid = GPT_DISK_GUID
-        for part, guid in zip(gpt.parts, GPT_PART_GUIDS):
+        for part, guid in zip(gpt.parts, GPT_PART_GUIDS, strict=True):
             part.part_guid = guid
 
 

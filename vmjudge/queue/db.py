@@ -39,7 +39,8 @@ class Queue:
                     if column not in columns:
                         db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
         except (sqlite3.Error, OSError) as exc:
-            raise VmjudgeError(f"cannot open the queue database {self.path}: {exc}; check the home directory.")
+            raise VmjudgeError(f"cannot open the queue database {self.path}: {exc}; "
+                               "check the home directory.") from exc
 
     def _make_private(self) -> None:
         """The queue holds every entry's messages and scores: 0600. SQLite gives the -wal and

@@ -17,7 +17,6 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Union
 
 from .. import private
 from ..config.layout import Layout
@@ -51,7 +50,7 @@ def store_dir(home: Path) -> Path:
     return Layout(Path(home)).results_store
 
 
-FileSource = Union[bytes, None, Callable[[], bytes | None]]
+FileSource = bytes | None | Callable[[], bytes | None]
 
 
 def encode(records: tuple[str, ...] | list[str], statuses: Mapping[str, str], style: str,
@@ -121,7 +120,7 @@ def get(home: Path, digest: str) -> bytes:
         data = path.read_bytes()
     except FileNotFoundError:
         raise ArchiveError(f"the archived results {digest[:12]} are missing from {path.parent}: "
-                           "restore the archive from a backup, or run the entry again with --rerun-stages.")
+                           "restore the archive from a backup, or run the entry again with --rerun-stages.") from None
     if hashlib.sha256(data).hexdigest() != digest:
         raise ArchiveError(f"the archived results {path} are damaged (their sha256 no longer matches): "
                            "restore the file from a backup, or run the entry again with --rerun-stages.")

@@ -174,13 +174,12 @@ def media(root: Path = MEDIA_ROOT) -> list[Path]:
                 break
         else:
             target.rmdir()
-    found = []
+    found: list[Path] = []
     for base in sorted(p for p in root.iterdir() if p.is_dir() and os.path.ismount(p) and p.name not in
                        ("replica", "cdrom")):
-        for path in sorted(base.rglob("*")):
-            if (path.is_file() and path.name.endswith(("entry.zip", "entry.tar.gz"))) or \
-                    (path.is_dir() and (path / "next.sh").is_file()):
-                found.append(path)
+        found.extend(path for path in sorted(base.rglob("*"))
+                     if (path.is_file() and path.name.endswith(("entry.zip", "entry.tar.gz")))
+                     or (path.is_dir() and (path / "next.sh").is_file()))
     return found
 
 

@@ -71,8 +71,8 @@ def _run(argv: list[str], env: dict[str, str] | None = None) -> None:
     if proc.returncode != 0:
         detail = (proc.stderr or proc.stdout).strip().splitlines()
         raise MediaError(f"{Path(argv[0]).name} failed while making the replica's UEFI boot image "
-                         f"({detail[-1] if detail else f'exit status {proc.returncode}'}); check the grub-efi-amd64-bin, "
-                         "dosfstools and mtools packages are installed and intact.")
+                         f"({detail[-1] if detail else f'exit status {proc.returncode}'}); check the "
+                         "grub-efi-amd64-bin, dosfstools and mtools packages are installed and intact.")
 
 
 def build_efi_image(workdir: Path, config: str = GRUB_CFG) -> Path:

@@ -70,8 +70,9 @@ def as_text(challenge: str, rows: list[Row], late: bool = False) -> str:
     widths = [max(8, len(n)) for n in names]
     head = title(challenge, late)
     lines = [head, "=" * len(head),
-             "  ".join([f"{'rank':>4}", *(f"{n:>{w}}" for n, w in zip(names, widths)), f"{'entry':>6}", "owner"])]
-    lines += ["  ".join([f"{r.rank:>4}", *(f"{_value(r, n):>{w}}" for n, w in zip(names, widths)),
+             "  ".join([f"{'rank':>4}", *(f"{n:>{w}}" for n, w in zip(names, widths, strict=True)), f"{'entry':>6}",
+                        "owner"])]
+    lines += ["  ".join([f"{r.rank:>4}", *(f"{_value(r, n):>{w}}" for n, w in zip(names, widths, strict=True)),
                          f"{r.entry_id:>6}", r.owner]) for r in rows]
     if not rows:
         lines.append("(no scored entries yet)")

@@ -36,7 +36,8 @@ def final_runs(runs: list[StageRun]) -> list[StageRun]:
 
 def verdict(entry: EntryRow) -> str:
     if entry.state == "parked":
-        return "Evaluation could not be completed because of a problem on the judge's side; the organisers have been told."
+        return ("Evaluation could not be completed because of a problem on the judge's side; the organisers have "
+                "been told.")
     if entry.state != "done":
         return f"Evaluation in progress ({entry.state}, stage {entry.stage})."
     if entry.outcome == "scored":

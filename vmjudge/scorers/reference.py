@@ -50,7 +50,8 @@ def read_reference_csv(reference: Path, fields: tuple[Collection[str] | None, ..
         parts = [p.strip() for p in line.split(",")]
         record, values = parts[0], tuple(parts[1:])
         if (not record or len(values) != len(fields)
-                or any(not v or (allowed is not None and v not in allowed) for v, allowed in zip(values, fields))):
+                or any(not v or (allowed is not None and v not in allowed)
+                       for v, allowed in zip(values, fields, strict=True))):
             raise ScoringError(f"{path} line {number} is {line!r}, but each line must be {form}.")
         if record in table:
             raise ScoringError(f"{path} line {number} repeats record {record!r}: give each record one line.")

@@ -23,7 +23,7 @@ from ..images.image import GuestImage
 from ..queue.rows import EntryRow, Scoring
 from ..vm.channel import CommandResult, Watch
 from ..vm.job import Job
-from ..vm.reading import JobRun, Limits
+from ..vm.reading import DEFAULT_LIMITS, JobRun, Limits
 from .stage_log import StageLog
 
 DRYRUN_MESSAGE = ("Dry run completed with no error. Remove the DRYRUN file from the entry and resubmit it if you "
@@ -84,7 +84,7 @@ class StageContext:
     def home_disk(self) -> Path:
         return self.files.home_disk
 
-    def run(self, stage: str, job: Job, home: Path, limits: Limits = Limits(),
+    def run(self, stage: str, job: Job, home: Path, limits: Limits = DEFAULT_LIMITS,
             watch: Watch | None = None) -> JobRun:
         return self.jobs.run(stage, job, home, limits, watch)
 

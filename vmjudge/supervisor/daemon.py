@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import ExitStack
 from pathlib import Path
 from typing import TextIO
 
@@ -42,16 +43,17 @@ class DaemonLock:
         self._file: TextIO | None = None
 
     def acquire(self, wait_for_it: bool = False) -> bool:
-        f = open(self.path, "a+")
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | (0 if wait_for_it else fcntl.LOCK_NB))
-        except BlockingIOError:
-            f.close()
-            return False
-        f.seek(0)
-        f.truncate()
-        f.write(f"{os.getpid()}\n")
-        f.flush()
+        with ExitStack() as unless_held:  # the file is closed unless the lock is taken
+            f = unless_held.enter_context(open(self.path, "a+"))
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | (0 if wait_for_it else fcntl.LOCK_NB))
+            except BlockingIOError:
+                return False
+            f.seek(0)
+            f.truncate()
+            f.write(f"{os.getpid()}\n")
+            f.flush()
+            unless_held.pop_all()  # held: the file stays open until release()
         self._file = f
         return True
 

@@ -73,6 +73,6 @@ def _image(site: Site, challenge: Challenge) -> GuestImage:
     try:
         image = find_image(site, challenge.image)
     except ImageError as exc:
-        raise InfrastructureError("image-missing", str(exc))
+        raise InfrastructureError("image-missing", str(exc)) from None
     image.check()
     return image

@@ -274,14 +274,14 @@ class FrameStream:
         try:
             frames = self.decoder.feed(data)
         except FrameError as exc:
-            raise InfrastructureError("channel-broken", f"the data channel broke: {exc}")
+            raise InfrastructureError("channel-broken", f"the data channel broke: {exc}") from None
         arrived = time.monotonic()
         for taken, frame in enumerate(frames, 1):
             try:
                 self.transcript.add(frame, arrived)
             except (FrameError, KeyError, ValueError, TypeError, ArithmeticError) as exc:
                 raise InfrastructureError("channel-broken", f"the data channel broke: frame {frame.seq} "
-                                          f"({frame.kind}) is malformed: {exc}")
+                                          f"({frame.kind}) is malformed: {exc}") from exc
             if self.transcript.stopped:
                 return taken
         return len(frames)

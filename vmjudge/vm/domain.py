@@ -6,6 +6,7 @@ Domains are transient: once they stop, libvirt forgets them, and
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import xml.etree.ElementTree as ET
@@ -35,7 +36,7 @@ def connect(uri: str) -> libvirt.virConnect:
         raise InfrastructureError(
             "libvirt-unreachable",
             f"cannot reach libvirt at {uri} ({exc.get_error_message()}): start it with "
-            "`virtlogd -d && libvirtd -d` (or `systemctl start libvirtd`) and check the URI in site.toml.")
+            "`virtlogd -d && libvirtd -d` (or `systemctl start libvirtd`) and check the URI in site.toml.") from None
 
 
 # How long a run waits for a restarting libvirtd before giving the stage up as an
@@ -76,7 +77,7 @@ class Domain:
         try:
             return cls(conn.createXML(xml, libvirt.VIR_DOMAIN_START_PAUSED), uri=conn.getURI())
         except libvirt.libvirtError as exc:
-            raise InfrastructureError("vm-start", f"the VM would not start: {exc.get_error_message()}")
+            raise InfrastructureError("vm-start", f"the VM would not start: {exc.get_error_message()}") from None
 
     def _call(self, op: Callable[[libvirt.virDomain], T], what: str) -> T:
         """Run `op` on the domain; if libvirt's connection died, reconnect once and retry.
@@ -117,10 +118,8 @@ class Domain:
 
     def _close_own(self) -> None:
         if self._own_conn is not None:
-            try:
+            with contextlib.suppress(libvirt.libvirtError):
                 self._own_conn.close()
-            except libvirt.libvirtError:
-                pass
             self._own_conn = None
 
     def channel_pty(self, channel: str = "virtio") -> str:
@@ -140,7 +139,7 @@ class Domain:
         try:
             self._call(lambda d: d.resume(), "resuming")
         except libvirt.libvirtError as exc:
-            raise InfrastructureError("vm-start", f"the VM would not resume: {exc.get_error_message()}")
+            raise InfrastructureError("vm-start", f"the VM would not resume: {exc.get_error_message()}") from None
 
     def is_active(self) -> bool:
         """False once the domain is gone. A domain that qemu paused because a write to its
@@ -150,7 +149,8 @@ class Domain:
         except libvirt.libvirtError as exc:
             if exc.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN:
                 return False
-            raise InfrastructureError("libvirt-unreachable", f"lost touch with libvirt: {exc.get_error_message()}")
+            raise InfrastructureError("libvirt-unreachable",
+                                      f"lost touch with libvirt: {exc.get_error_message()}") from None
         if state == libvirt.VIR_DOMAIN_PAUSED and reason == libvirt.VIR_DOMAIN_PAUSED_IOERROR:
             raise self._disk_error()
         return state not in (libvirt.VIR_DOMAIN_SHUTOFF, libvirt.VIR_DOMAIN_CRASHED, libvirt.VIR_DOMAIN_NOSTATE)
@@ -181,8 +181,8 @@ class Domain:
             log.info("destroyed domain %s", self.name)
         except libvirt.libvirtError as exc:
             if exc.get_error_code() not in (libvirt.VIR_ERR_NO_DOMAIN, libvirt.VIR_ERR_OPERATION_INVALID):
-                raise InfrastructureError("libvirt-unreachable",
-                                          f"could not destroy domain {self.name}: {exc.get_error_message()}")
+                raise InfrastructureError("libvirt-unreachable", f"could not destroy domain {self.name}: "
+                                          f"{exc.get_error_message()}") from None
         finally:
             self._close_own()
 

@@ -23,7 +23,7 @@ class ChannelReader:
         try:
             self._port = serial.Serial(pty_path, timeout=0, exclusive=True)
         except (serial.SerialException, OSError) as exc:
-            raise InfrastructureError("channel-broken", f"cannot open the data channel {pty_path}: {exc}")
+            raise InfrastructureError("channel-broken", f"cannot open the data channel {pty_path}: {exc}") from None
 
     def read(self, timeout: float) -> bytes:
         """Bytes available within `timeout` seconds (b"" if none); ChannelClosed at the end."""
@@ -34,7 +34,7 @@ class ChannelReader:
             waiting = self._port.in_waiting
             data = self._port.read(min(max(waiting, 1), READ_SIZE))
         except OSError as exc:  # serial.SerialException is an OSError
-            raise ChannelClosed(str(exc))
+            raise ChannelClosed(str(exc)) from None
         if not data:
             raise ChannelClosed("end of stream")
         return data

@@ -38,6 +38,10 @@ class Limits:
     stage_cap: float | None = None
 
 
+# No limit of the run's own: the site's and the job's apply (the default argument of the runners).
+DEFAULT_LIMITS = Limits()
+
+
 # How long a guest has to power off after its last frame before the host destroys it.
 POWEROFF_GRACE = 30.0
 
@@ -91,10 +95,11 @@ class Reading:
                 return "capped"
             try:
                 data = self.reader.read(min(POLL, self.budget - (now - self.started)))
-            except ChannelClosed:
+            except ChannelClosed as exc:
                 data = b""
                 if not self.domain.wait_stopped(CLOSE_GRACE):
-                    raise InfrastructureError("channel-broken", "the data channel closed while the VM still ran.")
+                    raise InfrastructureError("channel-broken",
+                                              "the data channel closed while the VM still ran.") from exc
             if data:
                 had_hello = transcript.hello is not None
                 if self.stream.feed(data):

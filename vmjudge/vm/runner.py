@@ -31,7 +31,7 @@ from .domain import DOMAIN_PREFIX, Domain
 from .domain_xml import DomainSpec, domain_xml
 from .job import JOB_FILE, Job
 from .pty_reader import ChannelReader
-from .reading import POWEROFF_GRACE, JobRun, Limits, Reading, check_agent_error, host_timeouts
+from .reading import DEFAULT_LIMITS, POWEROFF_GRACE, JobRun, Limits, Reading, check_agent_error, host_timeouts
 
 log = logging.getLogger(__name__)
 
@@ -63,14 +63,14 @@ def _qemu_img(args: list[str]) -> None:
         proc = subprocess.run(["qemu-img", *args], capture_output=True, text=True)
     except FileNotFoundError:
         raise InfrastructureError("host-tools", "qemu-img is not installed: run `make setup` or "
-                                  "`apt-get install qemu-utils`.")
+                                  "`apt-get install qemu-utils`.") from None
     if proc.returncode != 0:
         raise InfrastructureError("host-disk", f"qemu-img {args[0]} failed: {proc.stderr.strip()}")
 
 
 def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *, home_disk: Path,
             workdir: Path, console_log: Path, vcpus: int = 2, memory_mib: int = 2048, label: str = "job",
-            limits: Limits = Limits(), watch: Watch | None = None, keep_iso: Path | None = None,
+            limits: Limits = DEFAULT_LIMITS, watch: Watch | None = None, keep_iso: Path | None = None,
             cancel: threading.Event | None = None) -> JobRun:
     boot_timeout, silence_timeout, budget = host_timeouts(site, limits, job)
     nonce = secrets.token_hex(16)

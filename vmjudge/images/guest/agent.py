@@ -51,9 +51,9 @@ def read_job():
         with open(path, "rb") as f:
             job = json.loads(f.read().decode("utf-8"))
     except OSError as exc:
-        raise JobError("cannot read job.json from the CD-ROM: %s" % exc)
+        raise JobError(f"cannot read job.json from the CD-ROM: {exc}") from None
     except ValueError as exc:
-        raise JobError("job.json is not valid JSON: %s" % exc)
+        raise JobError(f"job.json is not valid JSON: {exc}") from None
     return job
 
 
@@ -62,21 +62,21 @@ def check_job(job):
     if not isinstance(job, dict):
         raise JobError("job.json must hold a JSON object")
     if job.get("protocol") != frames.PROTOCOL:
-        raise JobError("job.json protocol %r is not %d" % (job.get("protocol"), frames.PROTOCOL))
+        raise JobError(f"job.json protocol {job.get('protocol')!r} is not {frames.PROTOCOL}")
     commands = job.get("commands")
     if not isinstance(commands, list):
         raise JobError("job.json has no list of commands")
     for i, cmd in enumerate(commands):
         if not isinstance(cmd, dict):
-            raise JobError("command %d is not an object" % i)
+            raise JobError(f"command {i} is not an object")
         argv = cmd.get("argv")
         if not (isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv)):
-            raise JobError("command %d has no argv list of strings" % i)
+            raise JobError(f"command {i} has no argv list of strings")
         for key in ("timeout", "output_limit"):
             if not isinstance(cmd.get(key), (int, float)) or cmd[key] <= 0:
-                raise JobError("command %d needs a positive %s" % (i, key))
+                raise JobError(f"command {i} needs a positive {key}")
         if cmd.get("user", "entry") not in ("entry", "root"):
-            raise JobError("command %d has unknown user %r" % (i, cmd.get("user")))
+            raise JobError(f"command {i} has unknown user {cmd.get('user')!r}")
 
 
 def run_job(channel, job, home_ready=False):
@@ -127,8 +127,8 @@ def main():
         channel.send_json("error", {"message": str(exc), "fault": "entry", "reason": exc.reason})
     except JobError as exc:
         channel.send_json("error", {"message": str(exc)})
-    except Exception as exc:  # report, then let init power off
-        channel.send_json("error", {"message": "agent failure: %s: %s" % (type(exc).__name__, exc)})
+    except Exception as exc:  # noqa: BLE001 - whatever went wrong is reported to the host, then init powers off
+        channel.send_json("error", {"message": f"agent failure: {type(exc).__name__}: {exc}"})
     finally:
         if os.path.ismount(HOME) and not replica:
             with ticking(channel, float(job.get("heartbeat", 2))):

@@ -96,7 +96,7 @@ def open_channel(kind):
             return None
         path = wait_for(find_port, 20)
         if path is None:
-            raise SystemExit("vmjudge agent: no virtio port named %s" % PORT_NAME)
+            raise SystemExit(f"vmjudge agent: no virtio port named {PORT_NAME}")
         wait_for(path, 5)
     os.chown(path, 0, 0)
     os.chmod(path, 0o600)  # the entry user must never reach the channel

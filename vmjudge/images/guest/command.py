@@ -78,8 +78,8 @@ def run_command(channel, index, cmd):
         os.close(read_fd)
         os.close(write_fd)
         remove_links(links)
-        return end_without_running(channel, index, "could not start %s: %s"
-                                   % (cmd.argv[0], getattr(exc, "strerror", None) or exc))
+        return end_without_running(channel, index,
+                                   f"could not start {cmd.argv[0]}: {getattr(exc, 'strerror', None) or exc}")
     os.close(write_fd)
     output = OutputCap(cmd.output_limit, cmd.tail_limit)
     try:

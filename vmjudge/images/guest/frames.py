@@ -43,14 +43,14 @@ def checksum(kind: str, seq: int, length: int, payload: bytes) -> int:
 
 def header(kind: str, seq: int, length: int, crc: int) -> bytes:
     if kind not in KINDS:
-        raise ValueError("unknown frame kind %r" % kind)
+        raise ValueError(f"unknown frame kind {kind!r}")
     return b"VMJ1 %s %d %d %08x\n" % (kind.encode("ascii"), seq, length, crc)
 
 
 def encode(kind: str, seq: int, payload: bytes = b"") -> bytes:
     """Header and payload as one bytes object (small frames; large ones use header())."""
     if len(payload) > MAX_PAYLOAD:
-        raise ValueError("frame payload of %d bytes exceeds %d" % (len(payload), MAX_PAYLOAD))
+        raise ValueError(f"frame payload of {len(payload)} bytes exceeds {MAX_PAYLOAD}")
     return header(kind, seq, len(payload), checksum(kind, seq, len(payload), payload)) + bytes(payload)
 
 
@@ -68,18 +68,17 @@ class Frame:
 
     def json(self) -> dict:
         if _nesting(self.payload) > MAX_JSON_DEPTH:
-            raise FrameError("frame %d (%s) carries JSON nested deeper than %d levels"
-                             % (self.seq, self.kind, MAX_JSON_DEPTH))
+            raise FrameError(f"frame {self.seq} ({self.kind}) carries JSON nested deeper than {MAX_JSON_DEPTH} levels")
         try:
             obj = json.loads(self.payload.decode("utf-8"))
         except ValueError as exc:
-            raise FrameError("frame %d (%s) should carry JSON but does not: %s" % (self.seq, self.kind, exc))
+            raise FrameError(f"frame {self.seq} ({self.kind}) should carry JSON but does not: {exc}") from None
         if not isinstance(obj, dict):
-            raise FrameError("frame %d (%s) should carry a JSON object" % (self.seq, self.kind))
+            raise FrameError(f"frame {self.seq} ({self.kind}) should carry a JSON object")
         return obj
 
     def __repr__(self) -> str:
-        return "Frame(%r, %d, %d bytes)" % (self.kind, self.seq, len(self.payload))
+        return f"Frame({self.kind!r}, {self.seq}, {len(self.payload)} bytes)"
 
 
 def _nesting(payload: bytes) -> int:
@@ -136,24 +135,24 @@ class Decoder:
             end = self._buf.find(b"\n", 0, MAX_HEADER)
             if end < 0:
                 if len(self._buf) >= MAX_HEADER or not MAGIC.startswith(bytes(self._buf[:4])):
-                    raise FrameError("bytes at channel offset %d are not a frame header: %r"
-                                     % (self.offset, bytes(self._buf[:32])))
+                    raise FrameError(f"bytes at channel offset {self.offset} are not a frame header: "
+                                     f"{bytes(self._buf[:32])!r}")
                 return None
             match = _HEADER_RE.match(bytes(self._buf[:end + 1]))
             if match is None:
-                raise FrameError("bytes at channel offset %d are not a frame header: %r"
-                                 % (self.offset, bytes(self._buf[:min(end + 1, 32)])))
+                raise FrameError(f"bytes at channel offset {self.offset} are not a frame header: "
+                                 f"{bytes(self._buf[:min(end + 1, 32)])!r}")
             kind = match.group(1).decode("ascii")
             seq, length, crc = int(match.group(2)), int(match.group(3)), int(match.group(4), 16)
             if kind not in KINDS:
-                raise FrameError("frame %d has unknown kind %r" % (seq, kind))
+                raise FrameError(f"frame {seq} has unknown kind {kind!r}")
             if kind == "raw" and not self._allow_raw:
-                raise FrameError("frame %d is a raw frame, which the job did not ask for" % seq)
+                raise FrameError(f"frame {seq} is a raw frame, which the job did not ask for")
             limit = MAX_RAW_PAYLOAD if kind == "raw" else self._max_payload
             if length > limit:
-                raise FrameError("frame %d announces %d bytes, more than the limit of %d" % (seq, length, limit))
+                raise FrameError(f"frame {seq} announces {length} bytes, more than the limit of {limit}")
             if seq != self.next_seq:
-                raise FrameError("frame sequence gap: expected frame %d, got %d" % (self.next_seq, seq))
+                raise FrameError(f"frame sequence gap: expected frame {self.next_seq}, got {seq}")
             del self._buf[:end + 1]
             self.offset += end + 1
             self._pending = (kind, seq, length, crc)
@@ -165,7 +164,7 @@ class Decoder:
         self.offset += length
         self._pending = None
         if checksum(kind, seq, length, payload) != crc:
-            raise FrameError("frame %d (%s, %d bytes) failed its CRC check" % (seq, kind, length))
+            raise FrameError(f"frame {seq} ({kind}, {length} bytes) failed its CRC check")
         self.next_seq += 1
         return Frame(kind, seq, payload)
 

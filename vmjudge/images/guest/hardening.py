@@ -39,7 +39,7 @@ def harden():
                 f.write(value)
         except OSError as exc:
             if required:
-                raise JobError("cannot set %s=%s in the guest: %s" % (key.replace("/", "."), value, exc))
+                raise JobError(f"cannot set {key.replace('/', '.')}={value} in the guest: {exc}") from None
 
 
 def entry_memory_limit():
@@ -64,4 +64,4 @@ def make_entry_cgroup():
         with open(ENTRY_CGROUP + "/memory.max", "w") as f:
             f.write(str(entry_memory_limit()))
     except OSError as exc:
-        raise JobError("cannot make the entry's memory cgroup: %s" % exc)
+        raise JobError(f"cannot make the entry's memory cgroup: {exc}") from None

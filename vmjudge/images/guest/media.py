@@ -24,7 +24,7 @@ def mount_cdrom():
         return
     os.makedirs(CDROM, exist_ok=True)
     if not wait_for(CDROM_DEV, 20):
-        raise JobError("no CD-ROM device %s appeared" % CDROM_DEV)
+        raise JobError(f"no CD-ROM device {CDROM_DEV} appeared")
     run_quiet(["mount", "-t", "iso9660", "-o", "ro,nosuid,nodev", CDROM_DEV, CDROM])
 
 
@@ -36,7 +36,7 @@ def has_filesystem(dev):
 
 def mount_home(channel):
     if not wait_for(HOME_DEV, 20):
-        raise JobError("no home disk %s appeared" % HOME_DEV)
+        raise JobError(f"no home disk {HOME_DEV} appeared")
     if not has_filesystem(HOME_DEV):
         channel.send("log", b"home disk is blank: making an ext4 filesystem")
         run_quiet(["mkfs.ext4", "-q", "-F", "-m", "0", "-E", "lazy_itable_init=1,lazy_journal_init=1",
@@ -60,7 +60,7 @@ def install(source):
     """Copy a CD directory into the home directory, owned by the entry user."""
     src = os.path.join(CDROM, source)
     if not os.path.isdir(src):
-        raise JobError("the CD-ROM has no directory %s to install" % source)
+        raise JobError(f"the CD-ROM has no directory {source} to install")
     import shutil
     entry = pwd.getpwnam("entry")
     try:
@@ -78,7 +78,7 @@ def install(source):
         if any(getattr(e, "errno", None) in (errno.ENOSPC, errno.EDQUOT) for e in errors) or \
                 "No space left" in str(exc):
             raise EntryFault("entry-too-large", "the entry does not fit in the home disk: make it smaller "
-                                                "and submit again")
+                                                "and submit again") from exc
         raise
 
 
@@ -100,8 +100,8 @@ def make_links(paths, made):
                 os.unlink(link)
             os.symlink(target, link)
         except OSError as exc:
-            raise LinkError("could not link the record file %s into the home directory: %s (the entry left "
-                            "something in its way)" % (name, exc.strerror or exc))
+            raise LinkError(f"could not link the record file {name} into the home directory: {exc.strerror or exc} "
+                            "(the entry left something in its way)") from exc
         made.append(link)
 
 

@@ -12,6 +12,7 @@ standard library. ctypes is imported where used, as the agent's other optional m
 every import is paid at each boot, before the first frame, under emulation.
 """
 
+import contextlib
 import functools
 import os
 import pwd
@@ -67,10 +68,8 @@ def become_entry(entry: pwd.struct_passwd) -> None:
 def stop_command(proc: subprocess.Popen[bytes], entry: pwd.struct_passwd, as_entry: bool) -> None:
     """SIGKILL the command's process group and, for entry commands, every process the entry
     user has; either may already be gone (the race at a deadline)."""
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
     if as_entry:
         kill_user(entry.pw_uid)
 
@@ -88,7 +87,7 @@ def kill_user(uid: int, passes: int = 50) -> None:
             if not name.isdigit():
                 continue
             try:
-                with open("/proc/%s/status" % name) as f:
+                with open(f"/proc/{name}/status") as f:
                     status = f.read()
             except OSError:
                 continue

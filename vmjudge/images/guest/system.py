@@ -33,4 +33,4 @@ def wait_for(path_or_fn, seconds):
 def run_quiet(argv):
     proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     if proc.returncode != 0:
-        raise JobError("%s failed: %s" % (" ".join(argv), proc.stdout.decode("utf-8", "replace").strip()))
+        raise JobError(f"{' '.join(argv)} failed: {proc.stdout.decode('utf-8', 'replace').strip()}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vmjudge.config import ScoreOptions
+from vmjudge.config import DEFAULT_SCORE_OPTIONS, ScoreOptions
 from vmjudge.queue.results import ExamResults
 from vmjudge.scorers.answers import answers_of
 from vmjudge.scorers.parts import ratio
@@ -14,7 +14,7 @@ from vmjudge.scorers.reference import read_reference_csv, reference_rows
 VERSION = 1  # bump whenever a rule below changes; scorer_version() records it
 
 
-def score(results: ExamResults, reference: Path, options: ScoreOptions = ScoreOptions()) -> dict[str, float]:
+def score(results: ExamResults, reference: Path, options: ScoreOptions = DEFAULT_SCORE_OPTIONS) -> dict[str, float]:
     """{"correct", "records", "score"}. An answer counts when, stripped of surrounding
     whitespace, it equals the label (case matters); a missing answer is wrong. No [score]
     option applies: any answer is accepted and no part can be 0/0."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from vmjudge.config import ScoreOptions
+from vmjudge.config import DEFAULT_SCORE_OPTIONS, ScoreOptions
 from vmjudge.queue.results import ExamResults
 from vmjudge.scorers.answers import answers_of, checked_answers
 from vmjudge.scorers.parts import mean_of_parts, part
@@ -30,7 +30,8 @@ def answer_problem(label: str) -> str | None:
     return None if label in CLASSES else "not N, A, O or ~ (case matters)"
 
 
-def score(results: ExamResults, reference: Path, options: ScoreOptions = ScoreOptions()) -> dict[str, float | None]:
+def score(results: ExamResults, reference: Path,
+          options: ScoreOptions = DEFAULT_SCORE_OPTIONS) -> dict[str, float | None]:
     """{"F1_N", "F1_A", "F1_O", "F1_noise", "score", "score_4class"}.
 
     F1 of a class = 2·correct / (reference count + answer count). score = mean(F1_N, F1_A,

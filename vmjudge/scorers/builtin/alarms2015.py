@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from vmjudge.config import ScoreOptions
+from vmjudge.config import DEFAULT_SCORE_OPTIONS, ScoreOptions
 from vmjudge.queue.results import ExamResults
 from vmjudge.scorers.answers import answers_of, checked_answers
 from vmjudge.scorers.parts import ratio
@@ -32,7 +32,8 @@ def answer_problem(label: str) -> str | None:
     return "not a number: use 1 for a true alarm, 0 for a false one"
 
 
-def score(results: ExamResults, reference: Path, options: ScoreOptions = ScoreOptions()) -> dict[str, float | None]:
+def score(results: ExamResults, reference: Path,
+          options: ScoreOptions = DEFAULT_SCORE_OPTIONS) -> dict[str, float | None]:
     """{"TP", "TN", "FP", "FN", "score"} with score = (TP+TN)/(TP+TN+FP+5·FN).
 
     Reference lines are "RECORD,LABEL", LABEL 1 (true alarm) or 0 (false alarm). As the

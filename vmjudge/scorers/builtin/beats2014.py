@@ -21,7 +21,7 @@ from __future__ import annotations
 from fractions import Fraction
 from pathlib import Path
 
-from vmjudge.config import ScoreOptions
+from vmjudge.config import DEFAULT_SCORE_OPTIONS, ScoreOptions
 from vmjudge.errors import ScoringError
 from vmjudge.queue.results import ExamResults
 from vmjudge.scorers.builtin.bxb import Counts, compare, window
@@ -42,7 +42,8 @@ VERSION = 2  # bump whenever a rule below changes; scorer_version() records it
 PARTS = ("Se_gross", "PPV_gross", "Se_average", "PPV_average")
 
 
-def score(results: ExamResults, reference: Path, options: ScoreOptions = ScoreOptions()) -> dict[str, float | None]:
+def score(results: ExamResults, reference: Path,
+          options: ScoreOptions = DEFAULT_SCORE_OPTIONS) -> dict[str, float | None]:
     """{"Se_gross", "PPV_gross", "Se_average", "PPV_average", "score"}, in [0, 1].
 
     As sumstats: Se = TP/(TP+FN), +P = TP/(TP+FP); gross values from the counts summed over

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from vmjudge.config import ScoreOptions
+from vmjudge.config import DEFAULT_SCORE_OPTIONS, ScoreOptions
 from vmjudge.queue.results import ExamResults
 from vmjudge.scorers.answers import answers_of, checked_answers
 from vmjudge.scorers.parts import mean_of_parts
@@ -32,7 +32,8 @@ def answer_problem(label: str) -> str | None:
     return None if label in ANSWERS else "not 1 (abnormal), -1 (normal) or 0 (unsure)"
 
 
-def score(results: ExamResults, reference: Path, options: ScoreOptions = ScoreOptions()) -> dict[str, float | None]:
+def score(results: ExamResults, reference: Path,
+          options: ScoreOptions = DEFAULT_SCORE_OPTIONS) -> dict[str, float | None]:
     """{"Se", "Sp", "score"} with score = (Se+Sp)/2.
 
     Reference lines are "RECORD,LABEL,QUALITY": LABEL 1 abnormal / -1 normal, QUALITY

@@ -88,7 +88,8 @@ def read_annotations(data: bytes, frequency: float) -> list[Annotation]:
     times = [tt * scale for tt, _, _ in raw]
     if not all(math.isfinite(t) and abs(t) <= TIME_MAX for t in times):
         raise NotAnnotationFile("the file declares a time resolution that puts its times off any record's grid")
-    return [Annotation(time=_round_half_up(t), code=code, subtype=subtype) for t, (_, code, subtype) in zip(times, raw)]
+    return [Annotation(time=_round_half_up(t), code=code, subtype=subtype)
+            for t, (_, code, subtype) in zip(times, raw, strict=True)]
 
 
 def _decode(data: bytes) -> tuple[list[tuple[int, int, int]], float | None]:

@@ -19,8 +19,8 @@ at most a block's worth of addresses), 64bit (64-byte group descriptors) and spa
 (superblock and GDT copies in groups 0, 1 and powers of 3, 5, 7); a journal whose size in
 blocks goes by the block count (1024 blocks below 32768, 4096 below 256 Ki, 8192 below 512 Ki,
 then doubling up to 262144, plus an extent index block past 131072). Once mounted, the root
-directory and the resize inode hold a block each, and ext4 keeps min(2 %, 4096) blocks in reserve that even root cannot write to
-(s_resv_clusters), whatever `-m 0` says.
+directory and the resize inode hold a block each, and ext4 keeps min(2 %, 4096) blocks in
+reserve that even root cannot write to (s_resv_clusters), whatever `-m 0` says.
 
 Measured with this mkfs on sparse files, mounted on a loop device, lost+found removed, `df -B1`
 and `df -i` (available bytes / available inodes), against this estimate: 64 MiB: 56,038,400 /
@@ -145,7 +145,8 @@ def check_fits(root: Path, home_mib: int) -> None:
     need = entry_need(root, home.block_size)
     if need.bytes > home.bytes:
         raise EntryError("entry-too-large", f"The unpacked entry needs {math.ceil(need.bytes / 1e6)} MB but the home "
-                         f"disk holds about {math.floor(home.bytes / 1e6)} MB: make the entry smaller and submit again.")
+                         f"disk holds about {math.floor(home.bytes / 1e6)} MB: make the entry smaller and submit "
+                         "again.")
     if need.inodes > home.inodes:
         raise EntryError("entry-too-large", f"The unpacked entry holds {need.inodes} files and folders but the home "
                          f"disk has room for {home.inodes}: pack many small files into one and submit again.")

@@ -21,7 +21,7 @@ def run(ctx: StageContext) -> StageOutcome:
                             manifest={"stage": "score", "refused_answer": exc.detail})
     except (ScoringError, ConfigError, ArchiveError) as exc:
         # Not the entry's fault: the organiser must fix the reference, the scorer or the archive.
-        raise InfrastructureError("scoring-error", f"scoring failed: {exc}")
+        raise InfrastructureError("scoring-error", f"scoring failed: {exc}") from exc
     shown = ", ".join(f"{k} {'undefined' if v is None else format(v, '.4f')}" for k, v in scoring.scores.items())
     manifest = {"stage": "score", "scorer": scoring.scorer, "scorer_version": scoring.scorer_version,
                 "reference_sha256": scoring.reference_sha256, "results_sha256": scoring.results_sha256}

@@ -31,7 +31,7 @@ def read_record(name):
     fields = lines[1]
     fname, fmt = fields[0], fields[1]
     if fmt.split("x")[0].split(":")[0].split("+")[0] != "16":
-        sys.exit("classify.py: only signal format 16 is supported, not %s" % fmt)
+        sys.exit(f"classify.py: only signal format 16 is supported, not {fmt}")
     gain = Fraction(fields[2].split("(")[0].split("/")[0]) if len(fields) > 2 else Fraction(200)
     if gain == 0:
         gain = Fraction(200)
@@ -119,7 +119,7 @@ def classify(x, fs, gain):
     beats = detect(x, fs)
     if len(beats) < 6:
         return "~"
-    rr = [b - a for a, b in zip(beats, beats[1:])]
+    rr = [b - a for a, b in zip(beats, beats[1:], strict=False)]
     lag1 = irregularity(rr, 1)
     if lag1 < REGULAR:
         return "N"
@@ -134,7 +134,7 @@ def main():
     record = sys.argv[1]
     label = classify(*read_record(record))
     with open("answers.txt", "a") as f:
-        f.write("%s,%s\n" % (record, label))
+        f.write(f"{record},{label}\n")
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ def read_record(name):
     fields = lines[1]
     fname, fmt = fields[0], fields[1]
     if fmt.split("x")[0].split(":")[0].split("+")[0] != "16":
-        sys.exit("detect.py: only signal format 16 is supported, not %s" % fmt)
+        sys.exit(f"detect.py: only signal format 16 is supported, not {fmt}")
     zero = int(fields[4]) if len(fields) > 4 else 0
     baseline = zero
     if len(fields) > 2 and "(" in fields[2]:
