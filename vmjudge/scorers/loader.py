@@ -23,6 +23,7 @@ from types import ModuleType
 
 from vmjudge.config import ScoreOptions
 from vmjudge.errors import ConfigError
+from vmjudge.files import sha256_file
 from vmjudge.scorers.base import Scorer
 
 ENTRY_POINT_GROUP = "vmjudge.scorers"
@@ -174,4 +175,4 @@ def _file_digest(module: ModuleType) -> str:
     path = getattr(module, "__file__", None)
     if not path:
         return "nofile"
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:12]
+    return sha256_file(Path(path))[:12]

@@ -9,6 +9,7 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 
 from vmjudge.errors import ScoringError
+from vmjudge.files import sha256_file
 from vmjudge.queue.results import ExamResults
 
 
@@ -23,7 +24,7 @@ def reference_sha256(reference: Path) -> str:
     try:
         for path in sorted(p for p in reference.rglob("*") if p.is_file()):
             digest.update(path.relative_to(reference).as_posix().encode() + b"\0")
-            digest.update(hashlib.sha256(path.read_bytes()).hexdigest().encode() + b"\n")
+            digest.update(sha256_file(path).encode() + b"\n")
     except OSError as exc:
         raise ScoringError(f"The reference directory {reference} cannot be read ({exc}): give a directory "
                            "holding only the reference answers.") from exc

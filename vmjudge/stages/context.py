@@ -9,14 +9,11 @@ a saved directory tree for the replica.
 
 from __future__ import annotations
 
-import json
-import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from .. import private
 from ..config import Challenge, Site
 from ..config.layout import EntryFiles
 from ..images.image import GuestImage
@@ -131,12 +128,3 @@ def output_text(cmd: CommandResult) -> str:
     if cmd.host_capped:  # the guest sent more than the job allowed
         text += "\n[output truncated]"
     return text
-
-
-def write_json(path: Path, obj: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with private.create(tmp) as f:
-        f.write(json.dumps(obj, indent=1, sort_keys=True).encode())
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
