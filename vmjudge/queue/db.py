@@ -3,75 +3,31 @@
 An entry row is committed only after its archive is in the spool (fsynced), so an id that
 `submit` printed always has its archive. Every change of state goes through one short
 transaction here, and every one is also appended to the event log. Connections are opened
-per operation, so the daemon's slot threads never share one. The tables are in schema.py,
+per operation (connection.py), so the daemon's slot threads never share one. The tables are in schema.py,
 the records returned in rows.py and the retry policy applied in retry.py.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .. import private
 from ..errors import VmjudgeError
 from ..pipeline import FIRST
+from .connection import connect, create, transaction
 from .retry import after_infra_failure
 from .rows import ArchivedResults, EntryRow, Scoring, StageRun, now
-from .schema import MIGRATIONS, SCHEMA
 
 
 class Queue:
     def __init__(self, path: Path):
         self.path = Path(path)
-        try:
-            self._make_private()
-            with self._connect() as db:
-                db.executescript(SCHEMA)
-                for table, column, definition in MIGRATIONS:  # a queue made by an older vmjudge
-                    columns = {r["name"] for r in db.execute(f"PRAGMA table_info({table})")}
-                    if column not in columns:
-                        db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
-        except (sqlite3.Error, OSError) as exc:
-            raise VmjudgeError(f"cannot open the queue database {self.path}: {exc}; "
-                               "check the home directory.") from exc
-
-    def _make_private(self) -> None:
-        """The queue holds every entry's messages and scores: 0600. SQLite gives the -wal and
-        -shm files it makes the database file's mode, so the file is made before SQLite opens
-        it; those of a queue made by an older vmjudge are fixed."""
-        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, private.FILE))
-        for suffix in ("", "-wal", "-shm"):
-            private.restrict(self.path.with_name(self.path.name + suffix))
-
-    @contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
-        db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-        db.row_factory = sqlite3.Row
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=FULL")
-        db.execute("PRAGMA foreign_keys=ON")
-        try:
-            yield db
-        finally:
-            db.close()
-
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        with self._connect() as db:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                yield db
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
+        create(self.path)
 
     def _event(self, db: sqlite3.Connection, entry_id: int | None, kind: str, detail: str) -> None:
         db.execute("INSERT INTO events (entry_id, at, kind, detail) VALUES (?, ?, ?, ?)",
@@ -80,14 +36,14 @@ class Queue:
     # challenges
 
     def add_challenge(self, name: str, directory: Path, image_key: str) -> None:
-        with self._transaction() as db:
+        with transaction(self.path) as db:
             db.execute("INSERT INTO challenges (name, directory, image_key, registered_at) VALUES (?, ?, ?, ?) "
                        "ON CONFLICT(name) DO UPDATE SET directory = excluded.directory, "
                        "image_key = excluded.image_key", (name, str(directory), image_key, now()))
             self._event(db, None, "challenge", f"registered {name} from {directory}")
 
     def challenge_dir(self, name: str) -> Path:
-        with self._connect() as db:
+        with connect(self.path) as db:
             row = db.execute("SELECT directory FROM challenges WHERE name = ?", (name,)).fetchone()
         if row is None:
             raise VmjudgeError(f"no challenge named {name!r} is registered: run `vmjudge challenge add DIR` first.")
@@ -97,7 +53,7 @@ class Queue:
 
     def add_entry(self, challenge: str, owner: str, late: bool, sha256: str, name: str, path: Path,
                   dry_run: bool = False) -> int:
-        with self._transaction() as db:
+        with transaction(self.path) as db:
             cur = db.execute(
                 "INSERT INTO entries (challenge, owner, late, dry_run, archive_sha256, archive_name, archive_path, "
                 "submitted_at, state, stage) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?)",
@@ -108,7 +64,7 @@ class Queue:
         return entry_id
 
     def entry(self, entry_id: int) -> EntryRow:
-        with self._connect() as db:
+        with connect(self.path) as db:
             row = db.execute("SELECT * FROM entries WHERE id = ?", (entry_id,)).fetchone()
         if row is None:
             raise VmjudgeError(f"there is no entry {entry_id}: `vmjudge status` lists the entries.")
@@ -120,7 +76,7 @@ class Queue:
         Pending ones are queued or running and may yet be scored, so they count until they end
         otherwise; a declared dry run never can be scored and never counts. Failed, dry-run and
         parked entries do not count."""
-        with self._connect() as db:
+        with connect(self.path) as db:
             row = db.execute(
                 "SELECT COALESCE(SUM(state = 'done' AND outcome = 'scored'), 0) AS scored, "
                 "COALESCE(SUM(state IN ('queued', 'running') AND dry_run = 0), 0) AS pending "
@@ -129,7 +85,7 @@ class Queue:
         return int(row["scored"]), int(row["pending"])
 
     def entries(self, states: tuple[str, ...] | None = None) -> list[EntryRow]:
-        with self._connect() as db:
+        with connect(self.path) as db:
             if states:
                 marks = ",".join("?" * len(states))
                 rows = db.execute(f"SELECT * FROM entries WHERE state IN ({marks}) ORDER BY id", states).fetchall()
@@ -139,7 +95,7 @@ class Queue:
 
     def claim_next(self, owner: str, only: int | None = None) -> EntryRow | None:
         """The oldest queued entry, now marked running under `owner`; None when nothing waits."""
-        with self._transaction() as db:
+        with transaction(self.path) as db:
             sql = "SELECT * FROM entries WHERE state = 'queued' AND not_before <= ?" + \
                   (" AND id = ?" if only else "") + " ORDER BY id LIMIT 1"
             row = db.execute(sql, (time.time(), only) if only else (time.time(),)).fetchone()
@@ -151,13 +107,13 @@ class Queue:
 
     def waiting(self, only: int | None = None) -> bool:
         """Whether any entry is queued, ready or waiting out a retry delay."""
-        with self._connect() as db:
+        with connect(self.path) as db:
             sql = "SELECT 1 FROM entries WHERE state = 'queued'" + (" AND id = ?" if only else "") + " LIMIT 1"
             return db.execute(sql, (only,) if only else ()).fetchone() is not None
 
     def requeue_running(self) -> list[int]:
         """After a daemon died: its running stages go back to the queue, to be run again."""
-        with self._transaction() as db:
+        with transaction(self.path) as db:
             ids = [r["id"] for r in db.execute("SELECT id FROM entries WHERE state = 'running'").fetchall()]
             for entry_id in ids:
                 db.execute("UPDATE entries SET state = 'queued', lease_owner = NULL WHERE id = ?", (entry_id,))
@@ -170,7 +126,7 @@ class Queue:
     # stage runs
 
     def start_stage(self, entry_id: int, stage: str, host: str, slot: int) -> StageRun:
-        with self._transaction() as db:
+        with transaction(self.path) as db:
             attempt = 1 + db.execute("SELECT COUNT(*) FROM stage_runs WHERE entry_id = ? AND stage = ?",
                                      (entry_id, stage)).fetchone()[0]
             evaluation = db.execute("SELECT evaluation FROM entries WHERE id = ?", (entry_id,)).fetchone()[0]
@@ -181,11 +137,11 @@ class Queue:
         return self.stage_run(run_id)
 
     def stage_run(self, run_id: int) -> StageRun:
-        with self._connect() as db:
+        with connect(self.path) as db:
             return StageRun.from_row(db.execute("SELECT * FROM stage_runs WHERE id = ?", (run_id,)).fetchone())
 
     def stage_runs(self, entry_id: int) -> list[StageRun]:
-        with self._connect() as db:
+        with connect(self.path) as db:
             rows = db.execute("SELECT * FROM stage_runs WHERE entry_id = ? ORDER BY id", (entry_id,)).fetchall()
         return [StageRun.from_row(r) for r in rows]
 
@@ -197,7 +153,7 @@ class Queue:
         """Record a stage's result and move the entry on: to `next_stage`, or to done with `outcome`.
         `results_sha256`: stage 3's archived results, linked to the entry in the same transaction;
         `scoring`: stage 4's official scoring, added to the entry's history."""
-        with self._transaction() as db:
+        with transaction(self.path) as db:
             db.execute("UPDATE stage_runs SET finished_at = ?, status = ?, reason = ?, message = ?, manifest = ? "
                        "WHERE id = ?", (now(), status, reason, message, json.dumps(manifest), run.id))
             if exam is not None:
@@ -221,7 +177,7 @@ class Queue:
     def infra_failure(self, run: StageRun, reason: str, message: str, manifest: dict[str, Any]) -> bool:
         """Record an infrastructure failure; the stage is queued again, after a delay, or the
         entry is parked for the organiser, as the retry policy (retry.py) decides. True if requeued."""
-        with self._transaction() as db:
+        with transaction(self.path) as db:
             db.execute("UPDATE stage_runs SET finished_at = ?, status = 'infra', reason = ?, message = ?, "
                        "manifest = ? WHERE id = ?", (now(), reason, message, json.dumps(manifest), run.id))
             failures = db.execute("SELECT COUNT(*) FROM stage_runs WHERE entry_id = ? AND stage = ? AND "
@@ -237,7 +193,7 @@ class Queue:
 
     def cancel_stage(self, run: StageRun) -> None:
         """The daemon stopped on purpose while this stage ran: queue it again, uncounted."""
-        with self._transaction() as db:
+        with transaction(self.path) as db:
             db.execute("UPDATE stage_runs SET finished_at = ?, status = 'cancelled', reason = 'daemon-stopping', "
                        "message = 'the daemon was stopped while this stage ran' WHERE id = ?", (now(), run.id))
             db.execute("UPDATE entries SET state = 'queued', lease_owner = NULL WHERE id = ?", (run.entry_id,))
@@ -254,7 +210,7 @@ class Queue:
     def finished_entries(self) -> dict[int, str]:
         """entry id -> the time of its last event, for every entry done (a parked one may still be
         run again from the stage it was parked at, which needs its home disk)."""
-        with self._connect() as db:
+        with connect(self.path) as db:
             return {row["id"]: row["last"] for row in db.execute(self._IDLE.format(""))}
 
     def collect(self, entry_id: int, last_event: str, remove: Callable[[], list[str]]) -> list[str] | None:
@@ -263,7 +219,7 @@ class Queue:
         claimed meanwhile; but only if it is still done with `last_event` as its last
         event. Each description goes into the entry's event log ("collected"). None when the
         entry has moved on (nothing was called)."""
-        with self._transaction() as db:
+        with transaction(self.path) as db:
             row = db.execute(self._IDLE.format("AND e.id = ?"), (entry_id,)).fetchone()
             if row is None or row["last"] != last_event:
                 return None
@@ -273,7 +229,7 @@ class Queue:
         return removed
 
     def events(self, entry_id: int) -> list[dict[str, Any]]:
-        with self._connect() as db:
+        with connect(self.path) as db:
             rows = db.execute("SELECT at, kind, detail FROM events WHERE entry_id = ? ORDER BY id",
                               (entry_id,)).fetchall()
         return [dict(r) for r in rows]
@@ -294,25 +250,25 @@ class Queue:
 
     def add_exam_results(self, entry_id: int, run_id: int | None, sha256: str, manifest: dict[str, Any]) -> None:
         """Link archived results to an entry outside a stage (results of an older home)."""
-        with self._transaction() as db:
+        with transaction(self.path) as db:
             self._add_exam_results(db, entry_id, run_id, sha256, manifest)
 
     def exam_results(self, entry_id: int) -> ArchivedResults | None:
         """The entry's latest archived stage-3 results; None when it never passed stage 3."""
-        with self._connect() as db:
+        with connect(self.path) as db:
             row = db.execute("SELECT * FROM exam_results WHERE entry_id = ? ORDER BY id DESC LIMIT 1",
                              (entry_id,)).fetchone()
         return ArchivedResults.from_row(row) if row is not None else None
 
     def latest_exam_results(self, challenge: str) -> dict[int, ArchivedResults]:
         """entry id -> latest archived results, for every entry of `challenge` that has some."""
-        with self._connect() as db:
+        with connect(self.path) as db:
             rows = db.execute("SELECT r.* FROM exam_results r JOIN entries e ON e.id = r.entry_id "
                               "WHERE e.challenge = ? ORDER BY r.id", (challenge,)).fetchall()
         return {row["entry_id"]: ArchivedResults.from_row(row) for row in rows}
 
     def scorings(self, entry_id: int) -> list[Scoring]:
-        with self._connect() as db:
+        with connect(self.path) as db:
             rows = db.execute("SELECT * FROM scorings WHERE entry_id = ? ORDER BY id", (entry_id,)).fetchall()
         return [Scoring.from_row(r) for r in rows]
 
@@ -321,7 +277,7 @@ class Queue:
         earlier ones stay in the history. An entry that is no longer done and scored (put back
         in the queue meanwhile) is left alone; returns the ids that were recorded."""
         recorded = []
-        with self._transaction() as db:
+        with transaction(self.path) as db:
             stamp = now()
             for s in scorings:
                 cur = db.execute("UPDATE entries SET scores = ? WHERE id = ? AND state = 'done' AND outcome = 'scored'",
@@ -337,7 +293,7 @@ class Queue:
     def rerun(self, entry_id: int) -> EntryRow:
         """Queue an entry again from stage 1 as a new evaluation; its earlier stage runs,
         archived results and scorings stay. Refused while the entry is queued or running."""
-        with self._transaction() as db:
+        with transaction(self.path) as db:
             row = db.execute("SELECT * FROM entries WHERE id = ?", (entry_id,)).fetchone()
             if row is None:
                 raise VmjudgeError(f"there is no entry {entry_id}: `vmjudge status` lists the entries.")
