@@ -47,7 +47,7 @@ STAGE_NAMES = tuple(s.name for s in PIPELINE)
 FIRST = PIPELINE[0].name
 
 
-def stage(name: str) -> Stage:
+def by_name(name: str) -> Stage:
     for s in PIPELINE:
         if s.name == name:
             return s

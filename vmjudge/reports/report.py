@@ -17,7 +17,7 @@ from typing import Any
 
 from .. import private
 from ..config import Site
-from ..pipeline import PIPELINE, stage
+from ..pipeline import PIPELINE, by_name
 from ..queue.db import Queue
 from ..queue.rows import EntryRow, Scoring, StageRun
 from ..terminal import printable
@@ -62,7 +62,7 @@ def participant_text(entry: EntryRow, runs: list[StageRun], scorings: Sequence[S
     lines = [f"Entry {entry.id} ({entry.archive_name}) for {entry.challenge} by {entry.owner}"
              f"{' (late)' if entry.late else ''}, submitted {entry.submitted_at}", ""]
     for r in final_runs(runs):
-        lines.append(f"{stage(r.stage).title}: {r.message}")
+        lines.append(f"{by_name(r.stage).title}: {r.message}")
         lines.append("")
     rescored = rescore_line(list(scorings)) if entry.state == "done" and entry.outcome == "scored" else None
     if rescored:

@@ -15,8 +15,7 @@ from ..config import Challenge, Site, load_challenge
 from ..errors import Cancelled, ImageError, InfrastructureError
 from ..images.build import find_image
 from ..images.image import GuestImage
-from ..pipeline import Stage
-from ..pipeline import stage as stage_named
+from ..pipeline import Stage, by_name
 from ..queue.db import Queue
 from ..queue.results import archived_results
 from ..queue.rows import EntryRow, StageRun
@@ -30,7 +29,7 @@ log = logging.getLogger(__name__)
 
 def run_stage(queue: Queue, site: Site, entry: EntryRow, slot: int, cancel: threading.Event | None = None) -> None:
     """Run the entry's current stage once and record what came of it."""
-    stage = stage_named(str(entry.stage))
+    stage = by_name(str(entry.stage))
     record = Recorder(cancel)
     try:
         run = record(f"the start of entry {entry.id}'s {stage.name} stage", queue.start_stage, entry.id, stage.name,
