@@ -76,7 +76,6 @@ def make_home(home: Path, n: int, seed: int) -> tuple[Queue, list[ExamResults], 
     length = 250 * 20
     rng = random.Random(seed)
     spool = site.layout.spool
-    spool.mkdir()
     all_results, ids = [], []
     for i in range(n):
         files = {r: detections(rng, reference[r], length) for r in ch.test}
