@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -63,9 +64,10 @@ class StageContext:
     cancel: threading.Event | None = None  # set when the daemon is stopping
     archived: str | None = None  # stage 4: the sha256 of the entry's archived stage-3 results
 
-    @property
+    @cached_property
     def files(self) -> EntryFiles:
-        """The entry's files under HOME/results/ID, the directory made if missing."""
+        """The entry's files under HOME/results/ID, the directory made (and its mode set) once per
+        stage rather than at every use: the quiz reads the submitted answers at every record."""
         return self.site.layout.results_of(self.entry.id, make=True)
 
     @property

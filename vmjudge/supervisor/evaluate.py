@@ -58,7 +58,7 @@ def _run(queue: Queue, site: Site, entry: EntryRow, stage: Stage, run: StageRun,
     image = _image(site, challenge)
     conn = domain.connect(site.uri)
     try:
-        runner = VmRunner(conn, site, image, files=site.layout.results_of(entry.id, make=True), entry_id=entry.id,
+        runner = VmRunner(conn, site, image, entry_id=entry.id,
                           attempt=run.attempt, vcpus=challenge.vm.vcpus, memory_mib=challenge.vm.memory_mib,
                           cancel=cancel)
         ctx = StageContext(site=site, challenge=challenge, image=image, entry=entry, attempt=run.attempt,

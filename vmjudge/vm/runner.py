@@ -21,7 +21,6 @@ from pathlib import Path
 import libvirt
 
 from ..config import Site
-from ..config.layout import EntryFiles
 from ..errors import InfrastructureError
 from ..files import sha256_file
 from ..images.image import GuestImage
@@ -128,8 +127,7 @@ class VmRunner:
     conn: libvirt.virConnect
     site: Site
     image: GuestImage
-    files: EntryFiles  # where each run's console log (and, with keep_media, its CD) is kept
-    entry_id: int  # names the run directories and the domains
+    entry_id: int  # names the run directories and the domains; its files keep the console logs
     attempt: int
     vcpus: int
     memory_mib: int
@@ -142,8 +140,9 @@ class VmRunner:
         make_overlay(path, backing)
 
     def run(self, stage: str, job: Job, home: Path, limits: Limits, watch: Watch | None) -> JobRun:
-        console = self.files.console_log(stage, self.attempt)
-        keep_iso = self.files.media(stage, self.attempt) if self.site.keep_media else None
+        files = self.site.layout.results_of(self.entry_id, make=True)
+        console = files.console_log(stage, self.attempt)
+        keep_iso = files.media(stage, self.attempt) if self.site.keep_media else None
         with self.site.layout.stage_run_dir(self.entry_id, stage) as rd:
             return run_job(self.conn, self.site, self.image, job, home_disk=home, workdir=rd.path,
                            console_log=console, vcpus=self.vcpus, memory_mib=self.memory_mib,
