@@ -248,3 +248,60 @@ def test_bad_site_values_are_refused_with_what_is_allowed(tmp_path, text, says):
     with pytest.raises(ConfigError) as err:
         load_site(tmp_path)
     assert str(err.value) == f"{tmp_path / 'site.toml'}: {says}"
+
+
+def test_image_components_and_build_script_load(tmp_path):
+    (tmp_path / "image").mkdir()
+    (tmp_path / "image" / "build.sh").write_text("make install\n")
+    ch = load_challenge(write(tmp_path, 'name = "x"\n[image]\ncomponents = ["main", "contrib", "non-free", '
+                                        '"non-free-firmware"]\nbuild = "image/build.sh"\nbuild_timeout = 600\n'))
+    assert ch.image.components == ("main", "contrib", "non-free", "non-free-firmware")
+    assert (ch.image.build, ch.image.build_dir, ch.image.build_script) == ("image/build.sh", tmp_path / "image",
+                                                                            "build.sh")
+    assert ch.image.build_timeout == 600.0
+    site = load_site(tmp_path / "home")
+    assert recipe_document(site, ch.image)["sources"][0] == \
+        "deb http://deb.debian.org/debian bookworm main contrib non-free non-free-firmware"
+    plain = load_challenge(write(tmp_path, 'name = "x"\n'))
+    assert (plain.image.components, plain.image.build, plain.image.build_dir) == (("main",), None, None)
+    assert "build" not in recipe_document(site, plain.image)
+
+
+@pytest.mark.parametrize("text, says", [
+    ('[image]\ncomponents = ["main", "universe"]\n', "[image] components has 'universe', which is not allowed: use "
+                                                     "Debian archive areas among \"main\", \"contrib\""),
+    ('[image]\ncomponents = ["contrib"]\n', "\"main\" among them"),
+    ('[image]\ncomponents = ["main", "main"]\n', "name each area once"),
+    ('[image]\nbuild = "build.sh"\n', "[image] build = 'build.sh' is not allowed: use the path of a script under the "
+                                      "challenge's image/ directory"),
+    ('[image]\nbuild = "image/../x.sh"\n', "[image] build = 'image/../x.sh' is not allowed"),
+    ('[image]\nbuild = "image/nope.sh"\n', "[image] build = 'image/nope.sh' names no file under"),
+    ('[image]\nbuild = "image/out.sh"\n', "names no file under"),  # a link out of image/
+    ('[image]\nbuild = "image/build.sh"\nbuild_timeout = 0\n', "[image] build_timeout = 0 is not allowed: use a "
+                                                               "number of seconds from 1 to 86400."),
+    ('[image]\nbuild_timeout = 60\n', "build_timeout is set but there is no build script"),
+])
+def test_bad_image_build_keys_are_named(tmp_path, text, says):
+    (tmp_path / "image").mkdir()
+    (tmp_path / "image" / "build.sh").write_text("true\n")
+    (tmp_path / "elsewhere.sh").write_text("true\n")
+    (tmp_path / "image" / "out.sh").symlink_to(tmp_path / "elsewhere.sh")
+    with pytest.raises(ConfigError) as err:
+        load_challenge(write(tmp_path, 'name = "x"\n' + text))
+    assert says in str(err.value)
+
+
+def test_one_byte_under_image_changes_the_image_key(tmp_path):
+    (tmp_path / "image" / "src").mkdir(parents=True)
+    (tmp_path / "image" / "build.sh").write_text("make -C src install\n")
+    (tmp_path / "image" / "src" / "tool.tar").write_bytes(b"\0" * 1000)
+    write(tmp_path, 'name = "x"\n[image]\nbuild = "image/build.sh"\n')
+    site = load_site(tmp_path / "home")
+    key = image_key(site, load_challenge(tmp_path).image)
+    assert key != image_key(site, ImageRecipe())
+    assert image_key(site, load_challenge(tmp_path).image) == key  # unchanged: the same image, found at once
+    (tmp_path / "image" / "src" / "tool.tar").write_bytes(b"\0" * 999 + b"\1")
+    assert image_key(site, load_challenge(tmp_path).image) != key
+    (tmp_path / "image" / "src" / "tool.tar").write_bytes(b"\0" * 1000)
+    (tmp_path / "image" / "build.sh").write_text("make -C src install \n")
+    assert image_key(site, load_challenge(tmp_path).image) != key

@@ -22,7 +22,8 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--json", action="store_true", help="print the result as JSON")
     c.add_argument("--no-score", action="store_true", help="do not score the training answers")
     sub.add_parser("media", help="mount attached drives read-only under /media and list entries on them")
-    sub.add_parser("info", help="the challenge, the image and the sha256 of each image file")
+    sub.add_parser("info", help="the challenge, the image, the sha256 of each image file and what the "
+                               "challenge's build step installed")
     args = parser.parse_args(argv)
     try:
         if args.command == "check":

@@ -21,12 +21,31 @@ _RECORD_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 _RELPATH_RE = re.compile(r"^(?!/)(?!.*(^|/)\.\.(/|$))[A-Za-z0-9_.{}/-]+$")
 
 
+# Debian's archive areas; "main" is where the base system comes from, so it is always one of them.
+COMPONENTS = ("main", "contrib", "non-free", "non-free-firmware")
+
+
 @dataclass(frozen=True)
 class ImageRecipe:
-    """What goes into the guest root besides vmjudge's own base."""
+    """What goes into the guest root besides vmjudge's own base.
+
+    build names the challenge's own script (as written in challenge.toml, e.g.
+    "image/build.sh"), which runs in the new root after the packages; build_dir is the
+    challenge's image/ directory it is given. Software that is neither a Debian package nor
+    a wheel (PhysioNet's WFDB tools, a driver) gets into the image this way."""
 
     packages: tuple[str, ...] = ()
     pip: tuple[str, ...] = ()
+    components: tuple[str, ...] = ("main",)
+    build: str | None = None
+    build_dir: Path | None = None
+    build_timeout: float = 1800.0
+
+    @property
+    def build_script(self) -> str:
+        """The script's path inside build_dir (the directory the build sees at /run/vmjudge-build)."""
+        assert self.build is not None
+        return self.build.split("/", 1)[1]
 
 
 @dataclass(frozen=True)
@@ -131,11 +150,7 @@ def load_challenge(directory: Path) -> Challenge:
     if name is None:
         raise ConfigError(f"{source} has no name: add a line such as name = \"beats2014\".")
     top.done()
-    image = Section(source, "image", data.get("image", {}))
-    recipe = ImageRecipe(
-        packages=image.names("packages", _PACKAGE_RE, "Debian package names such as \"python3-numpy\""),
-        pip=image.names("pip", _PIP_RE, "pip requirements such as \"wfdb==4.3.1\""))
-    image.done()
+    recipe = _image_recipe(source, directory, data)
     vm = Section(source, "vm", data.get("vm", {}))
     shape = VmShape(
         vcpus=vm.get("vcpus", int, 2, lambda v: 1 <= v <= 64, "a whole number from 1 to 64"),
@@ -148,6 +163,33 @@ def load_challenge(directory: Path) -> Challenge:
                      limits=_limits(source, data), results=_results(source, data), scorer=scorer,
                      score_options=score_options, training=_records(directory, "training"),
                      test=_records(directory, "test"))
+
+
+def _image_recipe(source: str, directory: Path, data: dict[str, Any]) -> ImageRecipe:
+    image = Section(source, "image", data.get("image", {}))
+    components = image.names("components", re.compile("^(" + "|".join(COMPONENTS) + ")$"),
+                             "Debian archive areas among " + ", ".join(f'"{c}"' for c in COMPONENTS)) or ("main",)
+    if "main" not in components or len(set(components)) != len(components):
+        raise ConfigError(f"{source}: [image] components = {list(components)!r} is not allowed: name each area "
+                          "once, and \"main\" among them (the base system comes from it).")
+    build = image.get("build", str, None, lambda v: bool(_RELPATH_RE.match(v)) and v.startswith("image/"),
+                      "the path of a script under the challenge's image/ directory, such as \"image/build.sh\"")
+    recipe = ImageRecipe(
+        packages=image.names("packages", _PACKAGE_RE, "Debian package names such as \"python3-numpy\""),
+        pip=image.names("pip", _PIP_RE, "pip requirements such as \"wfdb==4.3.1\""),
+        components=components, build=build, build_dir=directory / "image" if build else None,
+        build_timeout=image.get("build_timeout", float, ImageRecipe.build_timeout, lambda v: 1 <= v <= 86400,
+                                "a number of seconds from 1 to 86400"))
+    image.done()
+    if build is not None:
+        script, image_dir = directory / build, (directory / "image").resolve()
+        if not script.is_file() or not script.resolve().is_relative_to(image_dir):
+            raise ConfigError(f"{source}: [image] build = {build!r} names no file under {image_dir}: "
+                              "put the build script there, or correct the path.")
+    elif "build_timeout" in data.get("image", {}):
+        raise ConfigError(f"{source}: [image] build_timeout is set but there is no build script: "
+                          "add build = \"image/build.sh\" or remove build_timeout.")
+    return recipe
 
 
 def _entry_rules(source: str, data: dict[str, Any]) -> EntryRules:

@@ -18,11 +18,12 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ..config import ImageRecipe, Site
 from ..errors import ImageError
 from ..files import sha256_file
-from . import initramfs, kernel_modules
+from . import build_step, initramfs, kernel_modules
 from .guest import frames
 from .image import FILES, GuestImage
 from .kernel_modules import prune_modules
@@ -44,21 +45,27 @@ def agent_version() -> str:
     return match.group(1)
 
 
-def _sources(site: Site) -> list[str]:
-    return [f"deb {site.mirror} {site.suite} main",
-            f"deb {site.mirror} {site.suite}-updates main",
-            f"deb {site.security_mirror} {site.suite}-security main"]
+def _sources(site: Site, recipe: ImageRecipe) -> list[str]:
+    areas = " ".join(recipe.components)
+    return [f"deb {site.mirror} {site.suite} {areas}",
+            f"deb {site.mirror} {site.suite}-updates {areas}",
+            f"deb {site.security_mirror} {site.suite}-security {areas}"]
 
 
 def recipe_document(site: Site, recipe: ImageRecipe) -> dict:
     """Everything that decides the image's content; its hash names the image."""
     code = hashlib.sha256()
-    for path in sorted(GUEST_DIR.iterdir()) + [Path(__file__), Path(initramfs.__file__), Path(kernel_modules.__file__)]:
+    builder = [Path(__file__), Path(initramfs.__file__), Path(kernel_modules.__file__), Path(build_step.__file__)]
+    for path in sorted(GUEST_DIR.iterdir()) + builder:
         if path.is_file() and not path.name.endswith(".pyc"):
             code.update(path.name.encode() + b"\0" + path.read_bytes())
-    return {"suite": site.suite, "sources": _sources(site),
-            "packages": sorted(set(BASE_PACKAGES) | set(recipe.packages)),
-            "pip": sorted(recipe.pip), "code": code.hexdigest()}
+    doc: dict[str, Any] = {"suite": site.suite, "sources": _sources(site, recipe),
+                           "packages": sorted(set(BASE_PACKAGES) | set(recipe.packages)),
+                           "pip": sorted(recipe.pip), "code": code.hexdigest()}
+    if recipe.build is not None:  # the script by content, and every file it may read: a new tarball, a new image
+        assert recipe.build_dir is not None
+        doc["build"] = {"script": recipe.build, "tree": build_step.tree_hash(recipe.build_dir)}
+    return doc
 
 
 def image_key(site: Site, recipe: ImageRecipe) -> str:
@@ -157,7 +164,7 @@ def build_image(site: Site, recipe: ImageRecipe, progress: Progress = print, for
 def _build(site: Site, recipe: ImageRecipe, work: Path, progress: Progress) -> dict:
     doc = recipe_document(site, recipe)
     root = work / "root"
-    step = _Steps(progress, 5)
+    step = _Steps(progress, 6 if recipe.build else 5)
     step(f"mmdebstrap: Debian {site.suite} minbase + {len(doc['packages'])} packages")
     packages = list(doc["packages"]) + (["python3-pip"] if recipe.pip else [])
     argv = ["mmdebstrap", "--mode=root", "--variant=minbase", "--include=" + ",".join(packages)]
@@ -168,6 +175,13 @@ def _build(site: Site, recipe: ImageRecipe, work: Path, progress: Progress) -> d
                     f'--no-cache-dir --root-user-action=ignore {pip}')
     argv += [site.suite, str(root)] + doc["sources"]
     _run_logged(argv, progress, "mmdebstrap")
+
+    built = None
+    if recipe.build:
+        step(f"the challenge's build script {recipe.build} (no network, at most {recipe.build_timeout:g} s)")
+        built = build_step.run_build(root, recipe, work / "build-tmp", progress)
+        shutil.rmtree(work / "build-tmp")
+        progress(f"    {recipe.build} installed {built['installed_count']} files in {built['seconds']:g} s")
 
     step("guest user, agent and init")
     _install_guest(root)
@@ -196,7 +210,9 @@ def _build(site: Site, recipe: ImageRecipe, work: Path, progress: Progress) -> d
     step("manifest")
     shutil.rmtree(root)
     return {
-        "recipe": {"packages": list(recipe.packages), "pip": list(recipe.pip)},
+        "recipe": {"packages": list(recipe.packages), "pip": list(recipe.pip),
+                   "components": list(recipe.components), "build": recipe.build},
+        "build": built,
         "suite": site.suite, "sources": doc["sources"], "code": doc["code"],
         "packages": installed, "pip_packages": pip_frozen,
         "kernel_version": kernel_version, "initramfs_modules": modules,

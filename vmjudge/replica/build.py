@@ -98,6 +98,8 @@ def replica_files(ch: Challenge, image: GuestImage) -> dict[str, Source]:
     }
     for name in FILES:
         files[f"vmjudge/{name}"] = image.directory / name
+    if ch.image.build:  # challenge.toml names it, so the replica's copy must hold it; what it built is in root.sqfs
+        files[f"vmjudge/challenge/{ch.image.build}"] = ch.directory / ch.image.build
     for name, path in training_files(ch).items():
         files[f"vmjudge/challenge/training/{name}"] = path
     for name, path in package_files().items():

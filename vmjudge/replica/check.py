@@ -189,4 +189,6 @@ def info(replica_dir: Path = REPLICA_DIR) -> dict:
     return {"challenge": meta["challenge"], "image": image.key, "kernel_version": image.manifest.get("kernel_version"),
             "agent_version": image.manifest.get("agent_version"),
             "sha256": {name: sha256_file(replica_dir / name) for name in image.manifest["sha256"]},
-            "manifest_sha256": image.manifest["sha256"]}
+            "manifest_sha256": image.manifest["sha256"],
+            # The challenge's own software: what its build script installed, so a participant sees it is here.
+            "build": image.manifest.get("build")}

@@ -1,0 +1,154 @@
+"""The challenge's build script (#13), run for real in a small root made of the host's static
+busybox: namespaces, the read-only image/ directory, the scratch /tmp, no network, the time
+limit and the failure sentence. Host only; the whole image build is in test_image_build.py."""
+
+from __future__ import annotations
+
+import http.server
+import os
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from vmjudge.config import ImageRecipe
+from vmjudge.errors import ImageError
+from vmjudge.images import build_step
+
+BUSYBOX = shutil.which("busybox")
+pytestmark = pytest.mark.skipif(os.geteuid() != 0 or BUSYBOX is None,
+                                reason="needs root and busybox-static (make setup installs it)")
+
+
+def busybox_root(base: Path) -> Path:
+    root = base / "root"
+    for d in ("bin", "usr/bin", "usr/local/bin", "proc", "dev/shm", "tmp", "run", "root", "etc"):
+        (root / d).mkdir(parents=True)
+    shutil.copy(str(BUSYBOX), root / "bin" / "busybox")
+    for applet in subprocess.run([str(BUSYBOX), "--list"], capture_output=True, text=True, check=True).stdout.split():
+        if applet != "busybox":
+            (root / "bin" / applet).symlink_to("busybox")
+    (root / "usr/bin/env").symlink_to("/bin/busybox")
+    subprocess.run(["mknod", "-m", "666", str(root / "dev/null"), "c", "1", "3"], check=True)
+    return root
+
+
+def recipe_with(base: Path, script: str, files: dict[str, str] | None = None, timeout: float = 60) -> ImageRecipe:
+    image = base / "image"
+    image.mkdir()
+    (image / "build.sh").write_text(script)
+    for name, text in (files or {}).items():
+        (image / name).parent.mkdir(parents=True, exist_ok=True)
+        (image / name).write_text(text)
+    return ImageRecipe(build="image/build.sh", build_dir=image, build_timeout=timeout)
+
+
+def mounts() -> str:
+    return Path("/proc/self/mounts").read_text()
+
+
+def test_the_script_installs_from_image_dir_and_leaves_no_build_tree(tmp_path):
+    root = busybox_root(tmp_path)
+    recipe = recipe_with(tmp_path, """set -e
+echo "building in $(pwd) as $(id -u), TMPDIR=$TMPDIR"
+cp -r "$VMJUDGE_BUILD_DIR/src" /tmp/src
+echo object > /tmp/src/tool.o
+cp /tmp/src/tool.sh /usr/local/bin/tool && chmod 755 /usr/local/bin/tool
+if touch /run/vmjudge-build/written 2>/dev/null; then echo "image/ was writable"; exit 9; fi
+echo done
+""", {"src/tool.sh": "#!/bin/sh\necho tool 1.0\n"})
+    said: list[str] = []
+    result = build_step.run_build(root, recipe, tmp_path / "scratch", said.append)
+    assert said[0] == "    | building in /run/vmjudge-build as 0, TMPDIR=/tmp" and said[-1] == "    | done"
+    assert result["installed"] == ["/usr/local/bin/tool"] and result["installed_count"] == 1
+    assert (root / "usr/local/bin/tool").read_text() == "#!/bin/sh\necho tool 1.0\n"
+    assert result["script"] == "image/build.sh" and result["tree_sha256"] == build_step.tree_hash(recipe.build_dir)
+    # The build tree was in the scratch /tmp, which the caller deletes; none of it in the root.
+    assert list((root / "tmp").iterdir()) == [] and not (root / "run/vmjudge-build").exists()
+    assert (tmp_path / "scratch/src/tool.o").is_file()
+    assert not (recipe.build_dir / "written").exists()
+    assert str(root) not in mounts() and str(recipe.build_dir) not in mounts()  # the namespace took its mounts along
+
+
+def test_the_build_has_no_network_even_where_the_host_has(tmp_path):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/"
+    try:
+        # The host reaches it...
+        subprocess.run([str(BUSYBOX), "wget", "-q", "-O", "/dev/null", url], check=True, timeout=30)
+        root = busybox_root(tmp_path)
+        recipe = recipe_with(tmp_path, f"echo fetching the sources\nwget -O /tmp/src.tar.gz {url}\n")
+        with pytest.raises(ImageError) as err:
+            build_step.run_build(root, recipe, tmp_path / "scratch", lambda line: None)
+    finally:
+        server.shutdown()
+    text = str(err.value)
+    assert text.startswith("the build script image/build.sh failed (exit 1) after ")
+    assert "without network" in text and "ship what it needs under image/" in text
+    last = text.split("Its last lines:\n", 1)[1].splitlines()
+    assert last[0] == "fetching the sources" and "Network is unreachable" in last[-1]
+
+
+def test_out_of_time_ends_the_script_and_all_it_started(tmp_path):
+    root = busybox_root(tmp_path)
+    marker = "7919"  # a sleep nobody else runs
+    recipe = recipe_with(tmp_path, f"echo started\nsleep {marker} &\nsleep {marker}\n", timeout=2)
+    with pytest.raises(ImageError) as err:
+        build_step.run_build(root, recipe, tmp_path / "scratch", lambda line: None)
+    assert "image/build.sh did not finish within 2 s" in str(err.value)
+    assert str(err.value).endswith("Its last lines:\nstarted")
+    left = [p for p in Path("/proc").glob("[0-9]*")
+            if _cmdline(p) == ["sleep", marker]]
+    assert left == []
+    assert str(root) not in mounts()
+
+
+def _cmdline(proc: Path) -> list[str]:
+    try:
+        return (proc / "cmdline").read_bytes().decode().split("\0")[:-1]
+    except OSError:
+        return []
+
+
+def test_a_failure_ends_with_the_last_twenty_lines(tmp_path):
+    root = busybox_root(tmp_path)
+    recipe = recipe_with(tmp_path, "i=1; while [ $i -le 100 ]; do echo line $i; i=$((i+1)); done; exit 3\n")
+    with pytest.raises(ImageError) as err:
+        build_step.run_build(root, recipe, tmp_path / "scratch", lambda line: None)
+    assert " failed (exit 3) after " in str(err.value)
+    assert str(err.value).split("Its last lines:\n", 1)[1] == "\n".join(f"line {i}" for i in range(81, 101))
+
+
+def test_an_executable_script_runs_by_its_own_interpreter(tmp_path):
+    root = busybox_root(tmp_path)
+    recipe = recipe_with(tmp_path, "#!/bin/busybox ash\necho \"$0 by ash\"\n")
+    os.chmod(recipe.build_dir / "build.sh", 0o755)
+    said: list[str] = []
+    build_step.run_build(root, recipe, tmp_path / "scratch", said.append)
+    assert said == ["    | /run/vmjudge-build/build.sh by ash"]
+
+
+def test_tree_hash_follows_content_paths_and_the_x_bit_not_times(tmp_path):
+    tree = tmp_path / "image"
+    (tree / "src").mkdir(parents=True)
+    (tree / "src/a.c").write_bytes(b"int main(void) { return 0; }\n")
+    (tree / "build.sh").write_text("make\n")
+    first = build_step.tree_hash(tree)
+    os.utime(tree / "src/a.c", (0, 0))
+    os.chmod(tree / "src/a.c", 0o600)
+    assert build_step.tree_hash(tree) == first
+    (tree / "src/a.c").write_bytes(b"int main(void) { return 1; }\n")  # one byte
+    assert build_step.tree_hash(tree) != first
+    (tree / "src/a.c").write_bytes(b"int main(void) { return 0; }\n")
+    assert build_step.tree_hash(tree) == first
+    os.chmod(tree / "build.sh", 0o755)
+    assert build_step.tree_hash(tree) != first
+    os.chmod(tree / "build.sh", 0o644)
+    (tree / "src/a.c").rename(tree / "src/b.c")
+    assert build_step.tree_hash(tree) != first
+    os.mkfifo(tree / "pipe")
+    with pytest.raises(ImageError, match="neither a file, a directory nor a symbolic link"):
+        build_step.tree_hash(tree)
