@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from vmjudge.config import ImageRecipe
+from vmjudge.config import ImageRecipe, load_challenge
 from vmjudge.errors import ImageError, InfrastructureError
 from vmjudge.files import sha256_file
 from vmjudge.images import build, initramfs, kernel_modules
@@ -28,7 +28,8 @@ def test_manifest_pins_every_file_and_package(image):
     assert {"python3", "linux-image-amd64", "busybox-static"} <= set(m["packages"])
     assert all(v for v in m["packages"].values())  # every package with its version
     assert m["agent_version"] == build.agent_version() and m["protocol"] == frames.PROTOCOL
-    assert m["recipe"] == {"packages": [], "pip": []}
+    assert m["recipe"] == {"packages": [], "pip": [], "components": ["main"], "build": None}
+    assert m["build"] is None  # no build script, no build step
     assert m["kernel_version"].endswith("-amd64") and "cloud" not in m["kernel_version"]
     assert "kernel/drivers/char/virtio_console.ko" in m["initramfs_modules"]
 
@@ -89,6 +90,29 @@ def test_unknown_debian_package_is_named(site):
     with pytest.raises(ImageError, match="Debian has no package named no-such-package-vmjudge: correct"):
         build.build_image(site, ImageRecipe(packages=("no-such-package-vmjudge",)), progress=lambda m: None)
     assert list(site.layout.images.glob(".build-*")) == []
+
+
+def test_a_build_script_that_downloads_fails_and_leaves_nothing(site, tmp_path):
+    """The mirror mmdebstrap has just downloaded from is out of the build script's reach, the
+    failure says so with the script's last lines, and nothing of the image is kept."""
+    (tmp_path / "image").mkdir()
+    (tmp_path / "image" / "build.sh").write_text(
+        "echo fetching the sources\n"
+        f"python3 -c 'import urllib.request; urllib.request.urlopen(\"{site.mirror}/\", timeout=20)'\n")
+    (tmp_path / "challenge.toml").write_text('name = "offline"\n[image]\nbuild = "image/build.sh"\n')
+    key = build.image_key(site, load_challenge(tmp_path).image)
+    proc = vmjudge("--home", str(site.home), "image", "build", str(tmp_path))
+    assert proc.returncode == 1, proc.stderr
+    assert "[2/6] the challenge's build script image/build.sh (no network, at most 1800 s)" in proc.stderr
+    assert "    | fetching the sources\n" in proc.stderr  # its output, shown as it runs
+    sentence = proc.stderr.split("vmjudge: ", 1)[1]
+    assert sentence.startswith("the build script image/build.sh failed (exit 1) after ")
+    assert "without network" in sentence
+    tail = sentence.split("Its last lines:\n", 1)[1].splitlines()
+    assert len(tail) == 20 and tail[-1].startswith("urllib.error.URLError: <urlopen error [Errno ")  # no name, no route: no network
+    assert not (site.layout.images / key).exists() and list(site.layout.images.glob(".build-*")) == []
+    with pytest.raises(ImageError, match="is not built"):
+        build.find_image(site, load_challenge(tmp_path).image)
 
 
 def test_build_needs_root_and_tools(site, monkeypatch):
