@@ -109,7 +109,8 @@ def test_a_build_script_that_downloads_fails_and_leaves_nothing(site, tmp_path):
     assert sentence.startswith("the build script image/build.sh failed (exit 1) after ")
     assert "without network" in sentence
     tail = sentence.split("Its last lines:\n", 1)[1].splitlines()
-    assert len(tail) == 20 and tail[-1].startswith("urllib.error.URLError: <urlopen error [Errno ")  # no name, no route: no network
+    # no name, no route: no network
+    assert len(tail) == 20 and tail[-1].startswith("urllib.error.URLError: <urlopen error [Errno ")
     assert not (site.layout.images / key).exists() and list(site.layout.images.glob(".build-*")) == []
     with pytest.raises(ImageError, match="is not built"):
         build.find_image(site, load_challenge(tmp_path).image)

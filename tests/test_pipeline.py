@@ -1,4 +1,4 @@
-"""End to end: both example challenges, every sample entry, through the command line.
+"""End to end: the three example challenges, their sample entries, through the command line.
 
 `challenge add`, `submit` and one `daemon --slots 2 --until-idle` over all of them, with
 real VMs; then each case is checked through `show --json`. The good entries' scores are
@@ -23,13 +23,17 @@ import pycdlib
 import pytest
 
 from vmjudge.config import load_challenge
+from vmjudge.images.build_step import tree_hash
+from vmjudge.images.image import GuestImage
 from vmjudge.queue.results import ExamResults, decode
+from vmjudge.replica.check import info as replica_info
 from vmjudge.scorers.loader import load_scorer
 from vmjudge.stages.answers import parse_answer_lines
 from vmjudge.supervisor.daemon import DaemonLock
 from vmjudge.vm import domain
 
 from .cli import run_cli
+from .sigstat_build import build_sigstat
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
@@ -45,12 +49,18 @@ CASES = {
     "exam-errors": ("scored", None, None),
     "exam-over-cap": ("failed", "exam", "exam-timeout"),
 }
-EXAMPLE_NAMES = ("beats2014", "af2017")
-# Every case of af2017 (answer lines); of beats2014 (result files), the cases whose stages
-# differ with the results' style: a stage's limits and setup.sh work alike for both (and
-# tests/test_examples.py runs every entry of both on the host). Fewer VMs: CI time.
-PAIRS = [(name, case) for name in EXAMPLE_NAMES for case in CASES
-         if name == "af2017" or case in ("good", "missing-file", "quiz-mismatch", "dryrun", "exam-errors")]
+EXAMPLE_NAMES = ("beats2014", "af2017", "alarms2015")
+# The cases run in VMs. af2017 (answer lines) runs every case but the two that alarms2015, also
+# answer lines, runs on its own image (which the challenge's build script made); beats2014
+# (result files) the cases whose stages differ with the results' style. A stage's limits and
+# setup.sh work alike for all (and tests/test_examples.py runs every entry of all three on the
+# host). Fewer VMs: CI time.
+VM_CASES = {
+    "beats2014": ("good", "missing-file", "quiz-mismatch", "dryrun", "exam-errors"),
+    "af2017": ("good", "missing-file", "quiz-timeout", "dryrun", "exam-errors", "exam-over-cap"),
+    "alarms2015": ("good", "setup-error", "quiz-mismatch", "exam-errors"),
+}
+PAIRS = [(name, case) for name in EXAMPLE_NAMES for case in CASES if case in VM_CASES[name]]
 # The entries are deterministic: these are their scores, pinned (exam-errors fails 2 test records).
 SCORES = {
     ("beats2014", "good"): {"Se_gross": 1.0, "PPV_gross": 1.0, "Se_average": 1.0, "PPV_average": 1.0, "score": 1.0},
@@ -59,6 +69,9 @@ SCORES = {
     ("af2017", "good"): {"F1_N": 1.0, "F1_A": 1.0, "F1_O": 1.0, "F1_noise": 1.0, "score": 1.0, "score_4class": 1.0},
     ("af2017", "exam-errors"): {"F1_N": 2 / 3, "F1_A": 2 / 3, "F1_O": 1.0, "F1_noise": 2 / 3, "score": 7 / 9,
                                 "score_4class": 0.75},
+    # exam-errors fails a202l, a true alarm (so a false negative), and b203l, a false one.
+    ("alarms2015", "good"): {"TP": 4.0, "TN": 6.0, "FP": 0.0, "FN": 0.0, "score": 1.0},
+    ("alarms2015", "exam-errors"): {"TP": 3.0, "TN": 6.0, "FP": 0.0, "FN": 1.0, "score": 9 / 14},
 }
 
 
@@ -155,7 +168,15 @@ def test_each_case_gets_its_verdict(judged, example, case):
     assert (judged.home / "results" / str(doc["id"]) / "report.html").is_file()
 
 
-def host_replay(example: str, case: str, records: tuple[str, ...]) -> ExamResults:
+@pytest.fixture(scope="module")
+def host_path(tmp_path_factory) -> str:
+    """PATH for replays on the host: the venv's python3 (numpy), and alarms2015's sigstat,
+    built from the source its image is built from."""
+    sigstat = build_sigstat(tmp_path_factory.mktemp("sigstat"))
+    return f"{sigstat}:{Path(sys.executable).parent}:{os.environ['PATH']}"
+
+
+def host_replay(example: str, case: str, records: tuple[str, ...], path: str) -> ExamResults:
     """Run the entry's next.sh on the host, as the guest does, for the test records."""
     ch = load_challenge(EXAMPLES / example)
     answers, files = {}, {}
@@ -168,7 +189,7 @@ def host_replay(example: str, case: str, records: tuple[str, ...]) -> ExamResult
             for f in ch.record_files("test", record):
                 (work / f.name).symlink_to(f)
             proc = subprocess.run(["sh", "./next.sh", record], cwd=work, capture_output=True,
-                                  env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"},
+                                  env={**os.environ, "PATH": path},
                                   timeout=300)
             ok = proc.returncode == 0
             if ch.results.style == "files":
@@ -184,9 +205,9 @@ def host_replay(example: str, case: str, records: tuple[str, ...]) -> ExamResult
 
 @pytest.mark.parametrize("example", EXAMPLE_NAMES)
 @pytest.mark.parametrize("case", ["good", "exam-errors"])
-def test_scores_equal_a_replay_of_the_entry_on_the_host(judged, example, case):
+def test_scores_equal_a_replay_of_the_entry_on_the_host(judged, host_path, example, case):
     ch = load_challenge(EXAMPLES / example)
-    expected = load_scorer(ch.scorer)(host_replay(example, case, ch.test), ch.reference_dir)
+    expected = load_scorer(ch.scorer)(host_replay(example, case, ch.test, host_path), ch.reference_dir)
     assert judged.show(example, case)["scores"] == pytest.approx(expected)
 
 
@@ -322,7 +343,7 @@ def test_submit_to_an_unknown_challenge_is_refused(judged):
 
 @pytest.mark.parametrize("example", EXAMPLE_NAMES)
 @pytest.mark.parametrize("case", ["good", "exam-errors"])
-def test_exam_results_are_archived_and_scored_from_the_archive(judged, example, case):
+def test_exam_results_are_archived_and_scored_from_the_archive(judged, host_path, example, case):
     """Stage 3 stores its results content-addressed; stage 4 scored exactly those bytes."""
     ch = load_challenge(EXAMPLES / example)
     doc = judged.show(example, case)
@@ -333,13 +354,13 @@ def test_exam_results_are_archived_and_scored_from_the_archive(judged, example, 
     blob = (judged.home / "archive" / "sha256" / digest).read_bytes()
     assert hashlib.sha256(blob).hexdigest() == digest
     archived = decode(blob)
-    replay = host_replay(example, case, ch.test)
+    replay = host_replay(example, case, ch.test, host_path)
     assert archived.records == replay.records
     assert (archived.answers, archived.files) == (replay.answers, replay.files)
     assert score["manifest"]["results_sha256"] == digest
     official = doc["scorings"][0]
     assert (official["why"], official["results_sha256"], official["scores"]) == ("official", digest, doc["scores"])
-    assert official["scorer_version"] == f"{ch.scorer}/2"  # beats2014 and af2017 are at version 2 (#21)
+    assert official["scorer_version"] == f"{ch.scorer}/2"  # the three are at version 2 (#21)
     assert official["reference_sha256"] == hash_of_reference(ch.reference_dir)
 
 
@@ -369,3 +390,40 @@ def test_rescore_and_rerun_on_a_judged_home(judged):
     assert [(a["stage"], a["evaluation"]) for a in attempts] == \
         [(s, 1) for s in ("prep", "quiz", "exam", "score")] + [(s, 2) for s in ("prep", "quiz", "exam", "score")]
     assert "Re-scored" not in after["report"]  # the official scoring of evaluation 2 is the latest
+
+
+def test_the_challenges_own_software_is_in_its_image_and_on_the_replica(judged, tmp_path):
+    """#13: alarms2015's build script compiled sigstat from the challenge's image/ into the image
+    its entries ran on (their next.sh calls it, and the good one scored 1.0 above); the manifest's
+    build step names it, the build tree is not in the root, and the replica carries all of it."""
+    source = EXAMPLES / "alarms2015" / "image"
+    attempts = judged_attempts(judged, judged.ids["alarms2015", "good"])
+    image = GuestImage.load(judged.home / "images" / attempts[0]["manifest"]["image"])
+    build = image.manifest["build"]
+    assert (build["script"], build["sha256"], build["tree_sha256"]) == \
+        ("image/build.sh", hashlib.sha256((source / "build.sh").read_bytes()).hexdigest(), tree_hash(source))
+    assert "/usr/local/bin/sigstat" in build["installed"] and build["seconds"] > 0
+    assert image.manifest["recipe"]["build"] == "image/build.sh"
+    listing = subprocess.run(["unsquashfs", "-l", "-d", "", str(image.root)], capture_output=True, text=True,
+                             check=True, timeout=300).stdout.split()
+    assert "/usr/local/bin/sigstat" in listing and "/usr/bin/gcc" in listing
+    assert not [p for p in listing if p.startswith(("/run/vmjudge-build", "/tmp/"))]
+
+    iso_path = tmp_path / "alarms2015-replica.iso"
+    vmjudge(judged.home, "replica", "build", "alarms2015", "-o", str(iso_path))
+    replica = tmp_path / "replica"
+    iso = pycdlib.PyCdlib()
+    iso.open(str(iso_path))
+    try:
+        for name in ("root.sqfs", "vmlinuz", "initrd.img", "manifest.json", "replica.json",
+                     "challenge/image/build.sh"):
+            (replica / name).parent.mkdir(parents=True, exist_ok=True)
+            iso.get_file_from_iso(str(replica / name), rr_path=f"/vmjudge/{name}")
+    finally:
+        iso.close()
+    info = replica_info(replica)  # what `vmjudge-replica info` prints in the booted replica
+    assert info["build"] == build and info["sha256"] == image.manifest["sha256"]
+    tool = subprocess.run(["unsquashfs", "-cat", str(replica / "root.sqfs"), "usr/local/bin/sigstat"],
+                          capture_output=True, check=True, timeout=300).stdout
+    assert tool.startswith(b"\x7fELF")
+    assert (replica / "challenge/image/build.sh").read_bytes() == (source / "build.sh").read_bytes()
