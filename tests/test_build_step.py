@@ -152,3 +152,18 @@ def test_tree_hash_follows_content_paths_and_the_x_bit_not_times(tmp_path):
     os.mkfifo(tree / "pipe")
     with pytest.raises(ImageError, match="neither a file, a directory nor a symbolic link"):
         build_step.tree_hash(tree)
+
+
+def test_links_are_hashed_not_followed_and_a_read_error_is_a_sentence(tmp_path):
+    tree = tmp_path / "image"
+    tree.mkdir()
+    (tree / "build.sh").write_text("make\n")
+    os.symlink("loop", tree / "loop")  # a link to itself: followed, it would fail
+    os.symlink("/etc/passwd", tree / "outside")  # followed, the host's file would be in the key
+    first = build_step.tree_hash(tree)
+    (tree / "outside").unlink()
+    os.symlink("/etc/group", tree / "outside")
+    assert build_step.tree_hash(tree) != first
+    # Root reads whatever the modes say, so the error is provoked by a directory that is gone.
+    with pytest.raises(ImageError, match=r"no-image cannot be read \(No such file or directory\): the image's key"):
+        build_step.tree_hash(tmp_path / "no-image")

@@ -53,25 +53,33 @@ def tree_hash(directory: Path) -> str:
     Permission bits other than x and times are left out: a checkout or a copy changes them
     without changing what the build does."""
     digest = hashlib.sha256()
-    for top, dirs, files in os.walk(directory):
+
+    def unreadable(exc: OSError) -> None:
+        raise ImageError(f"{exc.filename} cannot be read ({exc.strerror}): the image's key covers every file "
+                         "under the challenge's image/ directory, so each must be readable.")
+
+    for top, dirs, files in os.walk(directory, onerror=unreadable):
         dirs.sort()
         for name in sorted(dirs + files):
             path = Path(top) / name
-            rel = path.relative_to(directory).as_posix()
-            st = path.lstat()
-            if stat.S_ISLNK(st.st_mode):
-                entry = f"l {rel}\0{os.readlink(path)}"
-            elif stat.S_ISDIR(st.st_mode):
-                entry = f"d {rel}\0"
-            elif stat.S_ISREG(st.st_mode):
-                with open(path, "rb") as f:
-                    content = hashlib.file_digest(f, "sha256").hexdigest()
-                entry = f"f{'x' if st.st_mode & 0o111 else '-'} {rel}\0{content}"
-            else:
-                raise ImageError(f"{path} is neither a file, a directory nor a symbolic link: "
-                                 "keep only those under the challenge's image/ directory.")
+            try:
+                entry = _tree_entry(path, path.relative_to(directory).as_posix())
+            except OSError as exc:
+                unreadable(exc)
             digest.update(entry.encode(errors="surrogateescape") + b"\n")
     return digest.hexdigest()
+
+
+def _tree_entry(path: Path, rel: str) -> str:
+    st = path.lstat()
+    if stat.S_ISLNK(st.st_mode):
+        return f"l {rel}\0{os.readlink(path)}"
+    if stat.S_ISDIR(st.st_mode):
+        return f"d {rel}\0"
+    if stat.S_ISREG(st.st_mode):
+        return f"f{'x' if st.st_mode & 0o111 else '-'} {rel}\0{_sha256(path)}"
+    raise ImageError(f"{path} is neither a file, a directory nor a symbolic link: "
+                     "keep only those under the challenge's image/ directory.")
 
 
 def snapshot(root: Path) -> dict[str, tuple[int, int, int, str]]:
