@@ -4,13 +4,17 @@ lent to these machines)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from vmjudge.config import GpuSite, load_site
 from vmjudge.errors import ConfigError
+from vmjudge.supervisor.doctor import Check, gpu_checks
 from vmjudge.vm.gpu_preflight import check_gpu, describe, read_gpu
+
+from .cli import run_cli
 
 T4 = "0000:65:00.0"
 
@@ -273,3 +277,46 @@ def test_a_host_with_nothing_done_gets_every_sentence_host_first(tmp_path):
     assert [s.split(" ")[:3] for s in found] == [[f"{host.dev}/vfio/vfio", "is", "missing,"],
                                                  ["the", "IOMMU", "is"], [T4, "is", "bound"]]
     assert describe(read_gpu(host.gpu(), T4)).endswith("reset by flr or bus")
+
+
+def test_doctor_has_no_gpu_line_without_gpu_devices(host):
+    host.add(T4)
+    assert gpu_checks(GpuSite(sysfs=host.sys, dev=host.dev)) == []
+
+
+def test_doctor_gives_each_gpu_a_line_ok_with_its_description_or_fail_with_every_sentence(host):
+    host.add(T4)
+    host.add("0000:b3:00.0", driver="nvidia", group="40", reset="")
+    good, bad = gpu_checks(host.gpu(T4, "0000:b3:00.0"))
+    assert good == Check(f"gpu {T4}", True, describe(read_gpu(host.gpu(), T4)))
+    assert good.line() == (f"ok    gpu {T4} 10de:1eb8 3D controller on vfio-pci, IOMMU group 14 (alone), "
+                           "reset by bus")
+    assert (bad.name, bad.ok) == ("gpu 0000:b3:00.0", False)
+    assert bad.detail == " ".join(check_gpu(host.gpu(), "0000:b3:00.0"))
+    assert bad.detail.startswith("0000:b3:00.0 is bound to nvidia, not vfio-pci") and f"put {BIND} " in bad.detail
+    assert bad.detail.endswith("run `echo default > "
+                               f"{host.sys}/bus/pci/devices/0000:b3:00.0/reset_method` and remove whatever empties it "
+                               "at boot.")
+    assert bad.line().startswith("FAIL  gpu 0000:b3:00.0 0000:b3:00.0 is bound to nvidia")
+
+
+def test_vmjudge_doctor_prints_the_gpu_lines_after_the_test_boot_and_fails_on_a_broken_gpu(tmp_path, host):
+    """The command itself, with no VM: libvirt's test driver, and a home without an image, so
+    the boot is not tried. The GPU lines come after the boot's line, outside what decides it."""
+    host.add(T4)
+    host.add("0000:b3:00.0", driver="nouveau", group="40")
+    home = write_site(tmp_path / "home", f'[gpu]\ndevices = ["{T4}", "0000:b3:00.0"]\nsysfs = "{host.sys}"\n'
+                                         f'dev = "{host.dev}"\n')
+    proc = run_cli("--home", str(home), "doctor", "--json", env={"VMJUDGE_URI": "test:///default",
+                                                                 "VMJUDGE_ACCEL": "tcg"})
+    report = json.loads(proc.stdout)
+    assert proc.returncode == 1 and not report["ok"]
+    names = [c["name"] for c in report["checks"]]
+    assert names[-3:] == ["accel", f"gpu {T4}", "gpu 0000:b3:00.0"]
+    gpus = {c["name"]: c for c in report["checks"][-2:]}
+    assert gpus[f"gpu {T4}"]["ok"] and gpus[f"gpu {T4}"]["detail"].startswith("10de:1eb8 3D controller on vfio-pci")
+    assert not gpus["gpu 0000:b3:00.0"]["ok"]
+    assert "0000:b3:00.0 is bound to nouveau, not vfio-pci" in gpus["gpu 0000:b3:00.0"]["detail"]
+    plain = run_cli("--home", str(home), "doctor", env={"VMJUDGE_URI": "test:///default", "VMJUDGE_ACCEL": "tcg"})
+    assert plain.stdout.splitlines()[-2:] == [Check(c["name"], c["ok"], c["detail"]).line()
+                                              for c in report["checks"][-2:]]
