@@ -320,3 +320,11 @@ def test_vmjudge_doctor_prints_the_gpu_lines_after_the_test_boot_and_fails_on_a_
     plain = run_cli("--home", str(home), "doctor", env={"VMJUDGE_URI": "test:///default", "VMJUDGE_ACCEL": "tcg"})
     assert plain.stdout.splitlines()[-2:] == [Check(c["name"], c["ok"], c["detail"]).line()
                                               for c in report["checks"][-2:]]
+
+
+def test_the_readme_site_toml_loads_with_its_gpu_table(tmp_path):
+    """The site.toml the README shows is one load_site takes, [gpu] as written there."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    block = readme.split("### site.toml", 1)[1].split("```toml\n", 1)[1].split("```", 1)[0]
+    gpu = load_site(write_site(tmp_path, block)).gpu
+    assert gpu == GpuSite(devices=("0000:65:00.0",))
