@@ -188,8 +188,8 @@ def test_unknown_retention_keys_and_tables_are_refused(tmp_path):
     with pytest.raises(ConfigError, match=r"\[retention\] has unknown key\(s\) spool_days: remove or correct them"):
         load_site(tmp_path)
     write(tmp_path, "[retain]\nhome_disk_days = 7\n", "site.toml")
-    with pytest.raises(ConfigError, match=r"unknown table \[retain\]: use \[libvirt\], \[image\], \[results\] or "
-                                          r"\[retention\]\."):
+    with pytest.raises(ConfigError, match=r"unknown table \[retain\]: use \[libvirt\], \[image\], \[results\], "
+                                          r"\[retention\] or \[gpu\]\."):
         load_site(tmp_path)
 
 

@@ -223,7 +223,7 @@ def image_build(ctx: click.Context, challenge_dir: Path, force: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
 @click.pass_context
 def doctor(ctx: click.Context, challenge_dir: Path | None, as_json: bool) -> None:
-    """Check qemu, libvirt, the state directory, the image and the accelerator (by a real boot)."""
+    """Check qemu, libvirt, the state directory, the image, the accelerator (by a real boot) and each [gpu]."""
 
     site = _site(ctx)
     if challenge_dir is not None:

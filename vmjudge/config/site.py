@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,25 @@ class Retention:
     media_days: int | None = None  # results/ID/*.iso, kept with [results] keep_media
 
 
+# domain:bus:slot.function as sysfs and `lspci -D` write it: slots 00-1f, functions 0-7.
+_PCI_ADDRESS_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[01][0-9a-f]\.[0-7]$")
+_PCI_ID_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{4}$")
+T4_ID = "10de:1eb8"
+
+
+@dataclass(frozen=True)
+class GpuSite:
+    """The GPUs this host lends to entries' VMs, one slot each, and where to look them up.
+    sysfs and dev are roots rather than fixed paths so that the preflight can be tested
+    against a fake tree on a host without a GPU; ids keeps a card swapped for another model
+    from being handed to challenges that expect a T4."""
+
+    devices: tuple[str, ...] = ()  # PCI addresses such as "0000:65:00.0"
+    sysfs: Path = Path("/sys")
+    dev: Path = Path("/dev")
+    ids: tuple[str, ...] = (T4_ID,)  # vendor:device ids allowed
+
+
 @dataclass(frozen=True)
 class Site:
     """One organiser's host: where state lives and how VMs are started."""
@@ -43,6 +63,7 @@ class Site:
     silence_timeout: float = 60.0
     keep_media: bool = False  # keep each stage's ISO in the entry's results (audits, debugging)
     retention: Retention = field(default_factory=Retention)  # what `vmjudge gc` removes, and when
+    gpu: GpuSite = field(default_factory=GpuSite)  # none unless site.toml lists [gpu] devices
 
     @property
     def domain_tag(self) -> str:
@@ -96,9 +117,11 @@ def load_site(home: Path | None = None) -> Site:
     suite = img.get("suite", str, "bookworm", lambda v: v == "bookworm", "\"bookworm\"")
     img.done()
     retention = _retention(source, data)
+    gpu = _gpu(source, data)
     for key in data:
-        if isinstance(data[key], dict) and key not in ("libvirt", "image", "results", "retention"):
-            raise ConfigError(f"{source}: unknown table [{key}]: use [libvirt], [image], [results] or [retention].")
+        if isinstance(data[key], dict) and key not in ("libvirt", "image", "results", "retention", "gpu"):
+            raise ConfigError(f"{source}: unknown table [{key}]: use [libvirt], [image], [results], [retention] "
+                              "or [gpu].")
     env_accel = os.environ.get("VMJUDGE_ACCEL")
     if env_accel:
         if env_accel not in ("kvm", "tcg"):
@@ -106,7 +129,8 @@ def load_site(home: Path | None = None) -> Site:
         accel = env_accel
     uri = os.environ.get("VMJUDGE_URI") or uri
     return Site(home=home, uri=uri, accel=accel, channel=channel, mirror=mirror, security_mirror=security,
-                suite=suite, boot_timeout=boot, silence_timeout=silence, keep_media=keep_media, retention=retention)
+                suite=suite, boot_timeout=boot, silence_timeout=silence, keep_media=keep_media, retention=retention,
+                gpu=gpu)
 
 
 def _retention(source: str, data: dict[str, Any]) -> Retention:
@@ -117,3 +141,27 @@ def _retention(source: str, data: dict[str, Any]) -> Retention:
     sec.done()
     return policy
 
+
+def _gpu(source: str, data: dict[str, Any]) -> GpuSite:
+    sec = Section(source, "gpu", data.get("gpu", {}))
+    devices = sec.names("devices", _PCI_ADDRESS_RE, "PCI addresses as `lspci -D` prints them, in lowercase, "
+                        "such as \"0000:65:00.0\"")
+    _once(source, "devices", devices, "each GPU once (each is one slot)")
+    id_rule = "vendor:device ids in lowercase hex, such as \"10de:1eb8\" (a T4)"
+    ids = sec.names("ids", _PCI_ID_RE, id_rule) if "ids" in sec.data else GpuSite.ids
+    if not ids:
+        raise ConfigError(f"{source}: [gpu] ids = [] is not allowed: name at least one vendor:device id, such as "
+                          f"\"{T4_ID}\" (a T4), or leave the key out for that.")
+    _once(source, "ids", ids, "each id once")
+    root = "an absolute path, such as \"{}\" (tests point it at a fake tree)"
+    sysfs = sec.get("sysfs", str, "/sys", lambda v: v.startswith("/"), root.format("/sys"))
+    dev = sec.get("dev", str, "/dev", lambda v: v.startswith("/"), root.format("/dev"))
+    sec.done()
+    return GpuSite(devices=devices, sysfs=Path(sysfs), dev=Path(dev), ids=ids)
+
+
+def _once(source: str, key: str, values: tuple[str, ...], allowed: str) -> None:
+    twice = sorted({v for v in values if values.count(v) > 1})
+    if twice:
+        raise ConfigError(f"{source}: [gpu] {key} names {', '.join(map(repr, twice))} more than once, which is "
+                          f"not allowed: name {allowed}.")

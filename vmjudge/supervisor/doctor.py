@@ -1,7 +1,9 @@
 """`vmjudge doctor`: is this host ready to judge? Each check says what to do when it fails.
 
 The accelerator is checked by booting a trivial job for real, because /dev/kvm can exist
-and still hang (nested KVM does here): only a finished boot proves it works.
+and still hang (nested KVM does here): only a finished boot proves it works. Each GPU of
+site.toml's [gpu] gets a line of its own after that boot, which it never holds back: a
+broken GPU takes only its own slot away, and CPU entries still need the boot's answer.
 """
 
 from __future__ import annotations
@@ -16,11 +18,11 @@ from pathlib import Path
 
 import libvirt
 
-from ..config import Site
+from ..config import GpuSite, Site
 from ..config.layout import RunDir
 from ..errors import VmjudgeError
 from ..images.image import GuestImage
-from ..vm import domain
+from ..vm import domain, gpu_preflight
 from ..vm.job import Command, Job
 from ..vm.reading import Limits
 from ..vm.runner import make_blank_disk, run_job
@@ -125,6 +127,18 @@ def run_checks(site: Site, find_image: Callable[[], GuestImage]) -> list[Check]:
         checks.append(Check("accel", False, "the test boot was not tried: fix the checks above first."))
     if conn is not None:
         conn.close()
+    return checks + gpu_checks(site.gpu)
+
+
+def gpu_checks(gpu: GpuSite) -> list[Check]:
+    """One line per configured GPU, from sysfs alone: the card is only proven in a VM by a
+    GPU stage, but everything the host must do first can be read and named here."""
+    checks = []
+    for address in gpu.devices:
+        reading = gpu_preflight.read_gpu(gpu, address)
+        found = gpu_preflight.problems(gpu, reading)
+        detail = " ".join(found) if found else gpu_preflight.describe(reading)
+        checks.append(Check(f"gpu {address}", not found, detail))
     return checks
 
 
