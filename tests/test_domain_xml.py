@@ -63,3 +63,48 @@ def test_paths_are_escaped_by_the_library():
     dom = ET.fromstring(domain_xml(spec(home=odd)))
     homes = [d for d in dom.find("devices").findall("disk") if d.find("target").get("dev") == "vdb"]
     assert homes[0].find("source").get("file") == str(odd)
+
+
+# The CPU domain as main generated it before the GPU domain existed: a GPU option must leave
+# every existing VM exactly as it was, byte for byte.
+CPU_XML_KVM_VIRTIO = (
+    '<domain type="kvm"><name>vmj-e1-prep-0a1b</name><memory unit="MiB">2048</memory><vcpu>2</vcpu>'
+    '<os><type arch="x86_64" machine="pc">hvm</type><kernel>/img/vmlinuz</kernel><initrd>/img/initrd.img</initrd>'
+    '<cmdline>console=ttyS0 quiet loglevel=3 panic=1 oops=panic vmjudge.channel=virtio</cmdline></os>'
+    '<features><acpi /></features><cpu mode="host-passthrough" /><clock offset="utc" />'
+    '<on_poweroff>destroy</on_poweroff><on_reboot>destroy</on_reboot><on_crash>destroy</on_crash><devices>'
+    '<disk type="file" device="disk"><driver name="qemu" type="raw" error_policy="stop" rerror_policy="stop" />'
+    '<source file="/img/root.sqfs"><seclabel model="dac" relabel="no" /></source>'
+    '<target dev="vda" bus="virtio" /><readonly /></disk>'
+    '<disk type="file" device="disk"><driver name="qemu" type="qcow2" error_policy="stop" rerror_policy="stop" />'
+    '<source file="/run/home.qcow2" /><target dev="vdb" bus="virtio" /></disk>'
+    '<disk type="file" device="cdrom"><driver name="qemu" type="raw" error_policy="stop" rerror_policy="stop" />'
+    '<source file="/run/job.iso" /><target dev="hdc" bus="ide" /><readonly /></disk>'
+    '<controller type="usb" model="none" /><serial type="file"><source path="/run/console.log" />'
+    '<target port="0" /></serial><channel type="pty"><target type="virtio" name="org.vmjudge.data" /></channel>'
+    '<rng model="virtio"><backend model="random">/dev/urandom</backend></rng><memballoon model="none" />'
+    '</devices></domain>'
+)
+CPU_XML_TCG_UART = (
+    '<domain type="qemu"><name>vmj-e1-prep-0a1b</name><memory unit="MiB">2048</memory><vcpu>2</vcpu>'
+    '<os><type arch="x86_64" machine="pc">hvm</type><kernel>/img/vmlinuz</kernel><initrd>/img/initrd.img</initrd>'
+    '<cmdline>console=ttyS0 quiet loglevel=3 panic=1 oops=panic vmjudge.channel=uart a=1</cmdline></os>'
+    '<features><acpi /></features><clock offset="utc" />'
+    '<on_poweroff>destroy</on_poweroff><on_reboot>destroy</on_reboot><on_crash>destroy</on_crash><devices>'
+    '<disk type="file" device="disk"><driver name="qemu" type="raw" error_policy="stop" rerror_policy="stop" />'
+    '<source file="/img/root.sqfs"><seclabel model="dac" relabel="no" /></source>'
+    '<target dev="vda" bus="virtio" /><readonly /></disk>'
+    '<disk type="file" device="disk"><driver name="qemu" type="qcow2" error_policy="stop" rerror_policy="stop" />'
+    '<source file="/run/home.qcow2" /><target dev="vdb" bus="virtio" /></disk>'
+    '<disk type="file" device="cdrom"><driver name="qemu" type="raw" error_policy="stop" rerror_policy="stop" />'
+    '<source file="/run/job.iso" /><target dev="hdc" bus="ide" /><readonly /></disk>'
+    '<controller type="usb" model="none" /><serial type="file"><source path="/run/console.log" />'
+    '<target port="0" /></serial><serial type="pty"><target port="1" /></serial>'
+    '<rng model="virtio"><backend model="random">/dev/urandom</backend></rng><memballoon model="none" />'
+    '</devices></domain>'
+)
+
+
+def test_cpu_domain_is_byte_for_byte_unchanged():
+    assert domain_xml(spec()) == CPU_XML_KVM_VIRTIO
+    assert domain_xml(spec(accel="tcg", channel="uart", cmdline_extra=("a=1",))) == CPU_XML_TCG_UART
