@@ -1,17 +1,50 @@
 """The domain XML, built from a dataclass with ElementTree so that a path or a name inside it
 is escaped by the library: no network, no USB, no graphics, direct kernel boot.
 
+A GPU domain is the same VM on q35 with one host GPU passed through with VFIO: a PCIe card
+belongs on a PCIe machine, and q35 has no IDE, so its CD-ROM is on SATA. The guest still finds
+the CD as /dev/sr0 (sr_mod names ATAPI drives alike on either bus), but through the ahci driver,
+which the CPU image's initramfs does not load (it loads ata_piix): the GPU image must. Without
+a GPU nothing changes, to the byte, so that every CPU VM is exactly what it was.
+
 Kept apart from the lifecycle (domain.py) so that what a VM is made of can be read, and
 tested, without libvirt.
 """
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
 CHANNEL_NAME = "org.vmjudge.data"
+# domain:bus:slot.function as site.toml's [gpu] devices and `lspci -D` write it.
+_PCI_ADDRESS_RE = re.compile(r"([0-9a-fA-F]{4}):([0-9a-fA-F]{2}):([01][0-9a-fA-F])\.([0-7])")
+# The GPU's root port: bus 0 is q35's pcie-root, so the port is bus 1 and the card sits alone
+# on it (a root port has one slot), where libvirt cannot place another device.
+_GPU_ROOT_PORT = 1
+
+
+@dataclass(frozen=True)
+class PciAddress:
+    domain: int
+    bus: int
+    slot: int
+    function: int
+
+    @classmethod
+    def parse(cls, text: str) -> PciAddress:
+        match = _PCI_ADDRESS_RE.fullmatch(text)  # whole: a trailing newline is no address
+        if match is None:
+            raise ValueError(f"not a PCI address such as 0000:65:00.0: {text!r}")
+        domain, bus, slot, function = (int(part, 16) for part in match.groups())
+        return cls(domain, bus, slot, function)
+
+    def attrs(self) -> dict[str, str]:
+        """libvirt's spelling: hexadecimal, as lspci shows the address, so the two read alike."""
+        return {"domain": f"0x{self.domain:04x}", "bus": f"0x{self.bus:02x}", "slot": f"0x{self.slot:02x}",
+                "function": f"0x{self.function:x}"}
 
 
 @dataclass(frozen=True)
@@ -28,6 +61,7 @@ class DomainSpec:
     memory_mib: int = 2048
     channel: str = "virtio"
     cmdline_extra: tuple[str, ...] = field(default_factory=tuple)
+    gpu: str | None = None  # the host PCI address of a GPU to pass through, as site.toml's [gpu] devices
 
     @property
     def cmdline(self) -> str:
@@ -57,15 +91,37 @@ def _disk(devices: ET.Element, path: Path, fmt: str, target: str, bus: str, devi
         _sub(disk, "readonly")
 
 
+def _gpu(devices: ET.Element, address: PciAddress) -> None:
+    _sub(devices, "controller", type="pci", index="0", model="pcie-root")
+    _sub(devices, "controller", type="pci", index=str(_GPU_ROOT_PORT), model="pcie-root-port")
+    # managed='no': the card stays bound to vfio-pci on the host for good (the preflight checks
+    # it), so libvirt never unbinds or rebinds it between entries; vfio-pci resets it when qemu
+    # lets it go. No <memoryBacking><locked/>: VFIO pins all guest RAM itself when it maps it for
+    # the card's DMA, and libvirt raises qemu's memlock limit to the guest's memory plus 1 GiB
+    # whenever a VFIO hostdev is present (qemuDomainGetMemLockLimitBytes; libvirt's
+    # qemumemlocktest "pc-hostdev"). <locked/> would add nothing VFIO needs, and without a
+    # <memtune><hard_limit> it lifts that limit to unlimited ("pc-locked+hostdev").
+    hostdev = _sub(devices, "hostdev", mode="subsystem", type="pci", managed="no")
+    _sub(hostdev, "driver", name="vfio")
+    source = _sub(hostdev, "source")
+    _sub(source, "address", **address.attrs())
+    _sub(hostdev, "address", type="pci", **PciAddress(0, _GPU_ROOT_PORT, 0, 0).attrs())
+
+
 def domain_xml(spec: DomainSpec) -> str:
     if spec.accel not in ("kvm", "tcg"):
         raise ValueError(f"accel must be kvm or tcg, not {spec.accel!r}")
+    gpu = PciAddress.parse(spec.gpu) if spec.gpu is not None else None
+    if gpu is not None and spec.accel != "kvm":
+        # A site that emulates its CPU has no business lending a GPU: say so rather than
+        # build a VM that would crawl through every CUDA call.
+        raise ValueError("a GPU is passed through only to a kvm domain, not under tcg")
     dom = ET.Element("domain", type="kvm" if spec.accel == "kvm" else "qemu")
     _sub(dom, "name", spec.name)
     _sub(dom, "memory", str(spec.memory_mib), unit="MiB")
     _sub(dom, "vcpu", str(spec.vcpus))
     os_el = _sub(dom, "os")
-    _sub(os_el, "type", "hvm", arch="x86_64", machine="pc")
+    _sub(os_el, "type", "hvm", arch="x86_64", machine="pc" if gpu is None else "q35")
     _sub(os_el, "kernel", str(spec.kernel))
     _sub(os_el, "initrd", str(spec.initrd))
     _sub(os_el, "cmdline", spec.cmdline)
@@ -79,8 +135,13 @@ def domain_xml(spec: DomainSpec) -> str:
     devices = _sub(dom, "devices")
     _disk(devices, spec.root, "raw", "vda", "virtio", readonly=True, relabel=False)
     _disk(devices, spec.home, "qcow2", "vdb", "virtio")
-    _disk(devices, spec.cdrom, "raw", "hdc", "ide", device="cdrom", readonly=True)
+    if gpu is None:
+        _disk(devices, spec.cdrom, "raw", "hdc", "ide", device="cdrom", readonly=True)
+    else:
+        _disk(devices, spec.cdrom, "raw", "sda", "sata", device="cdrom", readonly=True)
     _sub(devices, "controller", type="usb", model="none")
+    if gpu is not None:
+        _gpu(devices, gpu)
     console = _sub(devices, "serial", type="file")
     _sub(console, "source", path=str(spec.console_log))
     _sub(console, "target", port="0")
