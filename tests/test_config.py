@@ -305,3 +305,25 @@ def test_one_byte_under_image_changes_the_image_key(tmp_path):
     (tmp_path / "image" / "src" / "tool.tar").write_bytes(b"\0" * 1000)
     (tmp_path / "image" / "build.sh").write_text("make -C src install \n")
     assert image_key(site, load_challenge(tmp_path).image) != key
+
+
+@pytest.mark.parametrize("text, says", [
+    ('name = "x\\n"\n', "name = 'x\\n' is not allowed"),
+    ('name = "x"\n[image]\npackages = ["python3\\n"]\n', "[image] packages has 'python3\\n', which is not allowed"),
+    ('name = "x"\n[image]\nbuild = "image/build.sh\\n"\n', "[image] build = 'image/build.sh\\n' is not allowed"),
+    ('name = "x"\n[score]\nscorer = "accuracy\\n"\n', "[score] scorer = 'accuracy\\n' is not allowed"),
+])
+def test_a_trailing_newline_is_no_part_of_a_name(tmp_path, text, says):
+    """The patterns end in `$`, which re.match also finds before a final newline: values are
+    matched whole, so "x\\n" is not taken for the name "x"."""
+    (tmp_path / "image").mkdir()
+    (tmp_path / "image" / "build.sh").write_text("true\n")
+    with pytest.raises(ConfigError) as err:
+        load_challenge(write(tmp_path, text))
+    assert says in str(err.value)
+
+
+def test_a_gpu_address_with_a_trailing_newline_is_refused(tmp_path):
+    write(tmp_path, '[gpu]\ndevices = ["0000:65:00.0\\n"]\n', "site.toml")
+    with pytest.raises(ConfigError, match=r"\[gpu\] devices has '0000:65:00.0\\n', which is not allowed"):
+        load_site(tmp_path)

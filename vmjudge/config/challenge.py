@@ -145,7 +145,7 @@ def load_challenge(directory: Path) -> Challenge:
     source = str(directory / "challenge.toml")
     data = read_toml(directory / "challenge.toml")
     top = Section(source, "top level", {k: v for k, v in data.items() if not isinstance(v, dict)})
-    name = top.get("name", str, None, lambda v: bool(_NAME_RE.match(v)),
+    name = top.get("name", str, None, lambda v: bool(_NAME_RE.fullmatch(v)),
                    "letters, digits, '.', '_' and '-', at most 64 characters")
     if name is None:
         raise ConfigError(f"{source} has no name: add a line such as name = \"beats2014\".")
@@ -172,7 +172,7 @@ def _image_recipe(source: str, directory: Path, data: dict[str, Any]) -> ImageRe
     if "main" not in components or len(set(components)) != len(components):
         raise ConfigError(f"{source}: [image] components = {list(components)!r} is not allowed: name each area "
                           "once, and \"main\" among them (the base system comes from it).")
-    build = image.get("build", str, None, lambda v: bool(_RELPATH_RE.match(v)) and v.startswith("image/"),
+    build = image.get("build", str, None, lambda v: bool(_RELPATH_RE.fullmatch(v)) and v.startswith("image/"),
                       "the path of a script under the challenge's image/ directory, such as \"image/build.sh\"")
     recipe = ImageRecipe(
         packages=image.names("packages", _PACKAGE_RE, "Debian package names such as \"python3-numpy\""),
@@ -233,18 +233,18 @@ def _results(source: str, data: dict[str, Any]) -> ResultsRule:
     style = sec.get("style", str, "answer-lines", lambda v: v in ("answer-lines", "files"),
                     "\"answer-lines\" or \"files\"")
     pattern_ok = "a file name holding {record}, such as \"{record}.qrs\""
-    pattern = sec.get("pattern", str, None, lambda v: "{record}" in v and "/" not in v and bool(_RELPATH_RE.match(v)),
-                      pattern_ok)
+    pattern = sec.get("pattern", str, None,
+                      lambda v: "{record}" in v and "/" not in v and bool(_RELPATH_RE.fullmatch(v)), pattern_ok)
     if style == "files":
         if pattern is None:
             raise ConfigError(f"{source}: [results] style = \"files\" needs pattern: use {pattern_ok}.")
-        submitted = sec.get("submitted", str, None, lambda v: "{record}" in v and bool(_RELPATH_RE.match(v)),
+        submitted = sec.get("submitted", str, None, lambda v: "{record}" in v and bool(_RELPATH_RE.fullmatch(v)),
                             "a path inside the entry holding {record}, such as \"outputs/{record}.qrs\"")
         if submitted is None:
             raise ConfigError(f"{source}: [results] style = \"files\" needs submitted, the path of the entry's "
                               "own results, such as \"outputs/{record}.qrs\".")
     else:
-        submitted = sec.get("submitted", str, "answers.txt", lambda v: "{" not in v and bool(_RELPATH_RE.match(v)),
+        submitted = sec.get("submitted", str, "answers.txt", lambda v: "{" not in v and bool(_RELPATH_RE.fullmatch(v)),
                             "a path inside the entry such as \"answers.txt\"")
     sec.done()
     return ResultsRule(style=style, pattern=pattern, submitted=submitted)
@@ -252,7 +252,7 @@ def _results(source: str, data: dict[str, Any]) -> ResultsRule:
 
 def _scorer(source: str, data: dict[str, Any]) -> tuple[str, ScoreOptions]:
     sec = Section(source, "score", data.get("score", {}))
-    scorer = sec.get("scorer", str, "accuracy", lambda v: bool(re.match(r"^[A-Za-z0-9_.]+(:[A-Za-z0-9_]+)?$", v)),
+    scorer = sec.get("scorer", str, "accuracy", lambda v: bool(re.fullmatch(r"[A-Za-z0-9_.]+(:[A-Za-z0-9_]+)?", v)),
                      "a built-in scorer name such as \"beats2014\" or \"package.module:function\"")
     options = ScoreOptions(
         undefined=sec.get("undefined", str, ScoreOptions.undefined, lambda v: v in ("omit", "zero"),
@@ -272,7 +272,7 @@ def _records(directory: Path, subset: str) -> tuple[str, ...]:
         return ()
     names = [line.strip() for line in path.read_text().splitlines() if line.strip()]
     for name in names:
-        if not _RECORD_RE.match(name):
+        if not _RECORD_RE.fullmatch(name):
             raise ConfigError(f"{path} lists {name!r}, which is not a usable record name: use letters, digits, "
                               "'_' and '-'.")
     if len(set(names)) != len(names):

@@ -30,7 +30,8 @@ class Retention:
 
 
 # domain:bus:slot.function as sysfs and `lspci -D` write it: slots 00-1f, functions 0-7.
-_PCI_ADDRESS_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[01][0-9a-f]\.[0-7]$")
+# Matched whole (fullmatch); the groups are the four numbers, which the domain XML needs.
+PCI_ADDRESS_RE = re.compile(r"([0-9a-f]{4}):([0-9a-f]{2}):([01][0-9a-f])\.([0-7])")
 _PCI_ID_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{4}$")
 T4_ID = "10de:1eb8"
 
@@ -144,7 +145,7 @@ def _retention(source: str, data: dict[str, Any]) -> Retention:
 
 def _gpu(source: str, data: dict[str, Any]) -> GpuSite:
     sec = Section(source, "gpu", data.get("gpu", {}))
-    devices = sec.names("devices", _PCI_ADDRESS_RE, "PCI addresses as `lspci -D` prints them, in lowercase, "
+    devices = sec.names("devices", PCI_ADDRESS_RE, "PCI addresses as `lspci -D` prints them, in lowercase, "
                         "such as \"0000:65:00.0\"")
     _once(source, "devices", devices, "each GPU once (each is one slot)")
     id_rule = "vendor:device ids in lowercase hex, such as \"10de:1eb8\" (a T4)"

@@ -39,7 +39,7 @@ class Section:
     def names(self, key: str, pattern: re.Pattern[str], allowed: str) -> tuple[str, ...]:
         value = self.get(key, list, [], allowed=allowed)
         for item in value:
-            if not isinstance(item, str) or not pattern.match(item):
+            if not isinstance(item, str) or not pattern.fullmatch(item):
                 raise ConfigError(f"{self._where(key)} has {item!r}, which is not allowed: use {allowed}.")
         return tuple(value)
 

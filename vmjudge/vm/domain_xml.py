@@ -13,14 +13,13 @@ tested, without libvirt.
 
 from __future__ import annotations
 
-import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..config.site import PCI_ADDRESS_RE
+
 CHANNEL_NAME = "org.vmjudge.data"
-# domain:bus:slot.function as site.toml's [gpu] devices and `lspci -D` write it.
-_PCI_ADDRESS_RE = re.compile(r"([0-9a-fA-F]{4}):([0-9a-fA-F]{2}):([01][0-9a-fA-F])\.([0-7])")
 # The GPU's root port: bus 0 is q35's pcie-root, so the port is bus 1 and the card sits alone
 # on it (a root port has one slot), where libvirt cannot place another device.
 _GPU_ROOT_PORT = 1
@@ -35,7 +34,7 @@ class PciAddress:
 
     @classmethod
     def parse(cls, text: str) -> PciAddress:
-        match = _PCI_ADDRESS_RE.fullmatch(text)  # whole: a trailing newline is no address
+        match = PCI_ADDRESS_RE.fullmatch(text)  # whole: a trailing newline is no address
         if match is None:
             raise ValueError(f"not a PCI address such as 0000:65:00.0: {text!r}")
         domain, bus, slot, function = (int(part, 16) for part in match.groups())
