@@ -419,12 +419,12 @@ def test_the_challenges_own_software_is_in_its_image_and_on_the_replica(judged, 
     assert files["vmjudge/root.sqfs"] == image.root
     replica = tmp_path / "replica"
     for name in ("root.sqfs", "vmlinuz", "initrd.img", "manifest.json", "replica.json", "challenge/image/build.sh"):
-        source = files[f"vmjudge/{name}"]
+        held = files[f"vmjudge/{name}"]
         (replica / name).parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(source, bytes):
-            (replica / name).write_bytes(source)
+        if isinstance(held, bytes):
+            (replica / name).write_bytes(held)
         else:
-            (replica / name).symlink_to(source)
+            (replica / name).symlink_to(held)
     info = replica_info(replica)  # what `vmjudge-replica info` prints in the booted replica
     assert info["build"] == build and info["sha256"] == image.manifest["sha256"]
     tool = subprocess.run(["unsquashfs", "-cat", str(replica / "root.sqfs"), "usr/local/bin/sigstat"],
