@@ -45,6 +45,11 @@ def recipe_with(base: Path, script: str, files: dict[str, str] | None = None, ti
     return ImageRecipe(build="image/build.sh", build_dir=image, build_timeout=timeout)
 
 
+def build(root: Path, recipe: ImageRecipe, base: Path, progress) -> dict:
+    """run_build as the image build calls it: with the tree hash the image's key was made from."""
+    return build_step.run_build(root, recipe, build_step.tree_hash(recipe.build_dir), base / "scratch", progress)
+
+
 def mounts() -> str:
     return Path("/proc/self/mounts").read_text()
 
@@ -60,14 +65,14 @@ if touch /run/vmjudge-build/written 2>/dev/null; then echo "image/ was writable"
 echo done
 """, {"src/tool.sh": "#!/bin/sh\necho tool 1.0\n"})
     said: list[str] = []
-    result = build_step.run_build(root, recipe, tmp_path / "scratch", said.append)
+    result = build(root, recipe, tmp_path, said.append)
     assert said[0] == "    | building in /run/vmjudge-build as 0, TMPDIR=/tmp" and said[-1] == "    | done"
     assert result["installed"] == ["/usr/local/bin/tool"] and result["installed_count"] == 1
     assert (root / "usr/local/bin/tool").read_text() == "#!/bin/sh\necho tool 1.0\n"
     assert result["script"] == "image/build.sh" and result["tree_sha256"] == build_step.tree_hash(recipe.build_dir)
-    # The build tree was in the scratch /tmp, which the caller deletes; none of it in the root.
+    # The build tree was in the scratch /tmp, deleted with the build; none of it in the root.
     assert list((root / "tmp").iterdir()) == [] and not (root / "run/vmjudge-build").exists()
-    assert (tmp_path / "scratch/src/tool.o").is_file()
+    assert not (tmp_path / "scratch").exists()
     assert not (recipe.build_dir / "written").exists()
     assert str(root) not in mounts() and str(recipe.build_dir) not in mounts()  # the namespace took its mounts along
 
@@ -82,7 +87,7 @@ def test_the_build_has_no_network_even_where_the_host_has(tmp_path):
         root = busybox_root(tmp_path)
         recipe = recipe_with(tmp_path, f"echo fetching the sources\nwget -O /tmp/src.tar.gz {url}\n")
         with pytest.raises(ImageError) as err:
-            build_step.run_build(root, recipe, tmp_path / "scratch", lambda line: None)
+            build(root, recipe, tmp_path, lambda line: None)
     finally:
         server.shutdown()
     text = str(err.value)
@@ -97,9 +102,10 @@ def test_out_of_time_ends_the_script_and_all_it_started(tmp_path):
     marker = "7919"  # a sleep nobody else runs
     recipe = recipe_with(tmp_path, f"echo started\nsleep {marker} &\nsleep {marker}\n", timeout=2)
     with pytest.raises(ImageError) as err:
-        build_step.run_build(root, recipe, tmp_path / "scratch", lambda line: None)
+        build(root, recipe, tmp_path, lambda line: None)
     assert "image/build.sh did not finish within 2 s" in str(err.value)
     assert str(err.value).endswith("Its last lines:\nstarted")
+    assert not (tmp_path / "scratch").exists() and not (root / "run/vmjudge-build").exists()
     left = [p for p in Path("/proc").glob("[0-9]*")
             if _cmdline(p) == ["sleep", marker]]
     assert left == []
@@ -117,7 +123,7 @@ def test_a_failure_ends_with_the_last_twenty_lines(tmp_path):
     root = busybox_root(tmp_path)
     recipe = recipe_with(tmp_path, "i=1; while [ $i -le 100 ]; do echo line $i; i=$((i+1)); done; exit 3\n")
     with pytest.raises(ImageError) as err:
-        build_step.run_build(root, recipe, tmp_path / "scratch", lambda line: None)
+        build(root, recipe, tmp_path, lambda line: None)
     assert " failed (exit 3) after " in str(err.value)
     assert str(err.value).split("Its last lines:\n", 1)[1] == "\n".join(f"line {i}" for i in range(81, 101))
 
@@ -127,8 +133,19 @@ def test_an_executable_script_runs_by_its_own_interpreter(tmp_path):
     recipe = recipe_with(tmp_path, "#!/bin/busybox ash\necho \"$0 by ash\"\n")
     os.chmod(recipe.build_dir / "build.sh", 0o755)
     said: list[str] = []
-    build_step.run_build(root, recipe, tmp_path / "scratch", said.append)
+    build(root, recipe, tmp_path, said.append)
     assert said == ["    | /run/vmjudge-build/build.sh by ash"]
+
+
+def test_image_dir_changed_since_the_key_was_made_fails_the_build(tmp_path):
+    root = busybox_root(tmp_path)
+    recipe = recipe_with(tmp_path, "cp /run/vmjudge-build/src.c /usr/local/bin/src.c\n", {"src.c": "int x;\n"})
+    keyed = build_step.tree_hash(recipe.build_dir)
+    (recipe.build_dir / "src.c").write_text("int y;\n")  # as if edited while the image was building
+    with pytest.raises(ImageError, match=r"image changed while the image was being built, so the image would "
+                                         r"not be the one its key names: build it again"):
+        build_step.run_build(root, recipe, keyed, tmp_path / "scratch", lambda line: None)
+    assert not (tmp_path / "scratch").exists()
 
 
 def test_tree_hash_follows_content_paths_and_the_x_bit_not_times(tmp_path):

@@ -69,8 +69,11 @@ def recipe_document(site: Site, recipe: ImageRecipe) -> dict:
 
 
 def image_key(site: Site, recipe: ImageRecipe) -> str:
-    doc = json.dumps(recipe_document(site, recipe), sort_keys=True).encode()
-    return hashlib.sha256(doc).hexdigest()[:20]
+    return _key(recipe_document(site, recipe))
+
+
+def _key(doc: dict) -> str:
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:20]
 
 
 def find_image(site: Site, recipe: ImageRecipe) -> GuestImage:
@@ -128,7 +131,8 @@ def _run_logged(argv: list[str], progress: Progress, what: str) -> str:
 
 
 def build_image(site: Site, recipe: ImageRecipe, progress: Progress = print, force: bool = False) -> GuestImage:
-    key = image_key(site, recipe)
+    doc = recipe_document(site, recipe)  # once: with a build script it hashes all of image/
+    key = _key(doc)
     final = site.layout.images / key
     site.layout.images.mkdir(parents=True, exist_ok=True)
     os.chmod(site.layout.images, 0o755)
@@ -144,7 +148,7 @@ def build_image(site: Site, recipe: ImageRecipe, progress: Progress = print, for
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir()
         try:
-            manifest = _build(site, recipe, work, progress)
+            manifest = _build(site, recipe, doc, work, progress)
             manifest["key"] = key
             manifest["build_seconds"] = round(time.monotonic() - started, 1)
             (work / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
@@ -161,8 +165,7 @@ def build_image(site: Site, recipe: ImageRecipe, progress: Progress = print, for
     return GuestImage.load(final)
 
 
-def _build(site: Site, recipe: ImageRecipe, work: Path, progress: Progress) -> dict:
-    doc = recipe_document(site, recipe)
+def _build(site: Site, recipe: ImageRecipe, doc: dict, work: Path, progress: Progress) -> dict:
     root = work / "root"
     step = _Steps(progress, 6 if recipe.build else 5)
     step(f"mmdebstrap: Debian {site.suite} minbase + {len(doc['packages'])} packages")
@@ -179,8 +182,7 @@ def _build(site: Site, recipe: ImageRecipe, work: Path, progress: Progress) -> d
     built = None
     if recipe.build:
         step(f"the challenge's build script {recipe.build} (no network, at most {recipe.build_timeout:g} s)")
-        built = build_step.run_build(root, recipe, work / "build-tmp", progress)
-        shutil.rmtree(work / "build-tmp")
+        built = build_step.run_build(root, recipe, doc["build"]["tree"], work / "build-tmp", progress)
         progress(f"    {recipe.build} installed {built['installed_count']} files in {built['seconds']:g} s")
 
     step("guest user, agent and init")

@@ -14,6 +14,7 @@ import collections
 import contextlib
 import hashlib
 import os
+import shutil
 import signal
 import stat
 import subprocess
@@ -24,6 +25,7 @@ from pathlib import Path
 
 from ..config import ImageRecipe
 from ..errors import ImageError
+from ..files import sha256_file
 
 MOUNT_POINT = "/run/vmjudge-build"
 ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root",
@@ -77,7 +79,7 @@ def _tree_entry(path: Path, rel: str) -> str:
     if stat.S_ISDIR(st.st_mode):
         return f"d {rel}\0"
     if stat.S_ISREG(st.st_mode):
-        return f"f{'x' if st.st_mode & 0o111 else '-'} {rel}\0{_sha256(path)}"
+        return f"f{'x' if st.st_mode & 0o111 else '-'} {rel}\0{sha256_file(path)}"
     raise ImageError(f"{path} is neither a file, a directory nor a symbolic link: "
                      "keep only those under the challenge's image/ directory.")
 
@@ -96,14 +98,15 @@ def snapshot(root: Path) -> dict[str, tuple[int, int, int, str]]:
     return seen
 
 
-def run_build(root: Path, recipe: ImageRecipe, scratch: Path, progress: Progress) -> dict:
-    """Run the recipe's build script in `root`; the manifest's record of it, or ImageError."""
+def run_build(root: Path, recipe: ImageRecipe, tree: str, scratch: Path, progress: Progress) -> dict:
+    """Run the recipe's build script in `root`; the manifest's record of it, or ImageError.
+
+    `tree` is the hash of image/ that names the image: checked again afterwards, so that a file
+    changed while the script read it cannot give an image whose key says other sources."""
     assert recipe.build is not None and recipe.build_dir is not None
     mount_point, tmp = root / MOUNT_POINT.lstrip("/"), root / "tmp"
     mount_point.mkdir(parents=True, exist_ok=True)
     tmp.mkdir(exist_ok=True)
-    scratch.mkdir()
-    os.chmod(scratch, 0o1777)
     before = snapshot(root)
     script = f"{MOUNT_POINT}/{recipe.build_script}"
     run = [script] if os.access(recipe.build_dir / recipe.build_script, os.X_OK) else ["/bin/sh", script]
@@ -112,31 +115,31 @@ def run_build(root: Path, recipe: ImageRecipe, scratch: Path, progress: Progress
             "chroot", str(root), "/usr/bin/env", "-i", *(f"{k}={v}" for k, v in ENV.items()),
             "/bin/sh", "-c", f'cd {MOUNT_POINT} && exec "$@"', "build", *run]
     started = time.monotonic()
+    scratch.mkdir()
+    os.chmod(scratch, 0o1777)
     try:
         code, tail = _run(argv, recipe.build_timeout, progress)
     finally:
         os.rmdir(mount_point)
+        shutil.rmtree(scratch)
     seconds = round(time.monotonic() - started, 1)
-    if code is None or code != 0:
+    if code != 0:
         what = (f"did not finish within {recipe.build_timeout:g} s" if code is None
                 else f"failed (exit {code}) after {seconds:g} s")
         raise ImageError(f"the build script {recipe.build} {what}. It runs as root in the new guest root, without "
                          f"network, with the challenge's image/ directory read-only at {MOUNT_POINT}: ship "
                          "what it needs under image/. Its last lines:\n" + "\n".join(tail))
+    if tree_hash(recipe.build_dir) != tree:
+        raise ImageError(f"{recipe.build_dir} changed while the image was being built, so the image would not be "
+                         "the one its key names: build it again once the directory is as it should be.")
     # A library installed under /usr/local/lib is found by the entry without LD_LIBRARY_PATH.
     subprocess.run(["chroot", str(root), "/bin/sh", "-c", "if command -v ldconfig >/dev/null; then ldconfig; fi"],
                    check=True, capture_output=True)
     after = snapshot(root)
     installed = sorted(path for path, what in after.items() if before.get(path) != what
                        and not stat.S_ISDIR(what[0]))
-    return {"script": recipe.build, "sha256": _sha256(recipe.build_dir / recipe.build_script),
-            "tree_sha256": tree_hash(recipe.build_dir), "seconds": seconds,
-            "installed_count": len(installed), "installed": installed[:LISTED]}
-
-
-def _sha256(path: Path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
+    return {"script": recipe.build, "sha256": sha256_file(recipe.build_dir / recipe.build_script),
+            "tree_sha256": tree, "seconds": seconds, "installed_count": len(installed), "installed": installed[:LISTED]}
 
 
 def _run(argv: list[str], timeout: float, progress: Progress) -> tuple[int | None, list[str]]:

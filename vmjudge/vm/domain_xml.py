@@ -134,10 +134,8 @@ def domain_xml(spec: DomainSpec) -> str:
     devices = _sub(dom, "devices")
     _disk(devices, spec.root, "raw", "vda", "virtio", readonly=True, relabel=False)
     _disk(devices, spec.home, "qcow2", "vdb", "virtio")
-    if gpu is None:
-        _disk(devices, spec.cdrom, "raw", "hdc", "ide", device="cdrom", readonly=True)
-    else:
-        _disk(devices, spec.cdrom, "raw", "sda", "sata", device="cdrom", readonly=True)
+    target, bus = ("hdc", "ide") if gpu is None else ("sda", "sata")
+    _disk(devices, spec.cdrom, "raw", target, bus, device="cdrom", readonly=True)
     _sub(devices, "controller", type="usb", model="none")
     if gpu is not None:
         _gpu(devices, gpu)
