@@ -327,3 +327,26 @@ def test_a_gpu_address_with_a_trailing_newline_is_refused(tmp_path):
     write(tmp_path, '[gpu]\ndevices = ["0000:65:00.0\\n"]\n', "site.toml")
     with pytest.raises(ConfigError, match=r"\[gpu\] devices has '0000:65:00.0\\n', which is not allowed"):
         load_site(tmp_path)
+
+
+def test_gpu_keys_load_and_default_to_none(tmp_path):
+    plain = load_challenge(write(tmp_path, 'name = "x"\n'))
+    assert (plain.vm.gpu, plain.image.gpu) == (None, None)
+    ch = load_challenge(write(tmp_path, 'name = "x"\n[image]\ngpu = "nvidia-535"\n[vm]\ngpu = "t4"\n'))
+    assert (ch.vm.gpu, ch.image.gpu) == ("t4", "nvidia-535")
+    assert load_challenge(write(tmp_path, 'name = "x"\n[image]\ngpu = "nvidia-535"\n[vm]\ngpu = "any"\n')).vm.gpu == "any"
+    # A CPU VM on the GPU image is allowed (the agent reports no GPU and carries on).
+    assert load_challenge(write(tmp_path, 'name = "x"\n[image]\ngpu = "nvidia-535"\n')).vm.gpu is None
+
+
+@pytest.mark.parametrize("text, says", [
+    ('[vm]\ngpu = "a100"\n', "[vm] gpu = 'a100' is not allowed: use \"t4\" or \"any\"."),
+    ('[vm]\ngpu = "t4\\n"\n', "[vm] gpu = 't4\\n' is not allowed"),
+    ('[vm]\ngpu = true\n', "[vm] gpu = True is not allowed"),
+    ('[image]\ngpu = "nvidia-550"\n', "[image] gpu = 'nvidia-550' is not allowed: use \"nvidia-535\"."),
+    ('[vm]\ngpu = "t4"\n', "[vm] gpu = 't4' needs a guest driver in the image: add gpu = \"nvidia-535\" to [image]."),
+])
+def test_bad_gpu_keys_are_named(tmp_path, text, says):
+    with pytest.raises(ConfigError) as err:
+        load_challenge(write(tmp_path, 'name = "x"\n' + text))
+    assert says in str(err.value)

@@ -23,6 +23,10 @@ _RELPATH_RE = re.compile(r"^(?!/)(?!.*(^|/)\.\.(/|$))[A-Za-z0-9_.{}/-]+$")
 
 # Debian's archive areas; "main" is where the base system comes from, so it is always one of them.
 COMPONENTS = ("main", "contrib", "non-free", "non-free-firmware")
+# [image] gpu: the guest driver an image may carry (Debian bookworm's Tesla 535 branch, the one
+# Grand Challenge's T4 runs). [vm] gpu: the card a stage needs; "any" is any GPU slot of the site.
+GPU_DRIVERS = ("nvidia-535",)
+GPU_MODELS = ("t4", "any")
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,7 @@ class ImageRecipe:
     build: str | None = None
     build_dir: Path | None = None
     build_timeout: float = 1800.0
+    gpu: str | None = None  # a GPU_DRIVERS name: the image carries that driver (images/gpu_driver.py)
 
     @property
     def build_script(self) -> str:
@@ -53,6 +58,7 @@ class VmShape:
     vcpus: int = 2
     memory_mib: int = 2048
     home_mib: int = 1024
+    gpu: str | None = None  # a GPU_MODELS name: every VM stage runs in a GPU slot, with the card passed through
 
 
 @dataclass(frozen=True)
@@ -156,8 +162,12 @@ def load_challenge(directory: Path) -> Challenge:
         vcpus=vm.get("vcpus", int, 2, lambda v: 1 <= v <= 64, "a whole number from 1 to 64"),
         memory_mib=vm.get("memory", int, 2048, lambda v: 256 <= v <= 1 << 20,
                           "a whole number of MiB from 256 to 1048576"),
-        home_mib=vm.get("home", int, 1024, lambda v: 64 <= v <= 1 << 22, "a whole number of MiB from 64 to 4194304"))
+        home_mib=vm.get("home", int, 1024, lambda v: 64 <= v <= 1 << 22, "a whole number of MiB from 64 to 4194304"),
+        gpu=vm.get("gpu", str, None, lambda v: v in GPU_MODELS, " or ".join(f'"{m}"' for m in GPU_MODELS)))
     vm.done()
+    if shape.gpu is not None and recipe.gpu is None:
+        raise ConfigError(f"{source}: [vm] gpu = {shape.gpu!r} needs a guest driver in the image: add "
+                          f"gpu = \"{GPU_DRIVERS[0]}\" to [image].")
     scorer, score_options = _scorer(source, data)
     return Challenge(name=name, directory=directory, image=recipe, vm=shape, entry=_entry_rules(source, data),
                      limits=_limits(source, data), results=_results(source, data), scorer=scorer,
@@ -179,7 +189,8 @@ def _image_recipe(source: str, directory: Path, data: dict[str, Any]) -> ImageRe
         pip=image.names("pip", _PIP_RE, "pip requirements such as \"wfdb==4.3.1\""),
         components=components, build=build, build_dir=directory / "image" if build else None,
         build_timeout=image.get("build_timeout", float, ImageRecipe.build_timeout, lambda v: 1 <= v <= 86400,
-                                "a number of seconds from 1 to 86400"))
+                                "a number of seconds from 1 to 86400"),
+        gpu=image.get("gpu", str, None, lambda v: v in GPU_DRIVERS, " or ".join(f'"{d}"' for d in GPU_DRIVERS)))
     image.done()
     if build is not None:
         script, image_dir = directory / build, (directory / "image").resolve()
