@@ -334,7 +334,8 @@ def test_gpu_keys_load_and_default_to_none(tmp_path):
     assert (plain.vm.gpu, plain.image.gpu) == (None, None)
     ch = load_challenge(write(tmp_path, 'name = "x"\n[image]\ngpu = "nvidia-535"\n[vm]\ngpu = "t4"\n'))
     assert (ch.vm.gpu, ch.image.gpu) == ("t4", "nvidia-535")
-    assert load_challenge(write(tmp_path, 'name = "x"\n[image]\ngpu = "nvidia-535"\n[vm]\ngpu = "any"\n')).vm.gpu == "any"
+    anycard = load_challenge(write(tmp_path, 'name = "x"\n[image]\ngpu = "nvidia-535"\n[vm]\ngpu = "any"\n'))
+    assert anycard.vm.gpu == "any"
     # A CPU VM on the GPU image is allowed (the agent reports no GPU and carries on).
     assert load_challenge(write(tmp_path, 'name = "x"\n[image]\ngpu = "nvidia-535"\n')).vm.gpu is None
 

@@ -188,6 +188,9 @@ class ListLog:
     def __init__(self):
         self.events = []
 
+    def hello(self, info):
+        self.events.append(("hello", info.get("agent")))
+
     def started(self, cmd):
         self.events.append(("start", cmd.index))
 
@@ -211,7 +214,9 @@ def test_with_keep_all_off_only_the_last_command_keeps_its_bytes():
     assert [len(c.output) for c in commands] == [0] * 49 + [1000]
     assert all(c.files["r.qrs"].data == b"" for c in commands[:-1]) and commands[-1].files["r.qrs"].data == b"y" * 10
     assert seen == [(i, 1000, b"y" * 10) for i in range(50)]  # on_end saw each command whole
-    assert log.events[:3] == [("start", 0), ("out", 0, 1000), ("end", 0, "ok")] and len(log.events) == 150
+    # The log hears the hello first (a GPU stage's log opens with the guest's GPU), then each command.
+    assert log.events[:4] == [("hello", "1.0"), ("start", 0), ("out", 0, 1000), ("end", 0, "ok")]
+    assert len(log.events) == 151
 
 
 def test_on_end_stops_the_run_and_no_later_frame_is_read():

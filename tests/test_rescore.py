@@ -29,6 +29,7 @@ from vmjudge.queue.db import Queue
 from vmjudge.queue.results import ExamResults, encode, get, put, store_dir
 from vmjudge.scorers import loader
 from vmjudge.supervisor.evaluate import run_stage
+from vmjudge.supervisor.slots import Slot
 
 from .cli import run_cli
 from .scorers_v1 import af2017 as af2017_v1
@@ -122,7 +123,7 @@ def judge_results(home: Home, challenge: str, owner: str, results: ExamResults, 
                        exam={"records": len(results.records), "completed": completed,
                              "failed": len(results.records) - completed, "timed_out": 0},
                        results_sha256=digest)
-    run_stage(queue, site, queue.claim_next("test", only=entry_id), 0)  # the real stage 4
+    run_stage(queue, site, queue.claim_next("test", only=entry_id), Slot(0))  # the real stage 4
     return entry_id
 
 

@@ -27,6 +27,7 @@ from vmjudge.reports import report
 from vmjudge.stages.context import StageContext
 from vmjudge.stages.prep import stage as prep
 from vmjudge.supervisor.evaluate import run_stage
+from vmjudge.supervisor.slots import Slot
 from vmjudge.vm.channel import CommandResult
 from vmjudge.vm.runner import make_blank_disk, make_overlay
 
@@ -100,7 +101,7 @@ class Home:
         answers = dict.fromkeys(RECORDS, "N")
         digest = put(self.site.home, encode(RECORDS, dict.fromkeys(RECORDS, "ok"), "answer-lines", answers=answers))
         self.stage(entry_id, "exam", "passed", next_stage="score", results_sha256=digest)
-        run_stage(self.queue, self.site, self.queue.claim_next("test", only=entry_id), 0)  # the real stage 4
+        run_stage(self.queue, self.site, self.queue.claim_next("test", only=entry_id), Slot(0))  # the real stage 4
         assert self.queue.entry(entry_id).outcome == "scored"
         return entry_id
 

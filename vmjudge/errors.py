@@ -31,6 +31,16 @@ class InfrastructureError(VmjudgeError):
         self.reason = reason
 
 
+class GpuFault(InfrastructureError):
+    """A GPU slot's card could not be lent to the VM, or did not work inside it (before any of
+    the entry's commands ran): the stage is the infrastructure's to run again, in another slot,
+    and the card's slot is taken out of service until the organiser puts it back."""
+
+    def __init__(self, reason: str, message: str, address: str):
+        super().__init__(reason, message)
+        self.address = address
+
+
 class ScoringError(VmjudgeError):
     """The reference answers cannot be read or do not match the test set."""
 

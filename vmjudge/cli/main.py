@@ -28,6 +28,7 @@ from ..supervisor import doctor as doctor_checks
 from ..supervisor.daemon import DaemonBusy, serve
 from ..terminal import PrintableFormatter
 from .echo import echo, errors_printed
+from .gpu import gpu, slot_json, slot_line
 from .replica import replica
 from .rescore import rescore
 
@@ -84,9 +85,9 @@ def challenge_add(ctx: click.Context, challenge_dir: Path) -> None:
     check_challenge_data(ch)
     load_scorer(ch.scorer)
     image_ = build_image(site, ch.image, progress=lambda m: echo(m, err=True))
-    _queue(site).add_challenge(ch.name, ch.directory, image_.key)
+    _queue(site).add_challenge(ch.name, ch.directory, image_.key, gpu=ch.vm.gpu)
     echo(f"registered {ch.name}: {len(ch.training)} training and {len(ch.test)} test records, "
-               f"scorer {ch.scorer}")
+               f"scorer {ch.scorer}" + (f", its VM stages in GPU slots (gpu = \"{ch.vm.gpu}\")" if ch.vm.gpu else ""))
 
 
 def _submit(site: Site, name: str, archive: Path, owner: str, late: bool) -> int:
@@ -153,6 +154,10 @@ def evaluate(ctx: click.Context, challenge_name: str, archive: Path, owner: str 
         except KeyboardInterrupt:
             pass  # the daemon goes on with the entry; said below
     entry = queue.entry(entry_id)
+    if entry.state == "queued" and not queue.waiting(entry_id):  # queued, but not for a CPU slot
+        echo(f"entry {entry_id} waits for a GPU slot at stage {entry.stage}, and this host has none in service "
+             "that can run it (`vmjudge gpu list` says why); it stays queued for a daemon that has one.", err=True)
+        sys.exit(1)
     if entry.state not in ("done", "parked"):  # Ctrl-C or SIGTERM: serve put the stage back
         echo(f"interrupted: entry {entry_id} is {entry.state} at stage {entry.stage}; `vmjudge daemon` will "
              "finish it, and `vmjudge show` gives its report.", err=True)
@@ -166,19 +171,22 @@ def evaluate(ctx: click.Context, challenge_name: str, archive: Path, owner: str 
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def status(ctx: click.Context, as_json: bool) -> None:
-    """The queue: entries waiting or running, and how many are done."""
+    """The queue: entries waiting or running, how many are done, and the GPU slots."""
     queue = _queue(_site(ctx))
     entries = queue.entries()
     active = [e for e in entries if e.state in ("queued", "running", "parked")]
     done = [e for e in entries if e.state == "done"]
+    gpus = queue.gpu_slots.all()
     if as_json:
         echo(json.dumps({"active": [{"id": e.id, "challenge": e.challenge, "owner": e.owner,
                                            "state": e.state, "stage": e.stage} for e in active],
-                               "done": len(done)}, indent=2))
+                               "done": len(done), "gpus": [slot_json(g) for g in gpus]}, indent=2))
         return
     for e in active:
         echo(f"{e.id:>6}  {e.state:<8} {e.stage or '':<6} {e.challenge:<16} {e.owner}")
     echo(f"{len(active)} waiting or running, {len(done)} done")
+    for g in gpus:
+        echo(slot_line(g))
 
 
 @main.command()
@@ -289,4 +297,5 @@ def gc(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
 
 
 main.add_command(rescore)
+main.add_command(gpu)
 main.add_command(replica)

@@ -18,16 +18,33 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import VmjudgeError
-from ..pipeline import FIRST
+from ..pipeline import FIRST, PIPELINE
 from .connection import connect, create, transaction
+from .gpu_slots import GpuSlots
 from .retry import after_infra_failure
 from .rows import ArchivedResults, EntryRow, Scoring, StageRun, now
+
+# A stage needs a GPU slot when its challenge asks for a GPU and it runs in a VM (stage 4,
+# on the host, needs none: a GPU challenge's scoring never waits for a card).
+_VM_STAGES = tuple(s.name for s in PIPELINE if s.in_vm)
+_NEEDS_GPU = f"(c.gpu IS NOT NULL AND e.stage IN ({', '.join(repr(n) for n in _VM_STAGES)}))"
+
+
+def _slot_filter(gpu: tuple[str, ...] | None) -> tuple[str, tuple[str, ...]]:
+    """SQL (on entries e joined with challenges c) for what one kind of slot may take: a CPU
+    slot (gpu None) every stage that needs no GPU, and nothing else, so a CPU slot never runs
+    GPU work and GPU work never waits behind CPU work in a GPU slot; a GPU slot only stages
+    that need a GPU, of a model among `gpu` ("any", "t4")."""
+    if gpu is None:
+        return f" AND NOT {_NEEDS_GPU}", ()
+    return f" AND {_NEEDS_GPU} AND c.gpu IN ({','.join('?' * len(gpu))})", gpu
 
 
 class Queue:
     def __init__(self, path: Path):
         self.path = Path(path)
         create(self.path)
+        self.gpu_slots = GpuSlots(self.path)
 
     def _event(self, db: sqlite3.Connection, entry_id: int | None, kind: str, detail: str) -> None:
         db.execute("INSERT INTO events (entry_id, at, kind, detail) VALUES (?, ?, ?, ?)",
@@ -35,12 +52,15 @@ class Queue:
 
     # challenges
 
-    def add_challenge(self, name: str, directory: Path, image_key: str) -> None:
+    def add_challenge(self, name: str, directory: Path, image_key: str, gpu: str | None = None) -> None:
+        """Register (or register again) a challenge; `gpu` is its [vm] gpu, which decides the
+        slots its stages may take."""
         with transaction(self.path) as db:
-            db.execute("INSERT INTO challenges (name, directory, image_key, registered_at) VALUES (?, ?, ?, ?) "
+            db.execute("INSERT INTO challenges (name, directory, image_key, registered_at, gpu) VALUES (?, ?, ?, ?, ?) "
                        "ON CONFLICT(name) DO UPDATE SET directory = excluded.directory, "
-                       "image_key = excluded.image_key", (name, str(directory), image_key, now()))
-            self._event(db, None, "challenge", f"registered {name} from {directory}")
+                       "image_key = excluded.image_key, gpu = excluded.gpu", (name, str(directory), image_key, now(),
+                                                                              gpu))
+            self._event(db, None, "challenge", f"registered {name} from {directory}" + (f", GPU {gpu}" if gpu else ""))
 
     def challenge_dir(self, name: str) -> Path:
         with connect(self.path) as db:
@@ -93,23 +113,40 @@ class Queue:
                 rows = db.execute("SELECT * FROM entries ORDER BY id").fetchall()
         return [EntryRow.from_row(r) for r in rows]
 
-    def claim_next(self, owner: str, only: int | None = None) -> EntryRow | None:
-        """The oldest queued entry, now marked running under `owner`; None when nothing waits."""
+    def claim_next(self, owner: str, only: int | None = None, gpu: tuple[str, ...] | None = None) -> EntryRow | None:
+        """The oldest queued entry that a slot of this kind may run (gpu: None for a CPU slot,
+        else the GPU models the slot's card answers to), now marked running under `owner`;
+        None when nothing such waits."""
+        where, args = _slot_filter(gpu)
         with transaction(self.path) as db:
-            sql = "SELECT * FROM entries WHERE state = 'queued' AND not_before <= ?" + \
-                  (" AND id = ?" if only else "") + " ORDER BY id LIMIT 1"
-            row = db.execute(sql, (time.time(), only) if only else (time.time(),)).fetchone()
+            sql = ("SELECT e.* FROM entries e JOIN challenges c ON c.name = e.challenge "
+                   "WHERE e.state = 'queued' AND e.not_before <= ?" + where + (" AND e.id = ?" if only else "")
+                   + " ORDER BY e.id LIMIT 1")
+            row = db.execute(sql, (time.time(), *args) + ((only,) if only else ())).fetchone()
             if row is None:
                 return None
             db.execute("UPDATE entries SET state = 'running', lease_owner = ? WHERE id = ?", (owner, row["id"]))
             self._event(db, row["id"], "running", f"{row['stage']} by {owner}")
         return self.entry(row["id"])
 
-    def waiting(self, only: int | None = None) -> bool:
-        """Whether any entry is queued, ready or waiting out a retry delay."""
+    def waiting(self, only: int | None = None, gpu: tuple[str, ...] | None = None) -> bool:
+        """Whether any entry is queued (ready or waiting out a retry delay) that this host can
+        run: every stage that needs no GPU, and GPU stages of the models in `gpu` (the ones
+        its GPU slots in service answer to)."""
+        cpu_where, _ = _slot_filter(None)
+        gpu_where, args = _slot_filter(gpu) if gpu else (" AND 0", ())
         with connect(self.path) as db:
-            sql = "SELECT 1 FROM entries WHERE state = 'queued'" + (" AND id = ?" if only else "") + " LIMIT 1"
-            return db.execute(sql, (only,) if only else ()).fetchone() is not None
+            sql = ("SELECT 1 FROM entries e JOIN challenges c ON c.name = e.challenge WHERE e.state = 'queued'"
+                   + (" AND e.id = ?" if only else "") + f" AND ((1{cpu_where}) OR (1{gpu_where})) LIMIT 1")
+            return db.execute(sql, ((only,) if only else ()) + args).fetchone() is not None
+
+    def waiting_for_gpu(self) -> dict[str, int]:
+        """GPU model -> queued stages that need it: what the daemon says when no slot can run them."""
+        with connect(self.path) as db:
+            rows = db.execute("SELECT c.gpu AS gpu, COUNT(*) AS n FROM entries e JOIN challenges c "
+                              f"ON c.name = e.challenge WHERE e.state = 'queued' AND {_NEEDS_GPU} "
+                              "GROUP BY c.gpu").fetchall()
+        return {r["gpu"]: r["n"] for r in rows}
 
     def requeue_running(self) -> list[int]:
         """After a daemon died: its running stages go back to the queue, to be run again."""

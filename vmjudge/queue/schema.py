@@ -72,6 +72,14 @@ CREATE TABLE IF NOT EXISTS scorings (  -- every score an entry was given, oldest
     results_sha256 TEXT NOT NULL,
     scores TEXT NOT NULL               -- JSON object
 );
+CREATE TABLE IF NOT EXISTS gpu_slots (  -- each host's GPUs, one VM slot each, and whether it is lent
+    host TEXT NOT NULL,
+    address TEXT NOT NULL,             -- the PCI address, as site.toml [gpu] devices
+    in_service INTEGER NOT NULL DEFAULT 1,
+    reason TEXT,                       -- why it was taken out of service
+    changed_at TEXT NOT NULL,
+    PRIMARY KEY (host, address)
+);
 CREATE INDEX IF NOT EXISTS entries_state ON entries(state, id);
 CREATE INDEX IF NOT EXISTS exam_results_entry ON exam_results(entry_id, id);
 CREATE INDEX IF NOT EXISTS scorings_entry ON scorings(entry_id, id);
@@ -82,4 +90,5 @@ MIGRATIONS = (
     ("entries", "evaluation", "INTEGER NOT NULL DEFAULT 1"),  # bumped by `rescore --rerun-stages`
     ("stage_runs", "evaluation", "INTEGER NOT NULL DEFAULT 1"),
     ("entries", "dry_run", "INTEGER NOT NULL DEFAULT 0"),  # entry limits: a DRYRUN archive never counts
+    ("challenges", "gpu", "TEXT"),  # challenge.toml [vm] gpu: its VM stages run only in a GPU slot
 )

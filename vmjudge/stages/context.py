@@ -103,9 +103,13 @@ class StageContext:
                              "agent_version": self.image.manifest.get("agent_version"), "host": self.site.uri,
                              "accel": self.site.accel}
         if run is not None:
+            hello = run.transcript.hello or {}
             m.update({"domain": run.domain, "iso_sha256": run.iso_sha256, "boot_seconds": round(run.boot_seconds, 3),
                       "run_seconds": round(run.total_seconds, 3), "ended": run.ended,
-                      "guest_agent": (run.transcript.hello or {}).get("agent")})
+                      "guest_agent": hello.get("agent")})
+            if run.gpu is not None or isinstance(hello.get("gpu"), dict):
+                # The card lent (address, ids) and what the agent found of it (driver version, name).
+                m["gpu"] = {**(run.gpu or {}), "guest": hello.get("gpu")}
         return m
 
     def stage_log(self, stage: str) -> StageLog:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from .. import private
 from ..vm.channel import CommandResult
@@ -35,6 +36,13 @@ class StageLog:
 
     def close(self) -> None:
         self._file.close()
+
+    def hello(self, info: dict[str, Any]) -> None:
+        """The guest's GPU, as the agent found it before any command (nvidia-smi's name, memory
+        and driver; or why there is none): the organiser's first line of a GPU stage's log."""
+        gpu = info.get("gpu")
+        if isinstance(gpu, dict):
+            self._line(gpu_line(gpu))
 
     def started(self, cmd: CommandResult) -> None:
         self._line(f"=== {cmd.name}")
@@ -72,3 +80,13 @@ class StageLog:
         if self._full:
             self._line(f"[the stage log holds {self.cap} bytes of output, its cap: from here on only each "
                        "command's status line is kept]")
+
+
+def gpu_line(gpu: dict[str, Any]) -> str:
+    """One line, bounded whatever the guest sent."""
+    if gpu.get("state") == "ok":
+        text = (f"gpu: {gpu.get('name')}, {gpu.get('memory_mib')} MiB, driver {gpu.get('driver')} "
+                f"(nvidia-smi: {gpu.get('line')})")
+    else:
+        text = f"gpu: {gpu.get('state')}: {gpu.get('why')}"
+    return text.replace("\n", " ")[:1000]

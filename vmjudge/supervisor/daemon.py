@@ -27,6 +27,7 @@ from ..queue.db import Queue
 from ..queue.rows import EntryRow
 from ..vm import domain
 from .evaluate import run_stage
+from .slots import Slot, SlotPool
 
 log = logging.getLogger(__name__)
 
@@ -101,30 +102,34 @@ def serve(site: Site, queue: Queue, slots: int, until_idle: bool, only: int | No
     try:
         recover(site, queue)
         libvirt_up = _LibvirtWatch(site.uri)
-        running: dict[Future, int] = {}
-        free = list(range(slots))
-        with ThreadPoolExecutor(max_workers=slots, thread_name_prefix="slot") as pool:
+        running: dict[Future, Slot] = {}
+        slot_pool = SlotPool(site, queue, slots)
+        idle = _IdleNotice()
+        with ThreadPoolExecutor(max_workers=slots + len(slot_pool.gpus), thread_name_prefix="slot") as pool:
             while not stop.is_set():
-                while free and libvirt_up.check():
+                while slot_pool.free and libvirt_up.check():
                     try:
-                        entry = queue.claim_next(owner=f"pid{os.getpid()}", only=only)
+                        claimed = slot_pool.claim(owner=f"pid{os.getpid()}", only=only)
                     except sqlite3.OperationalError as exc:  # e.g. its disk is full: wait, don't die
                         log.error("cannot take an entry from the queue (%s); trying again shortly", exc)
                         break
-                    if entry is None:
+                    if claimed is None:
                         break
-                    slot = free.pop(0)
+                    slot, entry = claimed
                     if on_change:
                         on_change(entry)
                     running[pool.submit(run_stage, queue, site, entry, slot, stop)] = slot
                 if not running:
-                    if until_idle and not queue.waiting(only):
-                        return
+                    models = slot_pool.models_in_service()
+                    if not queue.waiting(only, gpu=models):
+                        idle.say(queue.waiting_for_gpu(), models)
+                        if until_idle:
+                            return
                     stop.wait(1.0)  # new submissions, or a retry waiting out its delay
                     continue
                 done, _ = wait(list(running), timeout=1.0, return_when=FIRST_COMPLETED)
                 for fut in done:
-                    free.append(running.pop(fut))
+                    slot_pool.release(running.pop(fut))
                     _report_crash(fut)
             # Stopping: the slots see `stop`, destroy their VMs and queue their stages again.
             for fut in running:
@@ -142,6 +147,22 @@ def _report_crash(fut: Future) -> None:
     if exc is not None:
         log.error("a slot failed inside vmjudge (%s: %s); its entry runs again after the daemon restarts",
                   type(exc).__name__, exc, exc_info=exc)
+
+
+class _IdleNotice:
+    """Says once (until it changes) that GPU stages wait which no GPU slot in service here can
+    run: without it, a queue that never moves would look like a daemon that does nothing."""
+
+    def __init__(self) -> None:
+        self.said: dict[str, int] = {}
+
+    def say(self, waiting: dict[str, int], models: tuple[str, ...]) -> None:
+        stuck = {model: n for model, n in waiting.items() if model not in models}
+        if stuck and stuck != self.said:
+            counts = ", ".join(f"{n} for gpu = \"{model}\"" for model, n in sorted(stuck.items()))
+            log.warning("GPU stages wait (%s) but no GPU slot of this host in service can run them: list the "
+                        "cards in site.toml [gpu] devices, and see `vmjudge status` for GPUs out of service", counts)
+        self.said = stuck
 
 
 class _LibvirtWatch:

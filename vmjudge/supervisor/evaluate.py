@@ -12,7 +12,7 @@ import logging
 import threading
 
 from ..config import Challenge, Site, load_challenge
-from ..errors import Cancelled, ImageError, InfrastructureError
+from ..errors import Cancelled, GpuFault, ImageError, InfrastructureError
 from ..images.build import find_image
 from ..images.image import GuestImage
 from ..pipeline import Stage, by_name
@@ -23,18 +23,19 @@ from ..stages.context import StageContext, StageOutcome
 from ..vm import domain
 from ..vm.runner import VmRunner
 from .attempts import Recorder, attempt, record_outcome, write_report
+from .slots import Slot, take_out
 
 log = logging.getLogger(__name__)
 
 
-def run_stage(queue: Queue, site: Site, entry: EntryRow, slot: int, cancel: threading.Event | None = None) -> None:
-    """Run the entry's current stage once and record what came of it."""
+def run_stage(queue: Queue, site: Site, entry: EntryRow, slot: Slot, cancel: threading.Event | None = None) -> None:
+    """Run the entry's current stage once, in `slot`, and record what came of it."""
     stage = by_name(str(entry.stage))
     record = Recorder(cancel)
     try:
         run = record(f"the start of entry {entry.id}'s {stage.name} stage", queue.start_stage, entry.id, stage.name,
-                     site.uri, slot)
-        outcome = attempt(queue, run, site.uri, record, lambda: _run(queue, site, entry, stage, run, cancel))
+                     site.uri, slot.number)
+        outcome = attempt(queue, run, site.uri, record, lambda: _in_slot(queue, site, entry, stage, run, slot, cancel))
         if outcome is None:
             return
         if record_outcome(queue, run, outcome, record):
@@ -47,7 +48,19 @@ def run_stage(queue: Queue, site: Site, entry: EntryRow, slot: int, cancel: thre
     log.info("entry %d %s: %s %s", entry.id, stage.name, outcome.status, outcome.reason or "")
 
 
-def _run(queue: Queue, site: Site, entry: EntryRow, stage: Stage, run: StageRun,
+def _in_slot(queue: Queue, site: Site, entry: EntryRow, stage: Stage, run: StageRun, slot: Slot,
+             cancel: threading.Event | None) -> StageOutcome:
+    """The stage in its slot; a GPU that failed is the card's doing, not the entry's: the slot
+    stops taking stages, and the queue's retry runs this one again in another (attempts.py
+    records the failure as the infrastructure's)."""
+    try:
+        return _run(queue, site, entry, stage, run, slot, cancel)
+    except GpuFault as exc:
+        take_out(queue, exc.address, str(exc))
+        raise
+
+
+def _run(queue: Queue, site: Site, entry: EntryRow, stage: Stage, run: StageRun, slot: Slot,
          cancel: threading.Event | None) -> StageOutcome:
     challenge = load_challenge(queue.challenge_dir(entry.challenge))
     if not stage.in_vm:  # stage 4: on the host only, from the archived results
@@ -60,7 +73,7 @@ def _run(queue: Queue, site: Site, entry: EntryRow, stage: Stage, run: StageRun,
     try:
         runner = VmRunner(conn, site, image, entry_id=entry.id,
                           attempt=run.attempt, vcpus=challenge.vm.vcpus, memory_mib=challenge.vm.memory_mib,
-                          cancel=cancel)
+                          cancel=cancel, gpu=slot.gpu)
         ctx = StageContext(site=site, challenge=challenge, image=image, entry=entry, attempt=run.attempt,
                            runner=runner, cancel=cancel)
         return stage.load()(ctx)

@@ -101,6 +101,8 @@ class CommandLog(Protocol):
 
     def ended(self, cmd: CommandResult) -> None: ...
 
+    def hello(self, info: dict[str, Any]) -> None: ...
+
 
 @dataclass
 class Watch:
@@ -127,6 +129,7 @@ class Transcript:
     raw: bytearray = field(default_factory=bytearray)
     agent_error: str | None = None
     entry_fault: str | None = None  # the agent's error is the entry's doing: this reason code
+    gpu_fault: bool = False  # the agent's error is the GPU's: the job needed one and it did not work
     bye: dict[str, Any] | None = None
     frames: int = 0
     # (seq, kind, host monotonic time) of every frame but data and ticks: host-side timings.
@@ -163,6 +166,8 @@ class Transcript:
                 raise self._broken(f"the guest answered with nonce {hello.get('nonce')!r}, not this run's; "
                                    "the CD-ROM or the channel belongs to another run")
             self.hello = hello
+            if self.watch.log is not None:
+                self.watch.log.hello(hello)
             return
         if self.bye is not None:
             raise self._broken(f"frame {frame.seq} ({kind}) arrived after the last frame")
@@ -200,6 +205,7 @@ class Transcript:
             self.agent_error = _text(info.get("message", "no message"), 4096)
             if info.get("fault") == "entry":
                 self.entry_fault = _text(info.get("reason", "entry-fault"), 64)
+            self.gpu_fault = info.get("fault") == "gpu"
         elif kind == "bye":
             if current is not None:
                 raise self._broken(f"the guest said goodbye while command {current.index} was running")

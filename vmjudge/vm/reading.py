@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Site
-from ..errors import Cancelled, EntryError, InfrastructureError
+from ..errors import Cancelled, EntryError, GpuFault, InfrastructureError
 from .channel import ChannelClosed, FrameStream, Transcript
 from .job import Job
 
@@ -64,6 +64,7 @@ class JobRun:
     boot_seconds: float  # start to the hello frame
     total_seconds: float
     ended: str = "bye"  # bye | stopped (the watch's on_end said so) | capped (stage_cap passed)
+    gpu: dict[str, str] | None = None  # the GPU lent to the VM: its host address and vendor:device ids
 
 
 @dataclass
@@ -126,12 +127,15 @@ class Reading:
                                       f" the guest agent has stopped (console log: {self.console_log}).")
 
 
-def check_agent_error(transcript: Transcript) -> None:
+def check_agent_error(transcript: Transcript, gpu: str | None = None) -> None:
     """An agent that could not carry out the job: the entry's fault when the agent says so
-    (the entry does not fit its home disk), else the judge's."""
+    (the entry does not fit its home disk), the GPU's when the VM was lent one (`gpu`, its
+    address) and the agent found it not working before any command ran, else the judge's."""
     if transcript.agent_error is None:
         return
     if transcript.entry_fault is not None:
         raise EntryError(transcript.entry_fault, f"The entry could not be installed: {transcript.agent_error}.")
+    if transcript.gpu_fault and gpu is not None:
+        raise GpuFault("gpu-guest", f"the GPU {gpu} did not work in the VM: {transcript.agent_error}", gpu)
     raise InfrastructureError("agent-error", f"the guest agent could not carry out the job: "
                               f"{transcript.agent_error}")

@@ -21,13 +21,14 @@ from pathlib import Path
 import libvirt
 
 from ..config import Site
-from ..errors import InfrastructureError
+from ..errors import GpuFault, InfrastructureError
 from ..files import sha256_file
 from ..images.image import GuestImage
 from ..images.iso import write_iso
 from .channel import FrameStream, Watch
 from .domain import DOMAIN_PREFIX, Domain
 from .domain_xml import DomainSpec, domain_xml
+from .gpu_preflight import problems, read_gpu
 from .job import JOB_FILE, Job
 from .pty_reader import ChannelReader
 from .reading import DEFAULT_LIMITS, POWEROFF_GRACE, JobRun, Limits, Reading, check_agent_error, host_timeouts
@@ -67,15 +68,29 @@ def _qemu_img(args: list[str]) -> None:
         raise InfrastructureError("host-disk", f"qemu-img {args[0]} failed: {proc.stderr.strip()}")
 
 
+def gpu_preflight(site: Site, address: str) -> dict[str, str]:
+    """The GPU, checked again just before a VM is given it (the daemon checked it before taking
+    the stage; a card can fall off the bus or be rebound in between): its address and ids for the
+    stage manifest, or GpuFault with the first thing wrong."""
+    reading = read_gpu(site.gpu, address)
+    found = problems(site.gpu, reading)
+    if found or reading.card is None:
+        raise GpuFault("gpu-preflight", f"the GPU {address} failed its preflight: "
+                       f"{found[0] if found else 'no such device'}", address)
+    return {"address": address, "ids": reading.card.ids}
+
+
 def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *, home_disk: Path,
             workdir: Path, console_log: Path, vcpus: int = 2, memory_mib: int = 2048, label: str = "job",
             limits: Limits = DEFAULT_LIMITS, watch: Watch | None = None, keep_iso: Path | None = None,
-            cancel: threading.Event | None = None) -> JobRun:
+            cancel: threading.Event | None = None, gpu: str | None = None) -> JobRun:
+    """`gpu`: the host PCI address of a GPU slot's card, passed through to this VM."""
     boot_timeout, silence_timeout, budget = host_timeouts(site, limits, job)
+    lent = gpu_preflight(site, gpu) if gpu is not None else None
     nonce = secrets.token_hex(16)
     name = domain_name(label)
     iso = Path(workdir) / f"{name}.iso"
-    write_iso(iso, {**job.media, JOB_FILE: job.job_json(nonce)}, private=frozenset({JOB_FILE}))
+    write_iso(iso, {**job.media, JOB_FILE: job.job_json(nonce, gpu=gpu is not None)}, private=frozenset({JOB_FILE}))
     os.chmod(iso, PRIVATE_FILE)  # the test records: libvirt lends it to its qemu user for the run
     reader: ChannelReader | None = None
     domain: Domain | None = None
@@ -83,8 +98,8 @@ def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *
         iso_sha = sha256_file(iso)
         spec = DomainSpec(name=name, kernel=image.kernel, initrd=image.initrd, root=image.root,
                           home=Path(home_disk).resolve(), cdrom=iso, console_log=Path(console_log).resolve(),
-                          accel=site.accel, vcpus=vcpus, memory_mib=memory_mib, channel=site.channel)
-        domain = Domain.start_paused(conn, domain_xml(spec))
+                          accel=site.accel, vcpus=vcpus, memory_mib=memory_mib, channel=site.channel, gpu=gpu)
+        domain = _start(conn, domain_xml(spec), gpu)
         reader = ChannelReader(domain.channel_pty(site.channel))
         started = time.monotonic()
         domain.resume()
@@ -95,9 +110,9 @@ def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *
         transcript = stream.transcript
         if ended == "bye" and not domain.wait_stopped(POWEROFF_GRACE):
             log.warning("domain %s did not power off after its last frame; destroying it", name)
-        check_agent_error(transcript)
+        check_agent_error(transcript, gpu)
         return JobRun(domain=name, transcript=transcript, iso_sha256=iso_sha, boot_seconds=reading.boot_seconds,
-                      total_seconds=time.monotonic() - started, ended=ended)
+                      total_seconds=time.monotonic() - started, ended=ended, gpu=lent)
     finally:
         try:
             if domain is not None:
@@ -110,6 +125,17 @@ def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *
                 os.chmod(keep_iso, 0o600)  # the domain is gone: an audit copy, test records and all
             iso.unlink(missing_ok=True)
 
+
+
+def _start(conn: libvirt.virConnect, xml: str, gpu: str | None) -> Domain:
+    """A VM that will not start with a GPU lent to it is the card's or its host's doing (its
+    group not viable, a reset that failed, the card gone): the slot's fault, not libvirt's."""
+    try:
+        return Domain.start_paused(conn, xml)
+    except InfrastructureError as exc:
+        if gpu is None:
+            raise
+        raise GpuFault("gpu-start", f"the VM would not start with the GPU {gpu}: {exc}", gpu) from None
 
 
 @dataclass(frozen=True)
@@ -132,6 +158,7 @@ class VmRunner:
     vcpus: int
     memory_mib: int
     cancel: threading.Event | None = None
+    gpu: str | None = None  # the GPU slot's card (its host PCI address), lent to every VM of the stage
 
     def new_home(self, path: Path, size_mib: int) -> None:
         make_blank_disk(path, size_mib)
@@ -147,4 +174,4 @@ class VmRunner:
             return run_job(self.conn, self.site, self.image, job, home_disk=home, workdir=rd.path,
                            console_log=console, vcpus=self.vcpus, memory_mib=self.memory_mib,
                            label=f"{self.site.domain_tag}-e{self.entry_id}-{stage}", limits=limits, watch=watch,
-                           keep_iso=keep_iso, cancel=self.cancel)
+                           keep_iso=keep_iso, cancel=self.cancel, gpu=self.gpu)

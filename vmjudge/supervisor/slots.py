@@ -1,0 +1,113 @@
+"""The daemon's VM slots: CPU slots for every stage that needs no GPU, and one slot per GPU
+for the stages that need one.
+
+A CPU slot never takes GPU work and a GPU slot never takes CPU work: a card is only ever busy
+with what needs it, so a GPU stage waits for a GPU, never behind a CPU entry that happened to
+be queued first, and a host with few cards still runs CPU challenges in all its CPU slots. The
+queue picks the oldest stage a slot may run (Queue.claim_next).
+
+A GPU slot is checked (gpu_preflight, from sysfs) each time before it takes a stage; one that
+fails is taken out of service in the queue's database, where `status` shows it, until the
+organiser puts it back (`vmjudge gpu enable ADDRESS`). Stages then go to the other GPUs.
+"""
+
+from __future__ import annotations
+
+import logging
+import platform
+from dataclasses import dataclass
+
+from ..config import Site
+from ..config.site import T4_ID
+from ..queue.db import Queue
+from ..queue.rows import EntryRow
+from ..vm.gpu_preflight import problems, read_gpu
+
+log = logging.getLogger(__name__)
+
+# What a card answers to in challenge.toml [vm] gpu: every card is "any"; a T4 is also "t4".
+_T4_MODELS = ("any", "t4")
+_OTHER_MODELS = ("any",)
+
+
+def this_host() -> str:
+    """The name GPU slots are kept under in the queue: several hosts may share one (issue 15)."""
+    return platform.node() or "localhost"
+
+
+def take_out(queue: Queue, address: str, reason: str) -> None:
+    log.error("GPU %s is taken out of service: %s. Its stages go to other GPUs; once it is fixed, "
+              "`vmjudge gpu enable %s` puts it back.", address, reason, address)
+    queue.gpu_slots.take_out(this_host(), address, reason)
+
+
+@dataclass(frozen=True)
+class Slot:
+    number: int  # recorded with each stage run; GPU slots are numbered after the CPU slots
+    gpu: str | None = None  # the PCI address of the slot's card
+
+    def __str__(self) -> str:
+        return f"GPU slot {self.gpu}" if self.gpu else f"slot {self.number}"
+
+
+class SlotPool:
+    """Which slots are free, and what each may take from the queue."""
+
+    def __init__(self, site: Site, queue: Queue, cpu_slots: int):
+        self.site, self.queue, self.host = site, queue, this_host()
+        devices = site.gpu.devices
+        if devices and site.accel != "kvm":
+            log.warning("site.toml lists %d GPU(s) but VMs run under %s: a GPU is lent only to a kvm VM, so no "
+                        "GPU slot is used (set VMJUDGE_ACCEL=kvm, or remove [gpu] devices)", len(devices), site.accel)
+            devices = ()
+        self.gpus = [Slot(cpu_slots + i, address) for i, address in enumerate(devices)]
+        self.free = self.gpus + [Slot(i) for i in range(cpu_slots)]  # GPU slots first: they take only GPU work
+        for row in queue.gpu_slots.register(self.host, devices):
+            if not row.in_service:
+                log.warning("GPU %s is out of service since %s (%s): `vmjudge gpu enable %s` puts it back once "
+                            "fixed", row.address, row.changed_at, row.reason, row.address)
+
+    def claim(self, owner: str, only: int | None = None) -> tuple[Slot, EntryRow] | None:
+        """A free slot and the stage it now runs (marked running in the queue), or None when no
+        free slot has anything to take."""
+        for slot in list(self.free):
+            if slot.gpu is None:
+                entry = self.queue.claim_next(owner, only)
+            else:
+                models = self.ready(slot)
+                entry = self.queue.claim_next(owner, only, gpu=models) if models else None
+            if entry is not None:
+                self.free.remove(slot)
+                return slot, entry
+        return None
+
+    def release(self, slot: Slot) -> None:
+        self.free.append(slot)
+        self.free.sort(key=lambda s: (s.gpu is None, s.number))
+
+    def ready(self, slot: Slot) -> tuple[str, ...] | None:
+        """The models a GPU slot's card answers to, if it is in service and passes its
+        preflight; a failed preflight takes it out of service (once: it is then skipped)."""
+        assert slot.gpu is not None
+        if not self.queue.gpu_slots.in_service(self.host, slot.gpu):
+            return None
+        reading = read_gpu(self.site.gpu, slot.gpu)
+        found = problems(self.site.gpu, reading)
+        if found or reading.card is None:
+            self.take_out(slot.gpu, found[0] if found else "no such device")
+            return None
+        return _T4_MODELS if reading.card.ids == T4_ID else _OTHER_MODELS
+
+    def take_out(self, address: str, reason: str) -> None:
+        take_out(self.queue, address, reason)
+
+    def models_in_service(self) -> tuple[str, ...]:
+        """Every model some GPU slot in service answers to (without a preflight: for deciding
+        whether queued GPU work can still run here)."""
+        models: set[str] = set()
+        for slot in self.gpus:
+            assert slot.gpu is not None
+            if self.queue.gpu_slots.in_service(self.host, slot.gpu):
+                card = read_gpu(self.site.gpu, slot.gpu).card
+                models.update(_T4_MODELS if card is not None and card.ids == T4_ID else _OTHER_MODELS)
+        return tuple(sorted(models))
