@@ -32,7 +32,7 @@ BASE_PACKAGES = ("python3", "e2fsprogs", "busybox-static", "tiny-initramfs", "li
 GUEST_DIR = Path(__file__).parent / "guest"
 # The agent and every module it imports, copied side by side to /opt/vmjudge (the guest has no vmjudge).
 GUEST_FILES = ("agent.py", "channel.py", "command.py", "frames.py", "hardening.py", "media.py", "run_guard.py",
-               "system.py", "init")
+               "system.py", "gpu.py", "init", "gpu-init")
 ENTRY_UID = 1000
 EXCLUDE_DOCS = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/info/*", "/usr/share/locale/*")
 
@@ -256,7 +256,7 @@ def _install_guest(root: Path) -> None:
     for name in GUEST_FILES:
         target = root / "opt" / "vmjudge" / name
         shutil.copyfile(GUEST_DIR / name, target)
-        os.chmod(target, 0o755 if name == "init" else 0o644)
+        os.chmod(target, 0o755 if name in ("init", "gpu-init") else 0o644)
     # Compiled once here: the overlay would otherwise compile the agent again at every boot.
     subprocess.run(["chroot", str(root), "python3", "-m", "compileall", "-q", "/opt/vmjudge"], check=True)
 
