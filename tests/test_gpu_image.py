@@ -182,15 +182,15 @@ def test_the_gpu_initramfs_loads_ahci_in_the_judges_boot(tmp_path):
 
 FAKE_BUSYBOX = """#!/bin/sh
 # busybox as gpu-init meets it in a guest, for a fake root: insmod stands for the kernel (it
-# refuses with ENODEV when the root has no GPU), mknod records; every other applet is busybox's.
+# refuses when the root says so), mknod records; every other applet is busybox's.
 R=$FAKE_ROOT
 case "$1" in
 uname) echo 6.1.0-test ;;
 insmod)
     echo "insmod $2" >> "$R/calls"
-    if [ ! -e "$R/gpu-present" ]; then
-        echo "insmod: can't insert '$2': No such device" >&2
-        echo "NVRM: No NVIDIA GPU found." >> "$R/kernel-log"
+    if [ -e "$R/insmod-refuses" ]; then
+        echo "insmod: can't insert '$2': Invalid module format" >&2
+        echo "nvidia: disagrees about version of symbol module_layout" >> "$R/kernel-log"
         exit 1
     fi
     name=$(basename "$2" .ko | tr - _)
@@ -208,15 +208,26 @@ esac
 needs_busybox = pytest.mark.skipif(BUSYBOX is None, reason="needs busybox-static (make setup installs it)")
 
 
-def run_gpu_init(tmp_path: Path, *, driver: bool, gpu_present: bool) -> Path:
+def pci_device(sys_dir: Path, address: str, vendor: str, pci_class: str) -> None:
+    dev = sys_dir / "bus/pci/devices" / address
+    dev.mkdir(parents=True)
+    (dev / "vendor").write_text(vendor + "\n")
+    (dev / "class").write_text(pci_class + "\n")
+
+
+def run_gpu_init(tmp_path: Path, *, driver: bool, gpu_present: bool, refuses: bool = False) -> Path:
     root = tmp_path / "root"
     for d in ("run", "dev", "proc", "sys/module", "opt/vmjudge", f"lib/modules/{KVER}/extra/nvidia"):
         (root / d).mkdir(parents=True)
     (root / "proc/devices").write_text("Character devices:\n  1 mem\n")
     if driver:
         (root / gpu_driver.LOAD_LIST).write_text("extra/nvidia/nvidia.ko\nextra/nvidia/nvidia-uvm.ko\n")
+    pci_device(root / "sys", "0000:00:01.0", "0x8086", "0x060100")  # the machine's own bridge
+    pci_device(root / "sys", "0000:00:02.0", "0x10de", "0x0c0330")  # NVIDIA, but a USB controller
     if gpu_present:
-        (root / "gpu-present").touch()
+        pci_device(root / "sys", "0000:01:00.0", "0x10de", "0x030200")  # a T4: 3D controller
+    if refuses:
+        (root / "insmod-refuses").touch()
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "busybox").write_text(FAKE_BUSYBOX.replace("REAL", str(BUSYBOX)))
@@ -248,12 +259,21 @@ def test_gpu_init_loads_the_driver_and_makes_the_device_nodes(tmp_path):
 
 
 @needs_busybox
-def test_gpu_init_without_a_gpu_logs_why_and_carries_on(tmp_path):
+def test_gpu_init_without_a_gpu_loads_nothing_and_says_so(tmp_path):
     root = run_gpu_init(tmp_path, driver=True, gpu_present=False)
+    assert calls(root) == [] and not list((root / "dev").iterdir())
+    assert (root / "run/vmjudge-gpu.log").read_text() == ("no NVIDIA display or 3D controller on the PCI bus: "
+                                                          "the driver was not loaded\n")
+
+
+@needs_busybox
+def test_gpu_init_logs_a_driver_that_will_not_load_and_carries_on(tmp_path):
+    root = run_gpu_init(tmp_path, driver=True, gpu_present=True, refuses=True)
     assert calls(root) == [f"insmod {root}/lib/modules/{KVER}/extra/nvidia/nvidia.ko"]  # uvm needs nvidia: not tried
     assert not list((root / "dev").iterdir())
     log = (root / "run/vmjudge-gpu.log").read_text()
-    assert "exit 1: insmod: can't insert" in log and "No such device" in log and "NVRM: No NVIDIA GPU found." in log
+    assert "insmod extra/nvidia/nvidia.ko: exit 1: insmod: can't insert" in log and "Invalid module format" in log
+    assert "nvidia: disagrees about version of symbol module_layout" in log
 
 
 @needs_busybox
@@ -318,12 +338,17 @@ def test_probe_on_a_cpu_image_runs_nothing(tmp_path):
 
 def test_probe_without_a_card_says_what_loading_said(tmp_path):
     smi = fake_smi(tmp_path, "exit 0")
-    log = ("insmod extra/nvidia/nvidia.ko: exit 1: insmod: can't insert 'nvidia.ko': No such device\n"
-           "NVRM: No NVIDIA GPU found.\n")
+    log = "no NVIDIA display or 3D controller on the PCI bus: the driver was not loaded\n"  # gpu-init's
     found = gpu.probe(smi=str(smi), **guest_tree(tmp_path, loaded=False, card=False, log=log))
-    assert found["state"] == "none"
-    assert found["why"] == ("no GPU: insmod extra/nvidia/nvidia.ko: exit 1: insmod: can't insert 'nvidia.ko': "
-                            "No such device; NVRM: No NVIDIA GPU found.")
+    assert found == {"state": "none", "why": "no GPU: no NVIDIA display or 3D controller on the PCI bus: the driver "
+                                             "was not loaded"}
+    # Had the driver been tried (an older gpu-init, or a card it did not see), its words are quoted.
+    (tmp_path / "gpu.log").write_text("insmod extra/nvidia/nvidia.ko: exit 19: insmod: can't insert 'nvidia.ko': "
+                                      "No such device\n[    5.5] NVRM: No NVIDIA GPU found.\n")
+    found = gpu.probe(smi=str(smi), **guest_tree(tmp_path / "again", loaded=False, card=False,
+                                                 log=(tmp_path / "gpu.log").read_text()))
+    assert found == {"state": "none", "why": "no GPU: insmod extra/nvidia/nvidia.ko: exit 19: insmod: can't insert "
+                                             "'nvidia.ko': No such device; [ 5.5] NVRM: No NVIDIA GPU found."}
     assert not (tmp_path / "smi-args").exists()
 
 
