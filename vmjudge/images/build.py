@@ -23,7 +23,7 @@ from typing import Any
 from ..config import ImageRecipe, Site
 from ..errors import ImageError
 from ..files import sha256_file
-from . import build_step, initramfs, kernel_modules
+from . import build_step, gpu_driver, initramfs, kernel_modules
 from .guest import frames
 from .image import FILES, GuestImage
 from .kernel_modules import prune_modules
@@ -32,7 +32,7 @@ BASE_PACKAGES = ("python3", "e2fsprogs", "busybox-static", "tiny-initramfs", "li
 GUEST_DIR = Path(__file__).parent / "guest"
 # The agent and every module it imports, copied side by side to /opt/vmjudge (the guest has no vmjudge).
 GUEST_FILES = ("agent.py", "channel.py", "command.py", "frames.py", "hardening.py", "media.py", "run_guard.py",
-               "system.py", "init")
+               "system.py", "gpu.py", "init", "gpu-init")
 ENTRY_UID = 1000
 EXCLUDE_DOCS = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/info/*", "/usr/share/locale/*")
 
@@ -46,7 +46,7 @@ def agent_version() -> str:
 
 
 def _sources(site: Site, recipe: ImageRecipe) -> list[str]:
-    areas = " ".join(recipe.components)
+    areas = " ".join(gpu_driver.components(recipe.components) if recipe.gpu else recipe.components)
     return [f"deb {site.mirror} {site.suite} {areas}",
             f"deb {site.mirror} {site.suite}-updates {areas}",
             f"deb {site.security_mirror} {site.suite}-security {areas}"]
@@ -65,6 +65,8 @@ def recipe_document(site: Site, recipe: ImageRecipe) -> dict:
     if recipe.build is not None:  # the script by content, and every file it may read: a new tarball, a new image
         assert recipe.build_dir is not None
         doc["build"] = {"script": recipe.build, "tree": build_step.tree_hash(recipe.build_dir)}
+    if recipe.gpu is not None:  # absent, not null, for a CPU image: its key stays what it was
+        doc["gpu"] = gpu_driver.document(recipe.gpu)
     return doc
 
 
@@ -167,10 +169,14 @@ def build_image(site: Site, recipe: ImageRecipe, progress: Progress = print, for
 
 def _build(site: Site, recipe: ImageRecipe, doc: dict, work: Path, progress: Progress) -> dict:
     root = work / "root"
-    step = _Steps(progress, 6 if recipe.build else 5)
-    step(f"mmdebstrap: Debian {site.suite} minbase + {len(doc['packages'])} packages")
+    step = _Steps(progress, 5 + bool(recipe.build) + bool(recipe.gpu))
     packages = list(doc["packages"]) + (["python3-pip"] if recipe.pip else [])
-    argv = ["mmdebstrap", "--mode=root", "--variant=minbase", "--include=" + ",".join(packages)]
+    gpu_packages = doc["gpu"]["packages"] + doc["gpu"]["build_packages"] if recipe.gpu else []
+    step(f"mmdebstrap: Debian {site.suite} minbase + {len(doc['packages'])} packages"
+         + (f" + the {recipe.gpu} driver's {len(gpu_packages)}" if recipe.gpu else ""))
+    argv = ["mmdebstrap", "--mode=root", "--variant=minbase", "--include=" + ",".join(packages + gpu_packages)]
+    if recipe.gpu:
+        argv.append(f"--setup-hook={gpu_driver.SETUP_HOOK}")
     argv += [f"--dpkgopt=path-exclude={p}" for p in EXCLUDE_DOCS]
     if recipe.pip:
         pip = " ".join(shlex.quote(p) for p in recipe.pip)
@@ -178,6 +184,13 @@ def _build(site: Site, recipe: ImageRecipe, doc: dict, work: Path, progress: Pro
                     f'--no-cache-dir --root-user-action=ignore {pip}')
     argv += [site.suite, str(root)] + doc["sources"]
     _run_logged(argv, progress, "mmdebstrap")
+    kernel_version = _kernel_version(root)
+
+    gpu = None
+    if recipe.gpu:  # before the challenge's script, which then sees the packages the image keeps
+        step(f"GPU driver {recipe.gpu}: its kernel module for the guest kernel {kernel_version}")
+        keep = set(packages) | set(gpu_driver.driver(recipe.gpu).runtime)
+        gpu = gpu_driver.install(root, recipe.gpu, kernel_version, keep, progress)
 
     built = None
     if recipe.build:
@@ -196,14 +209,15 @@ def _build(site: Site, recipe: ImageRecipe, doc: dict, work: Path, progress: Pro
                                     capture_output=True, text=True).stdout.split()
 
     step("kernel and initramfs")
-    kernels = sorted((root / "boot").glob("vmlinuz-*"))
-    if not kernels:
-        raise ImageError("the guest root has no kernel in /boot: keep linux-image-amd64 in the base packages.")
-    kernel_version = kernels[-1].name[len("vmlinuz-"):]
     freed = prune_modules(root, kernel_version)
     progress(f"    removed {freed / 1e6:.0f} MB of network, radio and sound drivers")
-    shutil.copyfile(kernels[-1], work / "vmlinuz")
-    modules = initramfs.build_initramfs(root, kernel_version, GUEST_DIR / "initramfs-init", work / "initrd.img")
+    if recipe.gpu:
+        assert gpu is not None
+        gpu = gpu_driver.finish(root, recipe.gpu, kernel_version, gpu)
+        progress("    " + "; ".join(f"{m['path']} (vermagic {m['vermagic'].strip()})" for m in gpu["modules"]))
+    shutil.copyfile(root / "boot" / f"vmlinuz-{kernel_version}", work / "vmlinuz")
+    modules = initramfs.build_initramfs(root, kernel_version, GUEST_DIR / "initramfs-init", work / "initrd.img",
+                                        gpu=bool(recipe.gpu))
 
     # lz4: 35 % larger than zstd but quicker to read under emulation (0.3 s less to boot, measured).
     step("squashfs root (lz4)")
@@ -213,8 +227,9 @@ def _build(site: Site, recipe: ImageRecipe, doc: dict, work: Path, progress: Pro
     shutil.rmtree(root)
     return {
         "recipe": {"packages": list(recipe.packages), "pip": list(recipe.pip),
-                   "components": list(recipe.components), "build": recipe.build},
-        "build": built,
+                   "components": list(recipe.components), "build": recipe.build,
+                   **({"gpu": recipe.gpu} if recipe.gpu else {})},
+        "build": built, **({"gpu": gpu} if gpu else {}),
         "suite": site.suite, "sources": doc["sources"], "code": doc["code"],
         "packages": installed, "pip_packages": pip_frozen,
         "kernel_version": kernel_version, "initramfs_modules": modules,
@@ -222,6 +237,13 @@ def _build(site: Site, recipe: ImageRecipe, doc: dict, work: Path, progress: Pro
         "sha256": {name: sha256_file(work / name) for name in FILES},
         "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+
+
+def _kernel_version(root: Path) -> str:
+    kernels = sorted((root / "boot").glob("vmlinuz-*"))
+    if not kernels:
+        raise ImageError("the guest root has no kernel in /boot: keep linux-image-amd64 in the base packages.")
+    return kernels[-1].name[len("vmlinuz-"):]
 
 
 def _install_guest(root: Path) -> None:
@@ -234,7 +256,7 @@ def _install_guest(root: Path) -> None:
     for name in GUEST_FILES:
         target = root / "opt" / "vmjudge" / name
         shutil.copyfile(GUEST_DIR / name, target)
-        os.chmod(target, 0o755 if name == "init" else 0o644)
+        os.chmod(target, 0o755 if name in ("init", "gpu-init") else 0o644)
     # Compiled once here: the overlay would otherwise compile the agent again at every boot.
     subprocess.run(["chroot", str(root), "python3", "-m", "compileall", "-q", "/opt/vmjudge"], check=True)
 

@@ -22,6 +22,9 @@ from .kernel_modules import read_modules_dep
 # over a second under TCG (measured), and so would any entry that asks for random bytes.
 MODULES = ("virtio_pci", "virtio_rng", "virtio_blk", "virtio_console", "squashfs", "overlay", "isofs",
            "sr_mod", "ata_piix")
+# A GPU VM is a q35 machine, whose CD-ROM is on SATA: a GPU image's judge boot needs ahci too
+# (a CPU image's initramfs stays without it).
+GPU_MODULES = ("ahci",)
 # Loaded only when booted as the replica ISO (kernel argument vmjudge.replica), so the judge's
 # boot does not pay for them: loop mounts root.sqfs from the CD; sd_mod, ahci and the USB host
 # and storage drivers find the hybrid ISO written to a stick or attached as a SATA disk or CD on
@@ -107,7 +110,7 @@ def write_initramfs(members: list[Member], out: Path) -> None:
         gz.write(_newc(members))
 
 
-def build_initramfs(root: Path, kernel_version: str, init_script: Path, out: Path) -> list[str]:
+def build_initramfs(root: Path, kernel_version: str, init_script: Path, out: Path, gpu: bool = False) -> list[str]:
     """Write the initramfs for the guest root at `root`; returns the module load order."""
     modules_dir = root / "lib" / "modules" / kernel_version
     busybox = root / "usr" / "bin" / "busybox"
@@ -115,7 +118,7 @@ def build_initramfs(root: Path, kernel_version: str, init_script: Path, out: Pat
         busybox = root / "bin" / "busybox"
     if not busybox.exists():
         raise ImageError("the guest root has no busybox: keep busybox-static in the base package list.")
-    order = module_load_order(modules_dir)
+    order = module_load_order(modules_dir, MODULES + (GPU_MODULES if gpu else ()))
     replica = [m for m in module_load_order(modules_dir, REPLICA_MODULES) if m not in order]
     members = [
         Member("bin", stat.S_IFDIR | 0o755),

@@ -9,6 +9,10 @@ wall-time limit passes, its session is killed and then every process the entry u
 has, so nothing an entry starts outlives its command. The host enforces every limit again
 from outside.
 
+The hello frame says what GPU the VM has (gpu.py). A GPU stage's job says "gpu": true; if the
+card does not work there, the agent runs nothing and says so as the GPU's fault, which the
+host takes for the infrastructure's (the slot is taken out of service), never the entry's.
+
 On the replica ISO the same agent runs the same jobs with `--replica`: the frames go to
 its standard output (a pipe read by `vmjudge-replica check`, which prepared the home
 directory and the job's files at /media/cdrom), and the home is left mounted for the caller.
@@ -26,6 +30,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import frames
+import gpu
 from channel import Channel, open_channel, ticking
 from command import Command, run_command
 from hardening import harden, make_entry_cgroup
@@ -33,7 +38,7 @@ from media import CDROM, HOME, install, mount_cdrom, mount_home
 from run_guard import become_subreaper, protect_from_oom
 from system import EntryFault, JobError
 
-AGENT_VERSION = "1.2"
+AGENT_VERSION = "1.3"
 
 
 def kernel_args():
@@ -79,6 +84,25 @@ def check_job(job):
             raise JobError(f"command {i} has unknown user {cmd.get('user')!r}")
 
 
+def greet(channel, job, found):
+    """The hello frame, with the GPU the VM has; False (and an error frame) when the job is a GPU
+    stage's and its card does not work, so that no entry command runs without it."""
+    channel.send_json("hello", {"nonce": job.get("nonce"), "agent": AGENT_VERSION,
+                                "protocol": frames.PROTOCOL, "gpu": found})
+    if job.get("gpu") is True and found.get("state") != "ok":
+        channel.send_json("error", {"message": f"the GPU passed to this VM did not work: {found.get('why')}",
+                                    "fault": "gpu"})
+        return False
+    return True
+
+
+def probe_gpu():
+    try:
+        return gpu.probe()
+    except Exception as exc:  # noqa: BLE001 - a probe that breaks is a GPU that cannot be trusted, not a dead agent
+        return {"state": "failed", "why": f"the agent's GPU probe failed: {type(exc).__name__}: {exc}"}
+
+
 def run_job(channel, job, home_ready=False):
     heartbeat = float(job.get("heartbeat", 2))
     with ticking(channel, heartbeat):
@@ -116,8 +140,9 @@ def main():
         channel.send_json("error", {"message": str(exc)})
         channel.send_json("bye", {"commands": 0})
         return
-    channel.send_json("hello", {"nonce": job.get("nonce"), "agent": AGENT_VERSION,
-                                "protocol": frames.PROTOCOL})
+    if not greet(channel, job, probe_gpu()):
+        channel.send_json("bye", {"commands": 0})
+        return
     done = 0
     try:
         become_subreaper()

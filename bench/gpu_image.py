@@ -1,0 +1,331 @@
+"""Benchmark: the GPU image (`[image] gpu = "nvidia-535"`) against the CPU base image, built in
+the same run on the same host, and a CPU VM judging an entry on the GPU image (JSON on stdout).
+
+No GPU is lent to the project's machines and a GPU domain is refused under TCG, so this checks
+what can be checked without one, and exits 1 saying why if any check fails:
+- images: both built with `build_image` in the benchmark's own home (kept for the next run; an
+  image already built is reused and its build time is the one its manifest stored; --rebuild
+  builds both again). Reported: build seconds, the dkms compile's seconds, root.sqfs and whole
+  image bytes, Debian package counts, the driver's packages and versions, what the build removed
+  again. Checked: the manifest lists the four driver packages with versions; `unsquashfs -ll`
+  lists nvidia.ko and nvidia-uvm.ko under /lib/modules/KVER/ for the image's own kernel, and
+  their vermagic (read from the files extracted from root.sqfs) is that kernel's; no gcc, cc1,
+  kernel headers or dkms tree is left in the root; the CPU image has no nvidia package and no
+  nvidia file, and its initramfs loads no ahci while the GPU image's does.
+- guest, under tests.host_lock (one VM session per host; --wait-for-host SECONDS polls every
+  60 s): three jobs run straight through the VM runner, reading the agent's hello frame: the CPU
+  image (hello gpu: "this image has no GPU driver"), the GPU image (hello gpu: "none", "no GPU:
+  …" with what loading nvidia.ko said; the command shows gpu-init's log, nvidia-smi failing and
+  no /dev/nvidia* node), and the GPU image with a job marked "gpu": true, as a GPU stage's is
+  (the agent must refuse it with an error frame and run no command). Their boot seconds show
+  what loading the driver costs at boot.
+- judge: a tiny answer-lines challenge with `[image] gpu = "nvidia-535"` and no `[vm] gpu` taken
+  through `challenge add`, `submit`, `daemon` and `show` in a fresh home inside --home: its entry's
+  setup.sh runs `nvidia-smi || true`; the entry must be scored 1.0, and the organiser's prep.log
+  must show nvidia-smi's failure. When the stage manifest records the agent's hello
+  (`manifest["gpu"]["guest"]`) it must be state "none"; the report says whether it was there.
+
+Measured on 2026-11-24, this machine (2 cores, TCG, other sessions running beside it): the GPU
+image built in 182.8 s (128.4 s of it the dkms compile) against 31.4 s for the CPU image; root.sqfs
+270 MB against 148 MB (1.83x; the whole image 280 MB against 158 MB), 140 Debian packages against
+127, 43 build packages (dkms, gcc, binutils, make, the headers, …) removed again; nvidia.ko 65 MB
+(40 MB of it NVIDIA's .rodata, no debug info to strip) and nvidia-uvm.ko 3 MB, both with the guest
+kernel's vermagic "6.1.0-56-amd64 SMP preempt mod_unload modversions". Boot to hello: the GPU image
+8.0 s, the CPU image 8.3 s (before gpu-init skipped a machine with no NVIDIA card, nvidia.ko failing
+twice cost the GPU image 2.2 s: 11.2 s against 9.0 s). The entry on the GPU image was scored 1.0, its
+stages 11.4-11.6 s each (8.2-8.8 s of boot), the daemon 36.6 s; the GPU stage's job was refused.
+
+Not in CI: the GPU image adds a download of about 120 MB of Debian packages and a compile of
+NVIDIA's kernel interface to every clean run, to check what this benchmark shows.
+
+Usage: python bench/gpu_image.py [--home /var/tmp/vmjudge-bench-gpu] [--rebuild] [--keep]
+                                 [--wait-for-host 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from tests.host_lock import HostBusy, exclusive_host  # noqa: E402
+from vmjudge.config import ImageRecipe, load_site  # noqa: E402
+from vmjudge.config.layout import RunDir  # noqa: E402
+from vmjudge.errors import InfrastructureError  # noqa: E402
+from vmjudge.images import gpu_driver  # noqa: E402
+from vmjudge.images.build import build_image, image_key  # noqa: E402
+from vmjudge.images.image import FILES, GuestImage  # noqa: E402
+from vmjudge.vm import domain  # noqa: E402
+from vmjudge.vm.job import Command, Job  # noqa: E402
+from vmjudge.vm.runner import make_blank_disk, run_job  # noqa: E402
+
+GPU = ImageRecipe(gpu="nvidia-535")
+COMPILERS = re.compile(r"/usr/bin/(gcc|cc|x86_64-linux-gnu-gcc)(-\d+)?$|/cc1$|^/usr/src/linux-headers|^/var/lib/dkms")
+LOOK = ("cat /run/vmjudge-gpu.log; echo; nvidia-smi; echo \"nvidia-smi exit $?\"; "
+        "ls /dev | grep -c '^nvidia' | sed 's/^/device nodes: /'")
+SETUP = "#!/bin/sh\nnvidia-smi || true\necho; cat /run/vmjudge-gpu.log\n"
+NEXT = "#!/bin/sh\necho \"$1,1\" >> answers.txt\n"
+TRAINING, TEST = ("g01", "g02"), ("g03",)
+
+
+def fail(why: str) -> None:
+    raise SystemExit(f"gpu_image benchmark: {why}")
+
+
+def image_figures(site, recipe: ImageRecipe, rebuild: bool) -> tuple[GuestImage, dict]:
+    built_now = rebuild or not (site.layout.images / image_key(site, recipe) / "manifest.json").exists()
+    image = build_image(site, recipe, progress=lambda m: print(m, file=sys.stderr), force=rebuild)
+    m = image.manifest
+    return image, {"key": image.key, "built_in_this_run": built_now, "build_seconds": m["build_seconds"],
+                   "root_sqfs_bytes": image.root.stat().st_size,
+                   "image_bytes": sum((image.directory / n).stat().st_size for n in FILES),
+                   "debian_packages": len(m["packages"]), "kernel_version": m["kernel_version"],
+                   "initramfs_modules": len(m["initramfs_modules"])}
+
+
+LISTED = re.compile(r"^\S+ \S+\s+(?:\d+|\d+,\s*\d+) \S+ \S+ (.*)$")
+
+
+def listing(image: GuestImage) -> list[str]:
+    """Every path in root.sqfs, as `unsquashfs -ll` names it; /lib is a link to usr/lib (merged
+    /usr), so each path under /usr/lib is also given as under /lib."""
+    out = subprocess.run(["unsquashfs", "-ll", "-d", "", str(image.root)], capture_output=True, text=True,
+                         check=True).stdout
+    paths = [m.group(1).split(" -> ")[0] for m in map(LISTED.match, out.splitlines()) if m]
+    return paths + [p[len("/usr"):] for p in paths if p.startswith("/usr/lib/")]
+
+
+def check_gpu_image(gpu: GuestImage, scratch: Path) -> dict:
+    m = gpu.manifest
+    section = m.get("gpu") or fail("the GPU image's manifest has no gpu section")
+    kver = m["kernel_version"]
+    packages = section["packages"]
+    wanted = gpu_driver.driver("nvidia-535").packages
+    if sorted(packages) != sorted(wanted) or not all(packages.values()):
+        fail(f"the manifest's driver packages are {packages}, not versions of {list(wanted)}")
+    files = listing(gpu)
+    modules = [f"/lib/modules/{kver}/{gpu_driver.MODULE_DIR}/{name}.ko" for name in ("nvidia", "nvidia-uvm")]
+    for path in modules:
+        if path not in files:
+            fail(f"{path} is not in {gpu.root} (unsquashfs -ll)")
+    left = sorted(p for p in files if COMPILERS.search(p))
+    if left:
+        fail(f"build tools are left in the GPU image's root: {left[:10]}")
+    # The modules and one of the kernel's own, out of root.sqfs, for their vermagic.
+    reference = next(p for p in files if p.startswith(f"/lib/modules/{kver}/kernel/") and p.endswith(".ko"))
+    out = scratch / "sqfs"
+    inside = ["usr" + p if "/usr" + p in files else p.lstrip("/") for p in [*modules, reference]]
+    subprocess.run(["unsquashfs", "-q", "-n", "-d", str(out), str(gpu.root), *inside], check=True,
+                   capture_output=True)
+    got = dict(zip([*modules, reference], (out / p for p in inside), strict=True))
+    vermagic = {p: gpu_driver.check_vermagic(got[p], kver, got[reference]) for p in modules}
+    sizes = {p: got[p].stat().st_size for p in modules}
+    shutil.rmtree(out)
+    load_list = f"/{gpu_driver.LOAD_LIST}"
+    if load_list not in files:
+        fail(f"{load_list} is not in the GPU image's root")
+    if not any("/ahci.ko" in p for p in m["initramfs_modules"]):
+        fail("the GPU image's initramfs does not load ahci in the judge's boot")
+    return {"driver": section["driver"], "driver_version": section["version"], "packages": packages,
+            "kernel_version": kver, "module_vermagic": vermagic, "module_bytes": sizes,
+            "dkms_seconds": section["dkms_seconds"], "removed_packages": len(section["removed"]),
+            "removed": sorted(section["removed"]), "no_compiler_left": True,
+            "nvidia_files": len([p for p in files if "nvidia" in p.lower()])}
+
+
+def check_cpu_image(cpu: GuestImage) -> dict:
+    nvidia = sorted(p for p in cpu.manifest["packages"] if "nvidia" in p)
+    files = [p for p in listing(cpu) if "nvidia" in p.lower() and "/kernel/" not in p]  # in-tree nouveau-era names
+    if nvidia or files:
+        fail(f"the CPU image has NVIDIA packages {nvidia} or files {files[:5]}")
+    if any("/ahci.ko" in p for p in cpu.manifest["initramfs_modules"]):
+        fail("the CPU image's initramfs loads ahci in the judge's boot, which only a GPU image needs")
+    return {"nvidia_packages": 0, "ahci_in_judge_boot": False}
+
+
+class GpuJob(Job):
+    """A job as a GPU stage's will be: the host marks it "gpu": true (the lead's side sets it)."""
+
+    def job_json(self, nonce: str) -> bytes:
+        return json.dumps({**json.loads(super().job_json(nonce)), "gpu": True}).encode()
+
+
+def guest_runs(site, cpu: GuestImage, gpu: GuestImage) -> dict:
+    conn = domain.connect(site.uri)
+    runs: dict = {}
+    look = Job(commands=(Command("look", ("sh", "-c", LOOK), 120, output_limit=16384),))
+    try:
+        with RunDir(site.layout, "bench-gpu") as rd_obj:
+            rd = rd_obj.path
+            for label, image, job in (("cpu_image", cpu, look), ("gpu_image", gpu, look),
+                                      ("gpu_image_gpu_stage", gpu, GpuJob(commands=look.commands))):
+                make_blank_disk(rd / f"{label}.qcow2", 64)
+                try:
+                    run = run_job(conn, site, image, job, home_disk=rd / f"{label}.qcow2", workdir=rd,
+                                  console_log=rd / f"{label}.log", vcpus=1, memory_mib=1024, label=f"bench-{label}")
+                except InfrastructureError as exc:
+                    runs[label] = {"refused": str(exc)}
+                    continue
+                hello = run.transcript.hello or {}
+                output = run.transcript.commands[0].output.decode(errors="replace") if run.transcript.commands else ""
+                runs[label] = {"boot_s": round(run.boot_seconds, 2), "total_s": round(run.total_seconds, 2),
+                               "hello_gpu": hello.get("gpu"), "agent": hello.get("agent"), "output": output}
+    finally:
+        conn.close()
+    c, g, refused = runs["cpu_image"], runs["gpu_image"], runs["gpu_image_gpu_stage"]
+    if c.get("hello_gpu") != {"state": "none", "why": "this image has no GPU driver"}:
+        fail(f"the CPU image's hello said gpu {c.get('hello_gpu')!r}")
+    hg = g.get("hello_gpu") or {}
+    if hg.get("state") != "none" or not str(hg.get("why", "")).startswith("no GPU: "):
+        fail(f"the GPU image without a GPU said gpu {hg!r} in its hello, not \"none\" with \"no GPU: …\"")
+    if "device nodes: 0" not in g["output"] or "nvidia-smi exit 0" in g["output"]:
+        fail(f"the GPU image without a GPU shows device nodes or a working nvidia-smi:\n{g['output']}")
+    if "the GPU passed to this VM did not work: no GPU: " not in refused.get("refused", ""):
+        fail(f"a GPU stage's job on the GPU image without a GPU was not refused by the agent: {refused}")
+    return runs
+
+
+def write_challenge(directory: Path, name: str) -> None:
+    for sub in ("training", "test", "reference"):
+        (directory / sub).mkdir(parents=True)
+    for r in TRAINING + TEST:
+        (directory / ("training" if r in TRAINING else "test") / f"{r}.txt").write_text("1\n")
+    (directory / "training" / "RECORDS").write_text("\n".join(TRAINING) + "\n")
+    (directory / "test" / "RECORDS").write_text("\n".join(TEST) + "\n")
+    (directory / "reference" / "REFERENCE.csv").write_text("".join(f"{r},1\n" for r in TEST))
+    (directory / "challenge.toml").write_text(f"""name = "{name}"
+[entry]
+required = ["setup.sh", "next.sh", "answers.txt"]
+[image]
+gpu = "nvidia-535"
+[vm]
+vcpus = 1
+memory = 1024
+home = 64
+[limits]
+setup = 300
+per_record = 120
+quiz_total = 600
+exam_total = 600
+[results]
+style = "answer-lines"
+submitted = "answers.txt"
+[score]
+scorer = "accuracy"
+""")
+
+
+def write_entry(out: Path) -> Path:
+    answers = "".join(f"{r},1\n" for r in TRAINING).encode()
+    with tarfile.open(out, "w:gz") as tar:
+        for name, data, mode in (("setup.sh", SETUP.encode(), 0o755), ("next.sh", NEXT.encode(), 0o755),
+                                 ("answers.txt", answers, 0o644)):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(data), mode, int(time.time())
+            tar.addfile(info, io.BytesIO(data))
+    return out
+
+
+def vmjudge(home: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "vmjudge.cli", *args], capture_output=True, text=True, cwd=REPO,
+                          env={**os.environ, "VMJUDGE_HOME": str(home)}, timeout=timeout)
+    if proc.returncode != 0:
+        fail(f"vmjudge {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def judge(home: Path) -> dict:
+    work = home / "bench"
+    work.mkdir()
+    write_challenge(work / "challenge", "gpu-bench")
+    vmjudge(home, "challenge", "add", str(work / "challenge"))
+    entry = int(vmjudge(home, "submit", "gpu-bench", str(write_entry(work / "entry.tar.gz")), "--owner", "gpu").stdout)
+    started = time.monotonic()
+    vmjudge(home, "daemon", "--slots", "1", "--until-idle", timeout=3600)
+    seconds = time.monotonic() - started
+    doc = json.loads(vmjudge(home, "show", str(entry), "--json", "--organiser").stdout)
+    if (doc["state"], doc["outcome"], doc["scores"].get("score")) != ("done", "scored", 1.0):
+        fail(f"the entry (id {entry}) on the GPU image was not scored 1.0: state {doc['state']}, outcome "
+             f"{doc['outcome']}, reason {doc['reason']}; its home is kept at {home}.\n{doc['report']}")
+    prep = doc["organiser"]["logs"].get("prep.log", {}).get("text", "")
+    if "NVIDIA-SMI has failed" not in prep:
+        fail(f"prep.log does not show nvidia-smi failing in the VM without a GPU:\n{prep}")
+    stages, guest = {}, {}
+    for a in doc["organiser"]["attempts"]:
+        m = a["manifest"]
+        stages[a["stage"]] = {"boot_s": m.get("boot_seconds"), "run_s": m.get("run_seconds"), "status": a["status"]}
+        if isinstance(m.get("gpu"), dict) and "guest" in m["gpu"]:
+            guest[a["stage"]] = m["gpu"]["guest"]
+    bad = {s: g for s, g in guest.items() if g.get("state") != "none"}
+    if bad:
+        fail(f"the stage manifests record a GPU other than none: {bad}")
+    return {"entry": entry, "outcome": doc["outcome"], "scores": doc["scores"], "stages": stages,
+            "daemon_seconds": round(seconds, 1),
+            "hello_gpu_in_stage_manifest": guest or "not recorded by this version of the host",
+            "prep_log_nvidia_smi": [line for line in prep.splitlines() if "NVIDIA" in line or "insmod" in line][:6]}
+
+
+def with_host(what: str, wait: float, body):
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            with exclusive_host(what):
+                return body()
+        except HostBusy as exc:
+            if time.monotonic() >= deadline:
+                raise SystemExit(str(exc)) from None
+            print("another session holds the host; trying again in 60 s", file=sys.stderr)
+            time.sleep(60)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--home", type=Path, default=Path("/var/tmp/vmjudge-bench-gpu"),
+                    help="the benchmark's site home; its images/ is kept between runs")
+    ap.add_argument("--rebuild", action="store_true", help="build both images again (both times of this run)")
+    ap.add_argument("--keep", action="store_true", help="keep the judge's home (HOME/run-*) afterwards")
+    ap.add_argument("--wait-for-host", type=float, default=0, metavar="SECONDS",
+                    help="how long to wait for another VM session to end (default: not at all)")
+    args = ap.parse_args()
+    os.environ.setdefault("VMJUDGE_ACCEL", "tcg")
+    site = load_site(args.home)
+    site.layout.ensure()
+    cpu, cpu_fig = image_figures(site, ImageRecipe(), args.rebuild)
+    gpu, gpu_fig = image_figures(site, GPU, args.rebuild)
+    with tempfile.TemporaryDirectory(dir=args.home) as scratch:
+        gpu_fig["checks"] = check_gpu_image(gpu, Path(scratch))
+    cpu_fig["checks"] = check_cpu_image(cpu)
+    ratio = {k: round(gpu_fig[k] / cpu_fig[k], 2) for k in ("build_seconds", "root_sqfs_bytes", "image_bytes")}
+    home = Path(tempfile.mkdtemp(prefix="run-", dir=args.home))
+    os.chmod(home, 0o711)  # libvirt's qemu crosses it to the entries' disks
+    (home / "images").symlink_to(site.layout.images)
+
+    def vms() -> tuple[dict, dict]:
+        return guest_runs(site, cpu, gpu), judge(home)
+
+    guest, judged = with_host("the GPU image benchmark", args.wait_for_host, vms)
+    if not args.keep:
+        shutil.rmtree(home)
+    print(json.dumps({
+        "benchmark": "gpu_image", "accel": site.accel, "date": time.strftime("%Y-%m-%d"),
+        "host": {"node": platform.node(), "cpus": os.cpu_count()},
+        "images": {"cpu": cpu_fig, "gpu": gpu_fig, "ratio_gpu_over_cpu": ratio},
+        "guest": guest, "judge": judged,
+    }, indent=2))
+
+
+if __name__ == "__main__":
+    main()
