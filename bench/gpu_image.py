@@ -17,13 +17,14 @@ what can be checked without one, and exits 1 saying why if any check fails:
   image (hello gpu: "this image has no GPU driver"), the GPU image (hello gpu: "none", "no GPU:
   …" with what loading nvidia.ko said; the command shows gpu-init's log, nvidia-smi failing and
   no /dev/nvidia* node), and the GPU image with a job marked "gpu": true, as a GPU stage's is
-  (the agent must refuse it with an error frame and run no command). Their boot seconds show
-  what loading the driver costs at boot.
+  (the agent must refuse it with an error frame and run no command); and the GPU image in a GPU
+  stage's q35 domain without its hostdev (under TCG), which must find its CD-ROM on SATA (ahci) and
+  run the command. Their boot seconds show what loading the driver costs at boot.
 - judge: a tiny answer-lines challenge with `[image] gpu = "nvidia-535"` and no `[vm] gpu` taken
   through `challenge add`, `submit`, `daemon` and `show` in a fresh home inside --home: its entry's
   setup.sh runs `nvidia-smi || true`; the entry must be scored 1.0, and the organiser's prep.log
-  must show nvidia-smi's failure. When the stage manifest records the agent's hello
-  (`manifest["gpu"]["guest"]`) it must be state "none"; the report says whether it was there.
+  must open with the guest's GPU line ("gpu: none: no GPU: ...") and show nvidia-smi's failure, and
+  each VM stage's manifest must record the agent's hello as `manifest["gpu"]["guest"]`, state "none".
 
 Measured on 2026-11-24, this machine (2 cores, TCG, other sessions running beside it): the GPU
 image built in 182.8 s (128.4 s of it the dkms compile) against 31.4 s for the CPU image; root.sqfs
@@ -34,6 +35,10 @@ kernel's vermagic "6.1.0-56-amd64 SMP preempt mod_unload modversions". Boot to h
 8.0 s, the CPU image 8.3 s (before gpu-init skipped a machine with no NVIDIA card, nvidia.ko failing
 twice cost the GPU image 2.2 s: 11.2 s against 9.0 s). The entry on the GPU image was scored 1.0, its
 stages 11.4-11.6 s each (8.2-8.8 s of boot), the daemon 36.6 s; the GPU stage's job was refused.
+A second run on the lead's merge (images reused): the q35 domain without its card booted to hello in
+7.9 s and ran the command with the CD-ROM on SATA; each VM stage's manifest recorded the guest's GPU
+as none, and prep.log opened with "gpu: none: no GPU: no NVIDIA display or 3D controller on the PCI
+bus: the driver was not loaded"; the entry scored 1.0, the daemon 37.6 s.
 
 Not in CI: the GPU image adds a download of about 120 MB of Debian packages and a compile of
 NVIDIA's kernel interface to every clean run, to check what this benchmark shows.
@@ -56,6 +61,8 @@ import sys
 import tarfile
 import tempfile
 import time
+import xml.etree.ElementTree as ET
+from dataclasses import replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -68,7 +75,8 @@ from vmjudge.errors import InfrastructureError  # noqa: E402
 from vmjudge.images import gpu_driver  # noqa: E402
 from vmjudge.images.build import build_image, image_key  # noqa: E402
 from vmjudge.images.image import FILES, GuestImage  # noqa: E402
-from vmjudge.vm import domain  # noqa: E402
+from vmjudge.vm import domain, runner  # noqa: E402
+from vmjudge.vm.domain_xml import DomainSpec, domain_xml  # noqa: E402
 from vmjudge.vm.job import Command, Job  # noqa: E402
 from vmjudge.vm.runner import make_blank_disk, run_job  # noqa: E402
 
@@ -157,10 +165,27 @@ def check_cpu_image(cpu: GuestImage) -> dict:
 
 
 class GpuJob(Job):
-    """A job as a GPU stage's will be: the host marks it "gpu": true (the lead's side sets it)."""
+    """A job as a GPU stage's is: marked "gpu": true (run_job marks it only when it lends a card,
+    after the card's preflight, which a host without one cannot pass)."""
 
-    def job_json(self, nonce: str) -> bytes:
-        return json.dumps({**json.loads(super().job_json(nonce)), "gpu": True}).encode()
+    def job_json(self, nonce: str, gpu: bool = False) -> bytes:
+        return super().job_json(nonce, gpu=True)
+
+
+def q35_without_card(spec: DomainSpec) -> str:
+    """A GPU stage's domain as domain_xml makes it (machine q35, the CD-ROM on SATA, a PCIe root
+    port), without the hostdev and runnable under TCG: what can be booted here of a GPU VM, to see
+    that the GPU image's guest finds its CD through ahci."""
+    dom = ET.fromstring(domain_xml(replace(spec, accel="kvm", gpu="0000:65:00.0")))
+    devices = dom.find("devices")
+    assert devices is not None
+    for hostdev in devices.findall("hostdev"):
+        devices.remove(hostdev)
+    if spec.accel != "kvm":
+        dom.set("type", "qemu")
+        for cpu in dom.findall("cpu"):
+            dom.remove(cpu)
+    return ET.tostring(dom, encoding="unicode")
 
 
 def guest_runs(site, cpu: GuestImage, gpu: GuestImage) -> dict:
@@ -171,21 +196,28 @@ def guest_runs(site, cpu: GuestImage, gpu: GuestImage) -> dict:
         with RunDir(site.layout, "bench-gpu") as rd_obj:
             rd = rd_obj.path
             for label, image, job in (("cpu_image", cpu, look), ("gpu_image", gpu, look),
-                                      ("gpu_image_gpu_stage", gpu, GpuJob(commands=look.commands))):
+                                      ("gpu_image_gpu_stage", gpu, GpuJob(commands=look.commands)),
+                                      ("gpu_image_q35", gpu, look)):
                 make_blank_disk(rd / f"{label}.qcow2", 64)
+                if label == "gpu_image_q35":
+                    runner.domain_xml = q35_without_card  # type: ignore[assignment]
                 try:
                     run = run_job(conn, site, image, job, home_disk=rd / f"{label}.qcow2", workdir=rd,
                                   console_log=rd / f"{label}.log", vcpus=1, memory_mib=1024, label=f"bench-{label}")
                 except InfrastructureError as exc:
                     runs[label] = {"refused": str(exc)}
                     continue
+                finally:
+                    runner.domain_xml = domain_xml
                 hello = run.transcript.hello or {}
                 output = run.transcript.commands[0].output.decode(errors="replace") if run.transcript.commands else ""
                 runs[label] = {"boot_s": round(run.boot_seconds, 2), "total_s": round(run.total_seconds, 2),
                                "hello_gpu": hello.get("gpu"), "agent": hello.get("agent"), "output": output}
     finally:
         conn.close()
-    c, g, refused = runs["cpu_image"], runs["gpu_image"], runs["gpu_image_gpu_stage"]
+    c, g, refused, q35 = runs["cpu_image"], runs["gpu_image"], runs["gpu_image_gpu_stage"], runs["gpu_image_q35"]
+    if "nvidia-smi exit" not in q35.get("output", ""):
+        fail(f"the GPU image on q35 (its CD-ROM on SATA) did not run its command: {q35}")
     if c.get("hello_gpu") != {"state": "none", "why": "this image has no GPU driver"}:
         fail(f"the CPU image's hello said gpu {c.get('hello_gpu')!r}")
     hg = g.get("hello_gpu") or {}
@@ -270,11 +302,13 @@ def judge(home: Path) -> dict:
         if isinstance(m.get("gpu"), dict) and "guest" in m["gpu"]:
             guest[a["stage"]] = m["gpu"]["guest"]
     bad = {s: g for s, g in guest.items() if g.get("state") != "none"}
-    if bad:
-        fail(f"the stage manifests record a GPU other than none: {bad}")
+    if bad or set(guest) != {"prep", "quiz", "exam"}:
+        fail(f"each VM stage's manifest must record the agent's GPU as none: {guest or 'none recorded'}")
+    if not prep.startswith("gpu: none: no GPU: "):
+        fail(f"prep.log does not open with the guest's GPU line:\n{prep[:500]}")
     return {"entry": entry, "outcome": doc["outcome"], "scores": doc["scores"], "stages": stages,
             "daemon_seconds": round(seconds, 1),
-            "hello_gpu_in_stage_manifest": guest or "not recorded by this version of the host",
+            "hello_gpu_in_stage_manifest": guest, "prep_log_first_line": prep.splitlines()[0],
             "prep_log_nvidia_smi": [line for line in prep.splitlines() if "NVIDIA" in line or "insmod" in line][:6]}
 
 

@@ -91,11 +91,16 @@ def test_the_job_tells_the_agent_a_gpu_was_lent_and_a_cpu_job_is_as_it_was():
 
 
 def test_the_stage_log_opens_with_the_guests_gpu(tmp_path):
-    with StageLog(tmp_path / "prep.log", cap=1000) as log:
+    with StageLog(tmp_path / "prep.log", cap=1000, gpu=True) as log:
         fs = FrameStream("n1", watch=Watch(log=log))
         fs.feed(stream_of(("hello", {"nonce": "n1", "agent": "1.3", "protocol": 1, "gpu": OK})))
     assert (tmp_path / "prep.log").read_text() == \
         "gpu: Tesla T4, 15360 MiB, driver 535.216.03 (nvidia-smi: Tesla T4, 15360, 535.216.03)\n"
+    with StageLog(tmp_path / "cpu.log", cap=1000) as log:  # a CPU image's log: nothing of a GPU
+        fs = FrameStream("n1", watch=Watch(log=log))
+        fs.feed(stream_of(("hello", {"nonce": "n1", "agent": "1.3", "protocol": 1,
+                                     "gpu": {"state": "none", "why": "this image has no GPU driver"}})))
+    assert (tmp_path / "cpu.log").read_text() == ""
     assert gpu_line({"state": "none", "why": "no GPU: NVRM: No NVIDIA GPU found."}) == \
         "gpu: none: no GPU: NVRM: No NVIDIA GPU found."
     assert len(gpu_line({"state": "failed", "why": "x\n" * 5000})) == 1000  # bounded, one line
@@ -103,12 +108,15 @@ def test_the_stage_log_opens_with_the_guests_gpu(tmp_path):
 
 
 def test_the_manifest_records_the_card_lent_and_what_the_guest_found(tmp_path):
-    image = SimpleNamespace(key="k", manifest={"sha256": {}, "agent_version": "1.3"})
-    ctx = StageContext(site=SimpleNamespace(uri="qemu:///system", accel="kvm"), challenge=None, image=image,
-                       entry=SimpleNamespace(id=1, archive_sha256="0" * 64), attempt=1)
-    run = JobRun(domain="d", transcript=Transcript(nonce="n1", hello={"nonce": "n1", "agent": "1.3"}),
+    site, entry = SimpleNamespace(uri="qemu:///system", accel="kvm"), SimpleNamespace(id=1, archive_sha256="0" * 64)
+    cpu_image = SimpleNamespace(key="k", manifest={"sha256": {}, "agent_version": "1.3"})
+    no_driver = {"state": "none", "why": "this image has no GPU driver"}
+    run = JobRun(domain="d", transcript=Transcript(nonce="n1", hello={"nonce": "n1", "agent": "1.3", "gpu": no_driver}),
                  iso_sha256="0" * 64, boot_seconds=1.0, total_seconds=2.0)
-    assert "gpu" not in ctx.manifest("prep", run)  # a CPU image says nothing of a GPU
+    cpu = StageContext(site=site, challenge=None, image=cpu_image, entry=entry, attempt=1)
+    assert "gpu" not in cpu.manifest("prep", run)  # a CPU image's manifest says nothing of a GPU
+    image = SimpleNamespace(key="g", manifest={"sha256": {}, "agent_version": "1.3", "gpu": {"driver": "nvidia-535"}})
+    ctx = StageContext(site=site, challenge=None, image=image, entry=entry, attempt=1)
     lent = replace(run, gpu={"address": T4, "ids": "10de:1eb8"},
                    transcript=replace(run.transcript, hello={**run.transcript.hello, "gpu": OK}))
     assert ctx.manifest("prep", lent)["gpu"] == {"address": T4, "ids": "10de:1eb8", "guest": OK}

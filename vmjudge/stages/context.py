@@ -107,7 +107,7 @@ class StageContext:
             m.update({"domain": run.domain, "iso_sha256": run.iso_sha256, "boot_seconds": round(run.boot_seconds, 3),
                       "run_seconds": round(run.total_seconds, 3), "ended": run.ended,
                       "guest_agent": hello.get("agent")})
-            if run.gpu is not None or isinstance(hello.get("gpu"), dict):
+            if run.gpu is not None or self.has_gpu_driver:
                 # The card lent (address, ids) and what the agent found of it (driver version, name).
                 m["gpu"] = {**(run.gpu or {}), "guest": hello.get("gpu")}
         return m
@@ -115,7 +115,13 @@ class StageContext:
     def stage_log(self, stage: str) -> StageLog:
         """The stage's log, written as the output arrives, capped; the organisers' alone (0600):
         exam.log is what the entry printed on the test records."""
-        return StageLog(self.files.stage_log(stage), self.challenge.limits.stage_output)
+        return StageLog(self.files.stage_log(stage), self.challenge.limits.stage_output, gpu=self.has_gpu_driver)
+
+    @property
+    def has_gpu_driver(self) -> bool:
+        """The image carries a GPU driver ([image] gpu): its stages say what GPU the guest found,
+        none included (a CPU image's would only ever say it has no driver)."""
+        return self.image is not None and "gpu" in self.image.manifest
 
 
 def script_argv(script: str, *args: str) -> tuple[str, ...]:

@@ -19,9 +19,10 @@ from ..vm.channel import CommandResult
 
 
 class StageLog:
-    def __init__(self, path: Path, cap: int):
+    def __init__(self, path: Path, cap: int, gpu: bool = False):
         self.path = Path(path)
         self.cap = cap
+        self.gpu = gpu  # the image carries a GPU driver: the log opens with what the guest found
         self.kept = 0  # output bytes written
         self._full = False
         self._at_line_start = True
@@ -41,7 +42,7 @@ class StageLog:
         """The guest's GPU, as the agent found it before any command (nvidia-smi's name, memory
         and driver; or why there is none): the organiser's first line of a GPU stage's log."""
         gpu = info.get("gpu")
-        if isinstance(gpu, dict):
+        if self.gpu and isinstance(gpu, dict):
             self._line(gpu_line(gpu))
 
     def started(self, cmd: CommandResult) -> None:
