@@ -49,8 +49,6 @@ Usage: python bench/gpu_image.py [--home /var/tmp/vmjudge-bench-gpu] [--rebuild]
 
 from __future__ import annotations
 
-import argparse
-import io
 import json
 import os
 import platform
@@ -58,7 +56,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 import xml.etree.ElementTree as ET
@@ -68,13 +65,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.host_lock import HostBusy, exclusive_host  # noqa: E402
-from vmjudge.config import ImageRecipe, load_site  # noqa: E402
+from image_bench import image_figures, parse_args, vmjudge, with_host, write_entry  # noqa: E402
+
+from vmjudge.config import ImageRecipe  # noqa: E402
 from vmjudge.config.layout import RunDir  # noqa: E402
 from vmjudge.errors import InfrastructureError  # noqa: E402
 from vmjudge.images import gpu_driver  # noqa: E402
-from vmjudge.images.build import build_image, image_key  # noqa: E402
-from vmjudge.images.image import FILES, GuestImage  # noqa: E402
+from vmjudge.images.image import GuestImage  # noqa: E402
 from vmjudge.vm import domain, runner  # noqa: E402
 from vmjudge.vm.domain_xml import DomainSpec, domain_xml  # noqa: E402
 from vmjudge.vm.job import Command, Job  # noqa: E402
@@ -91,17 +88,6 @@ TRAINING, TEST = ("g01", "g02"), ("g03",)
 
 def fail(why: str) -> None:
     raise SystemExit(f"gpu_image benchmark: {why}")
-
-
-def image_figures(site, recipe: ImageRecipe, rebuild: bool) -> tuple[GuestImage, dict]:
-    built_now = rebuild or not (site.layout.images / image_key(site, recipe) / "manifest.json").exists()
-    image = build_image(site, recipe, progress=lambda m: print(m, file=sys.stderr), force=rebuild)
-    m = image.manifest
-    return image, {"key": image.key, "built_in_this_run": built_now, "build_seconds": m["build_seconds"],
-                   "root_sqfs_bytes": image.root.stat().st_size,
-                   "image_bytes": sum((image.directory / n).stat().st_size for n in FILES),
-                   "debian_packages": len(m["packages"]), "kernel_version": m["kernel_version"],
-                   "initramfs_modules": len(m["initramfs_modules"])}
 
 
 LISTED = re.compile(r"^\S+ \S+\s+(?:\d+|\d+,\s*\d+) \S+ \S+ (.*)$")
@@ -260,31 +246,13 @@ scorer = "accuracy"
 """)
 
 
-def write_entry(out: Path) -> Path:
-    answers = "".join(f"{r},1\n" for r in TRAINING).encode()
-    with tarfile.open(out, "w:gz") as tar:
-        for name, data, mode in (("setup.sh", SETUP.encode(), 0o755), ("next.sh", NEXT.encode(), 0o755),
-                                 ("answers.txt", answers, 0o644)):
-            info = tarfile.TarInfo(name)
-            info.size, info.mode, info.mtime = len(data), mode, int(time.time())
-            tar.addfile(info, io.BytesIO(data))
-    return out
-
-
-def vmjudge(home: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "vmjudge.cli", *args], capture_output=True, text=True, cwd=REPO,
-                          env={**os.environ, "VMJUDGE_HOME": str(home)}, timeout=timeout)
-    if proc.returncode != 0:
-        fail(f"vmjudge {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return proc
-
-
 def judge(home: Path) -> dict:
     work = home / "bench"
     work.mkdir()
     write_challenge(work / "challenge", "gpu-bench")
     vmjudge(home, "challenge", "add", str(work / "challenge"))
-    entry = int(vmjudge(home, "submit", "gpu-bench", str(write_entry(work / "entry.tar.gz")), "--owner", "gpu").stdout)
+    archive = write_entry(work / "entry.tar.gz", SETUP, NEXT, "".join(f"{r},1\n" for r in TRAINING))
+    entry = int(vmjudge(home, "submit", "gpu-bench", str(archive), "--owner", "gpu").stdout)
     started = time.monotonic()
     vmjudge(home, "daemon", "--slots", "1", "--until-idle", timeout=3600)
     seconds = time.monotonic() - started
@@ -312,31 +280,8 @@ def judge(home: Path) -> dict:
             "prep_log_nvidia_smi": [line for line in prep.splitlines() if "NVIDIA" in line or "insmod" in line][:6]}
 
 
-def with_host(what: str, wait: float, body):
-    deadline = time.monotonic() + wait
-    while True:
-        try:
-            with exclusive_host(what):
-                return body()
-        except HostBusy as exc:
-            if time.monotonic() >= deadline:
-                raise SystemExit(str(exc)) from None
-            print("another session holds the host; trying again in 60 s", file=sys.stderr)
-            time.sleep(60)
-
-
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--home", type=Path, default=Path("/var/tmp/vmjudge-bench-gpu"),
-                    help="the benchmark's site home; its images/ is kept between runs")
-    ap.add_argument("--rebuild", action="store_true", help="build both images again (both times of this run)")
-    ap.add_argument("--keep", action="store_true", help="keep the judge's home (HOME/run-*) afterwards")
-    ap.add_argument("--wait-for-host", type=float, default=0, metavar="SECONDS",
-                    help="how long to wait for another VM session to end (default: not at all)")
-    args = ap.parse_args()
-    os.environ.setdefault("VMJUDGE_ACCEL", "tcg")
-    site = load_site(args.home)
-    site.layout.ensure()
+    args, site = parse_args(__doc__, Path("/var/tmp/vmjudge-bench-gpu"))
     cpu, cpu_fig = image_figures(site, ImageRecipe(), args.rebuild)
     gpu, gpu_fig = image_figures(site, GPU, args.rebuild)
     with tempfile.TemporaryDirectory(dir=args.home) as scratch:

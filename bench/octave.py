@@ -42,8 +42,6 @@ Usage: python bench/octave.py [--home /var/tmp/vmjudge-bench-octave] [--rebuild]
 
 from __future__ import annotations
 
-import argparse
-import io
 import json
 import math
 import os
@@ -52,9 +50,7 @@ import random
 import re
 import shutil
 import statistics
-import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from datetime import datetime
@@ -63,10 +59,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.host_lock import HostBusy, exclusive_host  # noqa: E402
-from vmjudge.config import ImageRecipe, load_site  # noqa: E402
-from vmjudge.images.build import build_image, image_key  # noqa: E402
-from vmjudge.images.image import FILES  # noqa: E402
+from image_bench import image_figures, parse_args, vmjudge, with_host, write_entry  # noqa: E402
+
+from vmjudge.config import ImageRecipe  # noqa: E402
 
 OCTAVE = ImageRecipe(packages=("octave", "octave-signal"))
 # record: (bumps, seed); s01-s03 training, s04-s05 test
@@ -152,35 +147,6 @@ scorer = "accuracy"
 """)
 
 
-def write_entry(out: Path, setup: str, next_sh: str) -> Path:
-    answers = "".join(f"{r},{RECORDS[r][0]}\n" for r in TRAINING).encode()
-    with tarfile.open(out, "w:gz") as tar:
-        for name, data, mode in (("setup.sh", setup.encode(), 0o755), ("next.sh", next_sh.encode(), 0o755),
-                                 ("answers.txt", answers, 0o644)):
-            info = tarfile.TarInfo(name)
-            info.size, info.mode, info.mtime = len(data), mode, int(time.time())
-            tar.addfile(info, io.BytesIO(data))
-    return out
-
-
-def image_figures(site, recipe: ImageRecipe, rebuild: bool) -> dict:
-    built_now = rebuild or not (site.layout.images / image_key(site, recipe) / "manifest.json").exists()
-    image = build_image(site, recipe, progress=lambda m: print(m, file=sys.stderr), force=rebuild)
-    return {"key": image.key, "packages": list(recipe.packages), "built_in_this_run": built_now,
-            "build_seconds": image.manifest["build_seconds"],
-            "root_sqfs_bytes": image.root.stat().st_size,
-            "image_bytes": sum((image.directory / n).stat().st_size for n in FILES),
-            "debian_packages": len(image.manifest["packages"])}
-
-
-def vmjudge(home: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "vmjudge.cli", *args], capture_output=True, text=True, cwd=REPO,
-                          env={**os.environ, "VMJUDGE_HOME": str(home)}, timeout=timeout)
-    if proc.returncode != 0:
-        raise SystemExit(f"vmjudge {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return proc
-
-
 def stage_figures(doc: dict) -> dict:
     stages = {}
     for a in doc["organiser"]["attempts"]:
@@ -207,25 +173,19 @@ def judge(home: Path, wait: float) -> dict:
     work.mkdir()
     write_challenge(work / "octave", "octave-bench", OCTAVE.packages)
     write_challenge(work / "base", "octave-bench-base", ())
-    archives = {"octave": write_entry(work / "octave-entry.tar.gz", OCTAVE_SETUP, OCTAVE_NEXT),
-                "base": write_entry(work / "shell-entry.tar.gz", SHELL_SETUP, SHELL_NEXT)}
+    answers = "".join(f"{r},{RECORDS[r][0]}\n" for r in TRAINING)
+    archives = {"octave": write_entry(work / "octave-entry.tar.gz", OCTAVE_SETUP, OCTAVE_NEXT, answers),
+                "base": write_entry(work / "shell-entry.tar.gz", SHELL_SETUP, SHELL_NEXT, answers)}
     ids = {}
     for kind, name in (("octave", "octave-bench"), ("base", "octave-bench-base")):
         vmjudge(home, "challenge", "add", str(work / kind))
         ids[kind] = int(vmjudge(home, "submit", name, str(archives[kind]), "--owner", kind).stdout)
-    deadline = time.monotonic() + wait
-    while True:
-        try:
-            with exclusive_host("the octave benchmark"):
-                started = time.monotonic()
-                vmjudge(home, "daemon", "--slots", "1", "--until-idle", timeout=7200)
-                daemon_seconds = time.monotonic() - started
-            break
-        except HostBusy as exc:
-            if time.monotonic() >= deadline:
-                raise SystemExit(str(exc)) from None
-            print("another session holds the host; trying again in 60 s", file=sys.stderr)
-            time.sleep(60)
+    def run_daemon() -> float:
+        started = time.monotonic()
+        vmjudge(home, "daemon", "--slots", "1", "--until-idle", timeout=7200)
+        return time.monotonic() - started
+
+    daemon_seconds = with_host("the octave benchmark", wait, run_daemon)
     docs = {kind: json.loads(vmjudge(home, "show", str(i), "--json", "--organiser").stdout) for kind, i in ids.items()}
     for kind, doc in docs.items():
         if (doc["state"], doc["outcome"], doc["scores"].get("score")) != ("done", "scored", 1.0):
@@ -246,19 +206,9 @@ def judge(home: Path, wait: float) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--home", type=Path, default=Path("/var/tmp/vmjudge-bench-octave"),
-                    help="the benchmark's site home; its images/ is kept between runs")
-    ap.add_argument("--rebuild", action="store_true", help="build both images again (both times of this run)")
-    ap.add_argument("--keep", action="store_true", help="keep the judge's home (HOME/run-*) afterwards")
-    ap.add_argument("--wait-for-host", type=float, default=0, metavar="SECONDS",
-                    help="how long to wait for another VM session to end (default: not at all)")
-    args = ap.parse_args()
-    os.environ.setdefault("VMJUDGE_ACCEL", "tcg")
-    site = load_site(args.home)
-    site.layout.ensure()
-    images = {"base": image_figures(site, ImageRecipe(), args.rebuild),
-              "octave": image_figures(site, OCTAVE, args.rebuild)}
+    args, site = parse_args(__doc__, Path("/var/tmp/vmjudge-bench-octave"))
+    images = {"base": {**image_figures(site, ImageRecipe(), args.rebuild)[1], "packages": []},
+              "octave": {**image_figures(site, OCTAVE, args.rebuild)[1], "packages": list(OCTAVE.packages)}}
     images["ratio"] = {k: ratio(images["octave"][k], images["base"][k])
                        for k in ("build_seconds", "root_sqfs_bytes", "image_bytes")}
     home = Path(tempfile.mkdtemp(prefix="run-", dir=args.home))
