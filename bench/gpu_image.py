@@ -25,6 +25,8 @@ what can be checked without one, and exits 1 saying why if any check fails:
   setup.sh runs `nvidia-smi || true`; the entry must be scored 1.0, and the organiser's prep.log
   must open with the guest's GPU line ("gpu: none: no GPU: ...") and show nvidia-smi's failure, and
   each VM stage's manifest must record the agent's hello as `manifest["gpu"]["guest"]`, state "none".
+  Then the challenge's replica ISO is built and booted in plain qemu, as a participant would: its
+  init must have run gpu-init (its log says no NVIDIA card was found) with the driver in its root.
 
 Measured on 2026-11-24, this machine (2 cores, TCG, other sessions running beside it): the GPU
 image built in 182.8 s (128.4 s of it the dkms compile) against 31.4 s for the CPU image; root.sqfs
@@ -38,7 +40,9 @@ stages 11.4-11.6 s each (8.2-8.8 s of boot), the daemon 36.6 s; the GPU stage's 
 A second run on the lead's merge (images reused): the q35 domain without its card booted to hello in
 7.9 s and ran the command with the CD-ROM on SATA; each VM stage's manifest recorded the guest's GPU
 as none, and prep.log opened with "gpu: none: no GPU: no NVIDIA display or 3D controller on the PCI
-bus: the driver was not loaded"; the entry scored 1.0, the daemon 37.6 s.
+bus: the driver was not loaded"; the entry scored 1.0, the daemon 37.6 s. A third run: the GPU
+challenge's replica ISO (282 MB) booted in plain qemu to its prompt in 8.9 s, gpu-init having found no
+NVIDIA card and the driver's load list in its root.
 
 Not in CI: the GPU image adds a download of about 120 MB of Debian packages and a compile of
 NVIDIA's kernel interface to every clean run, to check what this benchmark shows.
@@ -67,6 +71,7 @@ sys.path.insert(0, str(REPO))
 
 from image_bench import image_figures, parse_args, vmjudge, with_host, write_entry  # noqa: E402
 
+from tests.replica_console import Console  # noqa: E402
 from vmjudge.config import ImageRecipe  # noqa: E402
 from vmjudge.config.layout import RunDir  # noqa: E402
 from vmjudge.errors import InfrastructureError  # noqa: E402
@@ -275,9 +280,33 @@ def judge(home: Path) -> dict:
     if not prep.startswith("gpu: none: no GPU: "):
         fail(f"prep.log does not open with the guest's GPU line:\n{prep[:500]}")
     return {"entry": entry, "outcome": doc["outcome"], "scores": doc["scores"], "stages": stages,
-            "daemon_seconds": round(seconds, 1),
+            "daemon_seconds": round(seconds, 1), "replica": replica(home, work),
             "hello_gpu_in_stage_manifest": guest, "prep_log_first_line": prep.splitlines()[0],
             "prep_log_nvidia_smi": [line for line in prep.splitlines() if "NVIDIA" in line or "insmod" in line][:6]}
+
+
+def replica(home: Path, work: Path) -> dict:
+    """The GPU challenge's replica ISO, booted as a participant would (plain qemu, the README's
+    way, here without a GPU): its init must have run gpu-init, which found no NVIDIA card."""
+    iso = work / "replica.iso"
+    started = time.monotonic()
+    vmjudge(home, "replica", "build", "gpu-bench", "-o", str(iso), timeout=1800)
+    built = time.monotonic() - started
+    console = Console(["qemu-system-x86_64", "-m", "2048", "-accel", os.environ.get("VMJUDGE_ACCEL", "tcg"),
+                       "-display", "none", "-cdrom", str(iso), "-boot", "d", "-nic", "none", "-serial", "stdio"])
+    try:
+        started = time.monotonic()
+        console.expect(r"replica# ", 300)
+        booted = time.monotonic() - started
+        # The marker is typed with quotes in it, so only the output matches it.
+        console.send("cat /run/vmjudge-gpu.log; ls /opt/vmjudge/gpu-modules.list; echo '@@GPU''-END@@'")
+        said = console.expect(r"(?s)cat /run/vmjudge-gpu.log[^\n]*\n(.*?)@@GPU-END@@", 120).group(1)
+    finally:
+        console.close()
+    if "no NVIDIA display or 3D controller on the PCI bus" not in said or "gpu-modules.list" not in said:
+        fail(f"the replica's init did not run gpu-init (or the driver is not in its root):\n{said}")
+    return {"iso_bytes": iso.stat().st_size, "build_s": round(built, 1), "boot_to_prompt_s": round(booted, 1),
+            "gpu_log": said.strip().splitlines()[:3]}
 
 
 def main() -> None:
