@@ -28,9 +28,11 @@ from ..supervisor import doctor as doctor_checks
 from ..supervisor.daemon import DaemonBusy, serve
 from ..terminal import PrintableFormatter
 from .echo import echo, errors_printed
+from .entries import entries, logs
 from .gpu import gpu, slot_json, slot_line
 from .replica import replica
 from .rescore import rescore
+from .service import service
 
 
 class _Cli(click.Group):
@@ -298,4 +300,7 @@ def gc(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
 
 main.add_command(rescore)
 main.add_command(gpu)
+main.add_command(entries)
+main.add_command(logs)
+main.add_command(service)
 main.add_command(replica)
