@@ -11,6 +11,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -130,9 +131,10 @@ def judged(site, image, conn):
     proc = vmjudge(home, "submit", "af2017", str(archives / "af2017-good-entry.tar.gz"),
                    "--owner", "latecomer", "--late")
     ids["af2017", "late"] = int(proc.stdout)
-    vmjudge(home, "daemon", "--slots", "2", "--until-idle")
+    daemon = vmjudge(home, "daemon", "--slots", "2", "--until-idle")
     judged = Judged(home, ids, archives)
     judged.said = said
+    judged.daemon_said = daemon.stderr
     yield judged
     assert domain.leftover_domains(conn) == []
     assert list((home / "run").iterdir()) == []
@@ -166,8 +168,34 @@ def test_each_case_gets_its_verdict(judged, example, case):
     if case == "setup-error":
         assert "cannot build" in doc["report"]  # setup.sh's own output is shown
     if case == "quiz-mismatch":
+        # Both sides of the first mismatch, of a training record; nothing of a test record.
         assert "output does not match submission" in doc["report"]
+        if load_challenge(EXAMPLES / example).results.style == "files":
+            assert re.search(r"submitted outputs/\S+\.qrs: \d+ bytes\n  produced \S+\.qrs: \d+ bytes\n"
+                             r"  first difference at byte \d+:\n    submitted: [0-9a-f]{8}  .*\n"
+                             r"    produced:  [0-9a-f]{8}  ", doc["report"]), doc["report"]
+        else:
+            assert re.search(r"submitted \(answers.txt\): \S+,\S*\n  produced \(answers.txt\): \S+,\S*",
+                             doc["report"]), doc["report"]
+        for record in load_challenge(EXAMPLES / example).test:
+            assert f"next.sh {record}" not in doc["report"] and f"{record}.qrs" not in doc["report"]
+            assert f"{record}," not in doc["report"]
     assert (judged.home / "results" / str(doc["id"]) / "report.html").is_file()
+
+
+def test_the_daemon_said_each_stage_and_summed_up(judged):
+    """Its stderr: a start and an end line for every stage it ran, each naming the entry and its
+    owner, and the summary (#16)."""
+    lines = judged.daemon_said.splitlines()
+    for (example, case), entry_id in judged.ids.items():
+        doc = judged.show(example, case) if case != "late" else None
+        mine = [line for line in lines if f" entry {entry_id} (" in line]
+        starts = [line for line in mine if ": started in slot " in line]
+        assert starts and len(starts) == len([line for line in mine if " after " in line]), mine
+        if doc is not None and doc["outcome"] == "failed":
+            assert any(f"{doc['failed_stage']}: failed ({doc['reason']})" in line for line in mine), mine
+    assert re.fullmatch(rf"\d\d:\d\d:\d\d {len(judged.ids)} entries ended \(.*\), \d+ stages run, in \d+ s",
+                        lines[-1]), lines[-1]
 
 
 @pytest.fixture(scope="module")

@@ -26,11 +26,14 @@ from ..reports import report
 from ..scorers.loader import load_scorer
 from ..supervisor import doctor as doctor_checks
 from ..supervisor.daemon import DaemonBusy, serve
+from ..supervisor.progress import Progress
 from ..terminal import PrintableFormatter
 from .echo import echo, errors_printed
+from .entries import entries, logs
 from .gpu import gpu, slot_json, slot_line
 from .replica import replica
 from .rescore import rescore
+from .service import service
 
 
 class _Cli(click.Group):
@@ -117,12 +120,15 @@ def submit(ctx: click.Context, challenge_name: str, archive: Path, owner: str | 
 @main.command()
 @click.option("--slots", type=click.IntRange(1, 64), default=1, show_default=True, help="VMs at a time.")
 @click.option("--until-idle", is_flag=True, help="Exit once nothing is queued or running.")
+@click.option("-q", "--quiet", is_flag=True, help="No line per stage, no summary (warnings and errors still).")
 @click.pass_context
-def daemon(ctx: click.Context, slots: int, until_idle: bool) -> None:
-    """Evaluate queued entries, stage by stage, SLOTS VMs at a time."""
+def daemon(ctx: click.Context, slots: int, until_idle: bool, quiet: bool) -> None:
+    """Evaluate queued entries, stage by stage, SLOTS VMs at a time; a line on stderr as each
+    stage starts and ends, and a summary at the end."""
 
     site = _site(ctx)
-    serve(site, _queue(site), slots, until_idle)
+    queue = _queue(site)
+    serve(site, queue, slots, until_idle, progress=None if quiet else Progress(queue, lambda m: echo(m, err=True)))
 
 
 @main.command()
@@ -298,4 +304,7 @@ def gc(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
 
 main.add_command(rescore)
 main.add_command(gpu)
+main.add_command(entries)
+main.add_command(logs)
+main.add_command(service)
 main.add_command(replica)

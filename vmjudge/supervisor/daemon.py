@@ -27,6 +27,7 @@ from ..queue.db import Queue
 from ..queue.rows import EntryRow
 from ..vm import domain
 from .evaluate import run_stage
+from .progress import Progress
 from .slots import Slot, SlotPool
 
 log = logging.getLogger(__name__)
@@ -90,9 +91,11 @@ def recover(site: Site, queue: Queue) -> None:
 
 
 def serve(site: Site, queue: Queue, slots: int, until_idle: bool, only: int | None = None,
-          on_change: Callable[[EntryRow], None] | None = None, stop: threading.Event | None = None) -> None:
+          on_change: Callable[[EntryRow], None] | None = None, stop: threading.Event | None = None,
+          progress: Progress | None = None) -> None:
     """Run queued stages until stopped (or, with until_idle, until nothing is queued or running).
-    `only` restricts the daemon to one entry (vmjudge evaluate)."""
+    `only` restricts the daemon to one entry (vmjudge evaluate); `progress` hears each stage's
+    start and end, and is asked for a summary at the end."""
     lock = DaemonLock(site.home)
     if not lock.acquire():
         raise DaemonBusy(f"another vmjudge daemon (pid {lock.holder()}) is running on {site.home}: "
@@ -102,7 +105,7 @@ def serve(site: Site, queue: Queue, slots: int, until_idle: bool, only: int | No
     try:
         recover(site, queue)
         libvirt_up = _LibvirtWatch(site.uri)
-        running: dict[Future, Slot] = {}
+        running: dict[Future, tuple[Slot, EntryRow, float]] = {}
         slot_pool = SlotPool(site, queue, slots)
         idle = _IdleNotice()
         with ThreadPoolExecutor(max_workers=slots + len(slot_pool.gpus), thread_name_prefix="slot") as pool:
@@ -118,25 +121,36 @@ def serve(site: Site, queue: Queue, slots: int, until_idle: bool, only: int | No
                     slot, entry = claimed
                     if on_change:
                         on_change(entry)
-                    running[pool.submit(run_stage, queue, site, entry, slot, stop)] = slot
+                    if progress:
+                        progress.started(slot, entry)
+                    running[pool.submit(run_stage, queue, site, entry, slot, stop)] = (slot, entry, time.monotonic())
                 if not running:
                     models = slot_pool.models_in_service()
                     if not queue.waiting(only, gpu=models):
                         idle.say(queue.waiting_for_gpu(), models)
                         if until_idle:
-                            return
+                            break
                     stop.wait(1.0)  # new submissions, or a retry waiting out its delay
                     continue
                 done, _ = wait(list(running), timeout=1.0, return_when=FIRST_COMPLETED)
                 for fut in done:
-                    slot_pool.release(running.pop(fut))
-                    _report_crash(fut)
+                    _ended(fut, *running[fut], progress)
+                    slot_pool.release(running.pop(fut)[0])
             # Stopping: the slots see `stop`, destroy their VMs and queue their stages again.
-            for fut in running:
-                _report_crash(fut)
+            for fut, (slot, entry, began) in running.items():
+                fut.exception()  # waits for it
+                _ended(fut, slot, entry, began, progress)
+        if progress:
+            progress.summary()
     finally:
         restore()
         lock.release()
+
+
+def _ended(fut: Future, slot: Slot, entry: EntryRow, began: float, progress: Progress | None) -> None:
+    _report_crash(fut)
+    if progress:
+        progress.ended(slot, entry, time.monotonic() - began)
 
 
 def _report_crash(fut: Future) -> None:

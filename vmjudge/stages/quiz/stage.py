@@ -18,6 +18,7 @@ from ...vm.reading import Limits
 from ..answers import parse_answer_lines, read_answer_lines, refused_line
 from ..context import DRYRUN_MESSAGE, StageContext, StageOutcome, output_text
 from ..records import record_job
+from .mismatch import file_detail, line_detail
 
 
 class Comparison:
@@ -69,15 +70,19 @@ class Comparison:
             new = parse_answer_lines(produced)
             earlier = set(self.records[:cmd.index])
         answers = {**self._answers, **new}
+        sheet = self.rule.submitted
         if answers.get(record) is None:
-            return f"next.sh {record}: no line for {record} in answers.txt"
+            return f"next.sh {record}: no line for {record} in answers.txt" + \
+                line_detail(record, self.submitted.get(record), None, sheet)
         if answers[record] != self.submitted.get(record):
-            return f"next.sh {record}: output does not match submission"
+            return f"next.sh {record}: output does not match submission" + \
+                line_detail(record, self.submitted.get(record), answers[record], sheet)
         # answers.txt is the entry's whole answer sheet: a next.sh that loses or changes
         # earlier lines would lose them in the exam too.
         for prev in sorted(earlier, key=self._order.__getitem__):
             if answers.get(prev) != self.submitted.get(prev):
-                return f"next.sh {record}: answers.txt no longer holds the submitted line for {prev}"
+                return f"next.sh {record}: answers.txt no longer holds the submitted line for {prev}" + \
+                    line_detail(prev, self.submitted.get(prev), answers.get(prev), sheet)
         cut = produced.rfind(b"\n") + 1  # a last line still without its newline is read again next time
         self._answers.update(parse_answer_lines(produced[len(self._checked):cut]))
         self._checked = produced[:cut]
@@ -93,13 +98,14 @@ class Comparison:
         try:
             st = os.lstat(submitted)
         except OSError:
-            return f"next.sh {record}: output does not match submission"
+            st = None
         # Sizes first: the submitted file is read only when it can match, and read once.
-        if not stat.S_ISREG(st.st_mode) or got.truncated or st.st_size != got.size:
-            return f"next.sh {record}: output does not match submission"
-        with open(submitted, "rb") as f:
-            same = f.read(got.size + 1) == got.data
-        return None if same else f"next.sh {record}: output does not match submission"
+        if st is not None and stat.S_ISREG(st.st_mode) and not got.truncated and st.st_size == got.size:
+            with open(submitted, "rb") as f:
+                if f.read(got.size + 1) == got.data:
+                    return None
+        return f"next.sh {record}: output does not match submission" + file_detail(
+            submitted, self.rule.submitted_path(record), name, got.data, got.size, got.truncated)
 
 
 def refused_answer(ctx: StageContext) -> StageOutcome | None:
