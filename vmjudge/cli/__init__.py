@@ -1,3 +1,3 @@
-"""Every command line of vmjudge: `vmjudge` (main.py, with rescore.py and replica.py as its
-subcommands) and, inside the booted replica, `vmjudge-replica` (replica_check.py, which
+"""Every command line of vmjudge: `vmjudge` (main.py, with rescore.py, replica.py, gpu.py,
+entries.py (entries and logs) and service.py as its subcommands) and, inside the booted replica, `vmjudge-replica` (replica_check.py, which
 imports neither click nor anything else the replica's Python lacks)."""

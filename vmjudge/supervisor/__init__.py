@@ -1,3 +1,4 @@
-"""The supervisor: the daemon that fills VM slots from the queue (daemon.py), the evaluation
-of one stage (evaluate.py) and its bookkeeping (attempts.py), and the organiser's batch work
+"""The supervisor: the daemon that fills VM slots from the queue (daemon.py; its CPU and GPU
+slots in slots.py, its lines to the organiser in progress.py), the evaluation of one stage
+(evaluate.py) and its bookkeeping (attempts.py), and the organiser's batch work
 on the same machinery: re-scoring (rescore.py) and the host check (doctor.py)."""
