@@ -144,8 +144,11 @@ def run(ctx: StageContext) -> StageOutcome:
     manifest = ctx.manifest("quiz", run_)
     if compare.failure is not None:
         i, reason, message = compare.failure
-        return StageOutcome("failed", f"{message}. Entry not scored.\n--- output of next.sh {records[i]} ---\n"
-                            f"{output_text(t.commands[i])}", reason=reason, manifest=manifest)
+        # The verdict on the first line, the mismatch's two sides (if any) under it, then the output.
+        headline, _, sides = message.partition("\n")
+        return StageOutcome("failed", f"{headline}. Entry not scored." + (f"\n{sides}" if sides else "")
+                            + f"\n--- output of next.sh {records[i]} ---\n{output_text(t.commands[i])}",
+                            reason=reason, manifest=manifest)
     done = sum(1 for c in t.commands if c.status != "running")
     if run_.ended == "capped" or done < len(records):
         return StageOutcome("failed", f"The quiz did not finish within {ch.limits.quiz_total:.0f} s "
