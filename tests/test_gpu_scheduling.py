@@ -10,7 +10,6 @@ import json
 import logging
 import shutil
 import threading
-import time
 import zipfile
 from pathlib import Path
 
@@ -93,23 +92,30 @@ def test_waiting_counts_only_the_work_this_host_can_run(tmp_path, fake, monkeypa
 
 class StandIn:
     """The stage body a slot runs, recording which slot ran what; every stage passes (stage 4
-    scores), except that the first VM stage given `fail_on` finds its GPU not working."""
+    scores), except that the first VM stage given `fail_on` finds its GPU not working. The first
+    stages hold their slots until `together` run at once, so that the daemon must fill its other
+    slots while those are busy (and must not give a busy one a second stage); then none waits."""
 
-    def __init__(self, fail_on: str | None = None):
-        self.fail_on = fail_on
+    def __init__(self, fail_on: str | None = None, together: int = 1):
+        self.fail_on, self.together = fail_on, together
         self.runs: list[tuple[int, str, int | None, str | None]] = []  # entry, stage, slot number, gpu
         self.busy: set[int] = set()
+        self.most_at_once = 0
+        self.gate_open = together <= 1
         self.overlaps: list[int] = []
-        self.lock = threading.Lock()
+        self.changed = threading.Condition()
 
     def __call__(self, queue, site, entry, stage, run, slot, cancel):
-        with self.lock:
+        with self.changed:
             if slot.number in self.busy:
                 self.overlaps.append(slot.number)
             self.busy.add(slot.number)
+            self.most_at_once = max(self.most_at_once, len(self.busy))
+            self.gate_open = self.gate_open or len(self.busy) >= self.together
             self.runs.append((entry.id, stage.name, slot.number, slot.gpu))
+            self.changed.notify_all()
+            self.changed.wait_for(lambda: self.gate_open, timeout=60)
         try:
-            time.sleep(0.02)  # long enough for the other slots' stages to run beside this one
             if slot.gpu is not None and slot.gpu == self.fail_on:
                 self.fail_on = None
                 raise GpuFault("gpu-guest", f"the GPU {slot.gpu} did not work in the VM: RmInitAdapter failed",
@@ -118,8 +124,9 @@ class StandIn:
                 return StageOutcome("scored", "scored", scores={"score": 1.0}, manifest={"stage": "score"})
             return StageOutcome("passed", "ok", manifest={"stage": stage.name})
         finally:
-            with self.lock:
+            with self.changed:
                 self.busy.discard(slot.number)
+                self.changed.notify_all()
 
 
 def serve_until_idle(site, queue, stand_in, monkeypatch, cpu_slots=1):
@@ -136,7 +143,7 @@ def test_gpu_stages_run_only_on_good_gpus_and_cpu_stages_only_on_cpu_slots(tmp_p
     register(queue, tmp_path)
     gpu_entries = [submit(queue, "t4") for _ in range(3)] + [submit(queue, "anycard")]
     cpu_entries = [submit(queue, "cpu") for _ in range(3)]
-    stand_in = StandIn(fail_on=GOOD)
+    stand_in = StandIn(fail_on=GOOD, together=3)  # the CPU slot and both good cards at once
     serve_until_idle(site, queue, stand_in, monkeypatch)
 
     for entry_id in gpu_entries + cpu_entries:
@@ -148,7 +155,8 @@ def test_gpu_stages_run_only_on_good_gpus_and_cpu_stages_only_on_cpu_slots(tmp_p
         else:  # CPU challenges' stages, and every stage 4, in the CPU slot and never on a card
             assert (number, gpu) == (cpu_slot, None), (entry_id, stage, number, gpu)
     assert not [r for r in stand_in.runs if r[3] == BOUND_TO_NVIDIA]
-    assert stand_in.overlaps == []  # one VM per slot, so one per GPU, at a time
+    assert stand_in.most_at_once == 3  # the slots ran side by side ...
+    assert stand_in.overlaps == []  # ... one VM per slot, so one per GPU, at a time
 
     # The card bound to nvidia failed its preflight; the good one failed in a guest, once: both
     # are out of service, with why; the stage it failed ran again, on the spare card.
