@@ -186,7 +186,8 @@ def test_gpu_work_waits_while_no_gpu_slot_is_in_service_and_cpu_work_goes_on(tmp
     assert queue.entry(waiting).state == "queued" and queue.stage_runs(waiting) == []
     assert not [r for r in stand_in.runs if r[0] == waiting]
     said = caplog.text
-    assert f"GPU {GOOD} is taken out of service: {GOOD} is bound to nouveau, not vfio-pci" in said
+    assert f"GPU {GOOD} is taken out of service: the GPU {GOOD} failed its preflight: {GOOD} is bound to " \
+           "nouveau, not vfio-pci" in said
     assert 'GPU stages wait (1 for gpu = "t4") but no GPU slot of this host in service can run them' in said
 
     # Fixed and put back by the organiser: the waiting stage now runs, on that card.

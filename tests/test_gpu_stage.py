@@ -17,9 +17,10 @@ from vmjudge.errors import EntryError, GpuFault, InfrastructureError
 from vmjudge.stages.context import StageContext
 from vmjudge.stages.stage_log import StageLog, gpu_line
 from vmjudge.vm.channel import FrameStream, Transcript, Watch
+from vmjudge.vm.gpu_preflight import lendable_card
 from vmjudge.vm.job import Command, Job
 from vmjudge.vm.reading import JobRun, check_agent_error
-from vmjudge.vm.runner import _start, gpu_preflight
+from vmjudge.vm.runner import _start
 
 from .fake_sysfs import T4, FakeHost
 from .test_frames import hello, stream_of
@@ -28,26 +29,22 @@ OK = {"state": "ok", "name": "Tesla T4", "memory_mib": 15360, "driver": "535.216
       "line": "Tesla T4, 15360, 535.216.03"}
 
 
-class _Site:
-    def __init__(self, gpu):
-        self.gpu = gpu
-
-
 def test_the_preflight_before_the_vm_gives_the_card_for_the_manifest(tmp_path):
     fake = FakeHost(tmp_path)
     fake.add(T4)
-    assert gpu_preflight(_Site(fake.gpu()), T4) == {"address": T4, "ids": "10de:1eb8"}
+    card = lendable_card(fake.gpu(), T4)
+    assert (card.address, card.ids, card.driver) == (T4, "10de:1eb8", "vfio-pci")
 
 
 def test_a_card_that_fails_the_preflight_before_the_vm_is_a_gpu_fault(tmp_path):
     fake = FakeHost(tmp_path)
     fake.add(T4, driver="nvidia")
     with pytest.raises(GpuFault) as err:
-        gpu_preflight(_Site(fake.gpu()), T4)
+        lendable_card(fake.gpu(), T4)
     assert (err.value.reason, err.value.address) == ("gpu-preflight", T4)
     assert str(err.value).startswith(f"the GPU {T4} failed its preflight: {T4} is bound to nvidia, not vfio-pci")
     with pytest.raises(GpuFault) as gone:
-        gpu_preflight(_Site(fake.gpu("0000:66:00.0")), "0000:66:00.0")
+        lendable_card(fake.gpu("0000:66:00.0"), "0000:66:00.0")
     assert "there is no PCI device 0000:66:00.0" in str(gone.value)
 
 

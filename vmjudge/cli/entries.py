@@ -16,23 +16,16 @@ from typing import Any
 
 import click
 
-from ..config import load_site
 from ..errors import VmjudgeError
 from ..pipeline import PIPELINE
-from ..queue.db import Queue
 from ..queue.listing import OUTCOMES, STATES, EntryFilter, find_entries
 from ..queue.rows import EntryRow
 from .echo import echo
+from .home import site_and_queue
 
 LOG_STAGES = tuple(s.name for s in PIPELINE if s.in_vm)  # stage 4 writes no log: it runs no entry code
 CHUNK = 1 << 20
 SINCE_RE = re.compile(r"\d{4}-\d{2}-\d{2}(T\d{2}(:\d{2}(:\d{2})?)?Z?)?")
-
-
-def _queue(ctx: click.Context) -> tuple[Any, Queue]:
-    site = load_site(ctx.find_root().obj)
-    site.layout.ensure()
-    return site, Queue(site.layout.queue_db)
 
 
 def _since(value: str | None) -> str | None:
@@ -86,7 +79,7 @@ def as_json(e: EntryRow) -> dict[str, Any]:
 def entries(ctx: click.Context, challenge: str | None, states: tuple[str, ...], outcome: str | None,
             owner: str | None, late: bool | None, since: str | None, limit: int, page: int, as_json_: bool) -> None:
     """Every entry, newest first: state or verdict, score and exam counts."""
-    _, queue = _queue(ctx)
+    _, queue = site_and_queue(ctx)
     if challenge is not None:
         queue.challenge_dir(challenge)  # an unknown name is one sentence, not an empty list
     found = find_entries(queue.path, EntryFilter(challenge=challenge, states=states, outcome=outcome, owner=owner,
@@ -115,7 +108,7 @@ def entries(ctx: click.Context, challenge: str | None, states: tuple[str, ...], 
 @click.pass_context
 def logs(ctx: click.Context, entry_id: int, stage: str | None) -> None:
     """ENTRY_ID's organiser logs (what its commands printed, capped), stage by stage."""
-    site, queue = _queue(ctx)
+    site, queue = site_and_queue(ctx)
     queue.entry(entry_id)  # an unknown id is one sentence
     files = site.layout.results_of(entry_id)
     printed = 0

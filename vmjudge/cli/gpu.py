@@ -10,19 +10,12 @@ import json
 
 import click
 
-from ..config import Site, load_site
 from ..errors import VmjudgeError
-from ..queue.db import Queue
 from ..queue.gpu_slots import GpuSlotRow
 from ..supervisor.slots import this_host
 from ..vm.gpu_preflight import check_gpu
 from .echo import echo
-
-
-def _site_queue(ctx: click.Context) -> tuple[Site, Queue]:
-    site = load_site(ctx.find_root().obj)
-    site.layout.ensure()
-    return site, Queue(site.layout.queue_db)
+from .home import site_and_queue
 
 
 def slot_line(row: GpuSlotRow) -> str:
@@ -45,7 +38,7 @@ def gpu() -> None:
 @click.pass_context
 def gpu_list(ctx: click.Context, as_json: bool) -> None:
     """Each GPU slot: in service or not (and why), and what its preflight says now."""
-    site, queue = _site_queue(ctx)
+    site, queue = site_and_queue(ctx)
     rows = queue.gpu_slots.register(this_host(), site.gpu.devices)
     now = {row.address: check_gpu(site.gpu, row.address) for row in rows}
     if as_json:
@@ -63,7 +56,7 @@ def gpu_list(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def gpu_enable(ctx: click.Context, address: str) -> None:
     """Put the GPU at ADDRESS back in service, if it passes its preflight."""
-    site, queue = _site_queue(ctx)
+    site, queue = site_and_queue(ctx)
     if address not in site.gpu.devices:
         raise VmjudgeError(f"{address} is not among site.toml's [gpu] devices ({', '.join(site.gpu.devices) or 'none'})"
                            ": give the address as listed there.")

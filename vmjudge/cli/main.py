@@ -14,12 +14,11 @@ from typing import Any
 import click
 
 from .. import __version__
-from ..config import Site, check_challenge_data, load_challenge, load_site
+from ..config import Site, check_challenge_data, load_challenge
 from ..errors import VmjudgeError
 from ..images.build import build_image, find_image, newest_image
 from ..queue import retention
 from ..queue.admit import admit
-from ..queue.db import Queue
 from ..queue.rows import now
 from ..reports import leaderboard as lb
 from ..reports import report
@@ -31,6 +30,7 @@ from ..terminal import PrintableFormatter
 from .echo import echo, errors_printed
 from .entries import entries, logs
 from .gpu import gpu, slot_json, slot_line
+from .home import queue_of, site_of
 from .replica import replica
 from .rescore import rescore
 from .service import service
@@ -62,15 +62,6 @@ def main(ctx: click.Context, home: Path | None, verbose: bool) -> None:
     ctx.obj = home
 
 
-def _site(ctx: click.Context) -> Site:
-    return load_site(ctx.find_root().obj)
-
-
-def _queue(site: Site) -> Queue:
-    site.layout.ensure()
-    return Queue(site.layout.queue_db)
-
-
 @main.group()
 def challenge() -> None:
     """Register challenges."""
@@ -82,13 +73,13 @@ def challenge() -> None:
 def challenge_add(ctx: click.Context, challenge_dir: Path) -> None:
     """Validate CHALLENGE_DIR, build its guest image if needed, and register it."""
 
-    site = _site(ctx)
+    site = site_of(ctx)
 
     ch = load_challenge(challenge_dir)
     check_challenge_data(ch)
     load_scorer(ch.scorer)
     image_ = build_image(site, ch.image, progress=lambda m: echo(m, err=True))
-    _queue(site).add_challenge(ch.name, ch.directory, image_.key, gpu=ch.vm.gpu)
+    queue_of(site).add_challenge(ch.name, ch.directory, image_.key, gpu=ch.vm.gpu)
     echo(f"registered {ch.name}: {len(ch.training)} training and {len(ch.test)} test records, "
                f"scorer {ch.scorer}" + (f", its VM stages in GPU slots (gpu = \"{ch.vm.gpu}\")" if ch.vm.gpu else ""))
 
@@ -97,7 +88,7 @@ def _submit(site: Site, name: str, archive: Path, owner: str, late: bool) -> int
     """Admit the entry (checks, entry limit, spool, queue); say on stderr how many scored
     entries the owner has left, so that stdout stays the entry id alone."""
 
-    queue = _queue(site)
+    queue = queue_of(site)
     admitted = admit(site, queue, name, load_challenge(queue.challenge_dir(name)), archive, owner, late)
     if (line := admitted.remaining_line()) is not None:
         echo(line, err=True)
@@ -113,7 +104,7 @@ def _submit(site: Site, name: str, archive: Path, owner: str, late: bool) -> int
 def submit(ctx: click.Context, challenge_name: str, archive: Path, owner: str | None, late: bool) -> None:
     """Queue ARCHIVE (NAME-entry.zip or NAME-entry.tar.gz) for CHALLENGE_NAME; prints the entry id."""
 
-    entry_id = _submit(_site(ctx), challenge_name, archive, owner or getpass.getuser(), late)
+    entry_id = _submit(site_of(ctx), challenge_name, archive, owner or getpass.getuser(), late)
     echo(str(entry_id))
 
 
@@ -126,8 +117,8 @@ def daemon(ctx: click.Context, slots: int, until_idle: bool, quiet: bool) -> Non
     """Evaluate queued entries, stage by stage, SLOTS VMs at a time; a line on stderr as each
     stage starts and ends, and a summary at the end."""
 
-    site = _site(ctx)
-    queue = _queue(site)
+    site = site_of(ctx)
+    queue = queue_of(site)
     serve(site, queue, slots, until_idle, progress=None if quiet else Progress(queue, lambda m: echo(m, err=True)))
 
 
@@ -140,8 +131,8 @@ def evaluate(ctx: click.Context, challenge_name: str, archive: Path, owner: str 
     """Submit ARCHIVE and evaluate it in the foreground, as PhysioNet's `evaluate` did."""
 
 
-    site = _site(ctx)
-    queue = _queue(site)
+    site = site_of(ctx)
+    queue = queue_of(site)
     entry_id = _submit(site, challenge_name, archive, owner or getpass.getuser(), False)
     echo(f"entry {entry_id}")
     try:
@@ -178,7 +169,7 @@ def evaluate(ctx: click.Context, challenge_name: str, archive: Path, owner: str 
 @click.pass_context
 def status(ctx: click.Context, as_json: bool) -> None:
     """The queue: entries waiting or running, how many are done, and the GPU slots."""
-    queue = _queue(_site(ctx))
+    queue = queue_of(site_of(ctx))
     entries = queue.entries()
     active = [e for e in entries if e.state in ("queued", "running", "parked")]
     done = [e for e in entries if e.state == "done"]
@@ -203,8 +194,8 @@ def status(ctx: click.Context, as_json: bool) -> None:
 def show(ctx: click.Context, entry_id: int, as_json: bool, organiser: bool) -> None:
     """The report for ENTRY_ID."""
 
-    site = _site(ctx)
-    doc = report.show(site, _queue(site), entry_id, organiser=organiser)
+    site = site_of(ctx)
+    doc = report.show(site, queue_of(site), entry_id, organiser=organiser)
     if as_json:
         echo(report.as_json(doc))
         return
@@ -225,7 +216,7 @@ def image() -> None:
 def image_build(ctx: click.Context, challenge_dir: Path, force: bool) -> None:
     """Build the guest image for CHALLENGE_DIR's [image] recipe (cached by recipe hash)."""
 
-    site = _site(ctx)
+    site = site_of(ctx)
     challenge = load_challenge(challenge_dir)
     built = build_image(site, challenge.image, progress=lambda m: echo(m, err=True), force=force)
     echo(str(built.directory))
@@ -239,7 +230,7 @@ def image_build(ctx: click.Context, challenge_dir: Path, force: bool) -> None:
 def doctor(ctx: click.Context, challenge_dir: Path | None, as_json: bool) -> None:
     """Check qemu, libvirt, the state directory, the image, the accelerator (by a real boot) and each [gpu]."""
 
-    site = _site(ctx)
+    site = site_of(ctx)
     if challenge_dir is not None:
         recipe = load_challenge(challenge_dir).image
         checks = doctor_checks.run_checks(site, lambda: find_image(site, recipe))
@@ -269,7 +260,7 @@ def leaderboard_cmd(ctx: click.Context, challenge_name: str, late: bool, as_json
 
     if as_json + (csv_file is not None) + (html_file is not None) > 1:
         raise VmjudgeError("--json, --csv and --html each choose the output: give only one of them.")
-    queue = _queue(_site(ctx))
+    queue = queue_of(site_of(ctx))
     queue.challenge_dir(challenge_name)
     rows = lb.leaderboard(queue, challenge_name, late)
     if csv_file is not None:
@@ -289,8 +280,8 @@ def leaderboard_cmd(ctx: click.Context, challenge_name: str, late: bool, as_json
 def gc(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
     """Remove what finished entries no longer need (entry trees, home disks, console logs,
     kept ISOs), as site.toml's [retention] allows; reports, logs and archives stay."""
-    site = _site(ctx)
-    removed = retention.collect(site, _queue(site), dry_run=dry_run)
+    site = site_of(ctx)
+    removed = retention.collect(site, queue_of(site), dry_run=dry_run)
     if as_json:
         echo(json.dumps(removed.as_json(), indent=2))
     else:

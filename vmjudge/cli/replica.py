@@ -6,10 +6,11 @@ from pathlib import Path
 
 import click
 
-from ..config import load_challenge, load_site
+from ..config import load_challenge
 from ..queue.db import Queue
 from ..replica.build import build_replica
 from .echo import echo
+from .home import site_of
 
 
 @click.group()
@@ -24,7 +25,7 @@ def replica() -> None:
 @click.pass_context
 def build(ctx: click.Context, challenge_name: str, output: Path) -> None:
     """Write the bootable replica ISO of registered CHALLENGE_NAME (or of a challenge directory)."""
-    site = load_site(ctx.find_root().obj)
+    site = site_of(ctx)
     if Path(challenge_name).is_dir():
         directory = Path(challenge_name)
     else:

@@ -10,11 +10,10 @@ from typing import Any
 
 import click
 
-from ..config import load_site
 from ..errors import VmjudgeError
-from ..queue.db import Queue
 from ..supervisor import rescore as rs
 from .echo import echo
+from .home import site_and_queue
 
 
 def _ids(values: tuple[str, ...]) -> list[int]:
@@ -81,9 +80,7 @@ def rescore(ctx: click.Context, challenge_name: str, entries: tuple[str, ...], l
     if as_json and csv_file:
         raise VmjudgeError("--json and --csv cannot be used together: choose one.")
     which = "all" if all_ else "late" if late else "official"
-    site = load_site(ctx.find_root().obj)
-    site.layout.ensure()
-    queue = Queue(site.layout.queue_db)
+    site, queue = site_and_queue(ctx)
     progress = _Progress() if sys.stderr.isatty() and not as_json else None
     try:
         if rerun_stages:

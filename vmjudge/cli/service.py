@@ -17,9 +17,9 @@ from pathlib import Path
 
 import click
 
-from ..config import load_site
 from ..errors import VmjudgeError
 from .echo import echo
+from .home import site_of
 
 # Paths written into the unit as they are: systemd splits on spaces and expands % and $.
 SAFE_PATH = re.compile(r"/[A-Za-z0-9_./-]*")
@@ -77,7 +77,7 @@ def service() -> None:
 @click.pass_context
 def install(ctx: click.Context, slots: int, name: str, unit_dir: Path, print_only: bool) -> None:
     """Write a systemd unit for `vmjudge daemon` on this home, and say how to enable it."""
-    site = load_site(ctx.find_root().obj)
+    site = site_of(ctx)
     text = unit_text(site.home.resolve(), site.accel, slots, executable())
     if print_only:
         echo(text, nl=False)

@@ -27,26 +27,15 @@ class EntryFilter:
     since: str | None = None  # submitted at or after this queue time ("2026-11-24" or "2026-11-24T10:00:00Z")
 
     def where(self) -> tuple[str, tuple[object, ...]]:
-        clauses: list[str] = []
-        args: list[object] = []
-        if self.challenge is not None:
-            clauses.append("challenge = ?")
-            args.append(self.challenge)
+        late = None if self.late is None else int(self.late)
+        tests = [(f"{column} ?", value) for column, value in (
+            ("challenge =", self.challenge), ("outcome =", self.outcome), ("owner =", self.owner),
+            ("late =", late), ("submitted_at >=", self.since))  # the queue's times sort as text
+            if value is not None]
+        clauses, args = [sql for sql, _ in tests], [value for _, value in tests]
         if self.states:
             clauses.append(f"state IN ({','.join('?' * len(self.states))})")
             args.extend(self.states)
-        if self.outcome is not None:
-            clauses.append("outcome = ?")
-            args.append(self.outcome)
-        if self.owner is not None:
-            clauses.append("owner = ?")
-            args.append(self.owner)
-        if self.late is not None:
-            clauses.append("late = ?")
-            args.append(int(self.late))
-        if self.since is not None:
-            clauses.append("submitted_at >= ?")  # the queue's times sort as text
-            args.append(self.since)
         return (" WHERE " + " AND ".join(clauses)) if clauses else "", tuple(args)
 
 

@@ -134,8 +134,9 @@ def serve(site: Site, queue: Queue, slots: int, until_idle: bool, only: int | No
                     continue
                 done, _ = wait(list(running), timeout=1.0, return_when=FIRST_COMPLETED)
                 for fut in done:
-                    _ended(fut, *running[fut], progress)
-                    slot_pool.release(running.pop(fut)[0])
+                    slot, entry, began = running.pop(fut)
+                    _ended(fut, slot, entry, began, progress)
+                    slot_pool.release(slot)
             # Stopping: the slots see `stop`, destroy their VMs and queue their stages again.
             for fut, (slot, entry, began) in running.items():
                 fut.exception()  # waits for it

@@ -19,15 +19,20 @@ from dataclasses import dataclass
 
 from ..config import Site
 from ..config.site import T4_ID
+from ..errors import GpuFault
 from ..queue.db import Queue
 from ..queue.rows import EntryRow
-from ..vm.gpu_preflight import problems, read_gpu
+from ..vm.gpu_preflight import PciFunction, lendable_card, read_gpu
 
 log = logging.getLogger(__name__)
 
 # What a card answers to in challenge.toml [vm] gpu: every card is "any"; a T4 is also "t4".
 _T4_MODELS = ("any", "t4")
 _OTHER_MODELS = ("any",)
+
+
+def _models(card: PciFunction) -> tuple[str, ...]:
+    return _T4_MODELS if card.ids == T4_ID else _OTHER_MODELS
 
 
 def this_host() -> str:
@@ -62,7 +67,8 @@ class SlotPool:
             devices = ()
         self.gpus = [Slot(cpu_slots + i, address) for i, address in enumerate(devices)]
         self.free = self.gpus + [Slot(i) for i in range(cpu_slots)]  # GPU slots first: they take only GPU work
-        for row in queue.gpu_slots.register(self.host, devices):
+        # The cards site.toml lists, lent or not here: a TCG run must not forget which are out of service.
+        for row in queue.gpu_slots.register(self.host, site.gpu.devices):
             if not row.in_service:
                 log.warning("GPU %s is out of service since %s (%s): `vmjudge gpu enable %s` puts it back once "
                             "fixed", row.address, row.changed_at, row.reason, row.address)
@@ -91,15 +97,11 @@ class SlotPool:
         assert slot.gpu is not None
         if not self.queue.gpu_slots.in_service(self.host, slot.gpu):
             return None
-        reading = read_gpu(self.site.gpu, slot.gpu)
-        found = problems(self.site.gpu, reading)
-        if found or reading.card is None:
-            self.take_out(slot.gpu, found[0] if found else "no such device")
+        try:
+            return _models(lendable_card(self.site.gpu, slot.gpu))
+        except GpuFault as exc:
+            take_out(self.queue, slot.gpu, str(exc))
             return None
-        return _T4_MODELS if reading.card.ids == T4_ID else _OTHER_MODELS
-
-    def take_out(self, address: str, reason: str) -> None:
-        take_out(self.queue, address, reason)
 
     def models_in_service(self) -> tuple[str, ...]:
         """Every model some GPU slot in service answers to (without a preflight: for deciding
@@ -109,5 +111,5 @@ class SlotPool:
             assert slot.gpu is not None
             if self.queue.gpu_slots.in_service(self.host, slot.gpu):
                 card = read_gpu(self.site.gpu, slot.gpu).card
-                models.update(_T4_MODELS if card is not None and card.ids == T4_ID else _OTHER_MODELS)
+                models.update(_models(card) if card is not None else ())
         return tuple(sorted(models))

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import GpuSite
+from ..errors import GpuFault
 
 VFIO_DRIVER = "vfio-pci"
 # The class code's top two bytes (base class, subclass), as lspci names them.
@@ -66,6 +67,17 @@ class GpuReading:
 def check_gpu(gpu: GpuSite, address: str) -> list[str]:
     """What stops this GPU from being passed to a VM, one sentence each; empty when nothing does."""
     return problems(gpu, read_gpu(gpu, address))
+
+
+def lendable_card(gpu: GpuSite, address: str) -> PciFunction:
+    """The card, if it can be lent to a VM now; else GpuFault ("gpu-preflight") with the first
+    thing wrong: what the daemon checks before a GPU slot takes a stage and again just before
+    its VM starts (a card can fall off the bus or be rebound in between)."""
+    reading = read_gpu(gpu, address)
+    found = problems(gpu, reading)
+    if found or reading.card is None:  # problems() names a missing card: the second test is mypy's
+        raise GpuFault("gpu-preflight", f"the GPU {address} failed its preflight: {found[0]}", address)
+    return reading.card
 
 
 def read_gpu(gpu: GpuSite, address: str) -> GpuReading:

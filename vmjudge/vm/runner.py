@@ -28,7 +28,7 @@ from ..images.iso import write_iso
 from .channel import FrameStream, Watch
 from .domain import DOMAIN_PREFIX, Domain
 from .domain_xml import DomainSpec, domain_xml
-from .gpu_preflight import problems, read_gpu
+from .gpu_preflight import lendable_card
 from .job import JOB_FILE, Job
 from .pty_reader import ChannelReader
 from .reading import DEFAULT_LIMITS, POWEROFF_GRACE, JobRun, Limits, Reading, check_agent_error, host_timeouts
@@ -68,25 +68,14 @@ def _qemu_img(args: list[str]) -> None:
         raise InfrastructureError("host-disk", f"qemu-img {args[0]} failed: {proc.stderr.strip()}")
 
 
-def gpu_preflight(site: Site, address: str) -> dict[str, str]:
-    """The GPU, checked again just before a VM is given it (the daemon checked it before taking
-    the stage; a card can fall off the bus or be rebound in between): its address and ids for the
-    stage manifest, or GpuFault with the first thing wrong."""
-    reading = read_gpu(site.gpu, address)
-    found = problems(site.gpu, reading)
-    if found or reading.card is None:
-        raise GpuFault("gpu-preflight", f"the GPU {address} failed its preflight: "
-                       f"{found[0] if found else 'no such device'}", address)
-    return {"address": address, "ids": reading.card.ids}
-
-
 def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *, home_disk: Path,
             workdir: Path, console_log: Path, vcpus: int = 2, memory_mib: int = 2048, label: str = "job",
             limits: Limits = DEFAULT_LIMITS, watch: Watch | None = None, keep_iso: Path | None = None,
             cancel: threading.Event | None = None, gpu: str | None = None) -> JobRun:
     """`gpu`: the host PCI address of a GPU slot's card, passed through to this VM."""
     boot_timeout, silence_timeout, budget = host_timeouts(site, limits, job)
-    lent = gpu_preflight(site, gpu) if gpu is not None else None
+    # Checked again just before the VM is given it; the manifest records what was lent.
+    lent = {"address": gpu, "ids": lendable_card(site.gpu, gpu).ids} if gpu is not None else None
     nonce = secrets.token_hex(16)
     name = domain_name(label)
     iso = Path(workdir) / f"{name}.iso"
