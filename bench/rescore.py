@@ -85,14 +85,14 @@ def make_home(home: Path, n: int, seed: int) -> tuple[Queue, list[ExamResults], 
         entry_id = queue.add_entry(ch.name, f"team{i % 97}", False, hashlib.sha256(str(i).encode()).hexdigest(),
                                    archive.name, archive)
         for stage, nxt in (("prep", "quiz"), ("quiz", "exam")):
-            queue.claim_next("bench", only=entry_id)
-            queue.finish_stage(queue.start_stage(entry_id, stage, "bench", 0), "passed", "ok", {}, next_stage=nxt)
-        queue.claim_next("bench", only=entry_id)
-        run = queue.start_stage(entry_id, "exam", "bench", 0)
+            queue.claim_next(only=entry_id)
+            queue.finish_stage(queue.start_stage(entry_id, stage, 0), "passed", "ok", {}, next_stage=nxt)
+        queue.claim_next(only=entry_id)
+        run = queue.start_stage(entry_id, "exam", 0)
         digest = put(home, encode(ch.test, statuses, "files", files=files))
         queue.finish_stage(run, "passed", "ok", {"results_sha256": digest}, next_stage="score",
                            results_sha256=digest)
-        run_stage(queue, site, queue.claim_next("bench", only=entry_id), 0)  # the official stage 4
+        run_stage(queue, site, queue.claim_next(only=entry_id), 0)  # the official stage 4
         all_results.append(ExamResults(records=ch.test, files=files))
         ids.append(entry_id)
     return queue, all_results, ids

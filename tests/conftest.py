@@ -7,6 +7,7 @@ Every test is followed by a check that no vmj- domain and no run file is left be
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 from collections.abc import Iterator
@@ -176,3 +177,27 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if isinstance(seed, int):
         terminalreporter.write_line(f"test order: pytest-randomly seed {seed}; the same order again: "
                                     f"pytest --randomly-seed={seed}")
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[str]:
+    """One throw-away PostgreSQL server for the session (tests/pg_server.py); its URL."""
+    from .pg_server import postgres_server
+    with postgres_server() as url:
+        yield url
+
+
+@pytest.fixture
+def pg_url(postgres, request) -> str:
+    """A fresh, empty database on the session's server, for one test."""
+    from .pg_server import fresh_database
+    return fresh_database(postgres, "t_" + hashlib.sha256(request.node.nodeid.encode()).hexdigest()[:16])
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def queue_location(request, tmp_path) -> str | Path:
+    """Where a queue test's queue lives: a SQLite file, then a PostgreSQL database; the queue
+    tests run against both backends."""
+    if request.param == "sqlite":
+        return tmp_path / "queue.db"
+    return request.getfixturevalue("pg_url")

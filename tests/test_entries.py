@@ -22,7 +22,7 @@ def add(queue: Queue, owner: str, challenge: str = "beats", late: bool = False) 
 
 
 def claim(queue: Queue, entry_id: int, stage: str):
-    return queue.start_stage(queue.claim_next("d", only=entry_id).id, stage, "h", 0)
+    return queue.start_stage(queue.claim_next(only=entry_id).id, stage, 0)
 
 
 @pytest.fixture
@@ -134,7 +134,7 @@ def test_a_page_costs_one_query_of_its_own_size(tmp_path):
     queue.add_challenge("c", tmp_path, "key")
     for i in range(3000):
         add(queue, f"o{i % 7}", "c")
-    page = find_entries(queue.path, EntryFilter(owner="o3"), limit=25, offset=25)
+    page = find_entries(queue.database, EntryFilter(owner="o3"), limit=25, offset=25)
     assert page.total == 3000 // 7 + (3000 % 7 > 3) and len(page.entries) == 25
     assert [e.id for e in page.entries] == sorted((i + 1 for i in range(3000) if i % 7 == 3), reverse=True)[25:50]
 

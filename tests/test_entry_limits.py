@@ -28,14 +28,17 @@ from .test_spool import make_tar
 class Home:
     """A vmjudge home with challenge "lim" registered (its image is never needed here)."""
 
-    def __init__(self, tmp_path: Path, limit: int | None):
+    def __init__(self, tmp_path: Path, limit: int | None, url: str | None = None, host: str = "h"):
+        tmp_path.mkdir(exist_ok=True)
         self.path = tmp_path / "home"
         self.path.mkdir()
+        if url:  # one of several hosts sharing a PostgreSQL queue
+            (self.path / "site.toml").write_text(f'[queue]\nurl = "{url}"\nhost = "{host}"\n')
         challenge = tmp_path / "lim"
         challenge.mkdir()
         (challenge / "challenge.toml").write_text(
             'name = "lim"\n' + (f"[entry]\nmax_scored_per_owner = {limit}\n" if limit else ""))
-        self.queue = Queue(self.path / "queue.db")
+        self.queue = Queue(url or self.path / "queue.db", host=host)
         self.queue.add_challenge("lim", challenge, "key")
         self.archives = tmp_path / "archives"
         self.archives.mkdir()
@@ -66,9 +69,9 @@ class Home:
 
     def end(self, entry_id: int, outcome: str) -> None:
         """Take an entry to `outcome` as the stages would: scored, failed (at prep) or dry-run."""
-        self.queue.claim_next("test", only=entry_id)
+        self.queue.claim_next(only=entry_id)
         stage = {"scored": "score", "failed": "prep", "dry-run": "quiz"}[outcome]
-        run = self.queue.start_stage(entry_id, stage, "h", 0)
+        run = self.queue.start_stage(entry_id, stage, 0)
         self.queue.finish_stage(run, outcome, "done", {}, outcome=outcome,
                                 reason="setup-error" if outcome == "failed" else None,
                                 scores={"score": 0.5} if outcome == "scored" else None)
@@ -106,14 +109,14 @@ def test_entries_that_end_unscored_give_their_place_back(tmp_path, monkeypatch):
     home.end(b, "failed")
     c, said = home.accepted()
     assert said == "0 scored entries remain for alice"
-    home.queue.claim_next("test", only=c)  # running counts too
+    home.queue.claim_next(only=c)  # running counts too
     refused = home.submit()
     assert refused.returncode == 1 and "(1 scored, 1 still being evaluated)" in refused.stderr
     for attempt in range(MAX_INFRA_ATTEMPTS):  # the infrastructure fails it until it is parked
         if attempt:
             clock[0] += RETRY_DELAYS[attempt - 1]
-            home.queue.claim_next("test", only=c)
-        run = home.queue.start_stage(c, "prep", "h", 0)
+            home.queue.claim_next(only=c)
+        run = home.queue.start_stage(c, "prep", 0)
         home.queue.infra_failure(run, "vm-start", "the VM would not start", {})
     assert home.queue.entry(c).state == "parked"
     d, _ = home.accepted()
@@ -160,6 +163,22 @@ def test_simultaneous_submissions_cannot_share_the_last_place(tmp_path):
         procs = list(pool.map(lambda path: home.submit(archive=path), archives))
     assert sorted(p.returncode for p in procs) == [0, 0] + [1] * 6
     assert len(home.queue.entries()) == 2 and len(home.spooled()) == 2
+
+
+def test_simultaneous_submissions_on_eight_hosts_sharing_postgresql_accept_exactly_two(tmp_path, pg_url):
+    """Eight processes, each a host of its own (its own home, spool and lock file), submit at
+    once to one PostgreSQL queue: only the database's transaction can keep the limit."""
+    homes = [Home(tmp_path / f"host{i}", limit=2, url=pg_url, host=f"host{i}") for i in range(8)]
+    archives = [home.archive() for home in homes]
+    with concurrent.futures.ThreadPoolExecutor(len(homes)) as pool:
+        procs = list(pool.map(lambda pair: pair[0].submit(archive=pair[1]), zip(homes, archives, strict=True)))
+    assert sorted(p.returncode for p in procs) == [0, 0] + [1] * 6, [p.stderr for p in procs]
+    refused = [p.stderr for p in procs if p.returncode == 1]
+    assert all("alice has used the 2 scored entries allowed for lim (0 scored, 2 still being evaluated)" in e
+               for e in refused), refused
+    entries = homes[0].queue.entries()
+    assert len(entries) == 2 and all(homes[0].queue.blobs.has(e.archive_sha256) for e in entries)
+    assert sum(len(home.spooled()) for home in homes) == 2  # a refused host keeps nothing
 
 
 @pytest.mark.parametrize("names, expected", [

@@ -22,7 +22,6 @@ from vmjudge.queue.db import Queue
 from vmjudge.stages.context import StageOutcome
 from vmjudge.supervisor import evaluate
 from vmjudge.supervisor.daemon import serve
-from vmjudge.supervisor.slots import this_host
 
 from .cli import run_cli
 from .fake_sysfs import FakeHost
@@ -63,19 +62,19 @@ def test_each_kind_of_slot_takes_only_its_own_work_oldest_first(tmp_path, fake, 
     register(queue, tmp_path)
     g1, c1, a1, g2 = submit(queue, "t4"), submit(queue, "cpu"), submit(queue, "anycard"), submit(queue, "t4")
     # A CPU slot passes over the older GPU entry and takes the CPU one; then nothing is left for it.
-    assert queue.claim_next("d").id == c1
-    assert queue.claim_next("d") is None
+    assert queue.claim_next().id == c1
+    assert queue.claim_next() is None
     # A T4 slot takes the oldest GPU stage, "t4" or "any"; a slot of another card only "any".
-    assert queue.claim_next("d", gpu=("any",)).id == a1
-    assert queue.claim_next("d", gpu=("any",)) is None
-    assert queue.claim_next("d", gpu=T4_MODELS).id == g1
-    assert queue.claim_next("d", gpu=T4_MODELS).id == g2
-    assert queue.claim_next("d", gpu=T4_MODELS) is None
+    assert queue.claim_next(gpu=("any",)).id == a1
+    assert queue.claim_next(gpu=("any",)) is None
+    assert queue.claim_next(gpu=T4_MODELS).id == g1
+    assert queue.claim_next(gpu=T4_MODELS).id == g2
+    assert queue.claim_next(gpu=T4_MODELS) is None
     # A GPU challenge's stage 4 runs on the host: a CPU slot's, never waiting for a card.
-    run = queue.start_stage(g1, "exam", "test:///default", 1)
+    run = queue.start_stage(g1, "exam", 1)
     queue.finish_stage(run, "passed", "ok", {}, next_stage="score")
-    assert queue.claim_next("d", gpu=T4_MODELS) is None
-    assert queue.claim_next("d").id == g1
+    assert queue.claim_next(gpu=T4_MODELS) is None
+    assert queue.claim_next().id == g1
 
 
 def test_waiting_counts_only_the_work_this_host_can_run(tmp_path, fake, monkeypatch):
@@ -194,7 +193,7 @@ def test_gpu_work_waits_while_no_gpu_slot_is_in_service_and_cpu_work_goes_on(tmp
     fake.sys.joinpath("devices", "pci0000:65", GOOD, "driver").unlink()
     fake.sys.joinpath("devices", "pci0000:65", GOOD, "driver").symlink_to("../../../bus/pci/drivers/vfio-pci")
     (fake.sys / "bus" / "pci" / "drivers" / "vfio-pci").mkdir(parents=True, exist_ok=True)
-    assert queue.gpu_slots.put_back(this_host(), GOOD)
+    assert queue.gpu_slots.put_back(queue.host, GOOD)
     serve_until_idle(site, queue, stand_in, monkeypatch)
     assert queue.entry(waiting).outcome == "scored"
     assert {r[3] for r in stand_in.runs if r[0] == waiting and r[1] != "score"} == {GOOD}
@@ -218,12 +217,12 @@ def test_status_and_gpu_commands_show_and_restore_a_slot(tmp_path, fake, monkeyp
     site, queue = make_site(tmp_path, fake, (GOOD,), monkeypatch)
     listed = run_cli("gpu", "list", home=site.home)
     assert listed.returncode == 0
-    assert f"GPU {GOOD} on {this_host()}: in service" in listed.stdout
+    assert f"GPU {GOOD} on {queue.host}: in service" in listed.stdout
     assert f"preflight: {GOOD} is bound to nvidia, not vfio-pci" in listed.stdout
 
-    queue.gpu_slots.take_out(this_host(), GOOD, f"the GPU {GOOD} failed its preflight: it is bound to nvidia")
+    queue.gpu_slots.take_out(queue.host, GOOD, f"the GPU {GOOD} failed its preflight: it is bound to nvidia")
     status = run_cli("status", home=site.home)
-    assert f"GPU {GOOD} on {this_host()}: OUT OF SERVICE since " in status.stdout
+    assert f"GPU {GOOD} on {queue.host}: OUT OF SERVICE since " in status.stdout
     assert "failed its preflight: it is bound to nvidia" in status.stdout
     doc = json.loads(run_cli("status", "--json", home=site.home).stdout)
     assert doc["gpus"][0]["address"] == GOOD and doc["gpus"][0]["in_service"] is False
@@ -232,7 +231,7 @@ def test_status_and_gpu_commands_show_and_restore_a_slot(tmp_path, fake, monkeyp
     assert refused.returncode == 1
     assert f"GPU {GOOD} still fails its preflight, so it stays out of service: {GOOD} is bound to nvidia" \
         in refused.stderr
-    assert not queue.gpu_slots.in_service(this_host(), GOOD)
+    assert not queue.gpu_slots.in_service(queue.host, GOOD)
     unknown = run_cli("gpu", "enable", "0000:99:00.0", home=site.home)
     assert unknown.returncode == 1 and "is not among site.toml's [gpu] devices" in unknown.stderr
 
@@ -241,7 +240,7 @@ def test_status_and_gpu_commands_show_and_restore_a_slot(tmp_path, fake, monkeyp
     fake.sys.joinpath("devices", "pci0000:65", GOOD, "driver").symlink_to("../../../bus/pci/drivers/vfio-pci")
     enabled = run_cli("gpu", "enable", GOOD, home=site.home)
     assert enabled.returncode == 0, enabled.stderr
-    assert queue.gpu_slots.in_service(this_host(), GOOD)
+    assert queue.gpu_slots.in_service(queue.host, GOOD)
 
 
 def test_evaluate_says_when_no_gpu_slot_here_can_run_the_entry(tmp_path, fake, monkeypatch):
@@ -266,4 +265,4 @@ def test_evaluate_says_when_no_gpu_slot_here_can_run_the_entry(tmp_path, fake, m
     assert "entry 1 waits for a GPU slot at stage prep, and this host has none in service that can run it " \
            "(`vmjudge gpu list` says why); it stays queued for a daemon that has one." in done.stderr
     assert queue.entry(1).state == "queued" and queue.stage_runs(1) == []
-    assert not queue.gpu_slots.in_service(this_host(), GOOD)
+    assert not queue.gpu_slots.in_service(queue.host, GOOD)

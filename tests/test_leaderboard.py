@@ -53,8 +53,8 @@ class Board:
         return int(proc.stdout)
 
     def score(self, entry_id: int, scores: dict[str, float]) -> None:
-        self.queue.claim_next("test", only=entry_id)
-        run = self.queue.start_stage(entry_id, "score", "h", 0)
+        self.queue.claim_next(only=entry_id)
+        run = self.queue.start_stage(entry_id, "score", 0)
         self.queue.finish_stage(run, "scored", "Scores", {}, outcome="scored", scores=scores)
 
     def scored(self, owner: str, score: float, late: bool = False, **others: float) -> int:
@@ -91,7 +91,7 @@ def test_equal_scores_go_to_the_earlier_submission(board):
     carol, alice, dave, erin = (board.submit(o) for o in ("carol", "alice", "dave", "erin"))
     times = {carol: "2026-11-21T10:00:05Z", alice: "2026-11-21T10:00:01Z",
              dave: "2026-11-21T10:00:09Z", erin: "2026-11-21T10:00:09Z"}
-    with sqlite3.connect(board.queue.path) as db:
+    with sqlite3.connect(board.queue.database.path) as db:
         db.executemany("UPDATE entries SET submitted_at = ? WHERE id = ?", [(t, i) for i, t in times.items()])
     for entry_id in (erin, dave, alice, carol):
         board.score(entry_id, {"score": 0.75})

@@ -109,11 +109,12 @@ def judged_home(root: Path):
 def test_nothing_the_judge_keeps_is_readable_by_other_users_and_qemu_can_still_cross(crossable_tmp):
     site, queue, ctx, stored, digest = judged_home(crossable_tmp)
     home, results = site.home, ctx.results_dir
-    keep_open = sqlite3.connect(queue.path)  # the -wal and -shm files exist while a connection is open
+    keep_open = sqlite3.connect(queue.database.path)  # the -wal and -shm files exist while a connection is open
     try:
         keep_open.execute("SELECT COUNT(*) FROM entries").fetchone()
         queue.add_entry("c", "bob", False, stored.sha256, "bob-entry.tar.gz", stored.path)  # something in the WAL
-        written = [queue.path, Path(f"{queue.path}-wal"), Path(f"{queue.path}-shm"), stored.path,
+        db = queue.database.path
+        written = [db, Path(f"{db}-wal"), Path(f"{db}-shm"), stored.path,
                    home / "archive" / "sha256" / digest, results / "prep.log", results / "quiz.log",
                    results / "exam.log", results / "report.html"]
         for path in written:

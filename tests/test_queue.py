@@ -1,12 +1,17 @@
-"""The queue's state machine, on a real SQLite file: nothing accepted is lost, infrastructure
-failures are retried and then parked, a dead daemon's stages are run again."""
+"""The queue's state machine, on both backends (a real SQLite file, a real PostgreSQL server):
+nothing accepted is lost, infrastructure failures are retried and then parked, a dead
+daemon's stages are run again."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import sqlite3
+import tempfile
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from vmjudge.errors import VmjudgeError
@@ -17,36 +22,39 @@ from .cli import run_cli
 
 
 @pytest.fixture
-def queue(tmp_path):
-    q = Queue(tmp_path / "queue.db")
+def queue(queue_location, tmp_path):
+    q = Queue(queue_location)
     q.add_challenge("c", tmp_path, "key")
     return q
 
 
 def add(queue, owner="alice"):
-    return queue.add_entry("c", owner, False, "ab" * 32, f"{owner}-entry.zip", Path("/spool/x.zip"))
+    """An entry; its archive a real file, since a shared queue stores its bytes."""
+    archive = Path(tempfile.gettempdir()) / f"vmjudge-test-{os.getpid()}-x.zip"
+    archive.write_bytes(b"PK")
+    return queue.add_entry("c", owner, False, hashlib.sha256(b"PK").hexdigest(), f"{owner}-entry.zip", archive)
 
 
 def test_entries_are_claimed_in_queue_order(queue):
     first, second = add(queue, "a"), add(queue, "b")
-    assert queue.claim_next("d").id == first
-    assert queue.claim_next("d").id == second
-    assert queue.claim_next("d") is None
+    assert queue.claim_next().id == first
+    assert queue.claim_next().id == second
+    assert queue.claim_next() is None
 
 
 def test_a_stage_moves_the_entry_on_and_keeps_its_place(queue):
     first, second = add(queue, "a"), add(queue, "b")
-    entry = queue.claim_next("d")
-    run = queue.start_stage(entry.id, "prep", "qemu:///system", 0)
+    entry = queue.claim_next()
+    run = queue.start_stage(entry.id, "prep", 0)
     queue.finish_stage(run, "passed", "ok", {"x": 1}, next_stage="quiz")
-    claimed = queue.claim_next("d")
+    claimed = queue.claim_next()
     assert (claimed.id, claimed.stage) == (first, "quiz")
     assert queue.entry(second).state == "queued"
 
 
 def test_final_outcome_is_recorded(queue):
     eid = add(queue)
-    run = queue.start_stage(queue.claim_next("d").id, "score", "h", 0)
+    run = queue.start_stage(queue.claim_next().id, "score", 0)
     queue.finish_stage(run, "scored", "Scores", {}, outcome="scored", scores={"score": 0.5})
     e = queue.entry(eid)
     assert (e.state, e.outcome, e.scores, e.failed_stage) == ("done", "scored", {"score": 0.5}, None)
@@ -61,43 +69,47 @@ def test_infrastructure_failures_retry_after_10_s_then_60_s_then_park(queue, mon
     for attempt, delay in ((1, None), (2, 10.0), (3, 60.0)):
         if delay is not None:
             clock[0] += delay - 0.01
-            assert queue.claim_next("d") is None and queue.waiting()  # still waiting out its delay
+            assert queue.claim_next() is None and queue.waiting()  # still waiting out its delay
             clock[0] += 0.01
-        entry = queue.claim_next("d")
+        entry = queue.claim_next()
         assert entry is not None and entry.stage == "prep"
-        run = queue.start_stage(eid, "prep", "h", 0)
+        run = queue.start_stage(eid, "prep", 0)
         assert run.attempt == attempt
         requeued = queue.infra_failure(run, "vm-start", "the VM would not start", {})
         assert requeued == (attempt < 3)
     e = queue.entry(eid)
     assert (e.state, e.reason, e.outcome) == ("parked", "vm-start", None)
     clock[0] += 3600
-    assert queue.claim_next("d") is None and not queue.waiting()
+    assert queue.claim_next() is None and not queue.waiting()
     assert [r.status for r in queue.stage_runs(eid)] == ["infra"] * 3
 
 
 def test_stages_left_running_by_a_dead_daemon_are_queued_again(queue):
     eid = add(queue)
-    queue.claim_next("dead")
-    queue.start_stage(eid, "prep", "h", 0)
+    queue.claim_next()
+    queue.start_stage(eid, "prep", 0)
     assert queue.requeue_running() == [eid]
     assert queue.entry(eid).state == "queued"
     assert queue.stage_runs(eid)[0].reason == "daemon-stopped"
-    assert queue.claim_next("d").id == eid
+    assert queue.claim_next().id == eid
 
 
 def test_every_change_is_in_the_event_log(queue):
     eid = add(queue)
-    run = queue.start_stage(queue.claim_next("d").id, "prep", "h", 0)
+    run = queue.start_stage(queue.claim_next().id, "prep", 0)
     queue.finish_stage(run, "failed", "Missing", {}, reason="missing-component", outcome="failed")
     assert [e["kind"] for e in queue.events(eid)] == ["submitted", "running", "done"]
 
 
-def test_a_committed_entry_survives_a_new_connection(queue, tmp_path):
+def test_a_committed_entry_survives_a_new_connection(queue, queue_location):
     eid = add(queue)
-    rows = sqlite3.connect(tmp_path / "queue.db").execute("SELECT id, state FROM entries").fetchall()
+    if queue.shared:
+        with psycopg.connect(queue_location) as conn:
+            assert conn.execute("SELECT id, state FROM entries").fetchall() == [(eid, "queued")]
+        return
+    rows = sqlite3.connect(queue_location).execute("SELECT id, state FROM entries").fetchall()
     assert rows == [(eid, "queued")]
-    assert sqlite3.connect(tmp_path / "queue.db").execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert sqlite3.connect(queue_location).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
 def test_unknown_entry_and_challenge_say_what_to_do(queue):
@@ -111,11 +123,11 @@ def test_unknown_entry_and_challenge_say_what_to_do(queue):
 def test_a_cancelled_stage_is_queued_again_and_not_counted(queue):
     eid = add(queue)
     for _ in range(4):  # more cancellations than the 3 attempts allowed
-        queue.claim_next("d")
-        queue.cancel_stage(queue.start_stage(eid, "prep", "h", 0))
+        queue.claim_next()
+        queue.cancel_stage(queue.start_stage(eid, "prep", 0))
     assert queue.entry(eid).state == "queued"
-    queue.claim_next("d")
-    assert queue.infra_failure(queue.start_stage(eid, "prep", "h", 0), "vm-start", "x", {})  # first failure
+    queue.claim_next()
+    assert queue.infra_failure(queue.start_stage(eid, "prep", 0), "vm-start", "x", {})  # first failure
 
 
 def test_status_lists_what_is_waiting_running_or_parked_and_counts_the_rest(tmp_path, monkeypatch):
@@ -124,14 +136,14 @@ def test_status_lists_what_is_waiting_running_or_parked_and_counts_the_rest(tmp_
     queue = Queue(tmp_path / "queue.db")
     queue.add_challenge("c", tmp_path, "key")
     done, running, parked, queued = (add(queue, o) for o in ("dora", "rick", "pam", "quinn"))
-    queue.finish_stage(queue.start_stage(queue.claim_next("d", only=done).id, "prep", "h", 0), "failed", "x", {},
+    queue.finish_stage(queue.start_stage(queue.claim_next(only=done).id, "prep", 0), "failed", "x", {},
                        reason="setup-error", outcome="failed")
-    queue.finish_stage(queue.start_stage(queue.claim_next("d", only=running).id, "prep", "h", 0), "passed", "ok",
+    queue.finish_stage(queue.start_stage(queue.claim_next(only=running).id, "prep", 0), "passed", "ok",
                        {}, next_stage="quiz")
-    queue.start_stage(queue.claim_next("d", only=running).id, "quiz", "h", 0)
+    queue.start_stage(queue.claim_next(only=running).id, "quiz", 0)
     for delay in (0, 10, 60):
         clock[0] += delay
-        queue.infra_failure(queue.start_stage(queue.claim_next("d", only=parked).id, "prep", "h", 0),
+        queue.infra_failure(queue.start_stage(queue.claim_next(only=parked).id, "prep", 0),
                             "vm-start", "the VM would not start", {})
     text = run_cli("status", home=tmp_path).stdout
     assert text == (f"{running:>6}  running  quiz   c                rick\n"

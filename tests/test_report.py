@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
 
 from vmjudge.config import Site
+from vmjudge.queue import db as db_module
 from vmjudge.queue.db import Queue
 from vmjudge.reports import report
 from vmjudge.reports.leaderboard import leaderboard
@@ -23,8 +25,8 @@ def queue(tmp_path):
 
 def scored(queue, owner, score, late=False):
     eid = queue.add_entry("c", owner, late, "cd" * 32, "e-entry.zip", Path("/x"))
-    entry = queue.claim_next("d", only=eid)
-    run = queue.start_stage(entry.id, "score", "h", 0)
+    entry = queue.claim_next(only=eid)
+    run = queue.start_stage(entry.id, "score", 0)
     queue.finish_stage(run, "scored", f"Scores: score {score}", {}, outcome="scored", scores={"score": score})
     return eid
 
@@ -47,24 +49,26 @@ def test_late_entries_have_a_board_of_their_own(queue):
 
 def test_unscored_entries_are_not_ranked(queue):
     eid = queue.add_entry("c", "erin", False, "ef" * 32, "e-entry.zip", Path("/x"))
-    run = queue.start_stage(queue.claim_next("d").id, "prep", "h", 0)
+    run = queue.start_stage(queue.claim_next().id, "prep", 0)
     queue.finish_stage(run, "failed", "Missing component(s): next.sh.", {}, reason="missing-component",
                        outcome="failed")
     assert leaderboard(queue, "c") == []
-    doc = show(Site(home=queue.path.parent), queue, eid)
+    doc = show(Site(home=queue.database.path.parent), queue, eid)
     assert (doc["outcome"], doc["failed_stage"], doc["reason"]) == ("failed", "prep", "missing-component")
     assert "Missing component(s): next.sh." in doc["report"]
 
 
-def test_report_shows_the_counted_attempt_and_hides_infrastructure_retries(queue):
+def test_report_shows_the_counted_attempt_and_hides_infrastructure_retries(queue, monkeypatch):
     eid = queue.add_entry("c", "frank", False, "ab" * 32, "e-entry.zip", Path("/x"))
-    queue.claim_next("d")
-    first = queue.start_stage(eid, "prep", "h", 0)
+    queue.claim_next()
+    first = queue.start_stage(eid, "prep", 0)
     queue.infra_failure(first, "channel-broken", "the data channel broke: frame 3 failed its CRC check", {})
-    queue.claim_next("d")
-    second = queue.start_stage(eid, "prep", "h", 1)
+    later = time.time() + 10  # the retry's delay has passed
+    monkeypatch.setattr(db_module.time, "time", lambda: later)
+    queue.claim_next()
+    second = queue.start_stage(eid, "prep", 1)
     queue.finish_stage(second, "passed", "setup.sh completed.", {"attempt": 2}, next_stage="quiz")
-    site = Site(home=queue.path.parent)
+    site = Site(home=queue.database.path.parent)
     doc = show(site, queue, eid)
     assert "setup.sh completed." in doc["report"] and "CRC" not in doc["report"]
     assert (doc["state"], doc["stage"], doc["reason"]) == ("queued", "quiz", None)
@@ -78,7 +82,7 @@ def test_the_organisers_report_quotes_each_stage_log_by_its_head_and_tail(queue)
     head and tail of it and says where the whole log is, so the command's memory and output stay
     small whatever the entry printed."""
     eid = queue.add_entry("c", "grace", False, "ef" * 32, "e-entry.zip", Path("/x"))
-    site = Site(home=queue.path.parent)
+    site = Site(home=queue.database.path.parent)
     results = site.home / "results" / str(eid)
     results.mkdir(parents=True)
     big = b"HEAD-MARK\n" + b"\xff" * (4 << 20) + b"\nTAIL-MARK\n"
@@ -97,11 +101,11 @@ def test_the_organisers_report_quotes_each_stage_log_by_its_head_and_tail(queue)
 def test_the_html_report_shows_control_and_bidi_characters_as_escapes(queue):
     """setup.sh's output reaches the report: U+202E would reorder the page as a browser shows it."""
     eid = queue.add_entry("c", "heidi", False, "01" * 32, "e-entry.zip", Path("/x"))
-    queue.claim_next("d")
-    run = queue.start_stage(eid, "prep", "h", 0)
+    queue.claim_next()
+    run = queue.start_stage(eid, "prep", 0)
     queue.finish_stage(run, "passed", "setup.sh completed.\n--- setup.sh output ---\nscore \u202e0.1\x1b[2J<b>",
                        {}, next_stage="quiz")
-    page = write_html(queue, Site(home=queue.path.parent), eid).read_text()
+    page = write_html(queue, Site(home=queue.database.path.parent), eid).read_text()
     assert "score \\u202e0.1\\x1b[2J&lt;b&gt;" in page
     assert "\u202e" not in page and "\x1b" not in page
 

@@ -86,7 +86,7 @@ class Home:
         return json.loads(self.vmjudge("show", str(entry_id), "--json", *(["--organiser"] if organiser else [])).stdout)
 
     def stage_runs(self) -> int:
-        with sqlite3.connect(self.queue.path) as db:
+        with sqlite3.connect(self.queue.database.path) as db:
             return db.execute("SELECT COUNT(*) FROM stage_runs").fetchone()[0]
 
 
@@ -109,11 +109,11 @@ def judge_results(home: Home, challenge: str, owner: str, results: ExamResults, 
     entry_id = queue.add_entry(challenge, owner, late, hashlib.sha256(spooled.read_bytes()).hexdigest(),
                                spooled.name, spooled)
     for stage in ("prep", "quiz"):
-        queue.claim_next("test", only=entry_id)
-        run = queue.start_stage(entry_id, stage, "test", 0)
+        queue.claim_next(only=entry_id)
+        run = queue.start_stage(entry_id, stage, 0)
         queue.finish_stage(run, "passed", "ok", {"stage": stage}, next_stage={"prep": "quiz", "quiz": "exam"}[stage])
-    queue.claim_next("test", only=entry_id)
-    run = queue.start_stage(entry_id, "exam", "test", 0)
+    queue.claim_next(only=entry_id)
+    run = queue.start_stage(entry_id, "exam", 0)
     got = results.files if results.files is not None else results.answers
     statuses = {r: ("ok" if got.get(r) is not None else "error") for r in results.records}
     style = "files" if results.files is not None else "answer-lines"
@@ -123,7 +123,7 @@ def judge_results(home: Home, challenge: str, owner: str, results: ExamResults, 
                        exam={"records": len(results.records), "completed": completed,
                              "failed": len(results.records) - completed, "timed_out": 0},
                        results_sha256=digest)
-    run_stage(queue, site, queue.claim_next("test", only=entry_id), Slot(0))  # the real stage 4
+    run_stage(queue, site, queue.claim_next(only=entry_id), Slot(0))  # the real stage 4
     return entry_id
 
 
@@ -258,7 +258,7 @@ def test_entries_that_cannot_be_rescored_are_reported_and_fail_the_run(home, tmp
     home.queue.add_challenge("other", tmp_path, "key")
     other = home.queue.add_entry("other", "zed", False, "ab" * 32, "z-entry.zip", tmp_path / "z")
     failed = home.queue.add_entry("af2017", "yan", False, "cd" * 32, "y-entry.zip", tmp_path / "y")
-    run = home.queue.start_stage(home.queue.claim_next("t", only=failed).id, "prep", "h", 0)
+    run = home.queue.start_stage(home.queue.claim_next(only=failed).id, "prep", 0)
     home.queue.finish_stage(run, "failed", "Missing component(s): next.sh.", {}, reason="missing-component",
                             outcome="failed")
     home.queue.rerun(unscored)  # queued again: the daemon owns it now
@@ -383,9 +383,9 @@ def test_a_damaged_blob_is_refused(tmp_path):
 
 def fail_prep_once(queue: Queue, entry_id: int) -> bool:
     """One infrastructure failure of the entry's prep; whether it was queued again."""
-    with sqlite3.connect(queue.path) as db:  # skip the retry delay
+    with sqlite3.connect(queue.database.path) as db:  # skip the retry delay
         db.execute("UPDATE entries SET not_before = 0 WHERE id = ?", (entry_id,))
-    run = queue.start_stage(queue.claim_next("t", only=entry_id).id, "prep", "h", 0)
+    run = queue.start_stage(queue.claim_next(only=entry_id).id, "prep", 0)
     return queue.infra_failure(run, "channel-broken", "the channel broke", {})
 
 
@@ -393,7 +393,7 @@ def test_running_and_parked_entries_are_refused_with_what_to_do(home):
     ids = official_ids(home)
     running, parked = ids[0], ids[1]
     home.queue.rerun(running)
-    home.queue.start_stage(home.queue.claim_next("t", only=running).id, "prep", "h", 0)
+    home.queue.start_stage(home.queue.claim_next(only=running).id, "prep", 0)
     home.queue.rerun(parked)
     assert [fail_prep_once(home.queue, parked) for _ in range(3)] == [True, True, False]
     proc = home.vmjudge("rescore", "af2017", "--entries", f"{running},{parked}", check=False)

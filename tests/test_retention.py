@@ -89,8 +89,8 @@ class Home:
         (ctx.results_dir / "prep-1.iso").write_bytes(b"\0" * 65536)
 
     def stage(self, entry_id: int, stage: str, status: str, **kw) -> None:
-        self.queue.claim_next("test", only=entry_id)
-        run = self.queue.start_stage(entry_id, stage, "test", 0)
+        self.queue.claim_next(only=entry_id)
+        run = self.queue.start_stage(entry_id, stage, 0)
         self.queue.finish_stage(run, status, f"{stage} {status}", {"stage": stage}, **kw)
 
     def scored(self) -> int:
@@ -101,7 +101,7 @@ class Home:
         answers = dict.fromkeys(RECORDS, "N")
         digest = put(self.site.home, encode(RECORDS, dict.fromkeys(RECORDS, "ok"), "answer-lines", answers=answers))
         self.stage(entry_id, "exam", "passed", next_stage="score", results_sha256=digest)
-        run_stage(self.queue, self.site, self.queue.claim_next("test", only=entry_id), Slot(0))  # the real stage 4
+        run_stage(self.queue, self.site, self.queue.claim_next(only=entry_id), Slot(0))  # the real stage 4
         assert self.queue.entry(entry_id).outcome == "scored"
         return entry_id
 
@@ -116,8 +116,8 @@ class Home:
         entry_id = self.submit()
         self.lay_out(entry_id)
         for _ in range(MAX_INFRA_ATTEMPTS):
-            self.queue.claim_next("test", only=entry_id)
-            run = self.queue.start_stage(entry_id, "prep", "test", 0)
+            self.queue.claim_next(only=entry_id)
+            run = self.queue.start_stage(entry_id, "prep", 0)
             self.queue.infra_failure(run, "vm-start", "the VM would not start", {})
         assert self.queue.entry(entry_id).state == "parked"
         report.write_html(self.queue, self.site, entry_id)
@@ -128,11 +128,11 @@ class Home:
         self.lay_out(entry_id)
         report.write_html(self.queue, self.site, entry_id)
         if running:
-            self.queue.claim_next("test", only=entry_id)
+            self.queue.claim_next(only=entry_id)
         return entry_id
 
     def age(self, entry_id: int, days: float) -> None:
-        with sqlite3.connect(self.queue.path) as db:
+        with sqlite3.connect(self.queue.database.path) as db:
             db.execute("UPDATE events SET at = ? WHERE entry_id = ?", (stamp(time.time() - days * DAY), entry_id))
 
     def names(self, entry_id: int) -> set[str]:

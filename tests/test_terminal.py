@@ -75,8 +75,8 @@ class Home:
                                     name, archive)
 
     def finish(self, entry_id: int, stage: str, status: str, message: str, **kw) -> None:
-        self.queue.claim_next("test", only=entry_id)
-        run = self.queue.start_stage(entry_id, stage, "h", 0)
+        self.queue.claim_next(only=entry_id)
+        run = self.queue.start_stage(entry_id, stage, 0)
         self.queue.finish_stage(run, status, message, {}, **kw)
 
 

@@ -82,7 +82,7 @@ def entries(ctx: click.Context, challenge: str | None, states: tuple[str, ...], 
     _, queue = site_and_queue(ctx)
     if challenge is not None:
         queue.challenge_dir(challenge)  # an unknown name is one sentence, not an empty list
-    found = find_entries(queue.path, EntryFilter(challenge=challenge, states=states, outcome=outcome, owner=owner,
+    found = find_entries(queue.database, EntryFilter(challenge=challenge, states=states, outcome=outcome, owner=owner,
                                                  late=late, since=_since(since)),
                          limit=limit, offset=(page - 1) * limit)
     if as_json_:

@@ -12,7 +12,6 @@ import click
 
 from ..errors import VmjudgeError
 from ..queue.gpu_slots import GpuSlotRow
-from ..supervisor.slots import this_host
 from ..vm.gpu_preflight import check_gpu
 from .echo import echo
 from .home import site_and_queue
@@ -39,7 +38,7 @@ def gpu() -> None:
 def gpu_list(ctx: click.Context, as_json: bool) -> None:
     """Each GPU slot: in service or not (and why), and what its preflight says now."""
     site, queue = site_and_queue(ctx)
-    rows = queue.gpu_slots.register(this_host(), site.gpu.devices)
+    rows = queue.gpu_slots.register(queue.host, site.gpu.devices)
     now = {row.address: check_gpu(site.gpu, row.address) for row in rows}
     if as_json:
         echo(json.dumps([{**slot_json(r), "preflight": now[r.address]} for r in rows], indent=2))
@@ -60,9 +59,9 @@ def gpu_enable(ctx: click.Context, address: str) -> None:
     if address not in site.gpu.devices:
         raise VmjudgeError(f"{address} is not among site.toml's [gpu] devices ({', '.join(site.gpu.devices) or 'none'})"
                            ": give the address as listed there.")
-    queue.gpu_slots.register(this_host(), site.gpu.devices)
+    queue.gpu_slots.register(queue.host, site.gpu.devices)
     found = check_gpu(site.gpu, address)
     if found:
         raise VmjudgeError(f"GPU {address} still fails its preflight, so it stays out of service: {found[0]}")
-    queue.gpu_slots.put_back(this_host(), address)
+    queue.gpu_slots.put_back(queue.host, address)
     echo(f"GPU {address} is in service again")

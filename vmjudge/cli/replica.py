@@ -7,10 +7,9 @@ from pathlib import Path
 import click
 
 from ..config import load_challenge
-from ..queue.db import Queue
 from ..replica.build import build_replica
 from .echo import echo
-from .home import site_of
+from .home import queue_of, site_of
 
 
 @click.group()
@@ -26,9 +25,7 @@ def replica() -> None:
 def build(ctx: click.Context, challenge_name: str, output: Path) -> None:
     """Write the bootable replica ISO of registered CHALLENGE_NAME (or of a challenge directory)."""
     site = site_of(ctx)
-    if Path(challenge_name).is_dir():
-        directory = Path(challenge_name)
-    else:
-        directory = Queue(site.layout.queue_db).challenge_dir(challenge_name)
+    given = Path(challenge_name)
+    directory = given if given.is_dir() else queue_of(site).challenge_dir(challenge_name)
     built = build_replica(site, load_challenge(directory), output, progress=lambda m: echo(m, err=True))
     echo(f"{built.path} {built.size}")

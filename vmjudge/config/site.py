@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import platform
 import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -49,6 +50,22 @@ class GpuSite:
     ids: tuple[str, ...] = (T4_ID,)  # vendor:device ids allowed
 
 
+_HOST_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+
+
+@dataclass(frozen=True)
+class QueueSite:
+    """Where the queue is and who this host is in it. Without a url the queue is the SQLite
+    file in the home, for one host; with a postgresql:// url several hosts share it, each
+    under its own name. A claim holds `lease` seconds past its host's last heartbeat; an entry
+    whose home disk is on a host silent for `grace` seconds starts again from stage 1."""
+
+    url: str | None = None
+    host: str = field(default_factory=lambda: platform.node() or "localhost")
+    lease: float = 60.0
+    grace: float = 600.0
+
+
 @dataclass(frozen=True)
 class Site:
     """One organiser's host: where state lives and how VMs are started."""
@@ -65,6 +82,7 @@ class Site:
     keep_media: bool = False  # keep each stage's ISO in the entry's results (audits, debugging)
     retention: Retention = field(default_factory=Retention)  # what `vmjudge gc` removes, and when
     gpu: GpuSite = field(default_factory=GpuSite)  # none unless site.toml lists [gpu] devices
+    queue: QueueSite = field(default_factory=QueueSite)  # the SQLite file in the home unless [queue] url
 
     @property
     def domain_tag(self) -> str:
@@ -119,10 +137,11 @@ def load_site(home: Path | None = None) -> Site:
     img.done()
     retention = _retention(source, data)
     gpu = _gpu(source, data)
+    queue = _queue(source, data)
     for key in data:
-        if isinstance(data[key], dict) and key not in ("libvirt", "image", "results", "retention", "gpu"):
-            raise ConfigError(f"{source}: unknown table [{key}]: use [libvirt], [image], [results], [retention] "
-                              "or [gpu].")
+        if isinstance(data[key], dict) and key not in ("libvirt", "image", "results", "retention", "gpu", "queue"):
+            raise ConfigError(f"{source}: unknown table [{key}]: use [libvirt], [image], [results], [retention], "
+                              "[gpu] or [queue].")
     env_accel = os.environ.get("VMJUDGE_ACCEL")
     if env_accel:
         if env_accel not in ("kvm", "tcg"):
@@ -131,7 +150,23 @@ def load_site(home: Path | None = None) -> Site:
     uri = os.environ.get("VMJUDGE_URI") or uri
     return Site(home=home, uri=uri, accel=accel, channel=channel, mirror=mirror, security_mirror=security,
                 suite=suite, boot_timeout=boot, silence_timeout=silence, keep_media=keep_media, retention=retention,
-                gpu=gpu)
+                gpu=gpu, queue=queue)
+
+
+def _queue(source: str, data: dict[str, Any]) -> QueueSite:
+    sec = Section(source, "queue", data.get("queue", {}))
+    url = sec.get("url", str, None, lambda v: v.startswith(("postgresql://", "postgres://")),
+                  "a PostgreSQL URL such as \"postgresql:///vmjudge\" (leave the key out for the SQLite file in "
+                  "the home)")
+    host = sec.get("host", str, QueueSite().host, lambda v: _HOST_RE.fullmatch(v) is not None,
+                   "a name of letters, digits, dots, dashes and underscores, at most 63 characters")
+    lease = sec.get("lease_seconds", float, 60.0, lambda v: 10 <= v <= 3600, "seconds from 10 to 3600")
+    grace = sec.get("grace_seconds", float, 600.0, lambda v: 0 <= v <= 7 * 86400, "seconds from 0 to 604800")
+    sec.done()
+    if grace < lease:
+        raise ConfigError(f"{source}: [queue] grace_seconds = {grace:g} is shorter than lease_seconds = {lease:g}, "
+                          "which is not allowed: a host must be presumed dead before its home disks are given up.")
+    return QueueSite(url=url, host=host, lease=lease, grace=grace)
 
 
 def _retention(source: str, data: dict[str, Any]) -> Retention:

@@ -11,10 +11,11 @@ dry run (or fail), so it is always accepted and never counts.
 
 The archive is stored in the spool first and every check reads the stored copy, the very bytes
 prep will unpack: checking the file as given and then copying it would let it be swapped in
-between. The spool write, the checks, the count and the queue row happen under one lock on the
-home, so two submissions at once cannot both take the last place, and a refused entry leaves
-nothing in the spool (unless the same bytes were already there, perhaps another entry's) or the
-queue.
+between. The count and the queue row are one transaction that holds off other admissions to
+the same board, on this host or (PostgreSQL) any other, so two submissions at once cannot both
+take the last place; the spool write and the checks happen under a lock on the home, so a
+refused entry leaves nothing in the spool (unless the same bytes were already there, perhaps
+another entry's) or the queue.
 """
 
 from __future__ import annotations
@@ -84,19 +85,20 @@ def admit(site: Site, queue: Queue, name: str, ch: Challenge, archive: Path, own
     check_size(ch, name, archive.name, archive.stat().st_size)  # only to spare copying a huge file
     spool = spool if spool is not None else Spool(site.layout.spool)
     limit = ch.entry.max_scored_per_owner
-    with _admission_lock(site.layout.submit_lock):
+    with _admission_lock(site.layout.submit_lock):  # this host's spool: a refusal removes what it stored
         stored = spool.store(archive)
         try:
             dry_run = declares_dry_run(check_archive(ch, name, stored.path, given_name=archive.name))
-            if limit is not None and not dry_run:
-                scored, pending = queue.owner_usage(name, owner, late)
-                if scored + pending >= limit:
+
+            def admissible(scored: int, pending: int) -> None:
+                if limit is not None and not dry_run and scored + pending >= limit:
                     board = f"late entries to {name}" if late else name
                     raise EntryError("entry-limit", f"{owner} has used the {_scored_entries(limit)} allowed for "
                                      f"{board} ({scored} scored, {pending} still being evaluated): an entry that "
                                      "ends without a score gives its place back, and a dry run (an entry holding "
                                      "DRYRUN) is always accepted.")
-            entry_id = queue.add_entry(name, owner, late, stored.sha256, archive.name, stored.path, dry_run=dry_run)
+            entry_id = queue.add_entry(name, owner, late, stored.sha256, archive.name, stored.path, dry_run=dry_run,
+                                       admissible=admissible)
         except BaseException:
             if stored.new:
                 spool.remove(stored)

@@ -1,33 +1,141 @@
-"""Opening the queue's SQLite database: made private before SQLite first opens it, its tables
-made or brought up to date, then one connection per operation (WAL, full sync, foreign keys)
-and one short IMMEDIATE transaction per change of state."""
+"""Opening the queue's database: SQLite in the home (one host), or PostgreSQL (several hosts).
+
+Both give the queue the same thing: a `Db` whose execute() takes `?` parameters and whose rows
+are read by column name or position, inside one short transaction per change of state. A
+database that cannot be reached or written raises QueueUnavailable, whichever it is, so the
+daemon waits it out the same way (a full disk under SQLite, a restarting PostgreSQL).
+
+SQLite: the file is made private before SQLite first opens it; one connection per operation
+(WAL, full sync, foreign keys); BEGIN IMMEDIATE, so one writer at a time. PostgreSQL: one
+connection per thread, kept (a connection costs a server process); READ COMMITTED, with row
+locks where a claim or a result must not race another host.
+"""
 
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import Any, Protocol
+
+try:
+    import psycopg
+except ImportError:  # the replica ISO carries vmjudge without it: there, the queue is always SQLite
+    psycopg = None  # type: ignore[assignment]
 
 from .. import private
 from ..errors import VmjudgeError
+from .dialect import POSTGRESQL, SQLITE, Dialect
 from .schema import MIGRATIONS, SCHEMA
 
+_SCHEMA_LOCK = 0x766D6A75  # PostgreSQL advisory lock: one host at a time makes or upgrades the tables
 
-def create(path: Path) -> None:
-    """The database at `path`, its tables made or (a queue made by an older vmjudge) migrated."""
-    try:
-        _make_private(path)
-        with connect(path) as db:
-            db.executescript(SCHEMA)
-            for table, column, definition in MIGRATIONS:
-                columns = {r["name"] for r in db.execute(f"PRAGMA table_info({table})")}
-                if column not in columns:
-                    db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
-    except (sqlite3.Error, OSError) as exc:
-        raise VmjudgeError(f"cannot open the queue database {path}: {exc}; "
-                           "check the home directory.") from exc
+
+class QueueUnavailable(VmjudgeError):
+    """The queue's database cannot be reached or written now (its disk full, its server down)."""
+
+
+class Cursor(Protocol):
+    rowcount: int
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+
+class Db:
+    """One connection to the queue's database, as the queue's SQL uses it."""
+
+    def __init__(self, raw: Any, dialect: Dialect):
+        self.raw, self.dialect = raw, dialect
+
+    def execute(self, sql: str, args: Sequence[Any] = ()) -> Cursor:
+        if self.dialect is SQLITE:
+            return self.raw.execute(sql, tuple(args))
+        if not args:
+            return self.raw.execute(sql)
+        return self.raw.execute(sql.replace("%", "%%").replace("?", "%s"), tuple(args))
+
+    def lock(self, key: str) -> None:
+        """Serialise this transaction with every other that locks `key`, until it ends (the
+        entry limit: the count and the insert of two submissions must not interleave). Under
+        SQLite, BEGIN IMMEDIATE already lets one writer at a time."""
+        if self.dialect is POSTGRESQL:
+            self.raw.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
+
+
+class Database(Protocol):
+    dialect: Dialect
+    where: str  # for messages: the file, or the URL without its password
+
+    def connect(self) -> AbstractContextManager[Db]: ...
+
+    def transaction(self) -> AbstractContextManager[Db]: ...
+
+    def create(self) -> None: ...
+
+
+def open_database(location: Path | str) -> Database:
+    """The queue's database at `location`: a postgresql:// URL, else the path of a SQLite file."""
+    if isinstance(location, str) and location.startswith(("postgresql:", "postgres:")):
+        return PostgresDatabase(location)
+    return SqliteDatabase(Path(location))
+
+
+def _unavailable(where: str, exc: Exception, what_to_do: str) -> QueueUnavailable:
+    said = " ".join(str(exc).split())  # libpq's messages run over lines and tabs
+    return QueueUnavailable(f"the queue database {where} cannot be used now ({said}): {what_to_do}")
+
+
+class SqliteDatabase:
+    dialect = SQLITE
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.where = str(path)
+
+    def create(self) -> None:
+        """The database, its tables made or (a queue made by an older vmjudge) migrated."""
+        try:
+            _make_private(self.path)
+            with self.connect() as db:
+                db.raw.executescript(SQLITE.schema(SCHEMA))
+                for table, column, definition in MIGRATIONS:
+                    columns = {r["name"] for r in db.execute(f"PRAGMA table_info({table})").fetchall()}
+                    if column not in columns:
+                        db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
+        except (sqlite3.Error, OSError, QueueUnavailable) as exc:
+            raise VmjudgeError(f"cannot open the queue database {self.path}: {exc}; "
+                               "check the home directory.") from exc
+
+    @contextmanager
+    def connect(self) -> Iterator[Db]:
+        raw = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        try:
+            raw.row_factory = sqlite3.Row
+            raw.execute("PRAGMA journal_mode=WAL")
+            raw.execute("PRAGMA synchronous=FULL")
+            raw.execute("PRAGMA foreign_keys=ON")
+            yield Db(raw, SQLITE)
+        except sqlite3.OperationalError as exc:  # locked too long, disk full, file gone
+            raise _unavailable(self.where, exc, "free space on its disk or check the home directory.") from exc
+        finally:
+            raw.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[Db]:
+        with self.connect() as db:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
 
 
 def _make_private(path: Path) -> None:
@@ -39,26 +147,72 @@ def _make_private(path: Path) -> None:
         private.restrict(path.with_name(path.name + suffix))
 
 
-@contextmanager
-def connect(path: Path) -> Iterator[sqlite3.Connection]:
-    db = sqlite3.connect(path, timeout=30, isolation_level=None)
-    db.row_factory = sqlite3.Row
-    db.execute("PRAGMA journal_mode=WAL")
-    db.execute("PRAGMA synchronous=FULL")
-    db.execute("PRAGMA foreign_keys=ON")
-    try:
-        yield db
-    finally:
-        db.close()
+class Row(dict):
+    """A PostgreSQL row read like sqlite3.Row: by column name, or by position."""
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, int):
+            return list(self.values())[key]
+        return super().__getitem__(key)
 
 
-@contextmanager
-def transaction(path: Path) -> Iterator[sqlite3.Connection]:
-    with connect(path) as db:
-        db.execute("BEGIN IMMEDIATE")
+def _row_factory(cursor: Any) -> Any:
+    names = [c.name for c in cursor.description or ()]
+    return lambda values: Row(zip(names, values, strict=True))
+
+
+class PostgresDatabase:
+    dialect = POSTGRESQL
+
+    def __init__(self, url: str):
+        if psycopg is None:
+            raise VmjudgeError("this vmjudge was installed without psycopg, which a PostgreSQL queue needs: "
+                               "install it with `pip install 'psycopg[binary]'`.")
+        self.url = url
+        self.where = re.sub(r"//([^:/@]*):[^@]*@", r"//\1:***@", url)
+        self._local = threading.local()  # each thread's connection: a psycopg connection is not shared
+
+    def _connection(self) -> psycopg.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None or conn.closed or conn.broken:
+            try:
+                conn = psycopg.connect(self.url, autocommit=True, row_factory=_row_factory, connect_timeout=10)
+            except psycopg.Error as exc:
+                raise _unavailable(self.where, exc, "start PostgreSQL, or fix [queue] url in site.toml.") from exc
+            self._local.conn = conn
+        return conn
+
+    def _drop(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    @contextmanager
+    def connect(self) -> Iterator[Db]:
+        conn = self._connection()
         try:
+            yield Db(conn, POSTGRESQL)
+        except psycopg.OperationalError as exc:  # the server went away, its disk is full
+            self._drop()
+            raise _unavailable(self.where, exc, "check that PostgreSQL runs and has disk space.") from exc
+
+    @contextmanager
+    def transaction(self) -> Iterator[Db]:
+        with self.connect() as db, db.raw.transaction():
             yield db
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
+
+    def create(self) -> None:
+        """The tables, made or upgraded by one host at a time (DDL is transactional here)."""
+        try:
+            with self.transaction() as db:
+                db.execute(f"SELECT pg_advisory_xact_lock({_SCHEMA_LOCK})")
+                for statement in re.sub(r"--[^\n]*", "", POSTGRESQL.schema(SCHEMA)).split(";"):
+                    if statement.strip():
+                        db.execute(statement)
+                for table, column, definition in MIGRATIONS:
+                    db.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {definition}")
+        except psycopg.Error as exc:
+            said = " ".join(str(exc).split())
+            raise VmjudgeError(f"cannot make the queue's tables in {self.where}: {said}; check that the database "
+                               "exists and this user may create tables in it.") from exc

@@ -10,9 +10,8 @@ daemon, so that `vmjudge status`, another process, reads what the daemon decided
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
-from .connection import connect, transaction
+from .connection import Database
 from .rows import now
 
 
@@ -26,13 +25,13 @@ class GpuSlotRow:
 
 
 class GpuSlots:
-    def __init__(self, path: Path):
-        self.path = path
+    def __init__(self, database: Database):
+        self.database = database
 
     def register(self, host: str, addresses: tuple[str, ...]) -> list[GpuSlotRow]:
         """The daemon's GPUs as site.toml lists them now: new ones in service, ones no longer
         listed forgotten, the others as they were (out of service stays out). Returns them."""
-        with transaction(self.path) as db:
+        with self.database.transaction() as db:
             for address in addresses:
                 db.execute("INSERT INTO gpu_slots (host, address, in_service, changed_at) VALUES (?, ?, 1, ?) "
                            "ON CONFLICT(host, address) DO NOTHING", (host, address, now()))
@@ -41,13 +40,13 @@ class GpuSlots:
         return [s for s in self.all() if s.host == host]
 
     def all(self) -> list[GpuSlotRow]:
-        with connect(self.path) as db:
+        with self.database.connect() as db:
             rows = db.execute("SELECT * FROM gpu_slots ORDER BY host, address").fetchall()
         return [GpuSlotRow(r["host"], r["address"], bool(r["in_service"]), r["reason"], r["changed_at"])
                 for r in rows]
 
     def in_service(self, host: str, address: str) -> bool:
-        with connect(self.path) as db:
+        with self.database.connect() as db:
             row = db.execute("SELECT in_service FROM gpu_slots WHERE host = ? AND address = ?",
                              (host, address)).fetchone()
         return row is not None and bool(row["in_service"])
@@ -60,7 +59,7 @@ class GpuSlots:
         return self._set(host, address, True, None)
 
     def _set(self, host: str, address: str, in_service: bool, reason: str | None) -> bool:
-        with transaction(self.path) as db:
+        with self.database.transaction() as db:
             cur = db.execute("UPDATE gpu_slots SET in_service = ?, reason = ?, changed_at = ? "
                              "WHERE host = ? AND address = ?", (int(in_service), reason, now(), host, address))
             if cur.rowcount != 1:

@@ -8,9 +8,8 @@ whatever the queue holds.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
-from .connection import connect
+from .connection import Database
 from .rows import EntryRow
 
 STATES = ("queued", "running", "done", "parked")
@@ -46,9 +45,9 @@ class Page:
     entries: list[EntryRow]
 
 
-def find_entries(queue_path: Path, f: EntryFilter, limit: int, offset: int = 0) -> Page:
+def find_entries(database: Database, f: EntryFilter, limit: int, offset: int = 0) -> Page:
     where, args = f.where()
-    with connect(queue_path) as db:
+    with database.connect() as db:
         total = db.execute(f"SELECT COUNT(*) FROM entries{where}", args).fetchone()[0]
         rows = db.execute(f"SELECT * FROM entries{where} ORDER BY id DESC LIMIT ? OFFSET ?",
                           (*args, limit, offset)).fetchall()

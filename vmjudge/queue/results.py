@@ -140,6 +140,10 @@ def archived_results(queue: Queue, home: Path, entry_id: int) -> ArchivedResults
     kept them as results/ID/exam-results.json: those are archived (and linked) on first use."""
     found = queue.exam_results(entry_id)
     if found is not None:
+        if queue.shared:  # stage 3 may have run on another host: its results are in the queue's database
+            for d in (store_dir(home).parent, store_dir(home)):
+                private.make_dir(d)
+            queue.blobs.fetch(found.sha256, store_dir(home) / found.sha256)
         return found
     legacy = Path(home) / "results" / str(entry_id) / LEGACY_RESULTS_FILE
     if not legacy.is_file():

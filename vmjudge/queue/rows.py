@@ -8,9 +8,8 @@ taking the queue's storage along.
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 
@@ -45,15 +44,16 @@ class EntryRow:
     evaluation: int = 1  # how many times the entry was (re)queued from stage 1
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> EntryRow:
-        d = dict(row)
-        d.pop("lease_owner", None)
-        d.pop("not_before", None)
+    def from_row(cls, row: Any) -> EntryRow:
+        d = {k: v for k, v in dict(row).items() if k in _ENTRY_FIELDS}  # not the lease's columns
         d["late"] = bool(d["late"])
         d["dry_run"] = bool(d["dry_run"])
         d["scores"] = json.loads(d["scores"]) if d["scores"] else None
         d["exam"] = json.loads(d["exam"]) if d["exam"] else None
         return cls(**d)
+
+
+_ENTRY_FIELDS = {f.name for f in fields(EntryRow)}
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ class StageRun:
     evaluation: int = 1
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> StageRun:
+    def from_row(cls, row: Any) -> StageRun:
         d = dict(row)
         d["manifest"] = json.loads(d["manifest"]) if d["manifest"] else None
         return cls(**d)
@@ -90,7 +90,7 @@ class ArchivedResults:
     run_id: int | None = None
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> ArchivedResults:
+    def from_row(cls, row: Any) -> ArchivedResults:
         return cls(entry_id=row["entry_id"], sha256=row["sha256"], manifest=json.loads(row["manifest"]),
                    archived_at=row["archived_at"], run_id=row["run_id"])
 
@@ -109,7 +109,7 @@ class Scoring:
     at: str = ""  # set when recorded
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> Scoring:
+    def from_row(cls, row: Any) -> Scoring:
         d = dict(row)
         d.pop("id")
         d["scores"] = json.loads(d["scores"])

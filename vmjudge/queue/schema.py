@@ -1,5 +1,7 @@
 """The queue database's tables, and the columns added to them since the first release.
 
+Written once for SQLite and PostgreSQL; {id} and {blob} are the types dialect.py gives each.
+
 Queue (db.py) creates what is missing and adds the MIGRATIONS columns to a database made by
 an older vmjudge, so a home keeps working across upgrades.
 """
@@ -12,7 +14,7 @@ CREATE TABLE IF NOT EXISTS challenges (
     registered_at TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS entries (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    id {id},
     challenge TEXT NOT NULL REFERENCES challenges(name),
     owner TEXT NOT NULL,
     late INTEGER NOT NULL DEFAULT 0,
@@ -24,7 +26,7 @@ CREATE TABLE IF NOT EXISTS entries (
     state TEXT NOT NULL,               -- queued | running | done | parked
     stage TEXT,                        -- the stage queued or running; NULL once done
     lease_owner TEXT,
-    not_before REAL NOT NULL DEFAULT 0,  -- a retried stage waits until this time (epoch seconds)
+    not_before DOUBLE PRECISION NOT NULL DEFAULT 0,  -- a retried stage waits until this time (epoch seconds)
     outcome TEXT,                      -- scored | dry-run | failed
     failed_stage TEXT,
     reason TEXT,
@@ -33,7 +35,7 @@ CREATE TABLE IF NOT EXISTS entries (
     finished_at TEXT
 );
 CREATE TABLE IF NOT EXISTS stage_runs (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    id {id},
     entry_id INTEGER NOT NULL REFERENCES entries(id),
     stage TEXT NOT NULL,
     attempt INTEGER NOT NULL,
@@ -47,14 +49,14 @@ CREATE TABLE IF NOT EXISTS stage_runs (
     manifest TEXT                      -- JSON: what produced this result
 );
 CREATE TABLE IF NOT EXISTS events (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    id {id},
     entry_id INTEGER,
     at TEXT NOT NULL,
     kind TEXT NOT NULL,
     detail TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS exam_results (  -- stage 3's results of an entry, kept for (re)scoring
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    id {id},
     entry_id INTEGER NOT NULL REFERENCES entries(id),
     run_id INTEGER REFERENCES stage_runs(id),  -- the exam run that produced them
     sha256 TEXT NOT NULL,              -- the blob in HOME/archive/sha256/
@@ -62,7 +64,7 @@ CREATE TABLE IF NOT EXISTS exam_results (  -- stage 3's results of an entry, kep
     archived_at TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS scorings (  -- every score an entry was given, oldest first
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    id {id},
     entry_id INTEGER NOT NULL REFERENCES entries(id),
     at TEXT NOT NULL,
     why TEXT NOT NULL,                 -- official | rescore
@@ -80,15 +82,53 @@ CREATE TABLE IF NOT EXISTS gpu_slots (  -- each host's GPUs, one VM slot each, a
     changed_at TEXT NOT NULL,
     PRIMARY KEY (host, address)
 );
+CREATE TABLE IF NOT EXISTS hosts (  -- each daemon sharing the queue, and when it last said it lives
+    name TEXT PRIMARY KEY,             -- site.toml [queue] host
+    machine TEXT NOT NULL,             -- /etc/machine-id: two machines given one name are refused
+    pid INTEGER NOT NULL,
+    slots INTEGER NOT NULL,
+    gpu_slots INTEGER NOT NULL,
+    busy INTEGER NOT NULL DEFAULT 0,   -- slots running a stage at the last heartbeat
+    started_at TEXT NOT NULL,
+    heartbeat DOUBLE PRECISION NOT NULL,  -- epoch seconds of the last heartbeat
+    stopped INTEGER NOT NULL DEFAULT 0  -- 1 once the daemon stopped on purpose
+);
+CREATE TABLE IF NOT EXISTS challenge_copies (  -- where a host other than the registering one keeps a challenge
+    host TEXT NOT NULL,
+    name TEXT NOT NULL,
+    directory TEXT NOT NULL,
+    PRIMARY KEY (host, name)
+);
+CREATE TABLE IF NOT EXISTS blobs (  -- archives and results, content-addressed, when no file is shared
+    sha256 TEXT PRIMARY KEY,
+    size BIGINT NOT NULL,
+    parts INTEGER NOT NULL,            -- written last: a blob listed here is whole
+    added_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS blob_parts (
+    sha256 TEXT NOT NULL,
+    part INTEGER NOT NULL,
+    data {blob} NOT NULL,
+    PRIMARY KEY (sha256, part)
+);
 CREATE INDEX IF NOT EXISTS entries_state ON entries(state, id);
 CREATE INDEX IF NOT EXISTS exam_results_entry ON exam_results(entry_id, id);
 CREATE INDEX IF NOT EXISTS scorings_entry ON scorings(entry_id, id);
 """
 # Columns added after the first release: (table, column, definition) for homes made before.
 MIGRATIONS = (
-    ("entries", "not_before", "REAL NOT NULL DEFAULT 0"),
+    ("entries", "not_before", "DOUBLE PRECISION NOT NULL DEFAULT 0"),
     ("entries", "evaluation", "INTEGER NOT NULL DEFAULT 1"),  # bumped by `rescore --rerun-stages`
     ("stage_runs", "evaluation", "INTEGER NOT NULL DEFAULT 1"),
     ("entries", "dry_run", "INTEGER NOT NULL DEFAULT 0"),  # entry limits: a DRYRUN archive never counts
     ("challenges", "gpu", "TEXT"),  # challenge.toml [vm] gpu: its VM stages run only in a GPU slot
+    # Several hosts (issue 15): the claim's stage run and until when it holds (renewed by the
+    # holder's heartbeat); the host that holds the entry's post-setup home disk.
+    ("entries", "lease_run", "BIGINT"),
+    ("entries", "lease_until", "DOUBLE PRECISION"),
+    ("entries", "home_host", "TEXT"),
+    # What every host must have the same of to judge the challenge: its files (JSON: part ->
+    # sha256) and the sha256 of its image's manifest.json.
+    ("challenges", "data_sha256", "TEXT"),
+    ("challenges", "image_sha256", "TEXT"),
 )

@@ -23,6 +23,7 @@ from .. import private
 from ..archive.names import check_archive_name
 from ..errors import VmjudgeError
 from ..files import CHUNK, DurableFile, fsync_dir, sha256_file
+from .blobs import Blobs
 
 MARGIN = 64 << 20  # free space kept beyond the archive, so the spool never fills its disk
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -116,6 +117,15 @@ class Spool:
                                f"({exc.strerror or exc}): free some space or fix the disk and submit "
                                "again.") from exc
         return StoredArchive(sha, final, size, name, new=True)
+
+    def local_copy(self, blobs: Blobs, sha256: str, name: str) -> Path:
+        """This host's copy of an archive another host accepted (several hosts): fetched from
+        the queue's database into the spool, checked against its sha256, unless already here."""
+        final = self.path_for(sha256, name)
+        for d in (self.root, final.parent):
+            if not d.is_dir():
+                private.make_dir(d)
+        return blobs.fetch(sha256, final)
 
     def remove(self, stored: StoredArchive) -> None:
         """Take back an archive that this submission stored and then refused. Only for one that

@@ -109,7 +109,8 @@ def check(entry: Path, replica_dir: Path = REPLICA_DIR, work: Path = WORK, score
         if row.state != "queued":
             break
         progress(f"{titles[stage.name]} ...")
-        run = queue.start_stage(entry_id, stage.name, site.uri, 0)
+        queue.claim_next(only=entry_id)
+        run = queue.start_stage(entry_id, stage.name, 0)
         runner = LocalRunner(site, site.layout.results_of(entry_id, make=True), run.attempt, ch.vm.home_mib)
         ctx = StageContext(site=site, challenge=ch, image=image, entry=row, attempt=run.attempt, runner=runner)
         if record_outcome(queue, run, stage.load()(ctx)):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import errno
 import logging
-import sqlite3
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -19,6 +18,7 @@ from typing import Any, TypeVar
 from ..config import Site
 from ..errors import Cancelled, EntryError, InfrastructureError, VmjudgeError
 from ..pipeline import next_stage
+from ..queue.connection import QueueUnavailable
 from ..queue.db import Queue
 from ..queue.rows import StageRun
 from ..reports.report import write_html
@@ -31,10 +31,11 @@ T = TypeVar("T")
 
 
 class Recorder:
-    """Writes to the queue, waiting out a queue that cannot be written (its disk full, say)
-    rather than dropping a result or letting the daemon die: once space is freed, the
-    result lands. If the daemon stops meanwhile, Cancelled leaves the stage marked running
-    for the next daemon to run again."""
+    """Writes to the queue, waiting out a queue that cannot be written (its disk full, its
+    server restarting) rather than dropping a result or letting the daemon die: once it can
+    be written again, the result lands (unless another host took the stage meanwhile). If
+    the daemon stops meanwhile, Cancelled leaves the stage marked running for the next
+    daemon to run again."""
 
     RETRY = 5.0
 
@@ -46,10 +47,9 @@ class Recorder:
         while True:
             try:
                 return write(*args, **kwargs)
-            except sqlite3.OperationalError as exc:
+            except QueueUnavailable as exc:
                 if not warned:
-                    log.error("cannot record %s in the queue (%s): free space on its disk; retrying every %.0f s",
-                              what, exc, self.RETRY)
+                    log.error("cannot record %s in the queue (%s); retrying every %.0f s", what, exc, self.RETRY)
                     warned = True
             if self.cancel.wait(self.RETRY):
                 raise Cancelled("the daemon is stopping")

@@ -1,7 +1,11 @@
 """The daemon: fills idle VM slots with queued stages, in queue order.
 
-One lock per home keeps a second daemon out. At start it destroys leftover vmj- domains
-and puts stages that a dead daemon left running back in the queue, to be run again.
+One lock per home keeps a second daemon out, and with several hosts on one queue, the hosts
+table a second daemon under the same host name. At start it destroys leftover vmj- domains
+and puts stages that this host's dead daemon left running back in the queue, to be run again.
+Its heartbeat (heartbeat.py) keeps its claims and takes back those of hosts that died; with
+several hosts it claims only stages of challenges whose files and image it holds as
+registered (environment.py).
 """
 
 from __future__ import annotations
@@ -11,7 +15,6 @@ import logging
 import os
 import shutil
 import signal
-import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -23,10 +26,13 @@ from typing import TextIO
 from ..config import Site
 from ..config.layout import Layout
 from ..errors import VmjudgeError
+from ..queue.connection import QueueUnavailable
 from ..queue.db import Queue
 from ..queue.rows import EntryRow
 from ..vm import domain
+from .environment import Environment
 from .evaluate import run_stage
+from .heartbeat import Heartbeat
 from .progress import Progress
 from .slots import Slot, SlotPool
 
@@ -102,18 +108,21 @@ def serve(site: Site, queue: Queue, slots: int, until_idle: bool, only: int | No
                            "stop it first, or let it evaluate the queue.")
     stop = stop or threading.Event()
     restore = _stop_on_signals(stop)
+    running: dict[Future, tuple[Slot, EntryRow, float]] = {}
+    heartbeat = Heartbeat(site, queue, busy=lambda: len(running))
     try:
+        slot_pool = SlotPool(site, queue, slots)
+        heartbeat.start(slots, len(slot_pool.gpus))
         recover(site, queue)
         libvirt_up = _LibvirtWatch(site.uri)
-        running: dict[Future, tuple[Slot, EntryRow, float]] = {}
-        slot_pool = SlotPool(site, queue, slots)
+        environment = Environment(site, queue)
         idle = _IdleNotice()
         with ThreadPoolExecutor(max_workers=slots + len(slot_pool.gpus), thread_name_prefix="slot") as pool:
             while not stop.is_set():
                 while slot_pool.free and libvirt_up.check():
                     try:
-                        claimed = slot_pool.claim(owner=f"pid{os.getpid()}", only=only)
-                    except sqlite3.OperationalError as exc:  # e.g. its disk is full: wait, don't die
+                        claimed = slot_pool.claim(only=only, challenges=environment.allowed())
+                    except QueueUnavailable as exc:  # e.g. its disk is full, its server restarting: wait
                         log.error("cannot take an entry from the queue (%s); trying again shortly", exc)
                         break
                     if claimed is None:
@@ -126,7 +135,7 @@ def serve(site: Site, queue: Queue, slots: int, until_idle: bool, only: int | No
                     running[pool.submit(run_stage, queue, site, entry, slot, stop)] = (slot, entry, time.monotonic())
                 if not running:
                     models = slot_pool.models_in_service()
-                    if not queue.waiting(only, gpu=models):
+                    if not _waiting(queue, only, models, environment):
                         idle.say(queue.waiting_for_gpu(), models)
                         if until_idle:
                             break
@@ -144,8 +153,17 @@ def serve(site: Site, queue: Queue, slots: int, until_idle: bool, only: int | No
         if progress:
             progress.summary()
     finally:
+        heartbeat.stop()
         restore()
         lock.release()
+
+
+def _waiting(queue: Queue, only: int | None, models: tuple[str, ...], environment: Environment) -> bool:
+    try:
+        return queue.waiting(only, gpu=models, challenges=environment.allowed())
+    except QueueUnavailable as exc:
+        log.error("cannot read the queue (%s); trying again shortly", exc)
+        return True
 
 
 def _ended(fut: Future, slot: Slot, entry: EntryRow, began: float, progress: Progress | None) -> None:

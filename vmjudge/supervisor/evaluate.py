@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import replace
 
 from ..config import Challenge, Site, load_challenge
 from ..errors import Cancelled, GpuFault, ImageError, InfrastructureError
 from ..images.build import find_image
 from ..images.image import GuestImage
-from ..pipeline import Stage, by_name
-from ..queue.db import Queue
-from ..queue.results import archived_results
+from ..pipeline import FIRST, Stage, by_name
+from ..queue.db import Queue, StaleClaim
+from ..queue.results import archived_results, store_dir
 from ..queue.rows import EntryRow, StageRun
+from ..queue.spool import Spool
 from ..stages.context import StageContext, StageOutcome
 from ..vm import domain
 from ..vm.runner import VmRunner
@@ -34,16 +36,23 @@ def run_stage(queue: Queue, site: Site, entry: EntryRow, slot: Slot, cancel: thr
     record = Recorder(cancel)
     try:
         run = record(f"the start of entry {entry.id}'s {stage.name} stage", queue.start_stage, entry.id, stage.name,
-                     site.uri, slot.number)
-        outcome = attempt(queue, run, site.uri, record, lambda: _in_slot(queue, site, entry, stage, run, slot, cancel))
+                     slot.number)
+        outcome = attempt(queue, run, queue.host, record,
+                          lambda: _in_slot(queue, site, entry, stage, run, slot, cancel))
         if outcome is None:
             return
+        if outcome.results_sha256 is not None and queue.shared:  # before the result names them
+            record(f"entry {entry.id}'s stage 3 results", queue.blobs.put, outcome.results_sha256,
+                   store_dir(site.home) / outcome.results_sha256)
         if record_outcome(queue, run, outcome, record):
             write_report(queue, site, entry.id)
     except Cancelled:
         # The daemon stopped while the queue could not be written: the stage is still marked
         # running, and the next daemon's recovery queues it again.
         log.warning("entry %d %s: left for the next daemon to run again", entry.id, stage.name)
+        return
+    except StaleClaim as exc:  # another host has (or will) run this stage: what this one found is dropped
+        log.warning("%s", exc)
         return
     log.info("entry %d %s: %s %s", entry.id, stage.name, outcome.status, outcome.reason or "")
 
@@ -68,6 +77,9 @@ def _run(queue: Queue, site: Site, entry: EntryRow, stage: Stage, run: StageRun,
         ctx = StageContext(site=site, challenge=challenge, image=None, entry=entry, attempt=run.attempt,
                            cancel=cancel, archived=found.sha256 if found else None)
         return stage.load()(ctx)
+    if stage.name == FIRST and queue.shared:  # accepted on another host, perhaps: its bytes are in the queue
+        entry = replace(entry, archive_path=str(Spool(site.layout.spool).local_copy(queue.blobs, entry.archive_sha256,
+                                                                                   entry.archive_name)))
     image = _image(site, challenge)
     conn = domain.connect(site.uri)
     try:

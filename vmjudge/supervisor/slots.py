@@ -14,7 +14,6 @@ organiser puts it back (`vmjudge gpu enable ADDRESS`). Stages then go to the oth
 from __future__ import annotations
 
 import logging
-import platform
 from dataclasses import dataclass
 
 from ..config import Site
@@ -35,15 +34,10 @@ def _models(card: PciFunction) -> tuple[str, ...]:
     return _T4_MODELS if card.ids == T4_ID else _OTHER_MODELS
 
 
-def this_host() -> str:
-    """The name GPU slots are kept under in the queue: several hosts may share one (issue 15)."""
-    return platform.node() or "localhost"
-
-
 def take_out(queue: Queue, address: str, reason: str) -> None:
     log.error("GPU %s is taken out of service: %s. Its stages go to other GPUs; once it is fixed, "
               "`vmjudge gpu enable %s` puts it back.", address, reason, address)
-    queue.gpu_slots.take_out(this_host(), address, reason)
+    queue.gpu_slots.take_out(queue.host, address, reason)
 
 
 @dataclass(frozen=True)
@@ -59,7 +53,7 @@ class SlotPool:
     """Which slots are free, and what each may take from the queue."""
 
     def __init__(self, site: Site, queue: Queue, cpu_slots: int):
-        self.site, self.queue, self.host = site, queue, this_host()
+        self.site, self.queue, self.host = site, queue, queue.host
         devices = site.gpu.devices
         if devices and site.accel != "kvm":
             log.warning("site.toml lists %d GPU(s) but VMs run under %s: a GPU is lent only to a kvm VM, so no "
@@ -73,15 +67,16 @@ class SlotPool:
                 log.warning("GPU %s is out of service since %s (%s): `vmjudge gpu enable %s` puts it back once "
                             "fixed", row.address, row.changed_at, row.reason, row.address)
 
-    def claim(self, owner: str, only: int | None = None) -> tuple[Slot, EntryRow] | None:
+    def claim(self, only: int | None = None, challenges: tuple[str, ...] | None = None
+              ) -> tuple[Slot, EntryRow] | None:
         """A free slot and the stage it now runs (marked running in the queue), or None when no
         free slot has anything to take."""
         for slot in list(self.free):
             if slot.gpu is None:
-                entry = self.queue.claim_next(owner, only)
+                entry = self.queue.claim_next(only, challenges=challenges)
             else:
                 models = self.ready(slot)
-                entry = self.queue.claim_next(owner, only, gpu=models) if models else None
+                entry = self.queue.claim_next(only, gpu=models, challenges=challenges) if models else None
             if entry is not None:
                 self.free.remove(slot)
                 return slot, entry
