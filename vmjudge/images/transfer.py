@@ -220,12 +220,13 @@ def _already_there(final: Path, manifest: dict[str, Any], tar_path: Path, sizes:
         raise ImageError(f"{final} is there but is not a whole image: remove it and import again.") from None
     if pinned_here != manifest["sha256"]:
         differ = [n for n in FILES if pinned_here[n] != manifest["sha256"][n]]
-        raise ImageError(f"{final} holds another build of image {manifest['key']} ({', '.join(differ)} differ: "
+        verb = "differs" if len(differ) == 1 else "differ"
+        raise ImageError(f"{final} holds another build of image {manifest['key']} ({', '.join(differ)} {verb}: "
                          f"sha256 {pinned_here[differ[0]][:12]}… here, {manifest['sha256'][differ[0]][:12]}… in "
                          f"{tar_path}), and every host must judge with the same bits: remove {final} and import again, "
                          "or export this host's image to the others instead.")
-    return Transferred(manifest["key"], final, {MANIFEST: sha256_file(final / MANIFEST), **pinned_here}, sizes,
-                       already_there=True)
+    hashes = {MANIFEST: sha256_file(final / MANIFEST), **{name: pinned_here[name] for name in FILES}}
+    return Transferred(manifest["key"], final, hashes, sizes, already_there=True)
 
 
 def _check_key(site: Site, challenge: Challenge, manifest: dict[str, Any], tar_path: Path) -> None:
