@@ -31,6 +31,7 @@ from .echo import echo, errors_printed
 from .entries import entries, logs
 from .gpu import gpu, slot_json, slot_line
 from .home import queue_of, site_of
+from .image_transfer import image_export, image_import
 from .replica import replica
 from .rescore import rescore
 from .service import service
@@ -299,3 +300,5 @@ main.add_command(entries)
 main.add_command(logs)
 main.add_command(service)
 main.add_command(replica)
+image.add_command(image_export)
+image.add_command(image_import)

@@ -1,1 +1,3 @@
-"""Guest image build, ISO media, and (under guest/) the code that runs inside the VM."""
+"""Guest image build (build.py, build_step.py, initramfs.py, kernel_modules.py, gpu_driver.py), the image
+and its manifest (image.py), moving a built image to another host (transfer.py, tar_format.py), ISO media
+(iso.py), and (under guest/) the code that runs inside the VM."""
