@@ -154,4 +154,4 @@ def test_status_lists_what_is_waiting_running_or_parked_and_counts_the_rest(tmp_
     assert doc == {"active": [{"id": running, "challenge": "c", "owner": "rick", "state": "running", "stage": "quiz"},
                               {"id": parked, "challenge": "c", "owner": "pam", "state": "parked", "stage": "prep"},
                               {"id": queued, "challenge": "c", "owner": "quinn", "state": "queued", "stage": "prep"}],
-                   "done": 1, "gpus": []}
+                   "done": 1, "gpus": [], "hosts": []}

@@ -171,15 +171,15 @@ def test_an_archive_travels_in_the_database_part_by_part_and_is_checked(pg_url, 
         b.blobs.fetch("ab" * 32, there / "none.zip")
 
 
-def test_a_queue_made_by_an_older_vmjudge_gains_the_lease_columns(tmp_path):
-    path = tmp_path / "queue.db"
-    Queue(path)
-    import sqlite3
-    with sqlite3.connect(path) as db:
+def test_a_queue_made_by_an_older_vmjudge_gains_the_new_columns_and_tables(queue_location):
+    queue = Queue(queue_location)
+    with queue.database.transaction() as db:
         db.execute("ALTER TABLE entries DROP COLUMN lease_until")
-    Queue(path)
-    with sqlite3.connect(path) as db:
-        assert "lease_until" in {r[1] for r in db.execute("PRAGMA table_info(entries)")}
+        db.execute("DROP TABLE hosts")
+    queue = Queue(queue_location)
+    eid_columns = "SELECT lease_until FROM entries"
+    with queue.database.connect() as db:
+        assert db.execute(eid_columns).fetchall() == [] and db.execute("SELECT * FROM hosts").fetchall() == []
 
 
 def test_an_unreachable_postgresql_is_one_sentence(tmp_path):

@@ -31,6 +31,7 @@ from .echo import echo, errors_printed
 from .entries import entries, logs
 from .gpu import gpu, slot_json, slot_line
 from .home import queue_of, site_of
+from .hosts import host_json, host_line, register
 from .image_transfer import image_export, image_import
 from .replica import replica
 from .rescore import rescore
@@ -70,8 +71,9 @@ def challenge() -> None:
 
 @challenge.command("add")
 @click.argument("challenge_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--replace", is_flag=True, help="With several hosts: make this copy the one every host must have.")
 @click.pass_context
-def challenge_add(ctx: click.Context, challenge_dir: Path) -> None:
+def challenge_add(ctx: click.Context, challenge_dir: Path, replace: bool) -> None:
     """Validate CHALLENGE_DIR, build its guest image if needed, and register it."""
 
     site = site_of(ctx)
@@ -80,8 +82,8 @@ def challenge_add(ctx: click.Context, challenge_dir: Path) -> None:
     check_challenge_data(ch)
     load_scorer(ch.scorer)
     image_ = build_image(site, ch.image, progress=lambda m: echo(m, err=True))
-    queue_of(site).add_challenge(ch.name, ch.directory, image_.key, gpu=ch.vm.gpu)
-    echo(f"registered {ch.name}: {len(ch.training)} training and {len(ch.test)} test records, "
+    done = register(site, queue_of(site), ch, image_, replace)
+    echo(f"{done}: {len(ch.training)} training and {len(ch.test)} test records, "
                f"scorer {ch.scorer}" + (f", its VM stages in GPU slots (gpu = \"{ch.vm.gpu}\")" if ch.vm.gpu else ""))
 
 
@@ -169,20 +171,24 @@ def evaluate(ctx: click.Context, challenge_name: str, archive: Path, owner: str 
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def status(ctx: click.Context, as_json: bool) -> None:
-    """The queue: entries waiting or running, how many are done, and the GPU slots."""
-    queue = queue_of(site_of(ctx))
+    """The queue: entries waiting or running, how many are done, the hosts and the GPU slots."""
+    site = site_of(ctx)
+    queue = queue_of(site)
     entries = queue.entries()
     active = [e for e in entries if e.state in ("queued", "running", "parked")]
     done = [e for e in entries if e.state == "done"]
-    gpus = queue.gpu_slots.all()
+    gpus, hosts = queue.gpu_slots.all(), queue.hosts.all()
     if as_json:
         echo(json.dumps({"active": [{"id": e.id, "challenge": e.challenge, "owner": e.owner,
                                            "state": e.state, "stage": e.stage} for e in active],
-                               "done": len(done), "gpus": [slot_json(g) for g in gpus]}, indent=2))
+                               "done": len(done), "gpus": [slot_json(g) for g in gpus],
+                         "hosts": [host_json(h, site.queue.lease) for h in hosts]}, indent=2))
         return
     for e in active:
         echo(f"{e.id:>6}  {e.state:<8} {e.stage or '':<6} {e.challenge:<16} {e.owner}")
     echo(f"{len(active)} waiting or running, {len(done)} done")
+    for h in hosts:
+        echo(host_line(h, site.queue.lease))
     for g in gpus:
         echo(slot_line(g))
 

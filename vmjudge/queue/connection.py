@@ -203,8 +203,21 @@ class PostgresDatabase:
             yield db
 
     def create(self) -> None:
-        """The tables, made or upgraded by one host at a time (DDL is transactional here)."""
+        """The tables, made or upgraded by one host at a time (DDL is transactional here).
+        Every command opens the queue: when nothing is missing no DDL runs, since even an
+        ALTER ... IF NOT EXISTS would lock a table that other hosts are claiming from."""
         try:
+            with self.connect() as db:
+                columns = {(r[0], r[1]) for r in db.execute(
+                    "SELECT table_name, column_name FROM information_schema.columns "
+                    "WHERE table_schema = current_schema()").fetchall()}
+                indexes = {r[0] for r in db.execute("SELECT indexname FROM pg_indexes "
+                                                    "WHERE schemaname = current_schema()").fetchall()}
+            tables = set(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA))
+            wanted = set(re.findall(r"CREATE INDEX IF NOT EXISTS (\w+)", SCHEMA))
+            if tables <= {t for t, _ in columns} and wanted <= indexes and \
+                    all((table, column) in columns for table, column, _ in MIGRATIONS):
+                return
             with self.transaction() as db:
                 db.execute(f"SELECT pg_advisory_xact_lock({_SCHEMA_LOCK})")
                 for statement in re.sub(r"--[^\n]*", "", POSTGRESQL.schema(SCHEMA)).split(";"):

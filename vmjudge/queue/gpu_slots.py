@@ -35,8 +35,8 @@ class GpuSlots:
             for address in addresses:
                 db.execute("INSERT INTO gpu_slots (host, address, in_service, changed_at) VALUES (?, ?, 1, ?) "
                            "ON CONFLICT(host, address) DO NOTHING", (host, address, now()))
-            marks = ",".join("?" * len(addresses))
-            db.execute(f"DELETE FROM gpu_slots WHERE host = ? AND address NOT IN ({marks})", (host, *addresses))
+            kept = f" AND address NOT IN ({','.join('?' * len(addresses))})" if addresses else ""  # () is not SQL
+            db.execute("DELETE FROM gpu_slots WHERE host = ?" + kept, (host, *addresses))
         return [s for s in self.all() if s.host == host]
 
     def all(self) -> list[GpuSlotRow]:

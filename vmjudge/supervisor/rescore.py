@@ -240,7 +240,8 @@ def rerun(site: Site, queue: Queue, challenge: str, ids: Iterable[int] = (), whi
     for done, entry in enumerate(entries, start=1):
         outcome = EntryOutcome(entry.id, "refused", entry.owner, entry.late, old=entry.scores)
         outcomes[entry.id] = outcome
-        if not Path(entry.archive_path).is_file():
+        # Several hosts: any host can run it again from the archive's bytes in the database.
+        if not (Path(entry.archive_path).is_file() or (queue.shared and queue.blobs.has(entry.archive_sha256))):
             outcome.problem = (f"entry {entry.id}'s archive {entry.archive_path} is missing from the spool: "
                                "restore it from a backup before running the entry again.")
         else:

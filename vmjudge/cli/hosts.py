@@ -1,0 +1,50 @@
+"""What `vmjudge challenge add` records so that every host judges a challenge with the same
+bits, and how `vmjudge status` shows the hosts that share the queue."""
+
+from __future__ import annotations
+
+import json
+
+from ..config import Challenge, Site
+from ..config.fingerprint import differences, fingerprint
+from ..errors import VmjudgeError
+from ..files import sha256_file
+from ..images.image import GuestImage
+from ..queue.db import Queue
+from ..queue.hosts import HostRow
+
+
+def register(site: Site, queue: Queue, ch: Challenge, image: GuestImage, replace: bool) -> str:
+    """Register the challenge with the hashes of its files and image; with several hosts, a
+    copy of one already registered is recorded as this host's when it holds the same bits, and
+    refused (unless `replace`: this copy becomes the one every host must have) when not.
+    Returns what was done, for the organiser."""
+    data = fingerprint(ch.directory)
+    image_sha256 = sha256_file(image.directory / "manifest.json")
+    registered = next((r for r in queue.challenges() if r["name"] == ch.name), None) if queue.shared else None
+    if registered is not None and registered["data_sha256"] and not replace:
+        differ = differences(json.loads(registered["data_sha256"]), data)
+        if registered["image_sha256"] != image_sha256:
+            differ.append(f"the image differs ({image_sha256[:12]} here, {registered['image_sha256'][:12]} "
+                          "registered: copy it with `vmjudge image export` and `vmjudge image import`)")
+        if differ:
+            raise VmjudgeError(f"{ch.name} is registered in the shared queue with other files than {ch.directory} "
+                               f"({'; '.join(differ)}): copy the challenge from the host that registered it, or "
+                               "give --replace to make this copy the one every host must have.")
+        queue.add_copy(ch.name, ch.directory)
+        return f"this host's copy of {ch.name} at {ch.directory} matches the one registered"
+    queue.add_challenge(ch.name, ch.directory, image.key, gpu=ch.vm.gpu, data_sha256=json.dumps(data, sort_keys=True),
+                        image_sha256=image_sha256)
+    return f"registered {ch.name}"
+
+
+def host_line(row: HostRow, lease: float) -> str:
+    gpus = f", GPU slots {row.gpu_slots}" if row.gpu_slots else ""
+    return (f"host {row.name}: {row.state(lease)}, {row.busy}/{row.slots + row.gpu_slots} slots busy{gpus}, "
+            f"last heartbeat {row.last_heartbeat} (pid {row.pid}, started {row.started_at})")
+
+
+def host_json(row: HostRow, lease: float) -> dict:
+    return {"name": row.name, "state": row.state(lease), "busy": row.busy, "slots": row.slots,
+            "gpu_slots": row.gpu_slots, "last_heartbeat": row.last_heartbeat, "pid": row.pid,
+            "started_at": row.started_at}
