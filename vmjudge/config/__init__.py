@@ -1,6 +1,7 @@
 """What the organiser writes down, read and checked once: challenge.toml (challenge.py),
-site.toml (site.py), the TOML reading rules both share (values.py), and where everything
-lives under the judge's home (layout.py, imported from there).
+site.toml (site.py), the TOML reading rules both share (values.py), where everything
+lives under the judge's home (layout.py, imported from there), and a challenge directory's
+hashes, which every host sharing a queue must match (fingerprint.py).
 
 The names of challenge.toml and site.toml are re-exported, so that `from vmjudge.config
 import Site, load_site` reads the same wherever it is written; this package is the one that does.
