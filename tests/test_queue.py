@@ -42,8 +42,8 @@ def test_entries_are_claimed_in_queue_order(queue):
     assert queue.claim_next() is None
 
 
-def test_a_stage_moves_the_entry_on_and_keeps_its_place(queue):
-    first, second = add(queue, "a"), add(queue, "b")
+def test_a_stage_moves_the_entry_on_and_an_owners_begun_entry_goes_first(queue):
+    first, second = add(queue, "a"), add(queue, "a")
     entry = queue.claim_next()
     run = queue.start_stage(entry.id, "prep", 0)
     queue.finish_stage(run, "passed", "ok", {"x": 1}, next_stage="quiz")

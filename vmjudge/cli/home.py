@@ -16,7 +16,8 @@ def site_of(ctx: click.Context) -> Site:
 def queue_of(site: Site) -> Queue:
     """The SQLite file in the home, or the PostgreSQL queue site.toml's [queue] url names."""
     site.layout.ensure()
-    return Queue(site.queue.url or site.layout.queue_db, host=site.queue.host, lease=site.queue.lease)
+    return Queue(site.queue.url or site.layout.queue_db, host=site.queue.host, lease=site.queue.lease,
+                 fair_window=site.queue.fair_window)
 
 
 def site_and_queue(ctx: click.Context) -> tuple[Site, Queue]:

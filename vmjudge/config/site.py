@@ -64,6 +64,7 @@ class QueueSite:
     host: str = field(default_factory=lambda: platform.node() or "localhost")
     lease: float = 60.0
     grace: float = 600.0
+    fair_window: float = 24 * 3600.0  # seconds of owners' VM time that fair share weighs
 
 
 @dataclass(frozen=True)
@@ -162,11 +163,12 @@ def _queue(source: str, data: dict[str, Any]) -> QueueSite:
                    "a name of letters, digits, dots, dashes and underscores, at most 63 characters")
     lease = sec.get("lease_seconds", float, 60.0, lambda v: 10 <= v <= 3600, "seconds from 10 to 3600")
     grace = sec.get("grace_seconds", float, 600.0, lambda v: 0 <= v <= 7 * 86400, "seconds from 0 to 604800")
+    window = sec.get("fair_window_hours", float, 24.0, lambda v: 0 < v <= 24 * 366, "hours from 0 to 8784")
     sec.done()
     if grace < lease:
         raise ConfigError(f"{source}: [queue] grace_seconds = {grace:g} is shorter than lease_seconds = {lease:g}, "
                           "which is not allowed: a host must be presumed dead before its home disks are given up.")
-    return QueueSite(url=url, host=host, lease=lease, grace=grace)
+    return QueueSite(url=url, host=host, lease=lease, grace=grace, fair_window=window * 3600)
 
 
 def _retention(source: str, data: dict[str, Any]) -> Retention:

@@ -23,6 +23,7 @@ from ..errors import VmjudgeError
 from ..pipeline import FIRST, PIPELINE
 from .blobs import Blobs
 from .connection import Database, Db, open_database
+from .fair_share import CHARGE, FAIR_ORDER, USAGE_BY_OWNER, usage_args
 from .gpu_slots import GpuSlots
 from .history import History, add_exam_results, add_scoring
 from .hosts import Hosts
@@ -57,12 +58,14 @@ def _in(column: str, values: tuple[Any, ...]) -> str:
 
 
 class Queue(History):
-    def __init__(self, location: Path | str | Database, host: str | None = None, lease: float = LEASE_SECONDS):
+    def __init__(self, location: Path | str | Database, host: str | None = None, lease: float = LEASE_SECONDS,
+                 fair_window: float = QueueSite.fair_window):
         """`host` names this process's host in claims and stage runs (site.toml's default: the
-        machine's name); `lease` is how long a claim of it holds without a heartbeat."""
+        machine's name); `lease` is how long a claim of it holds without a heartbeat;
+        `fair_window` how far back an owner's VM time counts for fair share."""
         self.database = location if not isinstance(location, (Path, str)) else open_database(location)
         self.database.create()
-        self.host, self.lease = host or QueueSite().host, lease
+        self.host, self.lease, self.fair_window = host or QueueSite().host, lease, fair_window
         self.shared = self.database.dialect.shared
         self.gpu_slots = GpuSlots(self.database)
         self.hosts = Hosts(self.database)
@@ -178,19 +181,25 @@ class Queue(History):
 
     def claim_next(self, only: int | None = None, gpu: tuple[str, ...] | None = None,
                    challenges: tuple[str, ...] | None = None) -> EntryRow | None:
-        """The oldest queued entry that a slot of this kind may run (gpu: None for a CPU slot,
+        """The next queued stage that a slot of this kind may run (gpu: None for a CPU slot,
         else the GPU models the slot's card answers to), now running under this host's lease;
-        None when nothing such waits. Hosts claiming at once each get another entry: a row one
-        is claiming is skipped by the others, never waited for."""
+        None when nothing such waits. Which one is fair share (fair_share.py): participants'
+        stages before the organiser's batch work, then the owner who used the least VM time in
+        the window, an entry already begun before an owner's new ones, oldest first. Hosts
+        claiming at once each get another entry: a row one is claiming is skipped by the
+        others, never waited for."""
         slot_where, slot_args = _slot_filter(gpu)
         where, args = self._runnable(only, challenges)
+        at = time.time()
         with self._transaction() as db:
             row = db.execute(
                 "UPDATE entries SET state = 'running', lease_owner = ?, lease_run = NULL, lease_until = ? "
                 "WHERE id = (SELECT e.id FROM entries e JOIN challenges c ON c.name = e.challenge "
+                f"LEFT JOIN ({USAGE_BY_OWNER}) u ON u.owner = e.owner "
                 "WHERE e.state = 'queued' AND e.not_before <= ?" + slot_where + where
-                + " ORDER BY e.id LIMIT 1" + self.database.dialect.skip_locked + ") RETURNING *",
-                (self.host, time.time() + self.lease, time.time(), *slot_args, *args)).fetchone()
+                + f" ORDER BY {FAIR_ORDER} LIMIT 1" + self.database.dialect.skip_locked + ") RETURNING *",
+                (self.host, at + self.lease, *usage_args(at, self.fair_window), at, *slot_args, *args,
+                 FIRST)).fetchone()
             if row is None:
                 return None
             event(db, row["id"], "running", f"{row['stage']} by {self.host}")
@@ -245,9 +254,10 @@ class Queue(History):
                 raise StaleClaim(f"entry {entry_id}'s claim by {self.host} was lost before its {stage} stage started.")
             attempt = 1 + db.execute("SELECT COUNT(*) FROM stage_runs WHERE entry_id = ? AND stage = ?",
                                      (entry_id, stage)).fetchone()[0]
-            run_id = db.execute("INSERT INTO stage_runs (entry_id, stage, attempt, host, slot, started_at, evaluation) "
-                                "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
-                                (entry_id, stage, attempt, self.host, slot, now(), row["evaluation"])).fetchone()[0]
+            run_id = db.execute("INSERT INTO stage_runs (entry_id, stage, attempt, host, slot, started_at, evaluation, "
+                                "started) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                                (entry_id, stage, attempt, self.host, slot, now(), row["evaluation"],
+                                 time.time())).fetchone()[0]
             db.execute("UPDATE entries SET lease_run = ? WHERE id = ?", (run_id, entry_id))
         return self.stage_run(run_id)
 
@@ -281,8 +291,9 @@ class Queue(History):
         `scoring`: stage 4's official scoring, added to the entry's history."""
         with self._transaction() as db:
             self._hold(db, run)
-            db.execute("UPDATE stage_runs SET finished_at = ?, status = ?, reason = ?, message = ?, manifest = ? "
-                       "WHERE id = ?", (now(), status, reason, message, json.dumps(manifest), run.id))
+            db.execute("UPDATE stage_runs SET finished_at = ?, status = ?, reason = ?, message = ?, manifest = ?, "
+                       f"vm_seconds = {CHARGE} WHERE id = ?",
+                       (now(), status, reason, message, json.dumps(manifest), time.time(), run.id))
             if exam is not None:
                 db.execute("UPDATE entries SET exam = ? WHERE id = ?", (json.dumps(exam), run.entry_id))
             if results_sha256 is not None:

@@ -121,7 +121,8 @@ class History:
         return recorded
 
     def rerun(self, entry_id: int) -> EntryRow:
-        """Queue an entry again from stage 1 as a new evaluation; its earlier stage runs,
+        """Queue an entry again from stage 1 as a new evaluation, as the organiser's batch work
+        (fair share runs it only when no participant's stage is ready); its earlier stage runs,
         archived results and scorings stay. Refused while the entry is queued or running."""
         with self._transaction() as db:
             row = db.execute("SELECT * FROM entries WHERE id = ?", (entry_id,)).fetchone()
@@ -132,7 +133,7 @@ class History:
                                    "daemon has finished it, then run it again.")
             evaluation = row["evaluation"] + 1
             again = db.execute("UPDATE entries SET state = 'queued', stage = ?, lease_owner = NULL, lease_run = NULL, "
-                               "lease_until = NULL, home_host = NULL, not_before = 0, exam = NULL, evaluation = ? "
-                               "WHERE id = ? RETURNING *", (FIRST, evaluation, entry_id)).fetchone()
+                               "lease_until = NULL, home_host = NULL, not_before = 0, exam = NULL, evaluation = ?, "
+                               "batch = 1 WHERE id = ? RETURNING *", (FIRST, evaluation, entry_id)).fetchone()
             event(db, entry_id, "rerun", f"queued again from stage 1 as evaluation {evaluation}")
         return EntryRow.from_row(again)

@@ -71,6 +71,8 @@ class StageRun:
     message: str | None
     manifest: dict[str, Any] | None
     evaluation: int = 1
+    started: float | None = None  # epoch seconds
+    vm_seconds: float | None = None  # the VM time charged to the entry's owner
 
     @classmethod
     def from_row(cls, row: Any) -> StageRun:

@@ -131,4 +131,10 @@ MIGRATIONS = (
     # sha256) and the sha256 of its image's manifest.json.
     ("challenges", "data_sha256", "TEXT"),
     ("challenges", "image_sha256", "TEXT"),
+    # Fair share and budgets (issue 20): when each stage run started (epoch seconds) and the VM
+    # time it is charged (VM stages that ended with the entry's verdict; never infrastructure
+    # failures); entries the organiser queued again in a batch (rescore --rerun-stages).
+    ("stage_runs", "started", "DOUBLE PRECISION"),
+    ("stage_runs", "vm_seconds", "DOUBLE PRECISION"),
+    ("entries", "batch", "INTEGER NOT NULL DEFAULT 0"),
 )
