@@ -20,6 +20,7 @@ from vmjudge.archive.checks import declares_dry_run
 from vmjudge.queue import db as db_module
 from vmjudge.queue.db import Queue
 from vmjudge.queue.retry import MAX_INFRA_ATTEMPTS, RETRY_DELAYS
+from vmjudge.queue.rows import Usage
 
 from .cli import run_cli
 from .test_spool import make_tar
@@ -202,7 +203,7 @@ def test_a_queue_made_before_entry_limits_gains_the_dry_run_column(tmp_path):
         db.execute("ALTER TABLE entries DROP COLUMN dry_run")
     queue = Queue(path)
     assert queue.entry(entry_id).dry_run is False
-    assert queue.owner_usage("lim", "alice", False) == (0, 1)
+    assert queue.owner_usage("lim", "alice", False) == Usage(0, 1, 0.0)
 
 
 @pytest.mark.parametrize("owner, name", [("alice\nbob 1.0 first", "e-entry.tar.gz"),

@@ -36,6 +36,7 @@ from .image_transfer import image_export, image_import
 from .replica import replica
 from .rescore import rescore
 from .service import service
+from .usage import usage
 
 
 class _Cli(click.Group):
@@ -93,8 +94,9 @@ def _submit(site: Site, name: str, archive: Path, owner: str, late: bool) -> int
 
     queue = queue_of(site)
     admitted = admit(site, queue, name, load_challenge(queue.challenge_dir(name)), archive, owner, late)
-    if (line := admitted.remaining_line()) is not None:
-        echo(line, err=True)
+    for line in (admitted.remaining_line(), admitted.budget_line()):
+        if line is not None:
+            echo(line, err=True)
     return admitted.entry_id
 
 
@@ -304,6 +306,7 @@ main.add_command(rescore)
 main.add_command(gpu)
 main.add_command(entries)
 main.add_command(logs)
+main.add_command(usage)
 main.add_command(service)
 main.add_command(replica)
 image.add_command(image_export)

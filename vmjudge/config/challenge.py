@@ -88,6 +88,9 @@ class StageLimits:
     # bytes of result files one stage keeps (style "files"); a file beyond it is not kept and
     # that record gets no answer
     stage_results: int = 256 << 20
+    # VM hours each owner may use on each board (official, late): a budget beside the entry
+    # count; None: no budget
+    vm_hours: float | None = None
 
 
 @dataclass(frozen=True)
@@ -234,7 +237,9 @@ def _limits(source: str, data: dict[str, Any]) -> StageLimits:
                          stage_output=sec.get("stage_output", int, 64 << 20, lambda v: 1024 <= v <= 1 << 40,
                                               "bytes from 1024 to 1099511627776"),
                          stage_results=sec.get("stage_results", int, 256 << 20, lambda v: 1024 <= v <= 1 << 40,
-                                               "bytes from 1024 to 1099511627776"))
+                                               "bytes from 1024 to 1099511627776"),
+                         vm_hours=sec.get("vm_hours", float, None, lambda v: 0 < v <= 100000,
+                                          "hours from 0 to 100000, or leave the key out for no budget"))
     sec.done()
     return limits
 

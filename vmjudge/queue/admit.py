@@ -21,6 +21,7 @@ another entry's) or the queue.
 from __future__ import annotations
 
 import fcntl
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -31,19 +32,32 @@ from ..archive.names import check_archive_name
 from ..config import Challenge, Site
 from ..errors import EntryError
 from .db import Queue
+from .rows import Usage
 from .spool import Spool
 
 
 @dataclass(frozen=True)
 class Admitted:
     """A queued entry; `remaining` is how many more scored entries the owner may submit on
-    this board now (None: no limit)."""
+    this board now (None: no limit), `vm_left` the seconds of VM time left of the budget
+    (None: no budget)."""
 
     entry_id: int
     owner: str
     late: bool
     dry_run: bool
     remaining: int | None
+    vm_left: float | None = None
+
+    vm_budget: float | None = None  # seconds
+
+    def budget_line(self) -> str | None:
+        """What `submit` tells the owner about the VM-time budget, or None when there is none:
+        in tenths only, as every participant's view of it (budget_tenths)."""
+        if self.vm_left is None or self.vm_budget is None:
+            return None
+        return (f"{budget_tenths(self.vm_budget - self.vm_left, self.vm_budget)} of the {hours(self.vm_budget)} of VM "
+                f"time used by {self.owner}{' on the late board' if self.late else ''}")
 
     def remaining_line(self) -> str | None:
         """What `submit` tells the owner about the limit, or None when there is none."""
@@ -52,6 +66,18 @@ class Admitted:
         verb = "remains" if self.remaining == 1 else "remain"
         line = f"{_scored_entries(self.remaining)} {verb} for {self.owner}{' on the late board' if self.late else ''}"
         return f"a dry run does not count: {line}" if self.dry_run else line
+
+
+def hours(seconds: float) -> str:
+    return f"{seconds / 3600:.2f} h"
+
+
+def budget_tenths(used: float, budget: float) -> str:
+    """The VM time used as tenths of the budget, rounded up. The budget charges the exam's run
+    time too, and an entry can encode test labels in how long its exam takes: a participant
+    who read the exact time left after each entry would read them. In tenths, an entry moves
+    the figure by at most a step or two, whatever it does."""
+    return f"{min(10, math.ceil(10 * used / budget))}/10"
 
 
 def _scored_entries(n: int) -> str:
@@ -84,24 +110,30 @@ def admit(site: Site, queue: Queue, name: str, ch: Challenge, archive: Path, own
     check_archive_name(archive.name)
     check_size(ch, name, archive.name, archive.stat().st_size)  # only to spare copying a huge file
     spool = spool if spool is not None else Spool(site.layout.spool)
-    limit = ch.entry.max_scored_per_owner
+    limit, budget = ch.entry.max_scored_per_owner, ch.limits.vm_hours
     with _admission_lock(site.layout.submit_lock):  # this host's spool: a refusal removes what it stored
         stored = spool.store(archive)
         try:
             dry_run = declares_dry_run(check_archive(ch, name, stored.path, given_name=archive.name))
 
-            def admissible(scored: int, pending: int) -> None:
-                if limit is not None and not dry_run and scored + pending >= limit:
-                    board = f"late entries to {name}" if late else name
+            def admissible(used: Usage) -> None:
+                board = f"late entries to {name}" if late else name
+                if budget is not None and used.vm_seconds >= budget * 3600:  # a dry run runs VMs too
+                    raise EntryError("vm-budget", f"{owner} has used the {hours(budget * 3600)} of VM time allowed "
+                                     f"for {board}: no further entry can be evaluated (time the judge's own failures "
+                                     "took is never charged).")
+                if limit is not None and not dry_run and used.scored + used.pending >= limit:
                     raise EntryError("entry-limit", f"{owner} has used the {_scored_entries(limit)} allowed for "
-                                     f"{board} ({scored} scored, {pending} still being evaluated): an entry that "
-                                     "ends without a score gives its place back, and a dry run (an entry holding "
-                                     "DRYRUN) is always accepted.")
+                                     f"{board} ({used.scored} scored, {used.pending} still being evaluated): an "
+                                     "entry that ends without a score gives its place back, and a dry run (an entry "
+                                     "holding DRYRUN) is always accepted.")
             entry_id = queue.add_entry(name, owner, late, stored.sha256, archive.name, stored.path, dry_run=dry_run,
                                        admissible=admissible)
         except BaseException:
             if stored.new:
                 spool.remove(stored)
             raise
-        remaining = None if limit is None else max(0, limit - sum(queue.owner_usage(name, owner, late)))
-    return Admitted(entry_id, owner, late, dry_run, remaining)
+        used = queue.owner_usage(name, owner, late)
+        remaining = None if limit is None else max(0, limit - used.scored - used.pending)
+        left = None if budget is None else max(0.0, budget * 3600 - used.vm_seconds)
+    return Admitted(entry_id, owner, late, dry_run, remaining, left, None if budget is None else budget * 3600)

@@ -29,7 +29,7 @@ from .history import History, add_exam_results, add_scoring
 from .hosts import Hosts
 from .leases import HOME_STAGES, Leases
 from .requeue import event, requeue_or_park
-from .rows import EntryRow, Scoring, StageRun, now
+from .rows import EntryRow, Scoring, StageRun, Usage, now
 
 # A stage needs a GPU slot when its challenge asks for a GPU and it runs in a VM (stage 4,
 # on the host, needs none: a GPU challenge's scoring never waits for a card).
@@ -116,15 +116,15 @@ class Queue(History):
     # entries
 
     def add_entry(self, challenge: str, owner: str, late: bool, sha256: str, name: str, path: Path,
-                  dry_run: bool = False, admissible: Callable[[int, int], None] | None = None) -> int:
-        """Queue an entry whose archive is stored at `path`. `admissible`, given the owner's
-        (scored, pending) entries on this board, raises to refuse it; it is called in the
+                  dry_run: bool = False, admissible: Callable[[Usage], None] | None = None) -> int:
+        """Queue an entry whose archive is stored at `path`. `admissible`, given what the owner
+        has used of this board, raises to refuse it; it is called in the
         same transaction as the insert, with other admissions to the board held off, so two
         submissions at once cannot both take the last place, on one host or several."""
         with self._transaction() as db:
             if admissible is not None:
                 db.lock(f"admit {challenge} {owner} {int(late)}")
-                admissible(*self._owner_usage(db, challenge, owner, late))
+                admissible(self._owner_usage(db, challenge, owner, late))
             if self.shared:  # no file is shared between hosts: the archive's bytes go with the entry
                 self.blobs.put_file(db, sha256, path)
             entry_id = db.execute(
@@ -141,21 +141,25 @@ class Queue(History):
             raise VmjudgeError(f"there is no entry {entry_id}: `vmjudge status` lists the entries.")
         return EntryRow.from_row(row)
 
-    def owner_usage(self, challenge: str, owner: str, late: bool) -> tuple[int, int]:
-        """(scored, pending) entries of `owner` on one board of `challenge`, for the entry limit.
+    def owner_usage(self, challenge: str, owner: str, late: bool) -> Usage:
+        """What `owner` has used of one board of `challenge`, for the entry limit and the budget.
 
-        Pending ones are queued or running and may yet be scored, so they count until they end
-        otherwise; a declared dry run never can be scored and never counts. Failed, dry-run and
-        parked entries do not count."""
+        Pending entries are queued or running and may yet be scored, so they count until they
+        end otherwise; a declared dry run never can be scored and never counts. Failed, dry-run
+        and parked entries do not count. Every stage run's charged VM time counts, whatever
+        its entry became."""
         with self._connect() as db:
             return self._owner_usage(db, challenge, owner, late)
 
-    def _owner_usage(self, db: Db, challenge: str, owner: str, late: bool) -> tuple[int, int]:
+    def _owner_usage(self, db: Db, challenge: str, owner: str, late: bool) -> Usage:
+        board = (challenge, owner, int(late))
         row = db.execute(
             "SELECT COALESCE(SUM(CASE WHEN state = 'done' AND outcome = 'scored' THEN 1 ELSE 0 END), 0) AS scored, "
             "COALESCE(SUM(CASE WHEN state IN ('queued', 'running') AND dry_run = 0 THEN 1 ELSE 0 END), 0) AS pending "
-            "FROM entries WHERE challenge = ? AND owner = ? AND late = ?", (challenge, owner, int(late))).fetchone()
-        return int(row["scored"]), int(row["pending"])
+            "FROM entries WHERE challenge = ? AND owner = ? AND late = ?", board).fetchone()
+        used = db.execute("SELECT COALESCE(SUM(r.vm_seconds), 0) FROM stage_runs r JOIN entries e ON e.id = r.entry_id "
+                          "WHERE e.challenge = ? AND e.owner = ? AND e.late = ?", board).fetchone()[0]
+        return Usage(int(row["scored"]), int(row["pending"]), float(used))
 
     def entries(self, states: tuple[str, ...] | None = None) -> list[EntryRow]:
         with self._connect() as db:

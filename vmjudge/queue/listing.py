@@ -52,3 +52,27 @@ def find_entries(database: Database, f: EntryFilter, limit: int, offset: int = 0
         rows = db.execute(f"SELECT * FROM entries{where} ORDER BY id DESC LIMIT ? OFFSET ?",
                           (*args, limit, offset)).fetchall()
     return Page(total=int(total), offset=offset, entries=[EntryRow.from_row(r) for r in rows])
+
+
+@dataclass(frozen=True)
+class OwnerUsage:
+    owner: str
+    late: bool
+    entries: int
+    scored: int
+    vm_seconds: float  # charged: never the judge's own failures
+
+
+def usage_by_owner(database: Database, challenge: str, owner: str | None = None) -> list[OwnerUsage]:
+    """Each owner's entries and charged VM time on each board of `challenge` (`vmjudge usage`)."""
+    where, args = ("WHERE e.challenge = ? AND e.owner = ?", (challenge, owner)) if owner else \
+        ("WHERE e.challenge = ?", (challenge,))
+    with database.connect() as db:
+        rows = db.execute(
+            "SELECT e.owner AS owner, e.late AS late, COUNT(*) AS entries, "
+            "SUM(CASE WHEN e.state = 'done' AND e.outcome = 'scored' THEN 1 ELSE 0 END) AS scored, "
+            "SUM(COALESCE(r.used, 0)) AS used FROM entries e LEFT JOIN (SELECT entry_id, SUM(vm_seconds) AS used "
+            f"FROM stage_runs GROUP BY entry_id) r ON r.entry_id = e.id {where} GROUP BY e.owner, e.late "
+            "ORDER BY e.owner, e.late", args).fetchall()
+    return [OwnerUsage(r["owner"], bool(r["late"]), int(r["entries"]), int(r["scored"]), float(r["used"]))
+            for r in rows]

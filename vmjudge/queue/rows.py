@@ -23,6 +23,17 @@ def stamp(seconds: float) -> str:
 
 
 @dataclass(frozen=True)
+class Usage:
+    """What one owner has used of one board of a challenge: for the entry limit, the entries
+    scored and those pending (queued or running, not dry runs); for the VM-time budget, the
+    VM seconds charged to the owner's stage runs (never to infrastructure failures)."""
+
+    scored: int
+    pending: int
+    vm_seconds: float
+
+
+@dataclass(frozen=True)
 class EntryRow:
     id: int
     challenge: str

@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from .. import private
-from ..config import Site
+from ..config import Site, load_challenge
+from ..errors import VmjudgeError
 from ..pipeline import PIPELINE, by_name
+from ..queue.admit import budget_tenths
 from ..queue.db import Queue
 from ..queue.rows import EntryRow, Scoring, StageRun
 from ..terminal import printable
@@ -118,12 +120,30 @@ def show(site: Site, queue: Queue, entry_id: int, organiser: bool = False) -> di
                       "reference_sha256": s.reference_sha256, "results_sha256": s.results_sha256,
                       "scores": s.scores} for s in scorings],
         "report": participant_text(entry, runs, scorings)}
+    budget = _budget(queue, entry)
+    if budget is not None:
+        doc["budget"] = budget
+        doc["report"] += (f"VM time on this board: {budget['used']} of the {budget['vm_hours']:g} h budget used "
+                          f"by {entry.owner}.\n")
     if organiser:
         doc["organiser"] = organiser_details(site, entry, runs)
         doc["organiser"]["events"] = queue.events(entry_id)  # also what `vmjudge gc` removed, and when
         if entry.state == "parked":
             doc["organiser"]["parked_reason"] = entry.reason
     return doc
+
+
+def _budget(queue: Queue, entry: EntryRow) -> dict[str, Any] | None:
+    """The owner's VM-time budget on the entry's board, as a participant may see it: in tenths
+    (budget_tenths says why); None when the challenge sets none or is not on this host."""
+    try:
+        vm_hours = load_challenge(queue.challenge_dir(entry.challenge)).limits.vm_hours
+    except VmjudgeError:
+        return None
+    if vm_hours is None:
+        return None
+    used = queue.owner_usage(entry.challenge, entry.owner, entry.late).vm_seconds
+    return {"vm_hours": vm_hours, "used": budget_tenths(used, vm_hours * 3600)}
 
 
 def write_html(queue: Queue, site: Site, entry_id: int) -> Path:
