@@ -136,6 +136,9 @@ def test_two_hosts_finish_every_entry_once_even_when_one_is_killed_mid_quiz(home
         ("quiz", "hostA", "infra", "host-lost")
     assert [r.status for r in lost if r.stage == "prep"][-1] == "passed" and \
         [r.attempt for r in lost if r.stage == "prep"] == [1, 2]
+    hardware = [r.manifest["hardware"] for r in lost if r.stage == "prep"][-1]  # what the new prep ran on
+    assert {k: hardware[k] for k in ("host", "vcpus", "memory_mib", "accel")} == \
+        {"host": [r.host for r in lost if r.stage == "prep"][-1], "vcpus": 1, "memory_mib": 384, "accel": "tcg"}
     organiser = vmjudge(b, "show", str(killed.entry_id), "--organiser", "--json").stdout
     assert "host-lost" in organiser  # the attempts, the lost one included, for the organiser
     status = vmjudge(b, "status").stdout

@@ -27,6 +27,7 @@ from ..supervisor import doctor as doctor_checks
 from ..supervisor.daemon import DaemonBusy, serve
 from ..supervisor.progress import Progress
 from ..terminal import PrintableFormatter
+from ..vm.hardware import line as hardware_line
 from .echo import echo, errors_printed
 from .entries import entries, logs
 from .gpu import gpu, slot_json, slot_line
@@ -209,6 +210,8 @@ def show(ctx: click.Context, entry_id: int, as_json: bool, organiser: bool) -> N
         echo(report.as_json(doc))
         return
     echo(doc["report"], nl=False)
+    if "hardware" in doc:
+        echo(hardware_line(doc["hardware"]))
     if organiser:
         echo(report.as_json(doc["organiser"]))
 

@@ -15,6 +15,7 @@ import html
 import io
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..errors import VmjudgeError
 from ..files import durable_write
@@ -32,6 +33,10 @@ class Row:
     score: float
     submitted_at: str
     scores: dict[str, float | None] = field(default_factory=dict)  # every field the scorer returned
+    # Where its exam ran (the queue's host name) and on what (vm/hardware.py), so that an
+    # organiser sees whether two entries ran on like hardware; None for a home older than that.
+    exam_host: str | None = None
+    exam_hardware: dict[str, Any] | None = None
 
 
 def leaderboard(queue: Queue, challenge: str, late: bool = False) -> list[Row]:
@@ -43,9 +48,15 @@ def leaderboard(queue: Queue, challenge: str, late: bool = False) -> list[Row]:
         if e.owner not in best or key < best[e.owner][0]:
             best[e.owner] = (key, e)
     ordered = sorted(best.values(), key=lambda ke: ke[0])
-    return [Row(rank=i + 1, owner=e.owner, entry_id=e.id, score=float((e.scores or {}).get(PRIMARY) or 0.0),
-                submitted_at=e.submitted_at, scores=dict(e.scores or {}))
-            for i, (_key, e) in enumerate(ordered)]
+    rows = []
+    for i, (_key, e) in enumerate(ordered):
+        exams = [r for r in queue.stage_runs(e.id) if r.stage == "exam" and r.status == "passed"]
+        exam = exams[-1] if exams else None
+        rows.append(Row(rank=i + 1, owner=e.owner, entry_id=e.id, score=float((e.scores or {}).get(PRIMARY) or 0.0),
+                        submitted_at=e.submitted_at, scores=dict(e.scores or {}),
+                        exam_host=exam.host if exam else None,
+                        exam_hardware=(exam.manifest or {}).get("hardware") if exam else None))
+    return rows
 
 
 def columns(rows: list[Row]) -> list[str]:

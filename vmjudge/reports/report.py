@@ -120,6 +120,9 @@ def show(site: Site, queue: Queue, entry_id: int, organiser: bool = False) -> di
                       "reference_sha256": s.reference_sha256, "results_sha256": s.results_sha256,
                       "scores": s.scores} for s in scorings],
         "report": participant_text(entry, runs, scorings)}
+    ran = [r.manifest["hardware"] for r in runs if r.manifest and r.manifest.get("hardware")]
+    if ran:
+        doc["hardware"] = ran[-1]  # where its latest VM stage ran; the exam's says nothing of the labels
     budget = _budget(queue, entry)
     if budget is not None:
         doc["budget"] = budget

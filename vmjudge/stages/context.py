@@ -110,6 +110,10 @@ class StageContext:
             if run.gpu is not None or self.has_gpu_driver:
                 # The card lent (address, ids) and what the agent found of it (driver version, name).
                 m["gpu"] = {**(run.gpu or {}), "guest": hello.get("gpu")}
+            if run.hardware is not None:
+                found = (hello.get("gpu") or {}) if run.gpu is not None else {}
+                gpu = " ".join(str(found[k]) for k in ("name", "driver") if found.get(k)) or None
+                m["hardware"] = {**run.hardware, "gpu": gpu}
         return m
 
     def stage_log(self, stage: str) -> StageLog:

@@ -29,6 +29,7 @@ from .channel import FrameStream, Watch
 from .domain import DOMAIN_PREFIX, Domain
 from .domain_xml import DomainSpec, domain_xml
 from .gpu_preflight import lendable_card
+from .hardware import fingerprint
 from .job import JOB_FILE, Job
 from .pty_reader import ChannelReader
 from .reading import DEFAULT_LIMITS, POWEROFF_GRACE, JobRun, Limits, Reading, check_agent_error, host_timeouts
@@ -101,7 +102,8 @@ def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *
             log.warning("domain %s did not power off after its last frame; destroying it", name)
         check_agent_error(transcript, gpu)
         return JobRun(domain=name, transcript=transcript, iso_sha256=iso_sha, boot_seconds=reading.boot_seconds,
-                      total_seconds=time.monotonic() - started, ended=ended, gpu=lent)
+                      total_seconds=time.monotonic() - started, ended=ended, gpu=lent,
+                      hardware=fingerprint(conn, site, vcpus, memory_mib))
     finally:
         try:
             if domain is not None:
