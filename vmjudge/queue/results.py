@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .. import private
 from ..config.layout import Layout
-from ..errors import ArchiveError
+from ..errors import ArchiveError, VmjudgeError
 from ..files import DurableFile
 from .db import Queue
 from .rows import ArchivedResults
@@ -135,15 +135,26 @@ def load(home: Path, digest: str) -> ExamResults:
                            "run the entry again with --rerun-stages.") from exc
 
 
+def fetch(queue: Queue, home: Path, digest: str) -> None:
+    """With several hosts, stage 3 may have run on another one: this host's copy of its
+    results, from the queue's database (checked against the hash), unless already here."""
+    if not queue.shared:
+        return
+    for d in (store_dir(home).parent, store_dir(home)):
+        private.make_dir(d)
+    try:
+        queue.blobs.fetch(digest, store_dir(home) / digest)
+    except VmjudgeError as exc:
+        raise ArchiveError(f"the archived results {digest[:12]} cannot be fetched from the queue's database: "
+                           f"{exc}") from None
+
+
 def archived_results(queue: Queue, home: Path, entry_id: int) -> ArchivedResults | None:
     """The entry's latest archived stage-3 results. A home made before the results store
     kept them as results/ID/exam-results.json: those are archived (and linked) on first use."""
     found = queue.exam_results(entry_id)
     if found is not None:
-        if queue.shared:  # stage 3 may have run on another host: its results are in the queue's database
-            for d in (store_dir(home).parent, store_dir(home)):
-                private.make_dir(d)
-            queue.blobs.fetch(found.sha256, store_dir(home) / found.sha256)
+        fetch(queue, home, found.sha256)
         return found
     legacy = Path(home) / "results" / str(entry_id) / LEGACY_RESULTS_FILE
     if not legacy.is_file():

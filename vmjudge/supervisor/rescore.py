@@ -21,7 +21,7 @@ from typing import Any
 from ..config import Site, load_challenge
 from ..errors import AnswerError, ArchiveError, ScoringError, VmjudgeError
 from ..queue.db import Queue
-from ..queue.results import archived_results
+from ..queue.results import archived_results, fetch
 from ..queue.rows import EntryRow, Scoring
 from ..reports.report import write_html
 from ..stages.score.scoring import ScoringRules
@@ -178,6 +178,8 @@ def rescore(site: Site, queue: Queue, challenge: str, ids: Iterable[int] = (), w
         outcomes[entry.id] = outcome
         try:
             found = archived.get(entry.id) or archived_results(queue, site.home, entry.id)
+            if found is not None:
+                fetch(queue, site.home, found.sha256)
             outcome.problem = _not_rescorable(entry, found is not None)
         except ArchiveError as exc:  # an older home's results file that cannot be read
             found, outcome.problem = None, str(exc)

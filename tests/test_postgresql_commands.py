@@ -1,0 +1,61 @@
+"""The organiser's commands on a PostgreSQL queue, as on SQLite: a home whose site.toml names
+a throw-away server, af2017 entries judged through the queue (stage 4 for real, from results
+that travel in the database), then `status`, `entries`, `show`, `leaderboard`, `usage`, `gc`
+and `rescore` as commands (no VM: libvirt unreachable). A scored entry's results are fetched
+by a second host that never had them, and scored there again to the same number."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from vmjudge.config import load_site
+from vmjudge.queue.db import Queue
+
+from .test_rescore import AF2017, LABELS, NO_VM_ENV, RECORDS, Home, f1_mean, judge_from_archive
+
+
+def postgres_home(root, url: str, host: str) -> Home:
+    root.mkdir()
+    (root / "site.toml").write_text(f'[queue]\nurl = "{url}"\nhost = "{host}"\n')
+    site = load_site(root)
+    site.layout.ensure()
+    return Home(site, Queue(url, host=host), {})
+
+
+def test_the_organisers_commands_on_postgresql(tmp_path, pg_url):
+    home = postgres_home(tmp_path / "a", pg_url, "a")
+    home.queue.add_challenge("af2017", AF2017, "key")
+    for i in range(6):
+        rng = random.Random(i)
+        answers = {r: rng.choice(["N", "A", "O", "~"]) for r in RECORDS}
+        judge_from_archive(home, f"team{i % 3}", i == 5, answers)
+    status = json.loads(home.vmjudge("status", "--json").stdout)
+    assert status["done"] == 6 and status["active"] == []
+    listed = json.loads(home.vmjudge("entries", "af2017", "--official", "--json").stdout)
+    assert listed["total"] == 5
+    for entry_id, answers in home.answers.items():
+        assert home.show(entry_id)["scores"]["score"] == pytest.approx(f1_mean(answers, LABELS))
+    board = json.loads(home.vmjudge("leaderboard", "af2017", "--json").stdout)
+    assert [row["owner"] for row in board] and all(row["exam_host"] == "a" for row in board)
+    usage = json.loads(home.vmjudge("usage", "af2017", "--json").stdout)
+    assert sorted((o["owner"], o["late"], o["entries"]) for o in usage["owners"]) == \
+        [("team0", False, 2), ("team1", False, 2), ("team2", False, 1), ("team2", True, 1)]
+    assert json.loads(home.vmjudge("gc", "--dry-run", "--json").stdout) is not None
+    doc = json.loads(home.vmjudge("rescore", "af2017", "--json").stdout)
+    assert doc["ok"] and doc["done"] == 5
+
+    # Host b shares the queue but not the files: stage 3's results come from the database.
+    other = postgres_home(tmp_path / "b", pg_url, "b")
+    for entry_id in home.answers:
+        home.queue.blobs.put(home.queue.exam_results(entry_id).sha256,
+                             home.site.layout.results_store / home.queue.exam_results(entry_id).sha256)
+    doc = json.loads(other.vmjudge("rescore", "af2017", "--json").stdout)
+    assert doc["ok"] and doc["done"] == 5
+    for entry in doc["entries"]:
+        assert entry["new"]["score"] == pytest.approx(f1_mean(home.answers[entry["entry_id"]], LABELS))
+    assert sorted(p.name for p in other.site.layout.results_store.iterdir()) == \
+        sorted({home.queue.exam_results(e).sha256 for e in home.answers if not home.queue.entry(e).late})
+    assert NO_VM_ENV  # every command above ran with libvirt unreachable
