@@ -145,56 +145,64 @@ def test_fair_share_on_postgresql(shared_url, schedule):
     assert all(s is None for s in model.stage.values())
 
 
-def test_twenty_entries_of_one_owner_do_not_hold_back_anothers_first(tmp_path):
+class OneQueue:
+    """A SQLite queue with challenge "c", an archive, and a clock the queue reads (moved by hand)."""
+
+    def __init__(self, tmp_path: Path):
+        self.archive = tmp_path / "x.zip"
+        self.archive.write_bytes(b"PK")
+        self.clock = [time.time()]
+        self.patch = mock.patch.object(db_module.time, "time", lambda: self.clock[0])
+        self.patch.start()
+        self.queue = Queue(tmp_path / "queue.db")
+        self.queue.add_challenge("c", tmp_path, "key")
+
+    def add(self, owner: str) -> int:
+        return self.queue.add_entry("c", owner, False, hashlib.sha256(b"PK").hexdigest(), f"{owner}-entry.zip",
+                                    self.archive)
+
+
+@pytest.fixture
+def one(tmp_path):
+    made = OneQueue(tmp_path)
+    yield made
+    made.patch.stop()
+
+
+def test_twenty_entries_of_one_owner_do_not_hold_back_anothers_first(one):
     """The issue's example: A submits 20 entries, then B one: B's is the next stage claimed
     once A has used some VM time, not the twenty-first."""
-    clock = [time.time()]
-    archive = tmp_path / "x.zip"
-    archive.write_bytes(b"PK")
-    with mock.patch.object(db_module.time, "time", lambda: clock[0]):
-        queue = Queue(tmp_path / "queue.db")
-        queue.add_challenge("c", tmp_path, "key")
-        sha = hashlib.sha256(b"PK").hexdigest()
-        a = [queue.add_entry("c", "alice", False, sha, "a-entry.zip", archive) for _ in range(20)]
-        first = queue.claim_next()
-        run = queue.start_stage(first.id, "prep", 0)
-        clock[0] += 30
-        b = queue.add_entry("c", "bob", False, sha, "b-entry.zip", archive)
-        assert queue.claim_next().id == b  # alice has a stage running 30 s; bob has used nothing
-        queue.finish_stage(run, "passed", "ok", {}, next_stage="quiz")
-        assert queue.claim_next().id == first.id  # alice's begun entry before her new ones
-        assert queue.entry(a[1]).state == "queued"
+    queue, clock = one.queue, one.clock
+    a = [one.add("alice") for _ in range(20)]
+    first = queue.claim_next()
+    run = queue.start_stage(first.id, "prep", 0)
+    clock[0] += 30
+    b = one.add("bob")
+    assert queue.claim_next().id == b  # alice has a stage running 30 s; bob has used nothing
+    queue.finish_stage(run, "passed", "ok", {}, next_stage="quiz")
+    assert queue.claim_next().id == first.id  # alice's begun entry before her new ones
+    assert queue.entry(a[1]).state == "queued"
 
 
-def test_the_organisers_batch_waits_for_every_participants_stage(tmp_path):
-    archive = tmp_path / "x.zip"
-    archive.write_bytes(b"PK")
-    queue = Queue(tmp_path / "queue.db")
-    queue.add_challenge("c", tmp_path, "key")
-    sha = hashlib.sha256(b"PK").hexdigest()
-    old = queue.add_entry("c", "carol", False, sha, "c-entry.zip", archive)
+def test_the_organisers_batch_waits_for_every_participants_stage(one):
+    queue = one.queue
+    old = one.add("carol")
     queue.finish_stage(queue.start_stage(queue.claim_next().id, "prep", 0), "failed", "x", {},
                        reason="setup-error", outcome="failed")
     queue.rerun(old)  # rescore --rerun-stages: organiser's batch work
-    new = queue.add_entry("c", "dave", False, sha, "d-entry.zip", archive)
+    new = one.add("dave")
     assert queue.claim_next().id == new
     assert queue.claim_next().id == old  # only once no participant's stage is ready
 
 
-def test_infrastructure_failures_are_never_charged(tmp_path):
-    clock = [time.time()]
-    archive = tmp_path / "x.zip"
-    archive.write_bytes(b"PK")
-    with mock.patch.object(db_module.time, "time", lambda: clock[0]):
-        queue = Queue(tmp_path / "queue.db")
-        queue.add_challenge("c", tmp_path, "key")
-        sha = hashlib.sha256(b"PK").hexdigest()
-        eid = queue.add_entry("c", "erin", False, sha, "e-entry.zip", archive)
-        run = queue.start_stage(queue.claim_next().id, "prep", 0)
-        clock[0] += 100
-        queue.infra_failure(run, "vm-start", "x", {})
-        clock[0] += 10
-        run = queue.start_stage(queue.claim_next().id, "prep", 0)
-        clock[0] += 42
-        queue.finish_stage(run, "passed", "ok", {}, next_stage="quiz")
+def test_infrastructure_failures_are_never_charged(one):
+    queue, clock = one.queue, one.clock
+    eid = one.add("erin")
+    run = queue.start_stage(queue.claim_next().id, "prep", 0)
+    clock[0] += 100
+    queue.infra_failure(run, "vm-start", "x", {})
+    clock[0] += 10
+    run = queue.start_stage(queue.claim_next().id, "prep", 0)
+    clock[0] += 42
+    queue.finish_stage(run, "passed", "ok", {}, next_stage="quiz")
     assert [r.vm_seconds for r in queue.stage_runs(eid)] == [None, pytest.approx(42)]
