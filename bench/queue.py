@@ -30,10 +30,12 @@ tests/pg_server.py also puts the server's files):
   is claiming instead of waiting for it, so claims run in parallel as far as the cores allow
   (here shared by the claimers, their server processes and the server's own), and concurrent
   commits can share a flush of the WAL. One claimer leaves the cores idle while it waits for
-  its server's answers. How the claim finds its row depends on the table's statistics: by
-  default they are taken when the queue is full (VACUUM ANALYZE, as autovacuum would after a
-  burst of submissions); --pg-stats none leaves the table unanalyzed. Autovacuum is held off
-  the queue's tables while they are measured, so the plan stays the same throughout; the JSON
+  its server's answers. How the claim finds its row depends on the table's statistics. By
+  default the tables are not analyzed (and autovacuum is held off them while they are
+  measured, so the plan stays the same from the first claim to the last): the claim reads
+  the entries_state index. --pg-stats full takes them once the queue is full (VACUUM ANALYZE
+  with every entry queued, as autovacuum may after a first burst of submissions), which can
+  make the planner walk the primary key instead, past every entry claimed so far. The JSON
   gives the claim's scans (EXPLAIN of the claim's own UPDATE, taken before the claimers start).
 
 Ratios: `ratio_vs_1` = a backend's claims/s with K claimers / the same backend's with 1, measured
@@ -49,7 +51,7 @@ is N), `SELECT COUNT(*) FROM stage_runs` is N, no entry has two stage runs, and 
 host is the claimer that reported its entry.
 
 Usage: python bench/queue.py [--stages 10000] [--rounds 1] [--claimers 1,2,4] [--json-only]
-                             [--pg-fsync on|off] [--pg-stats analyzed|none] [--dir /var/tmp]
+                             [--pg-fsync on|off] [--pg-stats none|full] [--dir /var/tmp]
 """
 
 from __future__ import annotations
@@ -108,7 +110,7 @@ def say(quiet: bool, text: str) -> None:
 # building the queue
 
 
-def build(location: str, n: int, archive: Path, analyze: bool = True) -> float:
+def build(location: str, n: int, archive: Path, analyze: bool = False) -> float:
     """A queue at `location` holding `n` entries queued at stage prep of one challenge; seconds taken."""
     started = time.perf_counter()
     queue = Queue(location, host="setup")
@@ -134,7 +136,7 @@ def build(location: str, n: int, archive: Path, analyze: bool = True) -> float:
         with database.connect() as db:
             for table in ("entries", "stage_runs", "events"):  # the same plan from the first claim to the last
                 db.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
-            if analyze:  # statistics, as autovacuum takes them once a burst of submissions is in
+            if analyze:  # --pg-stats full: statistics of the queue with every entry queued
                 db.execute("VACUUM ANALYZE")
     return time.perf_counter() - started
 
@@ -290,8 +292,8 @@ def main() -> int:
     parser.add_argument("--dir", type=Path, default=Path("/var/tmp"), help="where the SQLite file goes")
     parser.add_argument("--pg-fsync", choices=("on", "off"), default="on",
                         help="PostgreSQL's fsync (the tests' server has it off); on: commits reach the disk")
-    parser.add_argument("--pg-stats", choices=("analyzed", "none"), default="analyzed",
-                        help="PostgreSQL's statistics of the full queue: taken (VACUUM ANALYZE) or none")
+    parser.add_argument("--pg-stats", choices=("none", "full"), default="none",
+                        help="PostgreSQL's statistics: none, or taken of the full queue (VACUUM ANALYZE)")
     parser.add_argument("--json-only", action="store_true", help="no progress on stderr")
     args = parser.parse_args()
     counts = sorted({1, *(int(k) for k in args.claimers.split(","))})
@@ -321,7 +323,7 @@ def main() -> int:
                             location = str(base / f"queue-{made}.sqlite")
                         else:
                             location = fresh_database(server, f"bench_{made}")
-                        setup[backend].append(build(location, n, archive, analyze=args.pg_stats == "analyzed"))
+                        setup[backend].append(build(location, n, archive, analyze=args.pg_stats == "full"))
                         if backend == "postgresql":
                             plans.add(tuple(claim_plan(location)))
                         seconds, got = measure(location, k)
