@@ -26,7 +26,7 @@ tests/pg_server.py also puts the server's files):
   stopped by this bench; a database per measurement). The tests run it with fsync=off, set on
   its command line; the bench restarts it with fsync=on, so its commits reach the disk as
   SQLite's do (--pg-fsync off keeps the tests' setting). A claim is `UPDATE ... WHERE id =
-  (SELECT ... ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)`: a claimer skips the row another
+  (SELECT ... ORDER BY <fair share> LIMIT 1 FOR UPDATE SKIP LOCKED)`: a claimer skips the row another
   is claiming instead of waiting for it, so claims run in parallel as far as the cores allow
   (here shared by the claimers, their server processes and the server's own), and concurrent
   commits can share a flush of the WAL. One claimer leaves the cores idle while it waits for

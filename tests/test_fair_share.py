@@ -137,7 +137,8 @@ def shared_url(postgres):
 def test_fair_share_on_postgresql(shared_url, schedule):
     queue = Queue(shared_url)
     with queue.database.transaction() as db:
-        db.execute("TRUNCATE entries, stage_runs, events, challenges, blobs, blob_parts RESTART IDENTITY CASCADE")
+        db.execute("TRUNCATE entries, stage_runs, events, challenges, blobs, blob_parts, owner_usage RESTART IDENTITY "
+                   "CASCADE")
     with tempfile.TemporaryDirectory() as tmp:
         archive = Path(tmp) / "x.zip"
         archive.write_bytes(b"PK")

@@ -23,7 +23,7 @@ from ..errors import VmjudgeError
 from ..pipeline import FIRST, PIPELINE
 from .blobs import Blobs
 from .connection import Database, Db, open_database
-from .fair_share import CHARGE, FAIR_ORDER, USAGE_BY_OWNER, usage_args
+from .fair_share import FAIR_ORDER, USAGE_BY_OWNER, charge, usage_args
 from .gpu_slots import GpuSlots
 from .history import History, add_exam_results, add_scoring
 from .hosts import Hosts
@@ -296,8 +296,8 @@ class Queue(History):
         with self._transaction() as db:
             self._hold(db, run)
             db.execute("UPDATE stage_runs SET finished_at = ?, status = ?, reason = ?, message = ?, manifest = ?, "
-                       f"vm_seconds = {CHARGE} WHERE id = ?",
-                       (now(), status, reason, message, json.dumps(manifest), time.time(), run.id))
+                       "vm_seconds = ? WHERE id = ?",
+                       (now(), status, reason, message, json.dumps(manifest), charge(db, run), run.id))
             if exam is not None:
                 db.execute("UPDATE entries SET exam = ? WHERE id = ?", (json.dumps(exam), run.entry_id))
             if results_sha256 is not None:

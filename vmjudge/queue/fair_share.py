@@ -5,9 +5,9 @@ First-in-first-out lets one owner's twenty entries run before anyone else's firs
 batch of re-runs jam a contest. So a slot takes, in this order:
 1. participants' stages before the organiser's batch work (`rescore --rerun-stages`), which
    runs only when no participant's stage is ready;
-2. the owner who has used the least VM time in the last `[queue] fair_window_hours` (ended
-   stage runs as charged, running ones as long as they have run so far, so two slots freed at
-   once do not both go to the owner who just started one);
+2. the owner who has used the least VM time in the last `[queue] fair_window_hours`, counted
+   by the hour (ended stage runs as charged, running ones as long as they have run so far, so
+   two slots freed at once do not both go to the owner who just started one);
 3. an entry already begun (its later stages) before new ones, so entries finish rather than
    interleave;
 4. the oldest.
@@ -16,19 +16,40 @@ Infrastructure failures are never charged, so a host's trouble does not cost an 
 
 from __future__ import annotations
 
+import time
+from typing import Any
+
 from ..pipeline import PIPELINE
+from .connection import Db
 
-_VM_STAGES = ", ".join(repr(s.name) for s in PIPELINE if s.in_vm)
+VM_STAGES = tuple(s.name for s in PIPELINE if s.in_vm)
+_VM_LIST = ", ".join(repr(name) for name in VM_STAGES)
+HOUR = 3600
 
-# owner -> VM seconds used in the window; parameters: now, the window's start (usage_args).
-USAGE_BY_OWNER = ("SELECT x.owner AS owner, SUM(COALESCE(r.vm_seconds, CASE WHEN r.finished_at IS NULL "
-                  "THEN ? - r.started ELSE 0 END)) AS used FROM stage_runs r JOIN entries x ON x.id = r.entry_id "
-                  f"WHERE r.started >= ? AND r.stage IN ({_VM_STAGES}) GROUP BY x.owner")
+# owner -> VM seconds used in the window: the charged time of ended runs, kept per owner and
+# hour in owner_usage (a claim reads a few rows per owner, not every run of the window), and
+# the time so far of the runs now holding an entry. Parameters: usage_args(now, window).
+USAGE_BY_OWNER = ("SELECT t.owner AS owner, SUM(t.used) AS used FROM ("
+                  "SELECT owner, seconds AS used FROM owner_usage WHERE hour >= ? UNION ALL "
+                  "SELECT x.owner AS owner, ? - r.started AS used FROM entries x "
+                  f"JOIN stage_runs r ON r.id = x.lease_run WHERE x.state = 'running' AND r.stage IN ({_VM_LIST})"
+                  ") t GROUP BY t.owner")
 # On entries e joined with USAGE_BY_OWNER as u; one parameter: the first stage's name.
 FAIR_ORDER = "e.batch, COALESCE(u.used, 0), CASE WHEN e.stage = ? THEN 1 ELSE 0 END, e.id"
-# The VM time a stage run is charged when it ends with the entry's own result; parameter: now.
-CHARGE = f"CASE WHEN stage IN ({_VM_STAGES}) AND started IS NOT NULL THEN ? - started END"
 
 
 def usage_args(at: float, window: float) -> tuple[float, float]:
-    return at, at - window
+    """The window counts by the hour: it reaches back to the start of the hour `window` ago."""
+    return (at - window) // HOUR, at
+
+
+def charge(db: Db, run: Any) -> float | None:
+    """Within the transaction that records a stage run's own result (never an infrastructure
+    failure): its VM time, on the run and in its owner's hour; None for a stage on the host."""
+    if run.stage not in VM_STAGES or run.started is None:
+        return None
+    seconds = max(0.0, time.time() - run.started)
+    db.execute("INSERT INTO owner_usage (owner, hour, seconds) VALUES ((SELECT owner FROM entries WHERE id = ?), ?, ?) "
+               "ON CONFLICT(owner, hour) DO UPDATE SET seconds = owner_usage.seconds + excluded.seconds",
+               (run.entry_id, int(run.started // HOUR), seconds))
+    return seconds

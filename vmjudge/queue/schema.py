@@ -111,7 +111,18 @@ CREATE TABLE IF NOT EXISTS blob_parts (
     data {blob} NOT NULL,
     PRIMARY KEY (sha256, part)
 );
+CREATE TABLE IF NOT EXISTS owner_usage (  -- VM seconds charged to each owner, by the hour runs started in
+    owner TEXT NOT NULL,
+    hour BIGINT NOT NULL,              -- epoch seconds // 3600
+    seconds DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (owner, hour)
+);
+CREATE INDEX IF NOT EXISTS owner_usage_hour ON owner_usage(hour);
 CREATE INDEX IF NOT EXISTS entries_state ON entries(state, id);
+-- A claim looks only at queued entries, and counts the entry's runs of the stage it starts
+-- (bench/queue.py: without them a claim's cost grew with the queue's history).
+CREATE INDEX IF NOT EXISTS entries_queued ON entries(id) WHERE state = 'queued';
+CREATE INDEX IF NOT EXISTS stage_runs_entry ON stage_runs(entry_id, stage);
 CREATE INDEX IF NOT EXISTS exam_results_entry ON exam_results(entry_id, id);
 CREATE INDEX IF NOT EXISTS scorings_entry ON scorings(entry_id, id);
 """
