@@ -71,3 +71,12 @@ def test_show_prints_where_it_ran_and_the_leaderboard_carries_the_exams_host(tmp
     assert (row.exam_host, row.exam_hardware) == (queue.host, HARDWARE)
     board = json.loads(run_cli("leaderboard", "c", "--json", home=tmp_path).stdout)
     assert board[0]["exam_host"] == queue.host and board[0]["exam_hardware"]["cpu"] == "Xeon"
+
+
+def test_a_connection_that_no_longer_answers_gives_unknown_versions_not_a_failed_stage(tmp_path):
+    """libvirtd may restart while a VM runs (test_infra_faults): the fingerprint is taken before
+    the VM starts, and a version libvirt cannot give is "unknown", never an error."""
+    conn = libvirt.open("test:///default")
+    conn.close()  # every call on it now raises libvirtError
+    found = fingerprint(conn, Site(home=tmp_path, accel="kvm"), vcpus=1, memory_mib=512)
+    assert (found["qemu"], found["libvirt"], found["vcpus"]) == ("unknown", "unknown", 1)

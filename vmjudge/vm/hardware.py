@@ -32,10 +32,18 @@ def _version(number: int) -> str:
     return f"{number // 1_000_000}.{number // 1000 % 1000}.{number % 1000}"
 
 
+def _asked(ask: Any) -> str:
+    """A version libvirt reports; a figure of the manifest, never a reason to fail the stage."""
+    try:
+        return _version(ask())
+    except libvirt.libvirtError:
+        return "unknown"
+
+
 def fingerprint(conn: libvirt.virConnect, site: Site, vcpus: int, memory_mib: int) -> dict[str, Any]:
     return {"host": site.queue.host, "cpu": cpu_model(), "host_cores": os.cpu_count(),
-            "kernel": os.uname().release, "qemu": _version(conn.getVersion()),
-            "libvirt": _version(conn.getLibVersion()), "vcpus": vcpus, "memory_mib": memory_mib,
+            "kernel": os.uname().release, "qemu": _asked(conn.getVersion),
+            "libvirt": _asked(conn.getLibVersion), "vcpus": vcpus, "memory_mib": memory_mib,
             "accel": site.accel}
 
 

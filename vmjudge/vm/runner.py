@@ -77,6 +77,9 @@ def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *
     boot_timeout, silence_timeout, budget = host_timeouts(site, limits, job)
     # Checked again just before the VM is given it; the manifest records what was lent.
     lent = {"address": gpu, "ids": lendable_card(site.gpu, gpu).ids} if gpu is not None else None
+    # Read now, while `conn` is known to answer: libvirtd may restart while the VM runs, and the
+    # domain then carries on through a connection of its own.
+    hardware = fingerprint(conn, site, vcpus, memory_mib)
     nonce = secrets.token_hex(16)
     name = domain_name(label)
     iso = Path(workdir) / f"{name}.iso"
@@ -103,7 +106,7 @@ def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *
         check_agent_error(transcript, gpu)
         return JobRun(domain=name, transcript=transcript, iso_sha256=iso_sha, boot_seconds=reading.boot_seconds,
                       total_seconds=time.monotonic() - started, ended=ended, gpu=lent,
-                      hardware=fingerprint(conn, site, vcpus, memory_mib))
+                      hardware=hardware)
     finally:
         try:
             if domain is not None:
