@@ -45,6 +45,9 @@ PIPELINE = (
 )
 STAGE_NAMES = tuple(s.name for s in PIPELINE)
 FIRST = PIPELINE[0].name
+VM_STAGES = tuple(s.name for s in PIPELINE if s.in_vm)  # those that boot a VM, use its VM time and write a log
+# Those that run on the post-setup home disk, which stays on the host that ran the first.
+HOME_STAGES = tuple(name for name in VM_STAGES if name != FIRST)
 
 
 def by_name(name: str) -> Stage:

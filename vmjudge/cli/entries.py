@@ -17,13 +17,13 @@ from typing import Any
 import click
 
 from ..errors import VmjudgeError
-from ..pipeline import PIPELINE
+from ..pipeline import VM_STAGES
 from ..queue.listing import OUTCOMES, STATES, EntryFilter, find_entries
 from ..queue.rows import EntryRow
 from .echo import echo
 from .home import site_and_queue
 
-LOG_STAGES = tuple(s.name for s in PIPELINE if s.in_vm)  # stage 4 writes no log: it runs no entry code
+LOG_STAGES = VM_STAGES  # stage 4 writes no log: it runs no entry code
 CHUNK = 1 << 20
 SINCE_RE = re.compile(r"\d{4}-\d{2}-\d{2}(T\d{2}(:\d{2}(:\d{2})?)?Z?)?")
 

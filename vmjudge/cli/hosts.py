@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 
 from ..config import Challenge, Site
-from ..config.fingerprint import differences, fingerprint
+from ..config.fingerprint import fingerprint
 from ..errors import VmjudgeError
-from ..files import sha256_file
 from ..images.image import GuestImage
 from ..queue.db import Queue
 from ..queue.hosts import HostRow
+from ..supervisor.environment import manifest_sha256, what_differs
 
 
 def register(site: Site, queue: Queue, ch: Challenge, image: GuestImage, replace: bool) -> str:
@@ -19,14 +19,10 @@ def register(site: Site, queue: Queue, ch: Challenge, image: GuestImage, replace
     copy of one already registered is recorded as this host's when it holds the same bits, and
     refused (unless `replace`: this copy becomes the one every host must have) when not.
     Returns what was done, for the organiser."""
-    data = fingerprint(ch.directory)
-    image_sha256 = sha256_file(image.directory / "manifest.json")
+    data, image_sha256 = fingerprint(ch.directory), manifest_sha256(image)
     registered = next((r for r in queue.challenges() if r["name"] == ch.name), None) if queue.shared else None
     if registered is not None and registered["data_sha256"] and not replace:
-        differ = differences(json.loads(registered["data_sha256"]), data)
-        if registered["image_sha256"] != image_sha256:
-            differ.append(f"the image differs ({image_sha256[:12]} here, {registered['image_sha256'][:12]} "
-                          "registered: copy it with `vmjudge image export` and `vmjudge image import`)")
+        differ = what_differs(registered, data, image_sha256)
         if differ:
             raise VmjudgeError(f"{ch.name} is registered in the shared queue with other files than {ch.directory} "
                                f"({'; '.join(differ)}): copy the challenge from the host that registered it, or "

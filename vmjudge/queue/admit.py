@@ -39,24 +39,23 @@ from .spool import Spool
 @dataclass(frozen=True)
 class Admitted:
     """A queued entry; `remaining` is how many more scored entries the owner may submit on
-    this board now (None: no limit), `vm_left` the seconds of VM time left of the budget
-    (None: no budget)."""
+    this board now (None: no limit); `vm_used` and `vm_budget` the VM seconds charged to
+    the owner on this board and allowed (None: no budget)."""
 
     entry_id: int
     owner: str
     late: bool
     dry_run: bool
     remaining: int | None
-    vm_left: float | None = None
-
-    vm_budget: float | None = None  # seconds
+    vm_used: float = 0.0
+    vm_budget: float | None = None
 
     def budget_line(self) -> str | None:
         """What `submit` tells the owner about the VM-time budget, or None when there is none:
         in tenths only, as every participant's view of it (budget_tenths)."""
-        if self.vm_left is None or self.vm_budget is None:
+        if self.vm_budget is None:
             return None
-        return (f"{budget_tenths(self.vm_budget - self.vm_left, self.vm_budget)} of the {hours(self.vm_budget)} of VM "
+        return (f"{budget_tenths(self.vm_used, self.vm_budget)} of the {hours(self.vm_budget)} of VM "
                 f"time used by {self.owner}{' on the late board' if self.late else ''}")
 
     def remaining_line(self) -> str | None:
@@ -135,5 +134,5 @@ def admit(site: Site, queue: Queue, name: str, ch: Challenge, archive: Path, own
             raise
         used = queue.owner_usage(name, owner, late)
         remaining = None if limit is None else max(0, limit - used.scored - used.pending)
-        left = None if budget is None else max(0.0, budget * 3600 - used.vm_seconds)
-    return Admitted(entry_id, owner, late, dry_run, remaining, left, None if budget is None else budget * 3600)
+    allowed = None if budget is None else budget * 3600
+    return Admitted(entry_id, owner, late, dry_run, remaining, used.vm_seconds, allowed)

@@ -20,22 +20,20 @@ from typing import Any
 
 from ..config import QueueSite
 from ..errors import VmjudgeError
-from ..pipeline import FIRST, PIPELINE
+from ..pipeline import FIRST, HOME_STAGES, VM_STAGES
 from .blobs import Blobs
 from .connection import Database, Db, open_database
 from .fair_share import FAIR_ORDER, USAGE_BY_OWNER, charge, usage_args
 from .gpu_slots import GpuSlots
 from .history import History, add_exam_results, add_scoring
 from .hosts import Hosts
-from .leases import HOME_STAGES, Leases
+from .leases import Leases
 from .requeue import event, requeue_or_park
 from .rows import EntryRow, Scoring, StageRun, Usage, now
 
 # A stage needs a GPU slot when its challenge asks for a GPU and it runs in a VM (stage 4,
 # on the host, needs none: a GPU challenge's scoring never waits for a card).
-_VM_STAGES = tuple(s.name for s in PIPELINE if s.in_vm)
-_NEEDS_GPU = f"(c.gpu IS NOT NULL AND e.stage IN ({', '.join(repr(n) for n in _VM_STAGES)}))"
-LEASE_SECONDS = QueueSite.lease  # how long a claim holds without its host's heartbeat
+_NEEDS_GPU = f"(c.gpu IS NOT NULL AND e.stage IN ({', '.join(repr(n) for n in VM_STAGES)}))"
 
 
 class StaleClaim(VmjudgeError):
@@ -58,7 +56,7 @@ def _in(column: str, values: tuple[Any, ...]) -> str:
 
 
 class Queue(History):
-    def __init__(self, location: Path | str | Database, host: str | None = None, lease: float = LEASE_SECONDS,
+    def __init__(self, location: Path | str | Database, host: str | None = None, lease: float = QueueSite.lease,
                  fair_window: float = QueueSite.fair_window):
         """`host` names this process's host in claims and stage runs (site.toml's default: the
         machine's name); `lease` is how long a claim of it holds without a heartbeat;
@@ -86,17 +84,19 @@ class Queue(History):
                        "registered_at = excluded.registered_at, data_sha256 = excluded.data_sha256, "
                        "image_sha256 = excluded.image_sha256",
                        (name, str(directory), image_key, now(), gpu, data_sha256, image_sha256))
-            db.execute("INSERT INTO challenge_copies (host, name, directory) VALUES (?, ?, ?) ON CONFLICT(host, name) "
-                       "DO UPDATE SET directory = excluded.directory", (self.host, name, str(directory)))
+            self._record_copy(db, name, directory)
             event(db, None, "challenge", f"{self.host} registered {name} from {directory}"
                   + (f", GPU {gpu}" if gpu else ""))
 
     def add_copy(self, name: str, directory: Path) -> None:
         """Where this host keeps its copy of a challenge registered (with the same hashes) elsewhere."""
         with self._transaction() as db:
-            db.execute("INSERT INTO challenge_copies (host, name, directory) VALUES (?, ?, ?) ON CONFLICT(host, name) "
-                       "DO UPDATE SET directory = excluded.directory", (self.host, name, str(directory)))
+            self._record_copy(db, name, directory)
             event(db, None, "challenge", f"{self.host} has its copy of {name} at {directory}")
+
+    def _record_copy(self, db: Db, name: str, directory: Path) -> None:
+        db.execute("INSERT INTO challenge_copies (host, name, directory) VALUES (?, ?, ?) ON CONFLICT(host, name) "
+                   "DO UPDATE SET directory = excluded.directory", (self.host, name, str(directory)))
 
     def challenges(self) -> list[dict[str, Any]]:
         """Every registered challenge with the directory of this host's copy."""
@@ -173,7 +173,8 @@ class Queue(History):
         """SQL for the queued entries this host may take, whatever the slot: `only` one entry,
         of `challenges` (those whose files and image this host has; None: all) and, with
         several hosts, a stage on a home disk only on the host that holds it."""
-        where, args = "", ()  # type: tuple[str, tuple[Any, ...]]
+        where: str = ""
+        args: tuple[Any, ...] = ()
         if only:
             where, args = " AND e.id = ?", (only,)
         if challenges is not None:

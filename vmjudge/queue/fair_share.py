@@ -17,12 +17,11 @@ Infrastructure failures are never charged, so a host's trouble does not cost an 
 from __future__ import annotations
 
 import time
-from typing import Any
 
-from ..pipeline import PIPELINE
+from ..pipeline import VM_STAGES
 from .connection import Db
+from .rows import StageRun
 
-VM_STAGES = tuple(s.name for s in PIPELINE if s.in_vm)
 _VM_LIST = ", ".join(repr(name) for name in VM_STAGES)
 HOUR = 3600
 
@@ -43,7 +42,7 @@ def usage_args(at: float, window: float) -> tuple[float, float]:
     return (at - window) // HOUR, at
 
 
-def charge(db: Db, run: Any) -> float | None:
+def charge(db: Db, run: StageRun) -> float | None:
     """Within the transaction that records a stage run's own result (never an infrastructure
     failure): its VM time, on the run and in its owner's hour; None for a stage on the host."""
     if run.stage not in VM_STAGES or run.started is None:

@@ -14,13 +14,10 @@ from __future__ import annotations
 
 import time
 
-from ..pipeline import FIRST, PIPELINE
+from ..pipeline import FIRST, HOME_STAGES
 from .connection import Database
 from .requeue import event, requeue_or_park
 from .rows import stamp
-
-# Stages that run on the post-setup home disk, which stays on the host that ran prep.
-HOME_STAGES = tuple(s.name for s in PIPELINE if s.in_vm and s.name != FIRST)
 
 
 class Leases:

@@ -135,6 +135,13 @@ def load(home: Path, digest: str) -> ExamResults:
                            "run the entry again with --rerun-stages.") from exc
 
 
+def share(queue: Queue, home: Path, digest: str) -> None:
+    """With several hosts, stage 4 and rescore may run elsewhere: stage 3's results go into
+    the queue's database (once; content-addressed) before the result that names them."""
+    if queue.shared:
+        queue.blobs.put(digest, store_dir(home) / digest)
+
+
 def fetch(queue: Queue, home: Path, digest: str) -> None:
     """With several hosts, stage 3 may have run on another one: this host's copy of its
     results, from the queue's database (checked against the hash), unless already here."""

@@ -20,14 +20,26 @@ from ..config.fingerprint import differences, fingerprint
 from ..errors import VmjudgeError
 from ..files import sha256_file
 from ..images.build import find_image
+from ..images.image import GuestImage
 from ..queue.db import Queue
 
 log = logging.getLogger(__name__)
 
 
-def image_sha256(site: Site, directory: Path) -> str:
-    """The sha256 of the manifest.json of the image this host has for the challenge."""
-    return sha256_file(find_image(site, load_challenge(directory).image).directory / "manifest.json")
+def manifest_sha256(image: GuestImage) -> str:
+    """What the queue records of a challenge's image: the sha256 of its manifest.json, which
+    pins every file's sha256."""
+    return sha256_file(image.directory / "manifest.json")
+
+
+def what_differs(registered: dict[str, Any], data: dict[str, str], image_sha256: str) -> list[str]:
+    """What differs between a registered challenge (a queue.challenges() row) and a copy with
+    these part hashes and image: the parts by name, then the image; empty when nothing does."""
+    said = differences(json.loads(registered["data_sha256"]), data) if registered["data_sha256"] else []
+    if registered["image_sha256"] and registered["image_sha256"] != image_sha256:
+        said.append(f"the image differs ({image_sha256[:12]} here, {registered['image_sha256'][:12]} registered: "
+                    "copy it with `vmjudge image export` and `vmjudge image import`)")
+    return said
 
 
 def mismatch(site: Site, row: dict[str, Any]) -> str | None:
@@ -37,19 +49,14 @@ def mismatch(site: Site, row: dict[str, Any]) -> str | None:
     if not here.is_dir():
         return (f"challenge {name}: this host has no copy at {here}: copy the challenge directory there, or run "
                 "`vmjudge challenge add DIR` with where it is on this host")
-    if row["data_sha256"]:
-        differs = differences(json.loads(row["data_sha256"]), fingerprint(here))
-        if differs:
-            return (f"challenge {name}: this host's copy at {here} is not the one registered ({', '.join(differs)}): "
-                    "copy it again from the host that registered it")
-    if row["image_sha256"]:
-        try:
-            local = image_sha256(site, here)
-        except VmjudgeError as exc:
-            return f"challenge {name}: {exc}"
-        if local != row["image_sha256"]:
-            return (f"challenge {name}: this host's image ({local[:12]}) is not the one registered "
-                    f"({row['image_sha256'][:12]}): copy it with `vmjudge image export` and `vmjudge image import`")
+    try:
+        image = find_image(site, load_challenge(here).image)
+    except VmjudgeError as exc:
+        return f"challenge {name}: {exc}"
+    differs = what_differs(row, fingerprint(here), manifest_sha256(image))
+    if differs:
+        return (f"challenge {name}: this host's copy at {here} is not the one registered ({'; '.join(differs)}): "
+                "copy it again from the host that registered it")
     return None
 
 

@@ -18,7 +18,7 @@ from ..images.build import find_image
 from ..images.image import GuestImage
 from ..pipeline import FIRST, Stage, by_name
 from ..queue.db import Queue, StaleClaim
-from ..queue.results import archived_results, store_dir
+from ..queue.results import archived_results, share
 from ..queue.rows import EntryRow, StageRun
 from ..queue.spool import Spool
 from ..stages.context import StageContext, StageOutcome
@@ -41,9 +41,8 @@ def run_stage(queue: Queue, site: Site, entry: EntryRow, slot: Slot, cancel: thr
                           lambda: _in_slot(queue, site, entry, stage, run, slot, cancel))
         if outcome is None:
             return
-        if outcome.results_sha256 is not None and queue.shared:  # before the result names them
-            record(f"entry {entry.id}'s stage 3 results", queue.blobs.put, outcome.results_sha256,
-                   store_dir(site.home) / outcome.results_sha256)
+        if outcome.results_sha256 is not None:
+            record(f"entry {entry.id}'s stage 3 results", share, queue, site.home, outcome.results_sha256)
         if record_outcome(queue, run, outcome, record):
             write_report(queue, site, entry.id)
     except Cancelled:
