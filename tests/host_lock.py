@@ -1,10 +1,15 @@
 """One VM-using session per host: the test suite clears every vmj- domain an interrupted
 session left, and checks after each test that none is left, so a second suite or a benchmark
-booting VMs on the same libvirt at the same time would be destroyed by it, or fail it."""
+booting VMs on the same libvirt at the same time would be destroyed by it, or fail it.
+
+By default a second session stops at once with a sentence. With VMJUDGE_WAIT_FOR_HOST=1 it
+waits its turn instead: for developers running a benchmark and a test session one after
+the other without watching for the first to end."""
 
 from __future__ import annotations
 
 import fcntl
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,8 +24,9 @@ class HostBusy(Exception):
 @contextmanager
 def exclusive_host(what: str) -> Iterator[None]:
     with open(LOCK, "a") as lock:
+        wait = os.environ.get("VMJUDGE_WAIT_FOR_HOST") == "1"
         try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(lock, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         except BlockingIOError:
             raise HostBusy(f"another test session or benchmark is booting VMs on this host (it holds {LOCK}): "
                            f"wait for it to end before starting {what}.") from None
