@@ -16,10 +16,12 @@ QUICK_TIMEOUT = 300
 
 
 def run_cli(*args: str, home: Path | None = None, env: dict[str, str] | None = None,
-            timeout: float | None = None, text: bool = True) -> subprocess.CompletedProcess:
-    """`python -m vmjudge.cli ARGS` from the repository, with VMJUDGE_HOME=home if given."""
+            timeout: float | None = None, text: bool = True, prefix: tuple[str, ...] = ()
+            ) -> subprocess.CompletedProcess:
+    """`python -m vmjudge.cli ARGS` from the repository, with VMJUDGE_HOME=home if given;
+    `prefix` runs it under another command (`taskset -c 0`)."""
     if timeout is None:
         timeout = VM_TIMEOUT if VM_COMMANDS & set(args) else QUICK_TIMEOUT
     full_env = {**os.environ, **({"VMJUDGE_HOME": str(home)} if home is not None else {}), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "vmjudge.cli", *args], capture_output=True, text=text,
+    return subprocess.run([*prefix, sys.executable, "-m", "vmjudge.cli", *args], capture_output=True, text=text,
                           env=full_env, cwd=REPO, timeout=timeout)

@@ -10,6 +10,7 @@ import libvirt
 import pytest
 
 from vmjudge.vm.domain_xml import DomainSpec, domain_xml
+from vmjudge.vm.pinning import CpuTune, SlotCores
 
 
 def spec(**kw):
@@ -107,6 +108,17 @@ CPU_XML_TCG_UART = (
 )
 
 
+def test_each_vcpu_and_the_emulator_pinned_to_the_slots_cores():
+    dom = ET.fromstring(domain_xml(spec(vcpus=2, cputune=SlotCores((2, 3)).tune(2))))
+    tune = dom.find("cputune")
+    assert [(p.get("vcpu"), p.get("cpuset")) for p in tune.findall("vcpupin")] == [("0", "2"), ("1", "3")]
+    assert tune.find("emulatorpin").get("cpuset") == "2-3"
+    # Without pinning the element is absent, and a pinning for another VM size is refused.
+    assert ET.fromstring(domain_xml(spec())).find("cputune") is None
+    with pytest.raises(ValueError, match="names 1 vCPUs for a VM of 2"):
+        domain_xml(spec(vcpus=2, cputune=CpuTune(("0",), "0")))
+
+
 def test_cpu_domain_is_byte_for_byte_unchanged():
     assert domain_xml(spec()) == CPU_XML_KVM_VIRTIO
     assert domain_xml(spec(accel="tcg", channel="uart", cmdline_extra=("a=1",))) == CPU_XML_TCG_UART
@@ -188,10 +200,13 @@ def test_a_gpu_needs_kvm():
 
 # --- What libvirt itself says of the XML (the issue's acceptance): its schema, and a driver's parser.
 
-@pytest.mark.parametrize("gpu", [None, GPU])
-def test_libvirt_schema_validates_the_domain(gpu, tmp_path):
+PINNED = SlotCores((2, 3)).tune(2)
+
+
+@pytest.mark.parametrize("gpu, cputune", [(None, None), (GPU, None), (None, PINNED), (GPU, PINNED)])
+def test_libvirt_schema_validates_the_domain(gpu, cputune, tmp_path):
     path = tmp_path / "domain.xml"
-    path.write_text(domain_xml(spec(gpu=gpu)))
+    path.write_text(domain_xml(spec(gpu=gpu, cputune=cputune)))
     proc = subprocess.run(["virt-xml-validate", str(path), "domain"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr + proc.stdout
 
@@ -206,7 +221,7 @@ def test_libvirt_test_driver_defines_the_domain(gpu):
     will start it."""
     conn = libvirt.open("test:///default")
     try:
-        dom = conn.defineXML(domain_xml(spec(gpu=gpu)))
+        dom = conn.defineXML(domain_xml(spec(gpu=gpu, cputune=PINNED)))
         try:
             back = ET.fromstring(dom.XMLDesc())
         finally:
@@ -221,3 +236,6 @@ def test_libvirt_test_driver_defines_the_domain(gpu):
         assert [h.get("managed") for h in hostdevs] == ["no"]
         assert hostdevs[0].find("source/address").get("bus") == "0x65"
         assert hostdevs[0].find("address").get("bus") == "0x01"
+    tune = back.find("cputune")
+    assert [(p.get("vcpu"), p.get("cpuset")) for p in tune.findall("vcpupin")] == [("0", "2"), ("1", "3")]
+    assert tune.find("emulatorpin").get("cpuset") == "2-3"

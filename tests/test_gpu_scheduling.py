@@ -42,7 +42,9 @@ def make_site(tmp_path: Path, fake: FakeHost, devices: tuple[str, ...], monkeypa
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
     listed = ", ".join(f'"{d}"' for d in devices)
-    (home / "site.toml").write_text(f'[gpu]\ndevices = [{listed}]\nsysfs = "{fake.sys}"\ndev = "{fake.dev}"\n')
+    # Up to 3 GPU slots beside the CPU slots: more than a small machine's cores, and no VM boots.
+    (home / "site.toml").write_text(f'[gpu]\ndevices = [{listed}]\nsysfs = "{fake.sys}"\ndev = "{fake.dev}"\n'
+                                    "[slots]\novercommit = true\n")
     site = load_site(home)
     site.layout.ensure()
     return site, Queue(site.layout.queue_db)

@@ -24,6 +24,7 @@ from ..reports import leaderboard as lb
 from ..reports import report
 from ..scorers.loader import load_scorer
 from ..supervisor import doctor as doctor_checks
+from ..supervisor.cores import largest_vcpus
 from ..supervisor.daemon import DaemonBusy, serve
 from ..supervisor.progress import Progress
 from ..terminal import PrintableFormatter
@@ -237,17 +238,22 @@ def image_build(ctx: click.Context, challenge_dir: Path, force: bool) -> None:
 @main.command()
 @click.option("--challenge", "challenge_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="Check the image of this challenge (default: the newest image built).")
+@click.option("--slots", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="The daemon's VMs at a time (as `daemon --slots`): do they fit the host's cores?")
 @click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
 @click.pass_context
-def doctor(ctx: click.Context, challenge_dir: Path | None, as_json: bool) -> None:
-    """Check qemu, libvirt, the state directory, the image, the accelerator (by a real boot) and each [gpu]."""
+def doctor(ctx: click.Context, challenge_dir: Path | None, slots: int, as_json: bool) -> None:
+    """Check qemu, libvirt, the state directory, the cores for SLOTS slots, the image, the accelerator
+    (by a real boot) and each [gpu]."""
 
     site = site_of(ctx)
-    if challenge_dir is not None:
-        recipe = load_challenge(challenge_dir).image
-        checks = doctor_checks.run_checks(site, lambda: find_image(site, recipe))
+    challenge_ = load_challenge(challenge_dir) if challenge_dir is not None else None
+    vcpus = largest_vcpus(queue_of(site), (challenge_.vm.vcpus,) if challenge_ is not None else ())
+    if challenge_ is not None:
+        recipe = challenge_.image
+        checks = doctor_checks.run_checks(site, lambda: find_image(site, recipe), slots, vcpus)
     else:
-        checks = doctor_checks.run_checks(site, lambda: newest_image(site))
+        checks = doctor_checks.run_checks(site, lambda: newest_image(site), slots, vcpus)
     if as_json:
         echo(json.dumps({"ok": all(c.ok for c in checks), "checks": doctor_checks.as_json(checks)}, indent=2))
     else:

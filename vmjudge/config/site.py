@@ -84,6 +84,9 @@ class Site:
     retention: Retention = field(default_factory=Retention)  # what `vmjudge gc` removes, and when
     gpu: GpuSite = field(default_factory=GpuSite)  # none unless site.toml lists [gpu] devices
     queue: QueueSite = field(default_factory=QueueSite)  # the SQLite file in the home unless [queue] url
+    # [slots] overcommit: let slots × vCPUs exceed the usable cores, the slots then sharing them
+    # (vm/pinning.py), and timings no longer comparable between entries. Off, such a site is refused.
+    overcommit: bool = False
 
     @property
     def domain_tag(self) -> str:
@@ -136,13 +139,17 @@ def load_site(home: Path | None = None) -> Site:
                        lambda v: v.startswith(("http://", "https://", "file:")), "a Debian security mirror URL")
     suite = img.get("suite", str, "bookworm", lambda v: v == "bookworm", "\"bookworm\"")
     img.done()
+    slots = Section(source, "slots", data.get("slots", {}))
+    overcommit = slots.get("overcommit", bool, False, allowed="true or false")
+    slots.done()
     retention = _retention(source, data)
     gpu = _gpu(source, data)
     queue = _queue(source, data)
     for key in data:
-        if isinstance(data[key], dict) and key not in ("libvirt", "image", "results", "retention", "gpu", "queue"):
-            raise ConfigError(f"{source}: unknown table [{key}]: use [libvirt], [image], [results], [retention], "
-                              "[gpu] or [queue].")
+        if isinstance(data[key], dict) and key not in ("libvirt", "image", "results", "slots", "retention", "gpu",
+                                                       "queue"):
+            raise ConfigError(f"{source}: unknown table [{key}]: use [libvirt], [image], [results], [slots], "
+                              "[retention], [gpu] or [queue].")
     env_accel = os.environ.get("VMJUDGE_ACCEL")
     if env_accel:
         if env_accel not in ("kvm", "tcg"):
@@ -151,7 +158,7 @@ def load_site(home: Path | None = None) -> Site:
     uri = os.environ.get("VMJUDGE_URI") or uri
     return Site(home=home, uri=uri, accel=accel, channel=channel, mirror=mirror, security_mirror=security,
                 suite=suite, boot_timeout=boot, silence_timeout=silence, keep_media=keep_media, retention=retention,
-                gpu=gpu, queue=queue)
+                gpu=gpu, queue=queue, overcommit=overcommit)
 
 
 def _queue(source: str, data: dict[str, Any]) -> QueueSite:

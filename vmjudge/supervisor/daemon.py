@@ -30,6 +30,7 @@ from ..queue.connection import QueueUnavailable
 from ..queue.db import Queue
 from ..queue.rows import EntryRow
 from ..vm import domain
+from .cores import core_plan
 from .environment import Environment
 from .evaluate import run_stage
 from .heartbeat import Heartbeat
@@ -102,6 +103,11 @@ def serve(site: Site, queue: Queue, slots: int, until_idle: bool, only: int | No
     """Run queued stages until stopped (or, with until_idle, until nothing is queued or running).
     `only` restricts the daemon to one entry (vmjudge evaluate); `progress` hears each stage's
     start and end, and is asked for a summary at the end."""
+    # Before anything else, and before any VM: a site whose slots do not fit the cores is
+    # refused in one sentence, and an overcommitted one says first that its timings are not comparable.
+    plan = core_plan(site, queue, slots)
+    if plan.shared:
+        log.warning("%s", plan.notice())
     lock = DaemonLock(site.home)
     if not lock.acquire():
         raise DaemonBusy(f"another vmjudge daemon (pid {lock.holder()}) is running on {site.home}: "
@@ -111,7 +117,7 @@ def serve(site: Site, queue: Queue, slots: int, until_idle: bool, only: int | No
     running: dict[Future, tuple[Slot, EntryRow, float]] = {}
     heartbeat = Heartbeat(site, queue, busy=lambda: len(running))
     try:
-        slot_pool = SlotPool(site, queue, slots)
+        slot_pool = SlotPool(site, queue, slots, plan)
         heartbeat.start(slots, len(slot_pool.gpus))
         recover(site, queue)
         libvirt_up = _LibvirtWatch(site.uri)

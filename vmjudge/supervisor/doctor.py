@@ -1,5 +1,8 @@
 """`vmjudge doctor`: is this host ready to judge? Each check says what to do when it fails.
 
+The cores check refuses a site whose slots × vCPUs exceed the cores the daemon may use (as the
+daemon does), unless site.toml allows overcommit; the test boot is pinned to slot 0's cores.
+
 The accelerator is checked by booting a trivial job for real, because /dev/kvm can exist
 and still hang (nested KVM does here): only a finished boot proves it works. Each GPU of
 site.toml's [gpu] gets a line of its own after that boot, which it never holds back: a
@@ -24,8 +27,10 @@ from ..errors import VmjudgeError
 from ..images.image import GuestImage
 from ..vm import domain, gpu_preflight
 from ..vm.job import Command, Job
+from ..vm.pinning import Overcommitted, SlotCores, plan_cores, usable_cores
 from ..vm.reading import Limits
 from ..vm.runner import make_blank_disk, run_job
+from .cores import slot_count
 
 BOOT_LIMIT = {"kvm": 30.0, "tcg": 180.0}
 
@@ -80,7 +85,7 @@ def _image(image: GuestImage | None, find: Callable[[], GuestImage]) -> tuple[Ch
                  f"agent {image.manifest.get('agent_version')})"), image
 
 
-def _boot(site: Site, conn: libvirt.virConnect, image: GuestImage) -> Check:
+def _boot(site: Site, conn: libvirt.virConnect, image: GuestImage, cores: SlotCores) -> Check:
     limit = BOOT_LIMIT[site.accel]
     job = Job(commands=(Command("doctor", ("sh", "-c", "echo vmjudge-ok; ls /sys/class/net"), 10.0),))
     try:
@@ -88,7 +93,7 @@ def _boot(site: Site, conn: libvirt.virConnect, image: GuestImage) -> Check:
             make_blank_disk(rd.path / "home.qcow2", 64)
             run = run_job(conn, site, image, job, home_disk=rd.path / "home.qcow2", workdir=rd.path,
                           console_log=rd.path / "console.log", vcpus=1, memory_mib=512, label="doctor",
-                          limits=Limits(boot_timeout=limit, deadline=limit + 60))
+                          limits=Limits(boot_timeout=limit, deadline=limit + 60), cores=cores)
     except VmjudgeError as exc:
         use_tcg = "set accel = \"tcg\" under [libvirt] in site.toml (or VMJUDGE_ACCEL=tcg)"
         if site.accel == "kvm" and getattr(exc, "reason", "") in ("guest-no-hello", "guest-deadline"):
@@ -107,7 +112,19 @@ def _boot(site: Site, conn: libvirt.virConnect, image: GuestImage) -> Check:
                  f"(run {run.total_seconds:.1f} s); guest interfaces: lo only")
 
 
-def run_checks(site: Site, find_image: Callable[[], GuestImage]) -> list[Check]:
+def _cores(site: Site, slots: int, vcpus: int) -> tuple[Check, SlotCores | None]:
+    """Do `slots` CPU slots (and the GPU slots) of VMs of `vcpus` fit the cores the daemon may
+    use, each slot on its own? The daemon refuses to start on the same plan; the test boot runs
+    on slot 0's cores, as the daemon's first slot would."""
+    try:
+        plan = plan_cores(usable_cores(), slot_count(site, slots), vcpus, site.overcommit)
+    except Overcommitted as exc:
+        return Check("cores", False, str(exc)), None
+    return Check("cores", True, plan.describe()), plan.of(0)
+
+
+def run_checks(site: Site, find_image: Callable[[], GuestImage], slots: int = 1, vcpus: int = 1) -> list[Check]:
+    """`slots` and `vcpus`: the daemon's --slots and the largest VM it will run (cores.py)."""
     checks = [_qemu()]
     conn = None
     try:
@@ -119,10 +136,12 @@ def run_checks(site: Site, find_image: Callable[[], GuestImage]) -> list[Check]:
         checks.append(Check("kvm", False, "accel is kvm but /dev/kvm is missing or not usable: "
                             "enable virtualisation or set accel = \"tcg\" in site.toml."))
     checks.append(_home(site))
+    cores_check, cores = _cores(site, slots, vcpus)
+    checks.append(cores_check)
     image_check, image = _image(None, find_image)
     checks.append(image_check)
-    if conn is not None and image is not None and all(c.ok for c in checks):
-        checks.append(_boot(site, conn, image))
+    if conn is not None and image is not None and cores is not None and all(c.ok for c in checks):
+        checks.append(_boot(site, conn, image, cores))
     else:
         checks.append(Check("accel", False, "the test boot was not tried: fix the checks above first."))
     if conn is not None:

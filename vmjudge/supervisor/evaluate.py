@@ -82,14 +82,25 @@ def _run(queue: Queue, site: Site, entry: EntryRow, stage: Stage, run: StageRun,
     image = _image(site, challenge)
     conn = domain.connect(site.uri)
     try:
+        _say_if_larger_than_its_slot(challenge, slot)
         runner = VmRunner(conn, site, image, entry_id=entry.id,
                           attempt=run.attempt, vcpus=challenge.vm.vcpus, memory_mib=challenge.vm.memory_mib,
-                          cancel=cancel, gpu=slot.gpu)
+                          cancel=cancel, gpu=slot.gpu, cores=slot.cores)
         ctx = StageContext(site=site, challenge=challenge, image=image, entry=entry, attempt=run.attempt,
                            runner=runner, cancel=cancel)
         return stage.load()(ctx)
     finally:
         conn.close()
+
+
+def _say_if_larger_than_its_slot(challenge: Challenge, slot: Slot) -> None:
+    """A challenge registered after the daemon planned its slots' cores may need more vCPUs
+    than a slot has: its vCPUs then share the slot's cores (pinning.py), slowing that entry
+    alone. Its timings are not comparable, which the organiser should hear."""
+    if slot.cores is not None and not slot.cores.shared and challenge.vm.vcpus > len(slot.cores.cores):
+        log.warning("challenge %s's VMs have %d vCPUs but %s has %d core(s): its vCPUs share them, so its timings "
+                    "are not comparable; restart the daemon, which then plans for it (or refuses the site)",
+                    challenge.name, challenge.vm.vcpus, slot, len(slot.cores.cores))
 
 
 def _image(site: Site, challenge: Challenge) -> GuestImage:

@@ -22,6 +22,7 @@ from ..errors import GpuFault
 from ..queue.db import Queue
 from ..queue.rows import EntryRow
 from ..vm.gpu_preflight import PciFunction, lendable_card, read_gpu
+from ..vm.pinning import CorePlan, SlotCores
 
 log = logging.getLogger(__name__)
 
@@ -40,10 +41,17 @@ def take_out(queue: Queue, address: str, reason: str) -> None:
     queue.gpu_slots.take_out(queue.host, address, reason)
 
 
+def lendable_gpus(site: Site) -> tuple[str, ...]:
+    """The cards that get a slot: those site.toml lists, when VMs run under kvm (a GPU is lent
+    only to a kvm VM)."""
+    return site.gpu.devices if site.accel == "kvm" else ()
+
+
 @dataclass(frozen=True)
 class Slot:
     number: int  # recorded with each stage run; GPU slots are numbered after the CPU slots
     gpu: str | None = None  # the PCI address of the slot's card
+    cores: SlotCores | None = None  # the host cores its VMs are pinned to (vm/pinning.py)
 
     def __str__(self) -> str:
         return f"GPU slot {self.gpu}" if self.gpu else f"slot {self.number}"
@@ -52,15 +60,21 @@ class Slot:
 class SlotPool:
     """Which slots are free, and what each may take from the queue."""
 
-    def __init__(self, site: Site, queue: Queue, cpu_slots: int):
+    def __init__(self, site: Site, queue: Queue, cpu_slots: int, plan: CorePlan | None = None):
+        """`plan`: each slot's cores (cores.core_plan, for every slot made here); None leaves the
+        VMs unpinned."""
         self.site, self.queue, self.host = site, queue, queue.host
-        devices = site.gpu.devices
-        if devices and site.accel != "kvm":
+        devices = lendable_gpus(site)
+        if site.gpu.devices and not devices:
             log.warning("site.toml lists %d GPU(s) but VMs run under %s: a GPU is lent only to a kvm VM, so no "
-                        "GPU slot is used (set VMJUDGE_ACCEL=kvm, or remove [gpu] devices)", len(devices), site.accel)
-            devices = ()
-        self.gpus = [Slot(cpu_slots + i, address) for i, address in enumerate(devices)]
-        self.free = self.gpus + [Slot(i) for i in range(cpu_slots)]  # GPU slots first: they take only GPU work
+                        "GPU slot is used (set VMJUDGE_ACCEL=kvm, or remove [gpu] devices)", len(site.gpu.devices),
+                        site.accel)
+
+        def cores(number: int) -> SlotCores | None:
+            return plan.of(number) if plan is not None else None
+        self.gpus = [Slot(cpu_slots + i, address, cores(cpu_slots + i)) for i, address in enumerate(devices)]
+        # GPU slots first: they take only GPU work
+        self.free = self.gpus + [Slot(i, cores=cores(i)) for i in range(cpu_slots)]
         # The cards site.toml lists, lent or not here: a TCG run must not forget which are out of service.
         for row in queue.gpu_slots.register(self.host, site.gpu.devices):
             if not row.in_service:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config.site import PCI_ADDRESS_RE
+from .pinning import CpuTune
 
 CHANNEL_NAME = "org.vmjudge.data"
 # The GPU's root port: bus 0 is q35's pcie-root, so the port is bus 1 and the card sits alone
@@ -61,6 +62,7 @@ class DomainSpec:
     channel: str = "virtio"
     cmdline_extra: tuple[str, ...] = field(default_factory=tuple)
     gpu: str | None = None  # the host PCI address of a GPU to pass through, as site.toml's [gpu] devices
+    cputune: CpuTune | None = None  # its slot's cores (pinning.py); None leaves the VM unpinned
 
     @property
     def cmdline(self) -> str:
@@ -107,6 +109,17 @@ def _gpu(devices: ET.Element, address: PciAddress) -> None:
     _sub(hostdev, "address", type="pci", **PciAddress(0, _GPU_ROOT_PORT, 0, 0).attrs())
 
 
+def _cputune(dom: ET.Element, tune: CpuTune, vcpus: int) -> None:
+    """Each vCPU on its slot's cores, and qemu's emulator threads (its main loop, its I/O) on
+    the same slot's: left anywhere, they would steal time from another slot's vCPUs."""
+    if len(tune.vcpus) != vcpus:
+        raise ValueError(f"the pinning names {len(tune.vcpus)} vCPUs for a VM of {vcpus}")
+    el = _sub(dom, "cputune")
+    for j, cpus in enumerate(tune.vcpus):
+        _sub(el, "vcpupin", vcpu=str(j), cpuset=cpus)
+    _sub(el, "emulatorpin", cpuset=tune.emulator)
+
+
 def domain_xml(spec: DomainSpec) -> str:
     if spec.accel not in ("kvm", "tcg"):
         raise ValueError(f"accel must be kvm or tcg, not {spec.accel!r}")
@@ -119,6 +132,8 @@ def domain_xml(spec: DomainSpec) -> str:
     _sub(dom, "name", spec.name)
     _sub(dom, "memory", str(spec.memory_mib), unit="MiB")
     _sub(dom, "vcpu", str(spec.vcpus))
+    if spec.cputune is not None:
+        _cputune(dom, spec.cputune, spec.vcpus)
     os_el = _sub(dom, "os")
     _sub(os_el, "type", "hvm", arch="x86_64", machine="pc" if gpu is None else "q35")
     _sub(os_el, "kernel", str(spec.kernel))

@@ -31,6 +31,7 @@ from .domain_xml import DomainSpec, domain_xml
 from .gpu_preflight import lendable_card
 from .hardware import fingerprint
 from .job import JOB_FILE, Job
+from .pinning import SlotCores
 from .pty_reader import ChannelReader
 from .reading import DEFAULT_LIMITS, POWEROFF_GRACE, JobRun, Limits, Reading, check_agent_error, host_timeouts
 
@@ -72,8 +73,10 @@ def _qemu_img(args: list[str]) -> None:
 def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *, home_disk: Path,
             workdir: Path, console_log: Path, vcpus: int = 2, memory_mib: int = 2048, label: str = "job",
             limits: Limits = DEFAULT_LIMITS, watch: Watch | None = None, keep_iso: Path | None = None,
-            cancel: threading.Event | None = None, gpu: str | None = None) -> JobRun:
-    """`gpu`: the host PCI address of a GPU slot's card, passed through to this VM."""
+            cancel: threading.Event | None = None, gpu: str | None = None, cores: SlotCores | None = None) -> JobRun:
+    """`gpu`: the host PCI address of a GPU slot's card, passed through to this VM. `cores`: its
+    slot's host cores, which the VM is pinned to (the daemon's, evaluate's and the doctor's VMs
+    always are; None leaves it unpinned, for tests and benchmarks that want it so)."""
     boot_timeout, silence_timeout, budget = host_timeouts(site, limits, job)
     # Checked again just before the VM is given it; the manifest records what was lent.
     lent = {"address": gpu, "ids": lendable_card(site.gpu, gpu).ids} if gpu is not None else None
@@ -91,7 +94,8 @@ def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *
         iso_sha = sha256_file(iso)
         spec = DomainSpec(name=name, kernel=image.kernel, initrd=image.initrd, root=image.root,
                           home=Path(home_disk).resolve(), cdrom=iso, console_log=Path(console_log).resolve(),
-                          accel=site.accel, vcpus=vcpus, memory_mib=memory_mib, channel=site.channel, gpu=gpu)
+                          accel=site.accel, vcpus=vcpus, memory_mib=memory_mib, channel=site.channel, gpu=gpu,
+                          cputune=cores.tune(vcpus) if cores is not None else None)
         domain = _start(conn, domain_xml(spec), gpu)
         reader = ChannelReader(domain.channel_pty(site.channel))
         started = time.monotonic()
@@ -153,6 +157,7 @@ class VmRunner:
     memory_mib: int
     cancel: threading.Event | None = None
     gpu: str | None = None  # the GPU slot's card (its host PCI address), lent to every VM of the stage
+    cores: SlotCores | None = None  # the slot's host cores, every VM of the stage pinned to them
 
     def new_home(self, path: Path, size_mib: int) -> None:
         make_blank_disk(path, size_mib)
@@ -168,4 +173,4 @@ class VmRunner:
             return run_job(self.conn, self.site, self.image, job, home_disk=home, workdir=rd.path,
                            console_log=console, vcpus=self.vcpus, memory_mib=self.memory_mib,
                            label=f"{self.site.domain_tag}-e{self.entry_id}-{stage}", limits=limits, watch=watch,
-                           keep_iso=keep_iso, cancel=self.cancel, gpu=self.gpu)
+                           keep_iso=keep_iso, cancel=self.cancel, gpu=self.gpu, cores=self.cores)
