@@ -15,7 +15,7 @@ def test_doctor_boots_a_job_and_passes(site, image, conn):
     report = json.loads(proc.stdout)
     assert proc.returncode == 0 and report["ok"], proc.stdout + proc.stderr
     checks = {c["name"]: c for c in report["checks"]}
-    assert set(checks) == {"qemu", "libvirt", "home", "image", "accel"}
+    assert set(checks) == {"qemu", "libvirt", "home", "cores", "image", "accel"}
     assert checks["accel"]["detail"].startswith(f"{site.accel}: test job booted")
     assert "interfaces: lo only" in checks["accel"]["detail"]
 
