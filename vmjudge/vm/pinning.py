@@ -44,7 +44,7 @@ def usable_cores() -> tuple[int, ...]:
 
 
 def cpuset(cores: tuple[int, ...]) -> str:
-    """libvirt's spelling of a set of cores: ranges where they run on, "0-3,6"."""
+    """libvirt's spelling of a set of cores, consecutive ones as a range: "0-3,6"."""
     runs: list[list[int]] = []
     for core in sorted(set(cores)):
         if runs and core == runs[-1][1] + 1:
@@ -100,6 +100,7 @@ class CorePlan:
                 f"{len(self.usable)} usable core(s), so the slots share cores (site.toml [slots] overcommit = true).")
 
     def describe(self) -> str:
+        """The doctor's line: which cores each slot gets, so an organiser can check it against taskset."""
         if self.shared:
             return (f"overcommitted: {len(self.slots)} slot(s) × {self.vcpus} vCPU(s) on {len(self.usable)} usable "
                     f"core(s) ({cpuset(self.usable)}), shared by every slot; timings are not comparable")
