@@ -22,6 +22,8 @@ from vmjudge.queue.db import Queue
 from vmjudge.stages.context import StageOutcome
 from vmjudge.supervisor import evaluate
 from vmjudge.supervisor.daemon import serve
+from vmjudge.supervisor.slots import SlotPool
+from vmjudge.vm.pinning import SlotCores, plan_cores
 
 from .cli import run_cli
 from .fake_sysfs import FakeHost
@@ -268,3 +270,12 @@ def test_evaluate_says_when_no_gpu_slot_here_can_run_the_entry(tmp_path, fake, m
            "(`vmjudge gpu list` says why); it stays queued for a daemon that has one." in done.stderr
     assert queue.entry(1).state == "queued" and queue.stage_runs(1) == []
     assert not queue.gpu_slots.in_service(queue.host, GOOD)
+
+
+def test_every_slot_cpu_and_gpu_gets_its_own_cores_as_numbered(tmp_path, fake, monkeypatch):
+    """The core plan reaches each slot by its number: CPU slots 0 and 1, then the GPU's slot 2."""
+    fake.add(GOOD, group="1")
+    site, queue = make_site(tmp_path, fake, (GOOD,), monkeypatch)
+    pool = SlotPool(site, queue, 2, plan_cores(tuple(range(6)), 3, 2, overcommit=False))
+    assert {s.number: (s.gpu, s.cores) for s in pool.free} == {
+        0: (None, SlotCores((0, 1))), 1: (None, SlotCores((2, 3))), 2: (GOOD, SlotCores((4, 5)))}
