@@ -213,6 +213,8 @@ def show(ctx: click.Context, entry_id: int, as_json: bool, organiser: bool) -> N
     if "hardware" in doc:
         echo(hardware_line(doc["hardware"]))
     if organiser:
+        for line in doc["organiser"]["figures"]:
+            echo(line)
         echo(report.as_json(doc["organiser"]))
 
 

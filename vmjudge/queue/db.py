@@ -290,15 +290,17 @@ class Queue(History):
                      reason: str | None = None, next_stage: str | None = None,
                      outcome: str | None = None, scores: dict[str, float] | None = None,
                      exam: dict[str, int] | None = None, results_sha256: str | None = None,
-                     scoring: Scoring | None = None) -> None:
+                     scoring: Scoring | None = None, figures: dict[str, Any] | None = None) -> None:
         """Record a stage's result and move the entry on: to `next_stage`, or to done with `outcome`.
         `results_sha256`: stage 3's archived results, linked to the entry in the same transaction;
-        `scoring`: stage 4's official scoring, added to the entry's history."""
+        `scoring`: stage 4's official scoring, added to the entry's history; `figures`: what the
+        run used."""
         with self._transaction() as db:
             self._hold(db, run)
             db.execute("UPDATE stage_runs SET finished_at = ?, status = ?, reason = ?, message = ?, manifest = ?, "
-                       "vm_seconds = ? WHERE id = ?",
-                       (now(), status, reason, message, json.dumps(manifest), charge(db, run), run.id))
+                       "vm_seconds = ?, figures = ? WHERE id = ?",
+                       (now(), status, reason, message, json.dumps(manifest), charge(db, run),
+                        json.dumps(figures) if figures is not None else None, run.id))
             if exam is not None:
                 db.execute("UPDATE entries SET exam = ? WHERE id = ?", (json.dumps(exam), run.entry_id))
             if results_sha256 is not None:

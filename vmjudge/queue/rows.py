@@ -84,11 +84,13 @@ class StageRun:
     evaluation: int = 1
     started: float | None = None  # epoch seconds
     vm_seconds: float | None = None  # the VM time charged to the entry's owner
+    figures: dict[str, Any] | None = None  # what the run used (stages/figures.py)
 
     @classmethod
     def from_row(cls, row: Any) -> StageRun:
         d = dict(row)
         d["manifest"] = json.loads(d["manifest"]) if d["manifest"] else None
+        d["figures"] = json.loads(d["figures"]) if d.get("figures") else None
         return cls(**d)
 
 

@@ -148,4 +148,7 @@ MIGRATIONS = (
     ("stage_runs", "started", "DOUBLE PRECISION"),
     ("stage_runs", "vm_seconds", "DOUBLE PRECISION"),
     ("entries", "batch", "INTEGER NOT NULL DEFAULT 0"),
+    # What a VM stage's run used (JSON, stages/figures.py): per command and for the VM. Whole for
+    # organisers; reports/figures.py gives participants what they may see of it.
+    ("stage_runs", "figures", "TEXT"),
 )
