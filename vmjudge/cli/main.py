@@ -34,6 +34,7 @@ from .gpu import gpu, slot_json, slot_line
 from .home import queue_of, site_of
 from .hosts import host_json, host_line, register
 from .image_transfer import image_export, image_import
+from .owners import owner
 from .replica import replica
 from .rescore import rescore
 from .service import service
@@ -312,5 +313,6 @@ main.add_command(logs)
 main.add_command(usage)
 main.add_command(service)
 main.add_command(replica)
+main.add_command(owner)
 image.add_command(image_export)
 image.add_command(image_import)
