@@ -23,7 +23,7 @@ CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 CHALLENGES = {
     "adm": "[entry]\nmax_size = 65536\nmax_scored_per_owner = 1\n",
     "big": "[entry]\nmax_size = 1048576\n",
-    "rl": "[limits]\nsubmissions_per_hour = 2\n",
+    "rl": "[entry]\nmax_size = 65536\n[limits]\nsubmissions_per_hour = 2\n",
 }
 
 

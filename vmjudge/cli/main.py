@@ -39,6 +39,7 @@ from .replica import replica
 from .rescore import rescore
 from .service import service
 from .usage import usage
+from .web import web
 
 
 class _Cli(click.Group):
@@ -314,5 +315,6 @@ main.add_command(usage)
 main.add_command(service)
 main.add_command(replica)
 main.add_command(owner)
+main.add_command(web)
 image.add_command(image_export)
 image.add_command(image_import)
