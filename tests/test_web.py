@@ -336,3 +336,9 @@ def test_leaderboards_show_the_boards_of_reports_leaderboard(web):
     assert "No scored entries yet." in alice.get("/leaderboards/adm").text
     assert "adm late leaderboard" in alice.get("/leaderboards/adm?late=1").text
     assert alice.get("/leaderboards/nope").status_code == 404
+
+
+def test_vmjudge_web_refuses_a_bad_listen_address_in_one_sentence(web):
+    proc = web.vmjudge("web", "--listen", "nowhere")
+    assert proc.returncode == 1 and proc.stderr == ("vmjudge: --listen 'nowhere' is not an address vmjudge reads: "
+                                                    "give HOST:PORT, such as 127.0.0.1:8080.\n")
