@@ -342,3 +342,15 @@ def test_vmjudge_web_refuses_a_bad_listen_address_in_one_sentence(web):
     proc = web.vmjudge("web", "--listen", "nowhere")
     assert proc.returncode == 1 and proc.stderr == ("vmjudge: --listen 'nowhere' is not an address vmjudge reads: "
                                                     "give HOST:PORT, such as 127.0.0.1:8080.\n")
+
+
+def test_the_portal_on_both_backends_signs_in_admits_lists_and_rate_limits(tmp_path, queue_location):
+    web = WebHome(tmp_path, queue_location)
+    alice = signed_in(web, "alice")
+    for i in range(2):
+        assert upload(alice, web.tar(f"{i}-entry.tar.gz"), challenge="rl").status_code == 201
+    assert upload(alice, web.tar("2-entry.tar.gz"), challenge="rl").status_code == 429
+    doc = alice.get("/entries.json").json()
+    assert doc["total"] == 2 and [e["challenge"] for e in doc["entries"]] == ["rl", "rl"]
+    web.owners.revoke("alice")
+    assert alice.get("/entries").status_code == 401
