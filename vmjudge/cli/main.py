@@ -34,10 +34,12 @@ from .gpu import gpu, slot_json, slot_line
 from .home import queue_of, site_of
 from .hosts import host_json, host_line, register
 from .image_transfer import image_export, image_import
+from .owners import owner
 from .replica import replica
 from .rescore import rescore
 from .service import service
 from .usage import usage
+from .web import web
 
 
 class _Cli(click.Group):
@@ -314,5 +316,7 @@ main.add_command(logs)
 main.add_command(usage)
 main.add_command(service)
 main.add_command(replica)
+main.add_command(owner)
+main.add_command(web)
 image.add_command(image_export)
 image.add_command(image_import)
