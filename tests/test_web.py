@@ -8,6 +8,7 @@ import html
 import json
 import os
 import stat
+from concurrent.futures import ThreadPoolExecutor
 
 import anyio
 import pytest
@@ -18,7 +19,7 @@ from vmjudge.reports.report import show
 from vmjudge.web.security import CSP
 
 from .test_config import challenge_dir
-from .web_home import WebHome, csrf_of, sign_in, upload
+from .web_home import WebHome, csrf_of, good_files, sign_in, upload
 
 
 @pytest.fixture
@@ -215,6 +216,22 @@ def test_the_rate_limit_counts_the_queues_entries_across_restarts(web):
                              headers={"Authorization": f"Bearer {token}"})
     assert api.status_code == 429 and "api-alice has submitted 2 entries" in api.json()["error"]
     assert upload(restarted, web.tar("5-entry.tar.gz"), challenge="big").status_code == 201  # per challenge
+
+
+def test_uploads_sent_at_once_cannot_overshoot_the_rate_limit(web):
+    """The count and the new entry are one admission: six uploads at once, two accepted."""
+    token = web.owners.add("burst")
+    archives = [web.tar(f"b{i}-entry.tar.gz", good_files(marker=str(i))) for i in range(6)]
+
+    def send(archive):
+        with archive.open("rb") as f:
+            return web.client().post("/api/entries", data={"challenge": "rl"}, files={"archive": f},
+                                     headers={"Authorization": f"Bearer {token}"}).status_code
+
+    with ThreadPoolExecutor(6) as pool:
+        codes = sorted(pool.map(send, archives))
+    assert codes == [201, 201, 429, 429, 429, 429]
+    assert len([e for e in web.queue.entries() if e.owner == "burst"]) == 2
 
 
 def test_submissions_per_hour_is_validated_like_the_other_limits(tmp_path):

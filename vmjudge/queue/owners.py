@@ -5,9 +5,6 @@ sha256 is kept: a copy of the queue's database lets no one sign in. Tokens are 2
 bits, so a plain hash is enough (no salt or slow hash needed, unlike a password), and the
 lookup compares the hashes in constant time. Revoking an owner takes effect on the next
 request, sessions included, because the portal reads the account on every request.
-
-The submission rate limit is counted here too, from the entries themselves (owner and
-submitted_at), so it holds across restarts and across several portal processes.
 """
 
 from __future__ import annotations
@@ -20,7 +17,7 @@ from typing import Any
 
 from ..errors import VmjudgeError
 from .connection import Database
-from .rows import now, stamp
+from .rows import now
 
 
 class OwnerError(VmjudgeError):
@@ -114,12 +111,3 @@ class Owners:
         if owner is None or not owner.active or not hmac.compare_digest(owner.session_mark, mark):
             return None
         return owner
-
-
-def submissions_since(database: Database, challenge: str, owner: str, since: float) -> int:
-    """Entries `owner` submitted to `challenge` at or after `since` (epoch seconds): what the
-    portal's rate limit counts, from the queue itself."""
-    with database.connect() as db:
-        row = db.execute("SELECT COUNT(*) FROM entries WHERE challenge = ? AND owner = ? AND submitted_at >= ?",
-                         (challenge, owner, stamp(since))).fetchone()
-    return int(row[0])

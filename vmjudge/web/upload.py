@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -28,10 +27,12 @@ from .. import private
 from ..config import load_challenge
 from ..errors import EntryError, VmjudgeError
 from ..queue.admit import Admitted, admit, check_names
-from ..queue.owners import Owner, submissions_since
+from ..queue.owners import Owner
 from .portal import Portal
 
 FIELD_LIMIT = 4096  # bytes of any field but the archive
+# Refusals that are not the archive's fault; any other is a bad request.
+STATUS = {"entry-limit": 409, "vm-budget": 409, "rate-limit": 429}
 
 
 @dataclass
@@ -165,17 +166,6 @@ def discard(upload: Upload) -> None:
     shutil.rmtree(upload.directory, ignore_errors=True)
 
 
-def check_rate(portal: Portal, owner: Owner, challenge: str) -> None:
-    """challenge.toml's [limits] submissions_per_hour, counted from the queue's entries."""
-    limit = load_challenge(portal.challenge_dir(challenge)).limits.submissions_per_hour
-    if limit is None:
-        return
-    sent = submissions_since(portal.queue.database, challenge, owner.name, time.time() - 3600)
-    if sent >= limit:
-        raise HTTPException(429, f"{owner.name} has submitted {sent} entries to {challenge} in the last hour, the "
-                                 f"most {challenge} accepts in an hour: submit again later.")
-
-
 def admit_upload(portal: Portal, owner: Owner, upload: Upload) -> Admitted:
     """Admit the uploaded archive as `vmjudge submit NAME ARCHIVE --owner OWNER [--late]` does."""
     challenge = upload.text("challenge")
@@ -185,10 +175,9 @@ def admit_upload(portal: Portal, owner: Owner, upload: Upload) -> Admitted:
         raise HTTPException(400, "The form holds no archive: choose your entry's file and submit again.")
     directory = portal.challenge_dir(challenge)
     try:
-        check_rate(portal, owner, challenge)
         return admit(portal.site, portal.queue, challenge, load_challenge(directory), upload.archive, owner.name,
-                     upload.late)
+                     upload.late, rate_limited=True)
     except EntryError as exc:
-        raise HTTPException(409 if exc.reason in ("entry-limit", "vm-budget") else 400, str(exc)) from exc
+        raise HTTPException(STATUS.get(exc.reason or "", 400), str(exc)) from exc
     except VmjudgeError as exc:  # the judge's side: the spool's disk full, the queue unreachable
         raise HTTPException(503, str(exc)) from exc
