@@ -144,7 +144,11 @@ def test_a_participant_uploads_follows_and_reads_in_a_real_browser(portal, tmp_p
         assert rows[0].find_element(By.CSS_SELECTOR, "td.owner").text == "alice"
 
         driver.get(f"{base}/entries/{good_id}")
-        assert "Entry scored." in driver.find_element(By.ID, "report").text
+        report = driver.find_element(By.ID, "report").text
+        assert "Entry scored." in report
+        # What the run used, as `show` gives participants: the exam in tenths of its caps only.
+        assert "Resources: setup.sh " in report and "Resources: slowest training record " in report
+        assert "Resources (the exam gives tenths of its caps only): time " in report
         SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
         assert driver.save_screenshot(str(SCREENSHOT))
     finally:
