@@ -127,8 +127,15 @@ def judged(site, image, conn):
         path = archive(EXAMPLES / name / "entries" / case, archives / f"{name}-{case}-entry.tar.gz")
         proc = vmjudge(home, "submit", name, str(path), "--owner", case)
         ids[name, case], said[name, case] = int(proc.stdout), proc.stderr
-    # The good af2017 entry once more, late: the same stages, another board.
-    proc = vmjudge(home, "submit", "af2017", str(archives / "af2017-good-entry.tar.gz"),
+    # The good af2017 entry once more, late: the same stages and answers, another board; its
+    # next.sh sleeps after each answer as long as the label says (0 to 3 s), so its exam's
+    # figures carry the test labels, which no participant-facing output may (#20).
+    timing = archives / "af2017-timing"
+    shutil.copytree(EXAMPLES / "af2017" / "entries" / "good", timing)
+    with open(timing / "next.sh", "a") as f:
+        f.write('case "$(tail -n 1 answers.txt | cut -d, -f2)" in\n'
+                'N) ;; O) sleep 1 ;; A) sleep 2 ;; *) sleep 3 ;; esac\n')
+    proc = vmjudge(home, "submit", "af2017", str(archive(timing, archives / "af2017-timing-entry.tar.gz")),
                    "--owner", "latecomer", "--late")
     ids["af2017", "late"] = int(proc.stdout)
     daemon = vmjudge(home, "daemon", "--slots", "2", "--until-idle")
@@ -459,3 +466,77 @@ def test_the_challenges_own_software_is_in_its_image_and_on_the_replica(judged, 
                           capture_output=True, check=True, timeout=300).stdout
     assert tool.startswith(b"\x7fELF")
     assert (replica / "challenge/image/build.sh").read_bytes() == (source / "build.sh").read_bytes()
+
+
+# The late entry's next.sh sleeps this long after each answer (see the fixture).
+LABEL_SLEEP = {"N": 0, "O": 1, "A": 2, "~": 3}
+
+
+def walk_numbers(doc) -> list[float]:
+    if isinstance(doc, dict):
+        return [n for v in doc.values() for n in walk_numbers(v)]
+    if isinstance(doc, list):
+        return [n for v in doc for n in walk_numbers(v)]
+    return [doc] if isinstance(doc, (int, float)) and not isinstance(doc, bool) else []
+
+
+def test_the_exam_reaches_participants_as_tenths_of_its_caps_only(judged):
+    """An entry whose exam time per record follows the record's label: the organiser's figures
+    show it, record by record; every participant-facing output (show, show --json, the HTML
+    report, both leaderboards as text, JSON, CSV and HTML) names no test record and gives of
+    the exam only its time and peak memory in whole tenths of their caps."""
+    ch = load_challenge(EXAMPLES / "af2017")
+    labels = dict(line.split(",") for line in (EXAMPLES / "af2017" / "reference" / "REFERENCE.csv").read_text().split())
+    entry_id = judged.ids["af2017", "late"]
+    organiser = judged.show("af2017", "late", organiser=True)
+    exam = [a for a in organiser["organiser"]["attempts"] if a["stage"] == "exam" and a["status"] == "passed"][-1]
+    figures = exam["figures"]
+    rows = {r["name"]: r for r in figures["commands"]}
+    assert set(rows) == set(ch.test) and all(r["status"] == "ok" for r in rows.values())
+    # The channel is real: the organiser sees each record's time follow its label.
+    seconds = {label: [rows[r]["seconds"] for r in ch.test if labels[r] == label] for label in LABEL_SLEEP}
+    assert min(seconds["~"]) > max(seconds["N"]) + 1.5, seconds
+    assert figures["stage_seconds"] > sum(LABEL_SLEEP[labels[r]] for r in ch.test)
+    assert any(line.startswith(f"  {r}: ok ") for r in ch.test for line in organiser["organiser"]["figures"])
+
+    home = judged.home
+    doc = judged.show("af2017", "late")
+    text = vmjudge(home, "show", str(entry_id)).stdout
+    html = (home / "results" / str(entry_id) / "report.html").read_text()
+    boards = []
+    for late in ([], ["--late"]):
+        boards.append(vmjudge(home, "leaderboard", "af2017", *late).stdout)
+        boards.append(vmjudge(home, "leaderboard", "af2017", *late, "--json").stdout)
+        for kind in ("csv", "html"):
+            out = home / f"board{len(boards)}.{kind}"
+            vmjudge(home, "leaderboard", "af2017", *late, f"--{kind}", str(out))
+            boards.append(out.read_text())
+    for output in (text, json.dumps(doc), html, *boards):
+        for record in ch.test:
+            assert record not in output
+    assert doc["figures"]["exam"] == {"time_tenths": doc["figures"]["exam"]["time_tenths"], "time_cap_seconds": 60.0,
+                                      "memory_tenths": doc["figures"]["exam"]["memory_tenths"],
+                                      "memory_cap": doc["figures"]["exam"]["memory_cap"]}
+    assert all(isinstance(doc["figures"]["exam"][k], int) and 1 <= doc["figures"]["exam"][k] <= 10
+               for k in ("time_tenths", "memory_tenths"))
+    exam_section = text.split("Stage 3 (exam): ", 1)[1].split("\n\n", 1)[0]
+    assert re.fullmatch(r"8 test records: 8 completed, 0 failed, 0 timed out\.\n"
+                        r"Resources \(the exam gives tenths of its caps only\): time (10|[1-9])/10 of the 60 s cap; "
+                        r"peak memory (10|[1-9])/10 of the \d+\.\d [GM]iB cap\.", exam_section), exam_section
+    # No exact exam figure anywhere else in the participant's document (the quiz's and prep's
+    # figures are of the participant's own training files, and may be exact).
+    # (Measurements only: a count such as 1 process or 0 OOM kills is not told apart from the
+    # exam's own counts, and a time that happens to be a whole number of seconds is skipped.)
+    exact = {v for v in (figures["stage_seconds"], figures["vm"]["wall_seconds"], figures["vm"]["cpu_seconds"],
+                         figures["home_used"], *(r[k] for r in rows.values()
+                                                 for k in ("seconds", "cpu_seconds", "peak_memory")))
+             if v is not None and v != int(v) or (v or 0) > 100_000} - {figures["memory_limit"]}
+    rest = {k: v for k, v in doc.items() if k != "figures"}
+    assert len(exact) > 10 and not exact & set(walk_numbers(rest) + walk_numbers(doc["figures"]["exam"])), exact
+    # The quiz, on the participant's own files, is told in full beside its limits.
+    quiz = doc["figures"]["quiz"]
+    assert [r["record"] for r in quiz["records"]] == list(ch.training)
+    assert quiz["command_limit"] == 15.0 and quiz["stage_limit"] == 300.0 and len(quiz["slowest"]) == 5
+    assert re.search(r"Resources: slowest training record A\d{4}: \d+\.\d s of 15\.0 s; the quiz took \d+\.\d s of "
+                     r"300\.0 s; peak memory \d+\.\d MiB of \d+\.\d [GM]iB \(A\d{4}\); home disk \d+\.\d MiB of "
+                     r"\d+\.\d [GM]iB used\.\nSlowest records: A\d{4} ", text), text

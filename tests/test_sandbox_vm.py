@@ -300,7 +300,12 @@ def test_the_entrys_limits_are_measured_from_inside(boot):
     root's writable layer) and /dev/shm of 20 %, 20 % and 10 % of the VM's memory; the entry's
     commands in a memory cgroup capped 64 MiB below the VM's memory; eating all of it, the
     entry's process is OOM-killed while the agent keeps ticking (a silence of 15 s would fail
-    the run as channel-silent) and carries on."""
+    the run as channel-silent) and carries on.
+
+    And what each command used, from its own cgroup (#20): 300 MiB touched shows a peak of at
+    least that and below the VM's memory; a CPU burner's CPU time is its wall time within 20 %;
+    a sleeper's is near 0; the OOM kill is counted; the spawner's processes; the VM's CPU time
+    from libvirt; the job's memory cap and home disk used."""
     spawner = ("python3 -c 'import errno, os\nn = 0\nwhile True:\n try: os.posix_spawn(\"/bin/sleep\", "
                "[\"sleep\", \"1000\"], os.environ)\n except OSError as e: print(n, errno.errorcode[e.errno]); break\n"
                " n += 1'")
@@ -313,9 +318,13 @@ def test_the_entrys_limits_are_measured_from_inside(boot):
         sh("oom", "grep oom_kill /proc/vmstat; exec python3 -c 'l = []\nwhile True: l.append(bytearray(8 << 20))'",
            timeout=120),
         sh("after", "grep oom_kill /proc/vmstat; echo agent alive"),
+        sh("touch", "exec python3 -c 'b = bytearray(300 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1'",
+           timeout=120),
+        sh("burn", "exec python3 -c 'import time\nt = time.monotonic()\nwhile time.monotonic() - t < 3: pass'"),
+        sh("sleep", "exec sleep 3"),
     ))
     run = boot(job, limits=Limits(boot_timeout=120, silence_timeout=15))
-    nproc, spawn, sizes, cgroup, oom, after = run.transcript.commands
+    nproc, spawn, sizes, cgroup, oom, after, touch, burn, sleeper = run.transcript.commands
     assert output(run, 0) == "Max processes 1024 1024 processes \n"
     started, error = output(run, 1).split()
     # The user's processes count: the agent's shell and python are two of the 1024.
@@ -323,8 +332,18 @@ def test_the_entrys_limits_are_measured_from_inside(boot):
     mem, tmp, var_tmp, shm = (int(v) for v in output(run, 2).split())
     for size, share in ((tmp, 0.20), (var_tmp, 0.20), (shm, 0.10)):
         assert abs(size - share * mem) <= 4, (size, share, mem)  # tmpfs rounds to 4 KiB pages
-    assert output(run, 3) == f"0::/entry\n{mem * 1024 - (64 << 20)}\n"
+    cap = mem * 1024 - (64 << 20)
+    assert output(run, 3) == f"0::/entry/command-3\n{cap}\n"
     assert oom.status == "error" and oom.exit_code == -9, (oom.status, oom.exit_code, oom.message)
     kills_before = int(output(run, 4).split()[1])
     kills_after, alive = output(run, 5).splitlines()
     assert int(kills_after.split()[1]) > kills_before and alive == "agent alive"
+    assert touch.status == "ok" and 300 * MIB <= touch.usage["peak_memory"] < 512 * MIB, touch.usage
+    assert burn.status == "ok" and abs(burn.usage["cpu_seconds"] - burn.seconds) <= 0.2 * burn.seconds, \
+        (burn.usage, burn.seconds)
+    assert sleeper.seconds >= 3 and sleeper.usage["cpu_seconds"] < 0.1 * sleeper.seconds, sleeper.usage
+    assert oom.usage["oom_kills"] >= 1 and oom.usage["peak_memory"] >= 0.9 * cap, oom.usage
+    assert burn.usage["oom_kills"] == 0 and touch.usage["processes"] == 1
+    assert spawn.usage["processes"] >= 1000, spawn.usage
+    assert run.transcript.bye["memory_max"] == cap and run.transcript.bye["home_used"] > 0
+    assert run.cpu_seconds is not None and run.cpu_seconds > burn.usage["cpu_seconds"]

@@ -35,10 +35,12 @@ from .gpu import gpu, slot_json, slot_line
 from .home import queue_of, site_of
 from .hosts import host_json, host_line, register
 from .image_transfer import image_export, image_import
+from .owners import owner
 from .replica import replica
 from .rescore import rescore
 from .service import service
 from .usage import usage
+from .web import web
 
 
 class _Cli(click.Group):
@@ -214,6 +216,8 @@ def show(ctx: click.Context, entry_id: int, as_json: bool, organiser: bool) -> N
     if "hardware" in doc:
         echo(hardware_line(doc["hardware"]))
     if organiser:
+        for line in doc["organiser"]["figures"]:
+            echo(line)
         echo(report.as_json(doc["organiser"]))
 
 
@@ -318,5 +322,7 @@ main.add_command(logs)
 main.add_command(usage)
 main.add_command(service)
 main.add_command(replica)
+main.add_command(owner)
+main.add_command(web)
 image.add_command(image_export)
 image.add_command(image_import)

@@ -91,6 +91,9 @@ class StageLimits:
     # VM hours each owner may use on each board (official, late): a budget beside the entry
     # count; None: no budget
     vm_hours: float | None = None
+    # entries one owner may submit to this challenge through the portal (vmjudge web) in any
+    # hour, counted from the queue's entries; None: no rate limit
+    submissions_per_hour: int | None = None
 
 
 @dataclass(frozen=True)
@@ -239,7 +242,10 @@ def _limits(source: str, data: dict[str, Any]) -> StageLimits:
                          stage_results=sec.get("stage_results", int, 256 << 20, lambda v: 1024 <= v <= 1 << 40,
                                                "bytes from 1024 to 1099511627776"),
                          vm_hours=sec.get("vm_hours", float, None, lambda v: 0 < v <= 100000,
-                                          "hours from 0 to 100000, or leave the key out for no budget"))
+                                          "hours from 0 to 100000, or leave the key out for no budget"),
+                         submissions_per_hour=sec.get("submissions_per_hour", int, None, lambda v: 1 <= v <= 100000,
+                                                      "a whole number from 1 to 100000, or leave the key out for "
+                                                      "no rate limit"))
     sec.done()
     return limits
 

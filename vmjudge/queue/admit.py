@@ -102,14 +102,17 @@ def check_names(owner: str, archive_name: str) -> None:
 
 
 def admit(site: Site, queue: Queue, name: str, ch: Challenge, archive: Path, owner: str, late: bool,
-          spool: Spool | None = None) -> Admitted:
+          spool: Spool | None = None, rate_limited: bool = False) -> Admitted:
     """Store the archive (fsynced), check the stored copy, apply the entry limit, then queue it.
-    `name` is the challenge as registered, `ch` its challenge.toml; `spool` defaults to the home's."""
+    `name` is the challenge as registered, `ch` its challenge.toml; `spool` defaults to the home's.
+    `rate_limited`: a participant's own upload (the portal), held to `[limits]
+    submissions_per_hour` in the same transaction, so uploads sent at once cannot overshoot it."""
     check_names(owner, archive.name)
     check_archive_name(archive.name)
     check_size(ch, name, archive.name, archive.stat().st_size)  # only to spare copying a huge file
     spool = spool if spool is not None else Spool(site.layout.spool)
     limit, budget = ch.entry.max_scored_per_owner, ch.limits.vm_hours
+    per_hour = ch.limits.submissions_per_hour if rate_limited else None
     with _admission_lock(site.layout.submit_lock):  # this host's spool: a refusal removes what it stored
         stored = spool.store(archive)
         try:
@@ -117,6 +120,9 @@ def admit(site: Site, queue: Queue, name: str, ch: Challenge, archive: Path, own
 
             def admissible(used: Usage) -> None:
                 board = f"late entries to {name}" if late else name
+                if per_hour is not None and used.last_hour >= per_hour:
+                    raise EntryError("rate-limit", f"{owner} has submitted {used.last_hour} entries to {name} in the "
+                                     f"last hour, the most {name} accepts in an hour: submit again later.")
                 if budget is not None and used.vm_seconds >= budget * 3600:  # a dry run runs VMs too
                     raise EntryError("vm-budget", f"{owner} has used the {hours(budget * 3600)} of VM time allowed "
                                      f"for {board}: no further entry can be evaluated (time the judge's own failures "

@@ -29,7 +29,7 @@ from .history import History, add_exam_results, add_scoring
 from .hosts import Hosts
 from .leases import Leases
 from .requeue import event, requeue_or_park
-from .rows import EntryRow, Scoring, StageRun, Usage, now
+from .rows import EntryRow, Scoring, StageRun, Usage, now, stamp
 
 # A stage needs a GPU slot when its challenge asks for a GPU and it runs in a VM (stage 4,
 # on the host, needs none: a GPU challenge's scoring never waits for a card).
@@ -122,8 +122,8 @@ class Queue(History):
         same transaction as the insert, with other admissions to the board held off, so two
         submissions at once cannot both take the last place, on one host or several."""
         with self._transaction() as db:
-            if admissible is not None:
-                db.lock(f"admit {challenge} {owner} {int(late)}")
+            if admissible is not None:  # both boards: the rate limit counts them together
+                db.lock(f"admit {challenge} {owner}")
                 admissible(self._owner_usage(db, challenge, owner, late))
             if self.shared:  # no file is shared between hosts: the archive's bytes go with the entry
                 self.blobs.put_file(db, sha256, path)
@@ -159,7 +159,9 @@ class Queue(History):
             "FROM entries WHERE challenge = ? AND owner = ? AND late = ?", board).fetchone()
         used = db.execute("SELECT COALESCE(SUM(r.vm_seconds), 0) FROM stage_runs r JOIN entries e ON e.id = r.entry_id "
                           "WHERE e.challenge = ? AND e.owner = ? AND e.late = ?", board).fetchone()[0]
-        return Usage(int(row["scored"]), int(row["pending"]), float(used))
+        recent = db.execute("SELECT COUNT(*) FROM entries WHERE challenge = ? AND owner = ? AND submitted_at >= ?",
+                            (challenge, owner, stamp(time.time() - 3600))).fetchone()[0]
+        return Usage(int(row["scored"]), int(row["pending"]), float(used), int(recent))
 
     def entries(self, states: tuple[str, ...] | None = None) -> list[EntryRow]:
         with self._connect() as db:
@@ -290,15 +292,17 @@ class Queue(History):
                      reason: str | None = None, next_stage: str | None = None,
                      outcome: str | None = None, scores: dict[str, float] | None = None,
                      exam: dict[str, int] | None = None, results_sha256: str | None = None,
-                     scoring: Scoring | None = None) -> None:
+                     scoring: Scoring | None = None, figures: dict[str, Any] | None = None) -> None:
         """Record a stage's result and move the entry on: to `next_stage`, or to done with `outcome`.
         `results_sha256`: stage 3's archived results, linked to the entry in the same transaction;
-        `scoring`: stage 4's official scoring, added to the entry's history."""
+        `scoring`: stage 4's official scoring, added to the entry's history; `figures`: what the
+        run used."""
         with self._transaction() as db:
             self._hold(db, run)
             db.execute("UPDATE stage_runs SET finished_at = ?, status = ?, reason = ?, message = ?, manifest = ?, "
-                       "vm_seconds = ? WHERE id = ?",
-                       (now(), status, reason, message, json.dumps(manifest), charge(db, run), run.id))
+                       "vm_seconds = ?, figures = ? WHERE id = ?",
+                       (now(), status, reason, message, json.dumps(manifest), charge(db, run),
+                        json.dumps(figures) if figures is not None else None, run.id))
             if exam is not None:
                 db.execute("UPDATE entries SET exam = ? WHERE id = ?", (json.dumps(exam), run.entry_id))
             if results_sha256 is not None:

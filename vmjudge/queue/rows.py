@@ -26,11 +26,13 @@ def stamp(seconds: float) -> str:
 class Usage:
     """What one owner has used of one board of a challenge: for the entry limit, the entries
     scored and those pending (queued or running, not dry runs); for the VM-time budget, the
-    VM seconds charged to the owner's stage runs (never to infrastructure failures)."""
+    VM seconds charged to the owner's stage runs (never to infrastructure failures); for the
+    portal's rate limit, the entries submitted in the last hour."""
 
     scored: int
     pending: int
     vm_seconds: float
+    last_hour: int = 0  # entries the owner submitted to the challenge (both boards) in the last hour
 
 
 @dataclass(frozen=True)
@@ -84,11 +86,13 @@ class StageRun:
     evaluation: int = 1
     started: float | None = None  # epoch seconds
     vm_seconds: float | None = None  # the VM time charged to the entry's owner
+    figures: dict[str, Any] | None = None  # what the run used (stages/figures.py)
 
     @classmethod
     def from_row(cls, row: Any) -> StageRun:
         d = dict(row)
         d["manifest"] = json.loads(d["manifest"]) if d["manifest"] else None
+        d["figures"] = json.loads(d["figures"]) if d.get("figures") else None
         return cls(**d)
 
 

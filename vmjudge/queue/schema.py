@@ -125,6 +125,14 @@ CREATE INDEX IF NOT EXISTS entries_queued ON entries(id) WHERE state = 'queued';
 CREATE INDEX IF NOT EXISTS stage_runs_entry ON stage_runs(entry_id, stage);
 CREATE INDEX IF NOT EXISTS exam_results_entry ON exam_results(entry_id, id);
 CREATE INDEX IF NOT EXISTS scorings_entry ON scorings(entry_id, id);
+-- The participants' portal (vmjudge web): who may sign in, by the sha256 of a token shown once.
+CREATE TABLE IF NOT EXISTS owners (
+    name TEXT PRIMARY KEY,             -- the owner entries are submitted as
+    token_sha256 TEXT NOT NULL UNIQUE,
+    organiser INTEGER NOT NULL DEFAULT 0,
+    created_at TEXT NOT NULL,
+    revoked_at TEXT                    -- set by `owner revoke`: the token and its sessions stop at once
+);
 """
 # Columns added after the first release: (table, column, definition) for homes made before.
 MIGRATIONS = (
@@ -148,4 +156,7 @@ MIGRATIONS = (
     ("stage_runs", "started", "DOUBLE PRECISION"),
     ("stage_runs", "vm_seconds", "DOUBLE PRECISION"),
     ("entries", "batch", "INTEGER NOT NULL DEFAULT 0"),
+    # What a VM stage's run used (JSON, stages/figures.py): per command and for the VM. Whole for
+    # organisers; reports/figures.py gives participants what they may see of it.
+    ("stage_runs", "figures", "TEXT"),
 )

@@ -23,6 +23,7 @@ from ..queue.admit import budget_tenths
 from ..queue.db import Queue
 from ..queue.rows import EntryRow, Scoring, StageRun
 from ..terminal import printable
+from .figures import organiser_lines, participant_lines, participant_view
 
 
 def final_runs(runs: list[StageRun]) -> list[StageRun]:
@@ -65,6 +66,8 @@ def participant_text(entry: EntryRow, runs: list[StageRun], scorings: Sequence[S
              f"{' (late)' if entry.late else ''}, submitted {entry.submitted_at}", ""]
     for r in final_runs(runs):
         lines.append(f"{by_name(r.stage).title}: {r.message}")
+        if r.figures:
+            lines += participant_lines(r.stage, r.figures)
         lines.append("")
     rescored = rescore_line(list(scorings)) if entry.state == "done" and entry.outcome == "scored" else None
     if rescored:
@@ -102,7 +105,9 @@ def organiser_details(site: Site, entry: EntryRow, runs: list[StageRun]) -> dict
     return {"attempts": [{"stage": r.stage, "attempt": r.attempt, "evaluation": r.evaluation,
                           "status": r.status, "reason": r.reason,
                           "message": r.message, "started_at": r.started_at, "finished_at": r.finished_at,
-                          "host": r.host, "slot": r.slot, "manifest": r.manifest} for r in runs],
+                          "host": r.host, "slot": r.slot, "manifest": r.manifest, "figures": r.figures}
+                         for r in runs],
+            "figures": [line for r in final_runs(runs) if r.figures for line in organiser_lines(r.stage, r.figures)],
             "logs": logs, "results_dir": str(results.directory)}
 
 
@@ -119,7 +124,8 @@ def show(site: Site, queue: Queue, entry_id: int, organiser: bool = False) -> di
         "scorings": [{"at": s.at, "why": s.why, "scorer": s.scorer, "scorer_version": s.scorer_version,
                       "reference_sha256": s.reference_sha256, "results_sha256": s.results_sha256,
                       "scores": s.scores} for s in scorings],
-        "report": participant_text(entry, runs, scorings)}
+        "report": participant_text(entry, runs, scorings),
+        "figures": {r.stage: participant_view(r.stage, r.figures) for r in final_runs(runs) if r.figures}}
     ran = [r.manifest["hardware"] for r in runs if r.manifest and r.manifest.get("hardware")]
     if ran:
         doc["hardware"] = ran[-1]  # where its latest VM stage ran; the exam's says nothing of the labels

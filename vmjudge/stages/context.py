@@ -41,6 +41,7 @@ class StageOutcome:
     manifest: dict[str, Any] = field(default_factory=dict)
     results_sha256: str | None = None  # stage 3: its results, archived in the results store
     scoring: Scoring | None = None  # stage 4: the official scoring and what it used
+    figures: dict[str, Any] | None = None  # what the VM stage's run used (figures.py), organisers' record
 
 
 class JobRunner(Protocol):

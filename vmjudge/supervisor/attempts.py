@@ -92,11 +92,11 @@ def record_outcome(queue: Queue, run: StageRun, outcome: StageOutcome, record: R
     if outcome.status == "passed":
         record(f"entry {entry_id}'s {stage} result", queue.finish_stage, run, "passed", outcome.message,
                outcome.manifest, next_stage=next_stage(stage), exam=outcome.exam,
-               results_sha256=outcome.results_sha256)
+               results_sha256=outcome.results_sha256, figures=outcome.figures)
         return False
     record(f"entry {entry_id}'s {stage} result", queue.finish_stage, run, outcome.status, outcome.message,
            outcome.manifest, reason=outcome.reason, outcome=OUTCOME[outcome.status], scores=outcome.scores,
-           exam=outcome.exam, scoring=outcome.scoring)
+           exam=outcome.exam, scoring=outcome.scoring, figures=outcome.figures)
     return True
 
 

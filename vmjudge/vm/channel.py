@@ -42,6 +42,23 @@ def _text(value: Any, limit: int) -> str:
     return str(value)[:limit].encode("utf-8", "replace").decode("utf-8")
 
 
+USAGE_KEYS = ("cpu_seconds", "peak_memory", "oom_kills", "processes")
+
+
+def figure(value: Any) -> float | None:
+    """A figure from the guest as the host keeps it: a finite number from 0 to 2**62, else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return value if math.isfinite(value) and 0 <= value <= 1 << 62 else None
+
+
+def _usage(value: Any) -> dict[str, float | None] | None:
+    """A command's usage as the host keeps it: the known keys only, each a figure or None."""
+    if not isinstance(value, dict):
+        return None
+    return {k: figure(value.get(k)) for k in USAGE_KEYS}
+
+
 @dataclass(frozen=True)
 class Caps:
     """The host's own caps for one command; the agent caps too, but the host never trusts it
@@ -78,6 +95,10 @@ class CommandResult:
     message: str = ""
     files: dict[str, FileResult] = field(default_factory=dict)
     host_capped: bool = False  # the guest sent more than the job allowed; the host kept the allowance
+    # What an entry command used, from its own cgroup in the guest (images/guest/usage.py):
+    # cpu_seconds, peak_memory (bytes), oom_kills, processes (at most); None for root's commands
+    # and older agents, a figure the guest could not read None too.
+    usage: dict[str, float | None] | None = None
 
     @property
     def omitted(self) -> int:
@@ -257,6 +278,7 @@ class Transcript:
             cmd.output_bytes = min(max(int(info.get("output_bytes", len(cmd.output))), 0), 1 << 62)
             cmd.truncated = bool(info.get("truncated", False)) or cmd.host_capped
             cmd.message = _text(info.get("message", ""), 4096)
+            cmd.usage = _usage(info.get("usage"))
             self._file = None
             if self.watch.log is not None:
                 self.watch.log.ended(cmd)

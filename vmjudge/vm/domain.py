@@ -167,6 +167,14 @@ class Domain:
         return InfrastructureError("host-io", f"qemu paused domain {self.name}: reading or writing its disks failed "
                                    f"on the host ({sorted(errors) or 'no detail'}); check the host's disk.")
 
+    def cpu_seconds(self) -> float | None:
+        """The CPU time qemu has used for this VM so far, all its threads (libvirt's count,
+        which the guest cannot alter); None once the domain is gone or libvirt cannot say."""
+        try:
+            return float(self._call(lambda d: d.info()[4], "reading the CPU time of")) / 1e9
+        except (libvirt.libvirtError, InfrastructureError):
+            return None
+
     def wait_stopped(self, seconds: float, poll: float = 0.1) -> bool:
         deadline = time.monotonic() + seconds
         while self.is_active():

@@ -66,6 +66,7 @@ class JobRun:
     ended: str = "bye"  # bye | stopped (the watch's on_end said so) | capped (stage_cap passed)
     gpu: dict[str, str] | None = None  # the GPU lent to the VM: its host address and vendor:device ids
     hardware: dict[str, Any] | None = None  # what it ran on (vm/hardware.py); None in the replica
+    cpu_seconds: float | None = None  # qemu's CPU time for the VM, from libvirt; None in the replica
 
 
 @dataclass

@@ -104,13 +104,14 @@ def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *
         reading = Reading(domain, reader, stream, started, console_log, boot_timeout, silence_timeout, budget,
                            limits.stage_cap, cancel)
         ended = reading.until_bye()
+        cpu_seconds = domain.cpu_seconds()  # at once: after its bye the guest powers off
         transcript = stream.transcript
         if ended == "bye" and not domain.wait_stopped(POWEROFF_GRACE):
             log.warning("domain %s did not power off after its last frame; destroying it", name)
         check_agent_error(transcript, gpu)
         return JobRun(domain=name, transcript=transcript, iso_sha256=iso_sha, boot_seconds=reading.boot_seconds,
                       total_seconds=time.monotonic() - started, ended=ended, gpu=lent,
-                      hardware=hardware)
+                      hardware=hardware, cpu_seconds=cpu_seconds)
     finally:
         try:
             if domain is not None:

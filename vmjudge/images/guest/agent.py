@@ -37,8 +37,9 @@ from hardening import harden, make_entry_cgroup
 from media import CDROM, HOME, install, mount_cdrom, mount_home
 from run_guard import become_subreaper, protect_from_oom
 from system import EntryFault, JobError
+from usage import job_figures
 
-AGENT_VERSION = "1.3"
+AGENT_VERSION = "1.4"
 
 
 def kernel_args():
@@ -144,6 +145,7 @@ def main():
         channel.send_json("bye", {"commands": 0})
         return
     done = 0
+    figures = {}
     try:
         become_subreaper()
         protect_from_oom()
@@ -155,11 +157,13 @@ def main():
     except Exception as exc:  # noqa: BLE001 - whatever went wrong is reported to the host, then init powers off
         channel.send_json("error", {"message": f"agent failure: {type(exc).__name__}: {exc}"})
     finally:
+        if os.path.ismount(HOME):
+            figures = job_figures(HOME)
         if os.path.ismount(HOME) and not replica:
             with ticking(channel, float(job.get("heartbeat", 2))):
                 os.sync()
                 subprocess.run(["umount", HOME])
-    channel.send_json("bye", {"commands": done})
+    channel.send_json("bye", {"commands": done, **figures})
 
 
 if __name__ == "__main__":

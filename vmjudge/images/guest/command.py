@@ -1,6 +1,7 @@
 """One command of the job, from its "start" frame to its "end" frame: its record files linked
 in, its output relayed (the head as it comes, the tail at the end) while its deadline holds,
-the files it was asked to leave sent back. run_guard confines and ends it."""
+the files it was asked to leave sent back, and what it used (usage.py) in its end frame.
+run_guard confines and ends it."""
 
 import os
 import pwd
@@ -11,6 +12,7 @@ import time
 import frames
 from media import CHUNK, HOME, LinkError, make_links, read_result, remove_links
 from run_guard import kill_user, reap, start_command, stop_command
+from usage import CommandCgroup
 
 # After a command's process has ended and every process of the entry user was killed, the
 # output pipe closes at once; a writer that is somehow still there gets this long.
@@ -71,13 +73,17 @@ def run_command(channel, index, cmd):
     except LinkError as exc:
         remove_links(links)
         return end_without_running(channel, index, str(exc))
+    cgroup = CommandCgroup(index) if as_entry else None
     read_fd, write_fd = os.pipe()
     try:
-        proc = start_command(cmd.argv, cmd.user, entry, HOME, write_fd)
+        proc = start_command(cmd.argv, cmd.user, entry, HOME, write_fd,
+                             **({"cgroup": cgroup.path} if cgroup else {}))
     except (OSError, subprocess.SubprocessError) as exc:
         os.close(read_fd)
         os.close(write_fd)
         remove_links(links)
+        if cgroup is not None:
+            cgroup.remove()
         return end_without_running(channel, index,
                                    f"could not start {cmd.argv[0]}: {getattr(exc, 'strerror', None) or exc}")
     os.close(write_fd)
@@ -90,6 +96,10 @@ def run_command(channel, index, cmd):
     if as_entry:  # nothing the command started may outlive it (a setsid child appending later)
         kill_user(entry.pw_uid)
     reap()
+    usage = None
+    if cgroup is not None:  # read once nothing of the command is left: its peaks are final
+        usage = cgroup.figures()
+        cgroup.remove()
     remove_links(links)
     if status is None:
         status = "ok" if proc.returncode == 0 else "error"
@@ -98,7 +108,8 @@ def run_command(channel, index, cmd):
     send_files(channel, cmd)
     channel.send_json("end", {"index": index, "status": status, "exit_code": proc.returncode,
                               "seconds": round(seconds, 3), "output_bytes": output.total,
-                              "tail_bytes": len(output.ring), "truncated": output.omitted > 0})
+                              "tail_bytes": len(output.ring), "truncated": output.omitted > 0,
+                              "usage": usage})
     return status
 
 

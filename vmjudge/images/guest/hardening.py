@@ -1,5 +1,6 @@
 """What the agent sets once per job, before any entry command: the guest kernel's hardening
-and the entry's memory cgroup (the limits each command is then held to are run_guard's)."""
+and the entry's memory cgroup, under which each command gets a cgroup of its own (usage.py;
+the limits each command is then held to are run_guard's)."""
 
 import os
 
@@ -63,5 +64,15 @@ def make_entry_cgroup():
         os.makedirs(ENTRY_CGROUP, exist_ok=True)
         with open(ENTRY_CGROUP + "/memory.max", "w") as f:
             f.write(str(entry_memory_limit()))
+        # Each command runs in a child of its own, which measures it (usage.py).
+        with open(ENTRY_CGROUP + "/cgroup.subtree_control", "w") as f:
+            f.write("+memory +pids")
     except OSError as exc:
         raise JobError(f"cannot make the entry's memory cgroup: {exc}") from None
+    # The cpu controller too, where the kernel has it (cpu.stat's usage needs none).
+    for group in (CGROUPS, ENTRY_CGROUP):
+        try:
+            with open(group + "/cgroup.subtree_control", "w") as f:
+                f.write("+cpu")
+        except OSError:
+            break

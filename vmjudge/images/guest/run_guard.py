@@ -29,18 +29,19 @@ PR_SET_NO_NEW_PRIVS = 38
 
 
 def start_command(argv: list[str], user: str, entry: pwd.struct_passwd, home: str,
-                  out_fd: int) -> subprocess.Popen[bytes]:
+                  out_fd: int, cgroup: str = ENTRY_CGROUP) -> subprocess.Popen[bytes]:
     """Start `argv` in `home` as `user` ("entry" or "root"), its output and errors to `out_fd`,
-    in a session of its own (so its whole process group can be killed)."""
+    in a session of its own (so its whole process group can be killed); an entry command in
+    `cgroup` (the entry's, or a child of it that measures the one command)."""
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": home,
            "USER": user, "LOGNAME": user, "SHELL": "/bin/sh", "TMPDIR": "/tmp"}
     return subprocess.Popen(
         argv, cwd=home, env=env, stdin=subprocess.DEVNULL, stdout=out_fd, stderr=out_fd,
         start_new_session=True, close_fds=True,
-        preexec_fn=(lambda: become_entry(entry)) if user == "entry" else None)
+        preexec_fn=(lambda: become_entry(entry, cgroup)) if user == "entry" else None)
 
 
-def become_entry(entry: pwd.struct_passwd) -> None:
+def become_entry(entry: pwd.struct_passwd, cgroup: str = ENTRY_CGROUP) -> None:
     """In the child, before exec: killable by the OOM killer again (the agent is not), in the
     entry's memory cgroup, a cap on processes against fork bombs, a System V IPC namespace of
     its own (its shared memory dies with the command instead of pinning the VM's memory for
@@ -49,7 +50,7 @@ def become_entry(entry: pwd.struct_passwd) -> None:
     until exec."""
     with open("/proc/self/oom_score_adj", "w") as f:
         f.write("0")
-    with open(ENTRY_CGROUP + "/cgroup.procs", "w") as f:  # root's file: before the uid changes
+    with open(cgroup + "/cgroup.procs", "w") as f:  # root's file: before the uid changes
         f.write("0")
     resource.setrlimit(resource.RLIMIT_NPROC, (ENTRY_MAX_PROCESSES, ENTRY_MAX_PROCESSES))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from ...queue.results import encode_chunks, put_chunks
@@ -18,6 +19,7 @@ from ...vm.channel import CommandResult, Watch
 from ...vm.reading import JobRun, Limits
 from ..answers import parse_answer_lines
 from ..context import StageContext, StageOutcome
+from ..figures import measured
 from ..records import record_job
 
 
@@ -65,7 +67,8 @@ def run(ctx: StageContext) -> StageOutcome:
         with ctx.stage_log("exam") as log:
             run_ = ctx.run("exam", job, overlay, Limits(stage_cap=ch.limits.exam_total),
                            watch=Watch(log=log, on_end=kept.on_end if kept else None, keep_all=False))
-        return _outcome(ctx, run_, kept)
+        return replace(_outcome(ctx, run_, kept), figures=measured(ctx, run_, records, ch.limits.per_record,
+                                                                   ch.limits.exam_total))
     finally:
         overlay.unlink(missing_ok=True)
         if kept is not None:

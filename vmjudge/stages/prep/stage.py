@@ -20,6 +20,7 @@ from ...vm.channel import Watch
 from ...vm.job import Command, Job
 from ..answers import answers_allowance
 from ..context import StageContext, StageOutcome, output_text, script_argv
+from ..figures import measured
 from .home_fit import check_fits
 
 
@@ -64,13 +65,17 @@ def run(ctx: StageContext) -> StageOutcome:
     setup = run_.transcript.commands[0]
     output = output_text(setup)
     manifest = ctx.manifest("prep", run_)
+    figures = measured(ctx, run_, ("setup.sh",), ch.limits.setup, None)
     if setup.status == "timeout":
         return StageOutcome("failed", f"setup.sh did not finish within {ch.limits.setup:.0f} s. Entry not scored.\n"
-                            f"--- setup.sh output ---\n{output}", reason="setup-timeout", manifest=manifest)
+                            f"--- setup.sh output ---\n{output}", reason="setup-timeout", manifest=manifest,
+                            figures=figures)
     if setup.status != "ok":
         return StageOutcome("failed", f"setup.sh failed (exit status {setup.exit_code}). Entry not scored.\n"
-                            f"--- setup.sh output ---\n{output}", reason="setup-error", manifest=manifest)
-    return StageOutcome("passed", f"setup.sh completed.\n--- setup.sh output ---\n{output}", manifest=manifest)
+                            f"--- setup.sh output ---\n{output}", reason="setup-error", manifest=manifest,
+                            figures=figures)
+    return StageOutcome("passed", f"setup.sh completed.\n--- setup.sh output ---\n{output}", manifest=manifest,
+                        figures=figures)
 
 
 SCRIPTS = ("setup.sh", "next.sh")

@@ -14,9 +14,10 @@ from dataclasses import replace
 
 from ...scorers.loader import answer_check
 from ...vm.channel import CommandResult, Watch
-from ...vm.reading import Limits
+from ...vm.reading import JobRun, Limits
 from ..answers import parse_answer_lines, read_answer_lines, refused_line
 from ..context import DRYRUN_MESSAGE, StageContext, StageOutcome, output_text
+from ..figures import measured
 from ..records import record_job
 from .mismatch import file_detail, line_detail
 
@@ -140,6 +141,13 @@ def run(ctx: StageContext) -> StageOutcome:
                            watch=Watch(log=log, on_end=compare.on_end, keep_all=False))
     finally:
         overlay.unlink(missing_ok=True)
+    return replace(_outcome(ctx, run_, compare), figures=measured(ctx, run_, records, ch.limits.per_record,
+                                                                  ch.limits.quiz_total))
+
+
+def _outcome(ctx: StageContext, run_: JobRun, compare: Comparison) -> StageOutcome:
+    ch = ctx.challenge
+    records = ch.training
     t = run_.transcript
     manifest = ctx.manifest("quiz", run_)
     if compare.failure is not None:

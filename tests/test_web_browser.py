@@ -1,0 +1,171 @@
+"""The portal in a real browser, with real VMs: `vmjudge web` as a command, Debian's chromium
+driven by selenium, the real daemon judging what was uploaded through the form.
+
+Two af2017 entries go in through the upload form: a good one whose next.sh prints a marker
+in stage 3 (only for test records, whose names start with B), and one without next.sh, which
+prep fails on the host. After `vmjudge daemon --until-idle`, "my entries" shows both verdicts
+by its own refresh (no reload), the board shows the good entry, and the report page is saved
+as a screenshot. Then no participant page or API answer holds the marker, while the
+organiser's log page does (so the check cannot pass by the marker never having been printed).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.select import Select
+from selenium.webdriver.support.ui import WebDriverWait
+
+from .cli import REPO, run_cli
+from .test_pipeline import archive
+from .web_home import CSRF
+
+pytestmark = pytest.mark.timeout(1500)
+AF2017 = REPO / "examples" / "af2017"
+SCREENSHOT = Path("/var/tmp/vmjudge-test/web-report.png")
+MARKER = "VMJ-MARKER-7f3c9a1e-EXAM-ONLY"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for_port(port: int, proc: subprocess.Popen, deadline: float) -> None:
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"vmjudge web exited ({proc.returncode}): {proc.stderr.read() if proc.stderr else ''}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            time.sleep(0.1)  # polling a condition (the port open), with a deadline
+    raise AssertionError("vmjudge web did not listen within its deadline")
+
+
+def browser() -> webdriver.Chrome:
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1200,900"):
+        options.add_argument(arg)
+    return webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
+
+
+def marked_entry(root: Path) -> Path:
+    entry = root / "good"
+    shutil.copytree(AF2017 / "entries" / "good", entry)
+    next_sh = entry / "next.sh"
+    next_sh.write_text(next_sh.read_text() + f'case "$1" in B*) echo "{MARKER} out"; echo "{MARKER} err" >&2;; esac\n')
+    return archive(entry, root / "alice-good-entry.tar.gz")
+
+
+@pytest.fixture
+def portal(site, image, conn):
+    home = Path(tempfile.mkdtemp(prefix="web-", dir=site.home))
+    os.chmod(home, 0o711)
+    (home / "images").symlink_to(site.layout.images)  # share the test image cache
+    for args in (("challenge", "add", str(AF2017)),):
+        proc = run_cli(*args, home=home)
+        assert proc.returncode == 0, proc.stderr
+    tokens = {name: run_cli("owner", "add", name, *extra, home=home).stdout.strip()
+              for name, extra in (("alice", ()), ("olga", ("--organiser",)))}
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "vmjudge.cli", "web", "--listen", f"127.0.0.1:{port}",
+                               "--no-secure-cookies"], cwd=REPO, env={**os.environ, "VMJUDGE_HOME": str(home)},
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_port(port, server, time.monotonic() + 60)
+        yield home, f"http://127.0.0.1:{port}", tokens
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        shutil.rmtree(home)
+
+
+def upload_through_the_form(driver: webdriver.Chrome, base: str, path: Path) -> int:
+    driver.get(base + "/upload")
+    Select(driver.find_element(By.ID, "challenge")).select_by_value("af2017")
+    driver.find_element(By.ID, "archive").send_keys(str(path))
+    driver.find_element(By.ID, "submit").click()
+    WebDriverWait(driver, 60).until(lambda d: d.find_elements(By.ID, "entry-id"))
+    return int(driver.find_element(By.ID, "entry-id").text)
+
+
+def signed_in_client(base: str, token: str) -> httpx.Client:
+    client = httpx.Client(base_url=base, timeout=30)
+    csrf = CSRF.search(client.get("/signin").text)
+    assert csrf
+    assert client.post("/signin", data={"token": token, "csrf": csrf.group(1)}).status_code == 303
+    return client
+
+
+def test_a_participant_uploads_follows_and_reads_in_a_real_browser(portal, tmp_path):
+    home, base, tokens = portal
+    good = marked_entry(tmp_path)
+    failing = archive(AF2017 / "entries" / "missing-file", tmp_path / "alice-missing-entry.tar.gz")
+    driver = browser()
+    try:
+        driver.get(base + "/signin")
+        driver.find_element(By.ID, "token").send_keys(tokens["alice"])
+        driver.find_element(By.ID, "signin").click()
+        WebDriverWait(driver, 30).until(lambda d: d.current_url.endswith("/entries"))
+        good_id = upload_through_the_form(driver, base, good)
+        failing_id = upload_through_the_form(driver, base, failing)
+
+        driver.get(base + "/entries")
+        assert "queued" in driver.find_element(By.CSS_SELECTOR, f"#entry-{good_id} td.state").text
+        daemon = run_cli("daemon", "--until-idle", home=home)
+        assert daemon.returncode == 0, daemon.stderr
+
+        def verdicts(d: webdriver.Chrome) -> bool:  # the page's own refresh, no reload
+            good_v = d.find_element(By.CSS_SELECTOR, f"#entry-{good_id} td.verdict").text
+            failing_v = d.find_element(By.CSS_SELECTOR, f"#entry-{failing_id} td.verdict").text
+            return good_v == "Entry scored." and failing_v == "Entry not scored (prep: missing-component)."
+
+        WebDriverWait(driver, 60).until(verdicts)
+        assert driver.find_element(By.CSS_SELECTOR, f"#entry-{good_id} td.score").text == "1.0000"
+
+        driver.get(base + "/leaderboards/af2017")
+        rows = driver.find_elements(By.CSS_SELECTOR, "#leaderboard tbody tr")
+        assert len(rows) == 1 and rows[0].find_element(By.CSS_SELECTOR, "td.entry").text == str(good_id)
+        assert rows[0].find_element(By.CSS_SELECTOR, "td.owner").text == "alice"
+
+        driver.get(f"{base}/entries/{good_id}")
+        report = driver.find_element(By.ID, "report").text
+        assert "Entry scored." in report
+        # What the run used, as `show` gives participants: the exam in tenths of its caps only.
+        assert "Resources: setup.sh " in report and "Resources: slowest training record " in report
+        assert "Resources (the exam gives tenths of its caps only): time " in report
+        SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+        assert driver.save_screenshot(str(SCREENSHOT))
+    finally:
+        driver.quit()
+
+    # Every participant page and API answer about the good entry, without the marker...
+    alice = signed_in_client(base, tokens["alice"])
+    bearer = {"Authorization": f"Bearer {tokens['alice']}"}
+    seen = {path: alice.get(path) for path in ("/entries", f"/entries/{good_id}", "/entries.json", "/leaderboards",
+                                               "/leaderboards/af2017", "/leaderboards/af2017?late=1", "/upload")}
+    seen |= {path: alice.get(path, headers=bearer) for path in ("/api/entries", f"/api/entries/{good_id}")}
+    for path, response in seen.items():
+        assert response.status_code == 200, path
+        assert MARKER not in response.text, path
+    assert seen[f"/api/entries/{good_id}"].json()["outcome"] == "scored"
+    # ...and the organiser's log page with it: the entry did print it in stage 3.
+    olga = signed_in_client(base, tokens["olga"])
+    logs = olga.get(f"/organiser/entries/{good_id}/logs")
+    assert logs.status_code == 200 and MARKER in logs.text and "exam.log" in logs.text
+    assert alice.get(f"/organiser/entries/{good_id}/logs").status_code == 404

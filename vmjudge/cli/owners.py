@@ -1,0 +1,64 @@
+"""`vmjudge owner add | list | revoke`: the accounts of the participants' portal (`vmjudge web`).
+
+`add` prints the new sign-in token once, alone on stdout (only its sha256 is kept), so it can
+be piped to whoever passes it on; `revoke` stops the token, and every session signed in with
+it, at once.
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from ..queue.owners import Owners
+from .echo import echo
+from .home import site_and_queue
+
+
+def _owners(ctx: click.Context) -> Owners:
+    _, queue = site_and_queue(ctx)
+    return Owners(queue.database)
+
+
+@click.group("owner")
+def owner() -> None:
+    """Accounts of the participants' portal."""
+
+
+@owner.command("add")
+@click.argument("name")
+@click.option("--organiser", is_flag=True, help="May see every entry, attempts and logs in the portal.")
+@click.pass_context
+def owner_add(ctx: click.Context, name: str, organiser: bool) -> None:
+    """Add NAME and print its sign-in token (shown this once: only its hash is kept)."""
+    token = _owners(ctx).add(name, organiser)
+    echo(token)
+    echo(f"{name}{' (organiser)' if organiser else ''} added: give them the token above; it is not shown again.",
+         err=True)
+
+
+@owner.command("list")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def owner_list(ctx: click.Context, as_json: bool) -> None:
+    """Every owner: name, organiser or not, when added, revoked or not (never a token)."""
+    owners = _owners(ctx).all()
+    if as_json:
+        echo(json.dumps([{"name": o.name, "organiser": o.organiser, "created_at": o.created_at,
+                          "revoked_at": o.revoked_at} for o in owners], indent=2))
+        return
+    for o in owners:
+        role = "organiser" if o.organiser else "participant"
+        echo(f"{o.name:<24} {role:<12} added {o.created_at}" + (f", revoked {o.revoked_at}" if o.revoked_at else ""))
+    if not owners:
+        echo("no owners yet: `vmjudge owner add NAME` makes one")
+
+
+@owner.command("revoke")
+@click.argument("name")
+@click.pass_context
+def owner_revoke(ctx: click.Context, name: str) -> None:
+    """Stop NAME's token and every session signed in with it, at once."""
+    _owners(ctx).revoke(name)
+    echo(f"{name}'s token is revoked; `vmjudge owner add {name}` gives a new one.")

@@ -1,0 +1,35 @@
+"""`vmjudge web`: the participants' portal (vmjudge/web), served by uvicorn in this process.
+
+Meant to sit behind a TLS proxy (README: "Participants' portal"), so session cookies are
+marked Secure by default; --no-secure-cookies is for plain http on loopback (tests, a look at
+it on the judge's own machine).
+"""
+
+from __future__ import annotations
+
+import click
+import uvicorn
+
+from ..errors import VmjudgeError
+from ..web.app import create_app
+from .home import site_of
+
+
+def _listen(value: str) -> tuple[str, int]:
+    host, _, port = value.rpartition(":")
+    if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise VmjudgeError(f"--listen {value!r} is not an address vmjudge reads: give HOST:PORT, such as "
+                           "127.0.0.1:8080.")
+    return host.strip("[]"), int(port)
+
+
+@click.command("web")
+@click.option("--listen", default="127.0.0.1:8080", show_default=True, help="HOST:PORT to serve on.")
+@click.option("--secure-cookies/--no-secure-cookies", default=True, show_default=True,
+              help="Mark the session cookie Secure (the portal is reached over TLS, through a proxy).")
+@click.pass_context
+def web(ctx: click.Context, listen: str, secure_cookies: bool) -> None:
+    """Serve the participants' portal: sign in, upload, follow entries, reports, boards."""
+    host, port = _listen(listen)
+    app = create_app(site_of(ctx), secure_cookies=secure_cookies)
+    uvicorn.run(app, host=host, port=port, log_level="info", server_header=False, proxy_headers=False)

@@ -1,0 +1,66 @@
+"""The JSON API: POST /api/entries (multipart: challenge, archive, late), GET /api/entries (the
+caller's own, paged) and GET /api/entries/ID (the participant JSON of reports.report.show()).
+
+Only `Authorization: Bearer TOKEN` signs a call in; a session cookie alone is refused, so a
+page of another site cannot make a signed-in browser call the API (no CSRF token needed: no
+browser sends a bearer token by itself). Errors are {"error": sentence} with their status.
+"""
+
+from __future__ import annotations
+
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ..queue.listing import EntryFilter
+from ..queue.owners import Owner
+from ..reports.report import show
+from .entries import entries_page, page_number, participant_row
+from .portal import PAGE_SIZE, Portal
+from .upload import admit_upload, discard, receive_upload
+
+
+class Api:
+    def __init__(self, portal: Portal):
+        self.portal = portal
+
+    def routes(self) -> list[Route]:
+        return [Route("/api/entries", self.list_entries), Route("/api/entries", self.submit, methods=["POST"]),
+                Route("/api/entries/{entry_id:int}", self.entry)]
+
+    def caller(self, request: Request) -> Owner:
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise HTTPException(401, "Send your token as `Authorization: Bearer TOKEN`: the API takes no cookies.",
+                                headers={"WWW-Authenticate": "Bearer"})
+        owner = self.portal.owners.by_token(token.strip())
+        if owner is None:
+            raise HTTPException(401, "That token does not sign anyone in (it may have been revoked): check it, or "
+                                     "ask the organisers for a new one.", headers={"WWW-Authenticate": "Bearer"})
+        return owner
+
+    def list_entries(self, request: Request) -> Response:
+        owner = self.caller(request)
+        page = page_number(request)
+        found = entries_page(self.portal, EntryFilter(owner=owner.name), page)
+        return JSONResponse({"total": found.total, "page": page, "limit": PAGE_SIZE,
+                             "entries": [participant_row(e) for e in found.entries]})
+
+    def entry(self, request: Request) -> Response:
+        owner = self.caller(request)
+        entry_id = request.path_params["entry_id"]
+        self.portal.own_entry(owner, entry_id)
+        return JSONResponse(show(self.portal.site, self.portal.queue, entry_id))
+
+    async def submit(self, request: Request) -> Response:
+        owner = self.caller(request)
+        upload = await receive_upload(self.portal, request)
+        try:
+            admitted = await run_in_threadpool(admit_upload, self.portal, owner, upload)
+        finally:
+            discard(upload)
+        return JSONResponse({"id": admitted.entry_id, "owner": admitted.owner, "late": admitted.late,
+                             "dry_run": admitted.dry_run, "remaining": admitted.remaining_line(),
+                             "budget": admitted.budget_line()}, status_code=201)

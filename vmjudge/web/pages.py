@@ -1,0 +1,108 @@
+"""The participant's pages: sign in and out, upload an entry, my entries (refreshed by
+static/entries.js from /entries.json), an entry's report, and the boards.
+
+An entry's report is exactly the participant document of reports.report.show(): its text,
+through autoescaping and terminal.printable. Another owner's entry is 404, never 403.
+"""
+
+from __future__ import annotations
+
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from ..queue.listing import EntryFilter
+from ..reports import leaderboard as lb
+from ..reports.report import show
+from .entries import entries_page, page_number, pages_of, participant_row
+from .portal import Portal
+from .upload import admit_upload, discard, receive_upload
+
+
+class Pages:
+    def __init__(self, portal: Portal):
+        self.portal = portal
+
+    def routes(self) -> list[Route]:
+        return [Route("/", self.home), Route("/signin", self.signin_form),
+                Route("/signin", self.signin, methods=["POST"]), Route("/signout", self.signout, methods=["POST"]),
+                Route("/entries", self.entries), Route("/entries.json", self.entries_json),
+                Route("/entries/{entry_id:int}", self.report), Route("/upload", self.upload_form),
+                Route("/upload", self.upload, methods=["POST"]), Route("/leaderboards", self.boards),
+                Route("/leaderboards/{challenge}", self.board)]
+
+    def home(self, request: Request) -> Response:
+        return RedirectResponse("/entries" if self.portal.signed_in(request) else "/signin", status_code=303)
+
+    def signin_form(self, request: Request) -> Response:
+        return self.portal.page(request, "signin.html")
+
+    async def signin(self, request: Request) -> Response:
+        form = await request.form(max_files=0, max_fields=4)
+        self.portal.check_csrf(request, form.get("csrf"))
+        token = form.get("token")
+        owner = self.portal.owners.by_token(token.strip()) if isinstance(token, str) and token.strip() else None
+        if owner is None:
+            return self.portal.page(request, "signin.html", status=401,
+                                    error="That token does not sign anyone in (it may have been revoked): check it, "
+                                          "or ask the organisers for a new one.")
+        self.portal.sign_in(request, owner)
+        return RedirectResponse("/entries", status_code=303)
+
+    async def signout(self, request: Request) -> Response:
+        form = await request.form(max_files=0, max_fields=2)
+        self.portal.check_csrf(request, form.get("csrf"))
+        request.session.clear()
+        return RedirectResponse("/signin", status_code=303)
+
+    def entries(self, request: Request) -> Response:
+        owner = self.portal.participant(request)
+        page = page_number(request)
+        found = entries_page(self.portal, EntryFilter(owner=owner.name), page)
+        return self.portal.page(request, "entries.html", rows=[participant_row(e) for e in found.entries],
+                                page=page, pages=pages_of(found), total=found.total)
+
+    def entries_json(self, request: Request) -> Response:
+        owner = self.portal.participant(request)
+        page = page_number(request)
+        found = entries_page(self.portal, EntryFilter(owner=owner.name), page)
+        return JSONResponse({"total": found.total, "page": page,
+                             "entries": [participant_row(e) for e in found.entries]})
+
+    def report(self, request: Request) -> Response:
+        owner = self.portal.participant(request)
+        entry_id = request.path_params["entry_id"]
+        self.portal.own_entry(owner, entry_id)
+        doc = show(self.portal.site, self.portal.queue, entry_id)
+        return self.portal.page(request, "report.html", entry_id=entry_id, report=doc["report"])
+
+    def upload_form(self, request: Request) -> Response:
+        self.portal.participant(request)
+        return self.portal.page(request, "upload.html", challenges=self.portal.challenge_names())
+
+    async def upload(self, request: Request) -> Response:
+        owner = self.portal.participant(request)
+        upload = await receive_upload(self.portal, request)
+        try:
+            self.portal.check_csrf(request, upload.text("csrf"))
+            admitted = await run_in_threadpool(admit_upload, self.portal, owner, upload)
+        finally:
+            discard(upload)
+        lines = [line for line in (admitted.remaining_line(), admitted.budget_line()) if line]
+        return self.portal.page(request, "submitted.html", status=201, entry_id=admitted.entry_id, lines=lines)
+
+    def boards(self, request: Request) -> Response:
+        self.portal.participant(request)
+        return self.portal.page(request, "boards.html", challenges=self.portal.challenge_names())
+
+    def board(self, request: Request) -> Response:
+        self.portal.participant(request)
+        challenge = request.path_params["challenge"]
+        if challenge not in self.portal.challenge_names():
+            raise HTTPException(404, f"There is no challenge named {challenge!r}.")
+        late = request.query_params.get("late") == "1"
+        rows = lb.leaderboard(self.portal.queue, challenge, late)
+        return self.portal.page(request, "board.html", challenge=challenge, late=late, rows=rows,
+                                columns=lb.columns(rows), title=lb.title(challenge, late))

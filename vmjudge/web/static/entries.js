@@ -1,0 +1,35 @@
+// "My entries", refreshed without reloading: every few seconds the page's own entries are read
+// from /entries.json (same page number) and their state, score and verdict cells rewritten
+// with textContent (never as HTML). Stops once every entry on the page has ended.
+"use strict";
+(function () {
+  var table = document.getElementById("entries");
+  if (!table) { return; }
+  var page = table.getAttribute("data-page") || "1";
+  var ended = function (state) { return state === "done" || state === "parked"; };
+
+  function cell(row, name, text) {
+    var td = row.querySelector("td." + name);
+    if (td && td.textContent !== text) { td.textContent = text; }
+  }
+
+  function refresh() {
+    fetch("/entries.json?page=" + encodeURIComponent(page), {credentials: "same-origin"})
+      .then(function (r) { if (!r.ok) { throw new Error(r.status); } return r.json(); })
+      .then(function (doc) {
+        var running = false;
+        doc.entries.forEach(function (e) {
+          var row = document.getElementById("entry-" + e.id);
+          if (!row) { return; }
+          cell(row, "state", e.state + (e.stage ? " (" + e.stage + ")" : ""));
+          cell(row, "score", e.score === null ? "" : e.score.toFixed(4));
+          cell(row, "verdict", e.verdict);
+          if (!ended(e.state)) { running = true; }
+        });
+        table.setAttribute("data-refreshed", String(Date.now()));
+        if (running) { setTimeout(refresh, 3000); }
+      })
+      .catch(function () { setTimeout(refresh, 10000); });
+  }
+  setTimeout(refresh, 3000);
+}());
