@@ -242,7 +242,7 @@ def test_failing_command_stops_the_job_when_asked(boot):
     run = boot(job)
     assert [(c.name, c.status, c.exit_code) for c in run.transcript.commands] == [("ok", "ok", 0),
                                                                               ("fail", "error", 3)]
-    assert run.transcript.bye == {"commands": 2}
+    assert run.transcript.bye["commands"] == 2
 
 
 def test_entry_is_installed_into_home_with_its_modes(boot, rundir):
