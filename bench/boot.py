@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.host_lock import HostBusy, exclusive_host
+from tests.host_lock import run_holding_host
 from vmjudge.config import ImageRecipe, load_site
 from vmjudge.config.layout import RunDir
 from vmjudge.images import initramfs
@@ -132,8 +132,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    try:
-        with exclusive_host("this benchmark"):
-            main()
-    except HostBusy as exc:
-        raise SystemExit(str(exc)) from None
+    run_holding_host(main)

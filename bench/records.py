@@ -28,7 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.host_lock import HostBusy, exclusive_host  # noqa: E402
+from tests.host_lock import run_holding_host  # noqa: E402
 from vmjudge.config import load_challenge, load_site  # noqa: E402
 from vmjudge.config.layout import Layout, RunDir  # noqa: E402
 from vmjudge.images.build import build_image  # noqa: E402
@@ -135,8 +135,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    try:
-        with exclusive_host("this benchmark"):
-            main()
-    except HostBusy as exc:
-        raise SystemExit(str(exc)) from None
+    run_holding_host(main)

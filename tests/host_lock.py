@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -31,3 +31,12 @@ def exclusive_host(what: str) -> Iterator[None]:
             raise HostBusy(f"another test session or benchmark is booting VMs on this host (it holds {LOCK}): "
                            f"wait for it to end before starting {what}.") from None
         yield
+
+
+def run_holding_host(main: Callable[[], None], what: str = "this benchmark") -> None:
+    """A benchmark's entry point: `main` with the host held, or one sentence if it is busy."""
+    try:
+        with exclusive_host(what):
+            main()
+    except HostBusy as exc:
+        raise SystemExit(str(exc)) from None
