@@ -35,6 +35,7 @@ from vmjudge.supervisor.daemon import DaemonLock
 from vmjudge.vm import domain
 
 from .cli import run_cli
+from .published import wait_until_published
 from .sigstat_build import build_sigstat
 
 REPO = Path(__file__).resolve().parent.parent
@@ -139,6 +140,7 @@ def judged(site, image, conn):
                    "--owner", "latecomer", "--late")
     ids["af2017", "late"] = int(proc.stdout)
     daemon = vmjudge(home, "daemon", "--slots", "2", "--until-idle")
+    wait_until_published(home)  # what participants see of the exams, from its moment
     judged = Judged(home, ids, archives)
     judged.said = said
     judged.daemon_said = daemon.stderr
@@ -420,6 +422,7 @@ def test_rescore_and_rerun_on_a_judged_home(judged):
     proc = vmjudge(judged.home, "rescore", "af2017", "--rerun-stages", "--entries", str(entry_id))
     assert f"entry {entry_id} (good): queued again from stage 1" in proc.stdout
     vmjudge(judged.home, "daemon", "--until-idle")
+    wait_until_published(judged.home)
     after = judged.show("af2017", "good")
     assert (after["state"], after["outcome"], after["evaluation"]) == ("done", "scored", 2)
     assert after["scores"] == before["scores"]

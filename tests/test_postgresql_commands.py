@@ -38,7 +38,7 @@ def test_the_organisers_commands_on_postgresql(tmp_path, pg_url):
     assert listed["total"] == 5
     for entry_id, answers in home.answers.items():
         assert home.show(entry_id)["scores"]["score"] == pytest.approx(f1_mean(answers, LABELS))
-    board = json.loads(home.vmjudge("leaderboard", "af2017", "--json").stdout)
+    board = json.loads(home.vmjudge("leaderboard", "af2017", "--json", "--organiser").stdout)
     assert [row["owner"] for row in board] and all(row["exam_host"] == "a" for row in board)
     usage = json.loads(home.vmjudge("usage", "af2017", "--json").stdout)
     assert sorted((o["owner"], o["late"], o["entries"]) for o in usage["owners"]) == \

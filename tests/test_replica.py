@@ -27,6 +27,7 @@ from pathlib import Path
 import pycdlib
 import pytest
 
+from tests.published import wait_until_published
 from tests.replica_console import Console
 from tests.test_pipeline import archive, vmjudge
 from vmjudge.config import load_challenge
@@ -62,6 +63,7 @@ def judged(site, af2017_image, conn):
         ids[case] = int(vmjudge(home, "submit", "af2017", str(path), "--owner", case).stdout)
     shutil.copytree(EXAMPLE / "entries" / "dryrun", entries / "my-dryrun")  # a directory, not an archive
     vmjudge(home, "daemon", "--slots", "2", "--until-idle")
+    wait_until_published(home)  # the participant's reports are compared below
     yield home, ids
     assert domain.leftover_domains(conn) == []
     shutil.rmtree(home)
