@@ -93,12 +93,16 @@ def _admission_lock(path: Path) -> Iterator[None]:
 def check_names(owner: str, archive_name: str) -> None:
     """Owner and archive names are shown on boards, reports and status lines: one with a newline
     would forge a line there, a control or bidi character would act on a terminal or reorder
-    what is read, and one that is not UTF-8 cannot be stored. Refused before anything is."""
-    for what, value, longest in (("owner", owner, 64), ("archive name", archive_name, 255)):
-        if not value or len(value) > longest or not value.isprintable():
-            raise EntryError("bad-name", f"The {what} {value!r} is not allowed: use at most {longest} printable "
-                                         "characters (no control characters, newlines or invisible "
-                                         "formatting) and submit again.")
+    what is read, and one that is not UTF-8 cannot be stored. Refused before anything is.
+    The archive's name is a file name on the judge's disk, counted in bytes as the file system
+    counts them (255): 240 "é" are 480 bytes."""
+    for what, value, longest, unit in (("owner", owner, 64, "characters"),
+                                       ("archive name", archive_name, 255, "bytes")):
+        size = len(value) if unit == "characters" else len(value.encode("utf-8", "surrogatepass"))
+        if not value or size > longest or not value.isprintable():
+            raise EntryError("bad-name", f"The {what} {value[:80]!r}{'...' if len(value) > 80 else ''} is not "
+                                         f"allowed: use at most {longest} {unit} of printable characters (no control "
+                                         "characters, newlines or invisible formatting) and submit again.")
 
 
 def admit(site: Site, queue: Queue, name: str, ch: Challenge, archive: Path, owner: str, late: bool,

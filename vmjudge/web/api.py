@@ -17,7 +17,7 @@ from starlette.routing import Route
 from ..queue.listing import EntryFilter
 from ..queue.owners import Owner
 from ..reports.report import show
-from .entries import entries_page, page_number, participant_row
+from .entries import entries_page, entry_number, page_number, participant_row
 from .portal import PAGE_SIZE, Portal
 from .upload import admit_upload, discard, receive_upload
 
@@ -28,7 +28,7 @@ class Api:
 
     def routes(self) -> list[Route]:
         return [Route("/api/entries", self.list_entries), Route("/api/entries", self.submit, methods=["POST"]),
-                Route("/api/entries/{entry_id:int}", self.entry)]
+                Route("/api/entries/{entry_id}", self.entry)]
 
     def caller(self, request: Request) -> Owner:
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
@@ -50,7 +50,7 @@ class Api:
 
     def entry(self, request: Request) -> Response:
         owner = self.caller(request)
-        entry_id = request.path_params["entry_id"]
+        entry_id = entry_number(request)
         self.portal.own_entry(owner, entry_id)
         return JSONResponse(show(self.portal.site, self.portal.queue, entry_id))
 

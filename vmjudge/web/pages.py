@@ -16,7 +16,7 @@ from starlette.routing import Route
 from ..queue.listing import EntryFilter
 from ..reports import leaderboard as lb
 from ..reports.report import show
-from .entries import entries_page, page_number, pages_of, participant_row
+from .entries import entries_page, entry_number, page_number, pages_of, participant_row
 from .portal import Portal
 from .upload import admit_upload, discard, receive_upload
 
@@ -29,7 +29,7 @@ class Pages:
         return [Route("/", self.home), Route("/signin", self.signin_form),
                 Route("/signin", self.signin, methods=["POST"]), Route("/signout", self.signout, methods=["POST"]),
                 Route("/entries", self.entries), Route("/entries.json", self.entries_json),
-                Route("/entries/{entry_id:int}", self.report), Route("/upload", self.upload_form),
+                Route("/entries/{entry_id}", self.report), Route("/upload", self.upload_form),
                 Route("/upload", self.upload, methods=["POST"]), Route("/leaderboards", self.boards),
                 Route("/leaderboards/{challenge}", self.board)]
 
@@ -73,7 +73,7 @@ class Pages:
 
     def report(self, request: Request) -> Response:
         owner = self.portal.participant(request)
-        entry_id = request.path_params["entry_id"]
+        entry_id = entry_number(request)
         self.portal.own_entry(owner, entry_id)
         doc = show(self.portal.site, self.portal.queue, entry_id)
         return self.portal.page(request, "report.html", entry_id=entry_id, report=doc["report"])

@@ -21,6 +21,7 @@ from starlette.responses import Response
 
 from ..config import Site, load_challenge
 from ..errors import VmjudgeError
+from ..queue.connection import QueueUnavailable
 from ..queue.db import Queue
 from ..queue.owners import Owner, Owners
 from ..queue.rows import EntryRow
@@ -98,6 +99,8 @@ class Portal:
     def queue_entry_or_404(self, entry_id: int) -> EntryRow:
         try:
             return self.queue.entry(entry_id)
+        except QueueUnavailable:
+            raise  # the judge's trouble, not a missing entry: failures.py answers 503
         except VmjudgeError:
             raise HTTPException(404, f"There is no entry {entry_id}.") from None
 
@@ -105,6 +108,8 @@ class Portal:
         """The owner's entry; 404 otherwise: another owner's entry is not confirmed to exist."""
         try:
             entry = self.queue.entry(entry_id)
+        except QueueUnavailable:
+            raise
         except VmjudgeError:
             entry = None
         if entry is None or entry.owner != owner.name:
@@ -112,9 +117,12 @@ class Portal:
         return entry
 
     def challenge_dir(self, name: str) -> Path:
-        """The challenge's directory on this host; 400 for a name no challenge has."""
+        """The challenge's directory on this host; 400 for a name no challenge has (the queue's
+        own sentence tells the organiser to run `vmjudge challenge add`)."""
         try:
             return self.queue.challenge_dir(name)
+        except QueueUnavailable:
+            raise
         except VmjudgeError:
             raise HTTPException(400, f"There is no challenge named {name!r}: choose one of those the portal "
                                      "lists and submit again.") from None

@@ -25,14 +25,11 @@ from starlette.requests import Request
 
 from .. import private
 from ..config import load_challenge
-from ..errors import EntryError, VmjudgeError
 from ..queue.admit import Admitted, admit, check_names
 from ..queue.owners import Owner
 from .portal import Portal
 
 FIELD_LIMIT = 4096  # bytes of any field but the archive
-# Refusals that are not the archive's fault; any other is a bad request.
-STATUS = {"entry-limit": 409, "vm-budget": 409, "rate-limit": 429}
 
 
 @dataclass
@@ -174,10 +171,7 @@ def admit_upload(portal: Portal, owner: Owner, upload: Upload) -> Admitted:
     if upload.archive is None:
         raise HTTPException(400, "The form holds no archive: choose your entry's file and submit again.")
     directory = portal.challenge_dir(challenge)
-    try:
-        return admit(portal.site, portal.queue, challenge, load_challenge(directory), upload.archive, owner.name,
-                     upload.late, rate_limited=True)
-    except EntryError as exc:
-        raise HTTPException(STATUS.get(exc.reason or "", 400), str(exc)) from exc
-    except VmjudgeError as exc:  # the judge's side: the spool's disk full, the queue unreachable
-        raise HTTPException(503, str(exc)) from exc
+    # An EntryError is the participant's (failures.py gives its sentence and status); any other
+    # VmjudgeError is the judge's (the spool's disk full, the queue unreachable): 503 and the log.
+    return admit(portal.site, portal.queue, challenge, load_challenge(directory), upload.archive, owner.name,
+                 upload.late, rate_limited=True)
