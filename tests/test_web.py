@@ -234,11 +234,15 @@ def test_uploads_sent_at_once_cannot_overshoot_the_rate_limit(web):
     assert len([e for e in web.queue.entries() if e.owner == "burst"]) == 2
 
 
-def test_submissions_per_hour_is_validated_like_the_other_limits(tmp_path):
-    assert load_challenge(challenge_dir(tmp_path, 'name = "x"\n')).limits.submissions_per_hour is None
-    for bad in ("0", '"5"', "2.5", "true"):
-        with pytest.raises(ConfigError, match=r"\[limits\] submissions_per_hour = .* is not allowed: use a whole"):
-            load_challenge(challenge_dir(tmp_path, f'name = "x"\n[limits]\nsubmissions_per_hour = {bad}\n'))
+@pytest.mark.parametrize("key, default", [("submissions_per_hour", 10), ("pending_per_owner", 3),
+                                          ("spool_bytes_per_owner", 1 << 30)])
+def test_the_portals_limits_are_on_by_default_and_validated_like_the_others(tmp_path, key, default):
+    assert getattr(load_challenge(challenge_dir(tmp_path, 'name = "x"\n')).limits, key) == default
+    for bad in ("0", '"5"', "2.5", "true", "-1"):
+        with pytest.raises(ConfigError, match=rf"\[limits\] {key} = .* is not allowed: use a (whole number|number of "
+                                              r"bytes) from 1 to \d+\.$"):
+            load_challenge(challenge_dir(tmp_path, f'name = "x"\n[limits]\n{key} = {bad}\n'))
+    assert getattr(load_challenge(challenge_dir(tmp_path, f'name = "x"\n[limits]\n{key} = 7\n')).limits, key) == 7
 
 
 def test_organiser_pages_are_not_found_for_participants(web):

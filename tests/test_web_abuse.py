@@ -79,3 +79,17 @@ def test_unknown_pages_and_methods_are_sentences(web):
     refused = web.client().put("/api/entries")
     assert refused.status_code == 405 and refused.json()["error"].startswith("This page does not take that kind")
     assert csrf_of(alice, "/upload")
+
+
+def test_signing_out_ends_the_session_on_the_server_not_only_in_the_browser(web):
+    token = web.owners.add("alice")
+    browser, other_device = web.client(), web.client()
+    assert sign_in(browser, token).status_code == 303 and sign_in(other_device, token).status_code == 303
+    saved = dict(browser.cookies)  # what a copy of the cookie (a stolen one, another tab's) holds
+    assert browser.post("/signout", data={"csrf": csrf_of(browser, "/entries")}).status_code == 303
+    replayed = web.client()
+    replayed.cookies.update(saved)
+    assert replayed.get("/entries").status_code == 401
+    assert other_device.get("/entries").status_code == 401  # every session begun before signing out
+    assert sign_in(browser, token).status_code == 303 and browser.get("/entries").status_code == 200
+    assert replayed.get("/entries").status_code == 401  # signing in again does not revive the old one

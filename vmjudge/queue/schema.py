@@ -159,4 +159,9 @@ MIGRATIONS = (
     # What a VM stage's run used (JSON, stages/figures.py): per command and for the VM. Whole for
     # organisers; reports/figures.py gives participants what they may see of it.
     ("stage_runs", "figures", "TEXT"),
+    # The portal (issue 31): when the owner last signed out (epoch seconds); sessions signed in
+    # before it are over, whatever their cookie says.
+    ("owners", "signed_out_at", "DOUBLE PRECISION"),
+    # The archive's size, for the portal's cap on the bytes an owner keeps in the spool.
+    ("entries", "archive_bytes", "BIGINT NOT NULL DEFAULT 0"),
 )

@@ -54,7 +54,7 @@ class Pages:
     async def signout(self, request: Request) -> Response:
         form = await request.form(max_files=0, max_fields=2)
         self.portal.check_csrf(request, form.get("csrf"))
-        request.session.clear()
+        self.portal.sign_out(request)
         return RedirectResponse("/signin", status_code=303)
 
     def entries(self, request: Request) -> Response:

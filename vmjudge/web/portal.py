@@ -2,14 +2,16 @@
 token of the session, and the page templates.
 
 Who is signed in is read from the queue on every request, not trusted from the cookie: the
-cookie (signed) names the owner and a mark of the token it signed in with, and the owner must
-still hold that token, so `vmjudge owner revoke` ends live sessions at once.
+cookie (signed) names the owner, a mark of the token it signed in with and when, and the owner
+must still hold that token and not have signed out since, so `vmjudge owner revoke` and "Sign
+out" end live sessions at once, copies of the cookie included.
 """
 
 from __future__ import annotations
 
 import hmac
 import secrets
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,18 +54,27 @@ class Portal:
     # who is signed in
 
     def signed_in(self, request: Request) -> Owner | None:
-        name, mark = request.session.get("owner"), request.session.get("mark")
+        name, mark, since = request.session.get("owner"), request.session.get("mark"), request.session.get("since")
         if not isinstance(name, str) or not isinstance(mark, str):
             return None
-        owner = self.owners.by_session(name, mark)
-        if owner is None:  # revoked, or given a new token since: this session ends here
-            request.session.pop("owner", None)
-            request.session.pop("mark", None)
+        owner = self.owners.by_session(name, mark, since if isinstance(since, (int, float)) else 0.0)
+        if owner is None:  # revoked, given a new token, or signed out since: this session ends here
+            for key in ("owner", "mark", "since"):
+                request.session.pop(key, None)
         return owner
 
     def sign_in(self, request: Request, owner: Owner) -> None:
         request.session.clear()  # a new session: nothing chosen before signing in carries over
-        request.session.update({"owner": owner.name, "mark": owner.session_mark, "csrf": secrets.token_urlsafe(32)})
+        request.session.update({"owner": owner.name, "mark": owner.session_mark, "since": time.time(),
+                                "csrf": secrets.token_urlsafe(32)})
+
+    def sign_out(self, request: Request) -> None:
+        """End the session here and on the server: every session of the owner begun until now,
+        so a copy of the cookie is worth nothing either."""
+        owner = self.signed_in(request)
+        if owner is not None:
+            self.owners.sign_out(owner.name)
+        request.session.clear()
 
     def participant(self, request: Request) -> Owner:
         """The signed-in owner, or 401 (the page says to sign in)."""
