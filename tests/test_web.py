@@ -97,7 +97,11 @@ ARCHIVE_PART = (b'--x\r\nContent-Disposition: form-data; name="archive"; filenam
                 b"Content-Type: application/zip\r\n\r\n")
 
 
-def asgi_post(app, path: str, headers: list[tuple[bytes, bytes]], chunks: int, size: int = 64 << 10) -> tuple[int, int]:
+CHALLENGE_PART = b'--x\r\nContent-Disposition: form-data; name="challenge"\r\n\r\nbig\r\n'
+
+
+def asgi_post(app, path: str, headers: list[tuple[bytes, bytes]], chunks: int, size: int = 64 << 10,
+              first: bytes = ARCHIVE_PART) -> tuple[int, int]:
     """POST to the app at the ASGI boundary: a multipart body whose archive part is `chunks`
     chunks of `size` bytes, each sent only when the app asks for it. (status, bytes read)."""
     consumed, status = 0, 0
@@ -107,7 +111,7 @@ def asgi_post(app, path: str, headers: list[tuple[bytes, bytes]], chunks: int, s
         nonlocal consumed, sent
         if sent == chunks:
             return {"type": "http.disconnect"}
-        body = (ARCHIVE_PART if sent == 0 else b"") + b"x" * size
+        body = (first if sent == 0 else b"") + b"x" * size
         sent += 1
         consumed += len(body)
         return {"type": "http.request", "body": body, "more_body": sent < chunks}
@@ -131,11 +135,11 @@ def test_an_oversized_upload_is_refused_before_its_body_is_read(web):
         status, consumed = asgi_post(app, path, [(b"content-length", str(cap + 1).encode()),
                                                  (b"content-type", b"multipart/form-data; boundary=x")], chunks=100)
         assert (status, consumed) == (413, 0), path
-    # No Content-Length (chunked): counted as it streams, stopped just past the cap.
+    # No Content-Length (chunked): counted as it streams, stopped just past the challenge's cap.
     status, consumed = asgi_post(app, "/api/entries", [(b"content-type", b"multipart/form-data; boundary=x"),
                                                        (b"authorization", b"Bearer " + web.owners.add("a").encode())],
-                                 chunks=1000)
-    assert status == 413 and cap < consumed <= cap + 64 * 1024 + len(ARCHIVE_PART)
+                                 chunks=1000, first=CHALLENGE_PART + ARCHIVE_PART)
+    assert status == 413 and 1048576 < consumed <= 1048576 + 64 * 1024 + len(CHALLENGE_PART + ARCHIVE_PART)
     status, consumed = asgi_post(app, "/signin", [(b"content-type", b"application/x-www-form-urlencoded")], chunks=50,
                                  size=4096)
     assert status == 413 and consumed <= 16 * 1024 + 4096

@@ -125,6 +125,13 @@ CREATE INDEX IF NOT EXISTS entries_queued ON entries(id) WHERE state = 'queued';
 CREATE INDEX IF NOT EXISTS stage_runs_entry ON stage_runs(entry_id, stage);
 CREATE INDEX IF NOT EXISTS exam_results_entry ON exam_results(entry_id, id);
 CREATE INDEX IF NOT EXISTS scorings_entry ON scorings(entry_id, id);
+-- The portal's uploads that were refused or failed, kept an hour: each owner may have only so many.
+CREATE TABLE IF NOT EXISTS failed_uploads (
+    owner TEXT NOT NULL,
+    at DOUBLE PRECISION NOT NULL,      -- epoch seconds
+    status INTEGER NOT NULL            -- the HTTP status the upload got
+);
+CREATE INDEX IF NOT EXISTS failed_uploads_owner ON failed_uploads(owner, at);
 -- The participants' portal (vmjudge web): who may sign in, by the sha256 of a token shown once.
 CREATE TABLE IF NOT EXISTS owners (
     name TEXT PRIMARY KEY,             -- the owner entries are submitted as

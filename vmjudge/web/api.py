@@ -19,7 +19,7 @@ from ..queue.owners import Owner
 from ..reports.report import show
 from .entries import entries_page, entry_number, page_number, participant_row
 from .portal import PAGE_SIZE, Portal
-from .upload import admit_upload, discard, receive_upload
+from .upload import upload_entry
 
 
 class Api:
@@ -55,12 +55,8 @@ class Api:
         return JSONResponse(show(self.portal.site, self.portal.queue, entry_id))
 
     async def submit(self, request: Request) -> Response:
-        owner = self.caller(request)
-        upload = await receive_upload(self.portal, request)
-        try:
-            admitted = await run_in_threadpool(admit_upload, self.portal, owner, upload)
-        finally:
-            discard(upload)
+        owner = await run_in_threadpool(self.caller, request)
+        admitted = await upload_entry(self.portal, request, owner)
         return JSONResponse({"id": admitted.entry_id, "owner": admitted.owner, "late": admitted.late,
                              "dry_run": admitted.dry_run, "remaining": admitted.remaining_line(),
                              "budget": admitted.budget_line()}, status_code=201)

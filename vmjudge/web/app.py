@@ -7,6 +7,7 @@ answered with a plain 500 page, never a traceback (debug is off).
 
 from __future__ import annotations
 
+import anyio
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.sessions import SessionMiddleware
@@ -16,9 +17,11 @@ from starlette.staticfiles import StaticFiles
 from ..config import Site
 from ..errors import VmjudgeError
 from ..queue.db import Queue
+from ..queue.failed_uploads import FailedUploads
 from ..queue.owners import Owners
 from .api import Api
 from .failures import HANDLERS, LastResort
+from .gate import Gate
 from .organiser import Organiser
 from .pages import Pages
 from .portal import HERE, Portal, templates
@@ -29,6 +32,7 @@ from .security import SMALL_BODY, BodyIdle, BodyLimit, Refusal, SecurityHeaders
 SESSION_SECONDS = 14 * 24 * 3600
 UPLOADS = ("/upload", "/api/entries")
 UNKNOWN_CAP = 1 << 40
+UPLOAD_THREADS = 8  # uploads' bodies written to disk at once (a chunk at a time, each briefly)
 
 
 def create_app(site: Site, secure_cookies: bool = True, queue: Queue | None = None) -> Starlette:
@@ -37,7 +41,10 @@ def create_app(site: Site, secure_cookies: bool = True, queue: Queue | None = No
     site.layout.ensure()
     queue = queue or Queue(site.queue.url or site.layout.queue_db, host=site.queue.host, lease=site.queue.lease,
                            fair_window=site.queue.fair_window)
-    portal = Portal(site, queue, Owners(queue.database), templates(), secure_cookies)
+    gate = Gate(FailedUploads(queue.database), site.web.failed_uploads_per_hour)
+    portal = Portal(site=site, queue=queue, owners=Owners(queue.database), pages=templates(), gate=gate,
+                    upload_io=anyio.CapacityLimiter(UPLOAD_THREADS), checks=anyio.CapacityLimiter(site.web.checks),
+                    secure_cookies=secure_cookies)
 
     def cap(method: str, path: str) -> int:
         if path not in UPLOADS:

@@ -18,7 +18,7 @@ from ..reports import leaderboard as lb
 from ..reports.report import show
 from .entries import entries_page, entry_number, page_number, pages_of, participant_row
 from .portal import Portal
-from .upload import admit_upload, discard, receive_upload
+from .upload import upload_entry
 
 
 class Pages:
@@ -83,13 +83,9 @@ class Pages:
         return self.portal.page(request, "upload.html", challenges=self.portal.challenge_names())
 
     async def upload(self, request: Request) -> Response:
-        owner = self.portal.participant(request)
-        upload = await receive_upload(self.portal, request)
-        try:
-            self.portal.check_csrf(request, upload.text("csrf"))
-            admitted = await run_in_threadpool(admit_upload, self.portal, owner, upload)
-        finally:
-            discard(upload)
+        owner = await run_in_threadpool(self.portal.participant, request)
+        admitted = await upload_entry(self.portal, request, owner,
+                                      lambda upload: self.portal.check_csrf(request, upload.text("csrf")))
         lines = [line for line in (admitted.remaining_line(), admitted.budget_line()) if line]
         return self.portal.page(request, "submitted.html", status=201, entry_id=admitted.entry_id, lines=lines)
 

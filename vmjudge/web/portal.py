@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
 import jinja2
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -28,6 +29,7 @@ from ..queue.db import Queue
 from ..queue.owners import Owner, Owners
 from ..queue.rows import EntryRow
 from ..terminal import printable
+from .gate import Gate
 
 HERE = Path(__file__).resolve().parent
 FORM_OVERHEAD = 64 * 1024  # the multipart fields and headers around an uploaded archive
@@ -45,10 +47,17 @@ def templates() -> jinja2.Environment:
 
 @dataclass
 class Portal:
+    """`upload_io` bounds the threads that write uploads' bodies to disk and `checks` those that
+    check archives (the site's [web] checks): each an anyio limiter of its own, apart from the
+    one the page handlers run on, so pages never wait for a thread behind uploads."""
+
     site: Site
     queue: Queue
     owners: Owners
     pages: jinja2.Environment
+    gate: Gate
+    upload_io: anyio.CapacityLimiter
+    checks: anyio.CapacityLimiter
     secure_cookies: bool = True
 
     # who is signed in
