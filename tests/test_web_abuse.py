@@ -163,8 +163,8 @@ def test_an_owner_at_a_limit_is_refused_before_the_archive_is_stored_or_read(web
     assert web.uploads_left() == [] and len(web.queue.entries()) == 2 and failed_uploads(web, "alice") == 1
 
 
-def test_entries_waiting_and_spool_bytes_are_capped_per_owner(tmp_path):
-    web = WebHome(tmp_path)
+def test_entries_waiting_and_spool_bytes_are_capped_per_owner(tmp_path, queue_location):
+    web = WebHome(tmp_path, queue_location)
     (tmp_path / "cap").mkdir()
     (tmp_path / "cap" / "challenge.toml").write_text('name = "cap"\n[entry]\nmax_size = 65536\n[limits]\n'
                                                      'pending_per_owner = 2\nspool_bytes_per_owner = 60000\n')
@@ -203,8 +203,8 @@ def with_site(web: WebHome, text: str) -> WebHome:
     return web
 
 
-def test_refused_and_failed_uploads_count_and_past_the_limit_even_a_good_one_waits(web):
-    with_site(web, "[web]\nfailed_uploads_per_hour = 3\n")
+def test_refused_and_failed_uploads_count_and_past_the_limit_even_a_good_one_waits(tmp_path, queue_location):
+    web = with_site(WebHome(tmp_path, queue_location), "[web]\nfailed_uploads_per_hour = 3\n")
     token, other = web.owners.add("alice"), web.owners.add("bob")
     broken = web.archives / "b-entry.zip"
     broken.write_bytes(b"PK\x03\x04 not a zip")
