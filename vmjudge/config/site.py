@@ -75,7 +75,8 @@ class WebSite:
     pieces of its body. An owner whose uploads keep being refused or keep failing (broken
     archives, tar bombs, stalled bodies) makes the judge pay for each: `failed_uploads_per_hour`
     of them in any hour, then 429 until the hour has passed. `checks` archives are checked at
-    once, in threads of their own, so uploads never take the threads that pages are served from."""
+    once, each in a worker process of the portal's, so that a tar bomb's decompression never
+    slows the pages the portal serves."""
 
     header_timeout: float = 10.0
     body_timeout: float = 30.0

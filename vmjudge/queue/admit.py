@@ -41,7 +41,7 @@ from ..config import Challenge, Site
 from ..errors import EntryError
 from .db import Queue
 from .rows import Usage
-from .spool import Spool
+from .spool import Spool, StagedArchive
 
 
 @dataclass(frozen=True)
@@ -140,38 +140,60 @@ def spool_room(ch: Challenge, used: Usage) -> int:
     return max(0, ch.limits.spool_bytes_per_owner - used.spool_bytes)
 
 
-def admit(site: Site, queue: Queue, name: str, ch: Challenge, archive: Path, owner: str, late: bool,
-          spool: Spool | None = None, rate_limited: bool = False) -> Admitted:
-    """Stage the archive (fsynced), check the staged copy, then, under the admission lock, place
-    it and queue the entry with the entry limit applied. `name` is the challenge as registered,
-    `ch` its challenge.toml; `spool` defaults to the home's. `rate_limited`: a participant's own
-    upload (the portal), held to the owner's limits (owner_limits) in the same transaction."""
+@dataclass(frozen=True)
+class Prepared:
+    """An archive staged in the spool and checked, ready to be admitted: `given_name` is the
+    participant's name for it, `dry_run` whether it holds DRYRUN at its top."""
+
+    staged: StagedArchive
+    given_name: str
+    dry_run: bool
+
+
+def prepare(site: Site, name: str, ch: Challenge, archive: Path, owner: str, spool: Spool | None = None) -> Prepared:
+    """Stage the archive (fsynced) and check the staged copy: the slow part of an admission,
+    done without any lock (and by the portal in a worker process). A refusal leaves nothing
+    staged. Picklable in and out, for that worker."""
     check_names(owner, archive.name)
     check_archive_name(archive.name)
     check_size(ch, name, archive.name, archive.stat().st_size)  # only to spare copying a huge file
     spool = spool if spool is not None else Spool(site.layout.spool)
-    limit, budget = ch.entry.max_scored_per_owner, ch.limits.vm_hours
     staged = spool.stage(archive)
     try:
-        dry_run = declares_dry_run(check_archive(ch, name, staged.path, given_name=archive.name))
+        return Prepared(staged, archive.name, declares_dry_run(check_archive(ch, name, staged.path,
+                                                                             given_name=archive.name)))
+    except BaseException:
+        spool.discard(staged)
+        raise
 
-        def admissible(used: Usage) -> None:
-            board = f"late entries to {name}" if late else name
-            if rate_limited:
-                owner_limits(ch, name, owner, used, staged.size)
-            if budget is not None and used.vm_seconds >= budget * 3600:  # a dry run runs VMs too
-                raise EntryError("vm-budget", f"{owner} has used the {hours(budget * 3600)} of VM time allowed "
-                                 f"for {board}: no further entry can be evaluated (time the judge's own failures "
-                                 "took is never charged).")
-            if limit is not None and not dry_run and used.scored + used.pending >= limit:
-                raise EntryError("entry-limit", f"{owner} has used the {_scored_entries(limit)} allowed for "
-                                 f"{board} ({used.scored} scored, {used.pending} still being evaluated): an "
-                                 "entry that ends without a score gives its place back, and a dry run (an entry "
-                                 "holding DRYRUN) is always accepted.")
+
+def enter(site: Site, queue: Queue, name: str, ch: Challenge, prepared: Prepared, owner: str, late: bool,
+          spool: Spool | None = None, rate_limited: bool = False) -> Admitted:
+    """Under the admission lock, place a prepared archive and queue its entry, with the entry
+    limit, the budget and (`rate_limited`) the owner's limits applied in the same transaction.
+    The staged copy is gone afterwards, whatever happens."""
+    spool = spool if spool is not None else Spool(site.layout.spool)
+    staged, dry_run = prepared.staged, prepared.dry_run
+    limit, budget = ch.entry.max_scored_per_owner, ch.limits.vm_hours
+
+    def admissible(used: Usage) -> None:
+        board = f"late entries to {name}" if late else name
+        if rate_limited:
+            owner_limits(ch, name, owner, used, staged.size)
+        if budget is not None and used.vm_seconds >= budget * 3600:  # a dry run runs VMs too
+            raise EntryError("vm-budget", f"{owner} has used the {hours(budget * 3600)} of VM time allowed "
+                             f"for {board}: no further entry can be evaluated (time the judge's own failures "
+                             "took is never charged).")
+        if limit is not None and not dry_run and used.scored + used.pending >= limit:
+            raise EntryError("entry-limit", f"{owner} has used the {_scored_entries(limit)} allowed for "
+                             f"{board} ({used.scored} scored, {used.pending} still being evaluated): an "
+                             "entry that ends without a score gives its place back, and a dry run (an entry "
+                             "holding DRYRUN) is always accepted.")
+    try:
         with _admission_lock(site.layout.submit_lock):  # this host's spool: a refusal removes what it placed
             stored = spool.place(staged)
             try:
-                entry_id = queue.add_entry(name, owner, late, stored.sha256, archive.name, stored.path,
+                entry_id = queue.add_entry(name, owner, late, stored.sha256, prepared.given_name, stored.path,
                                            dry_run=dry_run, admissible=admissible, size=stored.size)
             except BaseException:
                 if stored.new:
@@ -183,3 +205,13 @@ def admit(site: Site, queue: Queue, name: str, ch: Challenge, archive: Path, own
     remaining = None if limit is None else max(0, limit - used.scored - used.pending)
     allowed = None if budget is None else budget * 3600
     return Admitted(entry_id, owner, late, dry_run, remaining, used.vm_seconds, allowed)
+
+
+def admit(site: Site, queue: Queue, name: str, ch: Challenge, archive: Path, owner: str, late: bool,
+          spool: Spool | None = None, rate_limited: bool = False) -> Admitted:
+    """Stage the archive, check the staged copy (prepare), then, under the admission lock, place
+    it and queue the entry (enter). `name` is the challenge as registered, `ch` its
+    challenge.toml; `spool` defaults to the home's. `rate_limited`: a participant's own upload
+    (the portal), held to the owner's limits (owner_limits) in the same transaction."""
+    prepared = prepare(site, name, ch, archive, owner, spool)
+    return enter(site, queue, name, ch, prepared, owner, late, spool, rate_limited)

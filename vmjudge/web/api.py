@@ -8,7 +8,7 @@ browser sends a bearer token by itself). Errors are {"error": sentence} with the
 
 from __future__ import annotations
 
-from starlette.concurrency import run_in_threadpool
+import anyio
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -55,7 +55,8 @@ class Api:
         return JSONResponse(show(self.portal.site, self.portal.queue, entry_id))
 
     async def submit(self, request: Request) -> Response:
-        owner = await run_in_threadpool(self.caller, request)
+        # on the uploads' threads: a burst of uploads never takes the page handlers' threads, even to sign in
+        owner = await anyio.to_thread.run_sync(self.caller, request, limiter=self.portal.upload_io)
         admitted = await upload_entry(self.portal, request, owner)
         return JSONResponse({"id": admitted.entry_id, "owner": admitted.owner, "late": admitted.late,
                              "dry_run": admitted.dry_run, "remaining": admitted.remaining_line(),

@@ -7,6 +7,9 @@ answered with a plain 500 page, never a traceback (debug is off).
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 import anyio
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -20,6 +23,7 @@ from ..queue.db import Queue
 from ..queue.failed_uploads import FailedUploads
 from ..queue.owners import Owners
 from .api import Api
+from .checks import Checker
 from .failures import HANDLERS, LastResort
 from .gate import Gate
 from .organiser import Organiser
@@ -43,8 +47,16 @@ def create_app(site: Site, secure_cookies: bool = True, queue: Queue | None = No
                            fair_window=site.queue.fair_window)
     gate = Gate(FailedUploads(queue.database), site.web.failed_uploads_per_hour)
     portal = Portal(site=site, queue=queue, owners=Owners(queue.database), pages=templates(), gate=gate,
-                    upload_io=anyio.CapacityLimiter(UPLOAD_THREADS), checks=anyio.CapacityLimiter(site.web.checks),
+                    upload_io=anyio.CapacityLimiter(UPLOAD_THREADS), checker=Checker(site.web.checks),
                     secure_cookies=secure_cookies)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await anyio.to_thread.run_sync(portal.checker.start)
+        try:
+            yield
+        finally:
+            portal.checker.close()
 
     def cap(method: str, path: str) -> int:
         if path not in UPLOADS:
@@ -63,5 +75,5 @@ def create_app(site: Site, secure_cookies: bool = True, queue: Queue | None = No
                   Middleware(SessionMiddleware, secret_key=session_key(site.layout.home),
                              session_cookie="vmjudge_session", max_age=SESSION_SECONDS, same_site="strict",
                              https_only=secure_cookies)]
-    return Starlette(debug=False, routes=routes, middleware=middleware,
-                     exception_handlers=HANDLERS)
+    return Starlette(debug=False, routes=routes, middleware=middleware, exception_handlers=HANDLERS,
+                     lifespan=lifespan)

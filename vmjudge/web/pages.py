@@ -7,7 +7,7 @@ through autoescaping and terminal.printable. Another owner's entry is 404, never
 
 from __future__ import annotations
 
-from starlette.concurrency import run_in_threadpool
+import anyio
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
@@ -83,7 +83,7 @@ class Pages:
         return self.portal.page(request, "upload.html", challenges=self.portal.challenge_names())
 
     async def upload(self, request: Request) -> Response:
-        owner = await run_in_threadpool(self.portal.participant, request)
+        owner = await anyio.to_thread.run_sync(self.portal.participant, request, limiter=self.portal.upload_io)
         admitted = await upload_entry(self.portal, request, owner,
                                       lambda upload: self.portal.check_csrf(request, upload.text("csrf")))
         lines = [line for line in (admitted.remaining_line(), admitted.budget_line()) if line]

@@ -29,6 +29,7 @@ from ..queue.db import Queue
 from ..queue.owners import Owner, Owners
 from ..queue.rows import EntryRow
 from ..terminal import printable
+from .checks import Checker
 from .gate import Gate
 
 HERE = Path(__file__).resolve().parent
@@ -47,9 +48,10 @@ def templates() -> jinja2.Environment:
 
 @dataclass
 class Portal:
-    """`upload_io` bounds the threads that write uploads' bodies to disk and `checks` those that
-    check archives (the site's [web] checks): each an anyio limiter of its own, apart from the
-    one the page handlers run on, so pages never wait for a thread behind uploads."""
+    """`upload_io` bounds the threads that take uploads in (sign-in, bodies written to disk, the
+    admission's transaction): an anyio limiter of its own, apart from the one the page handlers
+    run on, so pages never wait for a thread behind uploads. `checker` checks archives in worker
+    processes (checks.py)."""
 
     site: Site
     queue: Queue
@@ -57,7 +59,7 @@ class Portal:
     pages: jinja2.Environment
     gate: Gate
     upload_io: anyio.CapacityLimiter
-    checks: anyio.CapacityLimiter
+    checker: Checker
     secure_cookies: bool = True
 
     # who is signed in

@@ -9,8 +9,8 @@ owner's limits on that challenge are checked, and the page form's CSRF token too
 archive's first byte is written; the archive is capped as it streams at the smaller of the
 challenge's max_size and the spool room the owner has left. The form may hold a few small
 fields only (MAX_PARTS, FIELD_LIMIT, HEADER_LIMIT), so a body of thousands of fields is refused
-at the ninth, not held in memory. The body is parsed on the portal's upload threads and the
-archive checked on its check threads (Portal.upload_io, Portal.checks), never on the threads
+at the ninth, not held in memory. The body is parsed on the portal's upload threads
+(Portal.upload_io) and the archive checked in a worker process (checks.py), never on the threads
 pages are served from; the admission lock is held only for placing and queueing.
 
 The archive keeps the name the participant gave it (admit reads the kind from it, and the
@@ -38,7 +38,7 @@ from starlette.requests import Request
 from .. import private
 from ..config import Challenge, load_challenge
 from ..errors import EntryError, VmjudgeError
-from ..queue.admit import Admitted, admit, check_names, owner_limits, spool_room
+from ..queue.admit import Admitted, check_names, enter, owner_limits, spool_room
 from ..queue.owners import Owner
 from ..queue.rows import Usage
 from .failures import entry_status
@@ -203,15 +203,18 @@ def discard(upload: Upload) -> None:
     shutil.rmtree(upload.directory, ignore_errors=True)
 
 
-def admit_upload(portal: Portal, owner: Owner, upload: Upload) -> Admitted:
-    """Admit the uploaded archive as `vmjudge submit NAME ARCHIVE --owner OWNER [--late]` does."""
-    challenge = upload.text("challenge")
-    if upload.archive is None or upload.challenge is None or not challenge:
+async def admit_upload(portal: Portal, owner: Owner, upload: Upload) -> Admitted:
+    """Admit the uploaded archive as `vmjudge submit NAME ARCHIVE --owner OWNER [--late]` does:
+    staged and checked in a worker process (checks.py), then placed and queued on a thread."""
+    challenge, ch = upload.text("challenge"), upload.challenge
+    if upload.archive is None or ch is None or not challenge:
         raise HTTPException(400, "The form holds no archive: choose your entry's file and submit again.")
     # An EntryError is the participant's (failures.py gives its sentence and status); any other
     # VmjudgeError is the judge's (the spool's disk full, the queue unreachable): 503 and the log.
-    return admit(portal.site, portal.queue, challenge, upload.challenge, upload.archive, owner.name, upload.late,
-                 rate_limited=True)
+    prepared = await portal.checker.prepare(portal.site, challenge, ch, upload.archive, owner.name)
+    return await anyio.to_thread.run_sync(lambda: enter(portal.site, portal.queue, challenge, ch, prepared,
+                                                        owner.name, upload.late, rate_limited=True),
+                                          limiter=portal.upload_io)
 
 
 def _owners_fault(exc: BaseException) -> int | None:
@@ -234,7 +237,7 @@ async def upload_entry(portal: Portal, request: Request, owner: Owner,
         try:
             upload = await receive_upload(portal, request, owner, before_archive)
             try:
-                return await anyio.to_thread.run_sync(admit_upload, portal, owner, upload, limiter=portal.checks)
+                return await admit_upload(portal, owner, upload)
             finally:
                 discard(upload)
         except Exception as exc:
