@@ -10,6 +10,7 @@ import io
 import logging
 import os
 import tarfile
+import time
 from pathlib import Path
 
 import anyio
@@ -241,3 +242,20 @@ def test_a_form_of_thousands_of_fields_is_refused_at_the_ninth(web, caplog):
         "Authorization": f"Bearer {token}", "Content-Type": content_type})
     assert refused.status_code == 400 and refused.json()["error"] == (
         "The form holds more than 8 fields: send only challenge, archive and late (and the page's csrf).")
+
+
+def test_an_upload_directory_a_crash_left_is_swept_a_day_later(web):
+    uploads = web.home / "uploads"
+    uploads.mkdir()
+    left, live = uploads / "upload-crashed", uploads / "upload-live"
+    for d in (left, live):
+        d.mkdir()
+        (d / "a-entry.zip").write_bytes(b"x")
+    day_old = time.time() - 24 * 3600 - 60
+    for p in (left, left / "a-entry.zip", live):
+        os.utime(p, (day_old, day_old))  # live's archive was written just now
+    token = web.owners.add("alice")
+    with web.tar("b-entry.tar.gz").open("rb") as f:
+        assert web.client().post("/api/entries", data={"challenge": "adm"}, files={"archive": ("b-entry.tar.gz", f)},
+                                 headers={"Authorization": f"Bearer {token}"}).status_code == 201
+    assert sorted(p.name for p in uploads.iterdir()) == ["upload-live"]

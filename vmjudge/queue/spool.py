@@ -12,7 +12,9 @@ file keeps its kind in its name; what the archive holds is checked by vmjudge.ar
 Storing is two steps, so that admission can check an archive without holding its lock: `stage`
 copies it (fsynced) under a name of its own in the spool's incoming/ directory, which only the
 judge writes, so the staged bytes are the bytes checked and then placed; `place` renames it to
-its content address, or drops it when the same bytes are already there. `store` does both.
+its content address, or drops it when the same bytes are already there. `store` does both. A
+staged copy is removed by whoever staged it; one that a crash left behind is removed by the
+next `stage` once it is a day old (no admission takes that long).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import os
 import re
 import secrets
 import shutil
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -33,6 +36,7 @@ from ..files import CHUNK, DurableFile, fsync_dir
 from .blobs import Blobs
 
 MARGIN = 64 << 20  # free space kept beyond the archive, so the spool never fills its disk
+STALE = 24 * 3600  # seconds after which a staged copy can only be a crash's leftover
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
@@ -118,6 +122,7 @@ class Spool:
             if not d.is_dir():
                 private.make_dir(d)
                 created.append(d)
+        self._sweep()
         free = shutil.disk_usage(self.root).free
         if size + MARGIN > free:
             raise VmjudgeError(f"the spool at {self.root} has {free >> 20} MB free, not enough for this "
@@ -139,6 +144,16 @@ class Spool:
                                f"({exc.strerror or exc}): free some space or fix the disk and submit "
                                "again.") from exc
         return StagedArchive(out.sha256, staged, copied, name)
+
+    def _sweep(self) -> None:
+        """Remove staged copies a crash left in incoming/ (older than STALE)."""
+        old = time.time() - STALE
+        for path in self.incoming.iterdir():
+            try:
+                if path.stat().st_mtime < old:
+                    path.unlink()
+            except FileNotFoundError:
+                continue  # another submission's, removed as we looked
 
     def place(self, staged: StagedArchive) -> StoredArchive:
         """Put a staged archive under its content address (durably), or drop it when the same

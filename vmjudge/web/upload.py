@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +42,7 @@ from ..errors import EntryError, VmjudgeError
 from ..queue.admit import Admitted, check_names, enter, owner_limits, spool_room
 from ..queue.owners import Owner
 from ..queue.rows import Usage
+from ..queue.spool import STALE
 from .failures import entry_status
 from .portal import Portal
 
@@ -179,6 +181,7 @@ async def receive_upload(portal: Portal, request: Request, owner: Owner,
         raise HTTPException(400, "An entry is sent as multipart/form-data with the fields challenge and archive "
                                  "(and late): send it so.")
     uploads = private.make_dir(portal.site.layout.home / "uploads")
+    sweep(uploads)
     upload = Upload(Path(tempfile.mkdtemp(prefix="upload-", dir=uploads)))
     parts = _Parts(portal, owner, upload, before_archive)
     try:
@@ -197,6 +200,18 @@ async def receive_upload(portal: Portal, request: Request, owner: Owner,
         raise
     parts.close()
     return upload
+
+
+def sweep(uploads: Path) -> None:
+    """Remove what a crashed portal left in HOME/uploads: an upload directory in which nothing
+    was written for STALE seconds (a live upload writes at least every [web] body_timeout)."""
+    old = time.time() - STALE
+    for directory in uploads.glob("upload-*"):
+        try:
+            if max(p.stat().st_mtime for p in (directory, *directory.iterdir())) < old:
+                shutil.rmtree(directory, ignore_errors=True)
+        except FileNotFoundError:
+            continue  # its own upload removed it as we looked
 
 
 def discard(upload: Upload) -> None:
