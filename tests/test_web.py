@@ -15,6 +15,7 @@ import pytest
 
 from vmjudge.config import load_challenge
 from vmjudge.errors import ConfigError
+from vmjudge.queue.failed_uploads import FailedUploads
 from vmjudge.reports.report import show
 from vmjudge.web.security import CSP
 
@@ -87,6 +88,7 @@ def test_a_form_without_its_csrf_token_is_refused_and_nothing_stored(web, csrf):
     refused = upload(alice, web.tar("a-entry.tar.gz"), csrf=csrf)
     assert refused.status_code == 403 and "safety token" in refused.text
     assert web.queue.entries() == [] and web.spooled() == [] and web.uploads_left() == []
+    assert FailedUploads(web.queue.database).last_hour("alice") == 0  # a forged form costs alice nothing
     token = web.owners.add("carol")
     signin = web.client().post("/signin", data={"token": token} | ({"csrf": csrf} if csrf else {}))
     assert signin.status_code == 403 and "set-cookie" not in signin.headers

@@ -233,9 +233,11 @@ async def admit_upload(portal: Portal, owner: Owner, upload: Upload) -> Admitted
 
 
 def _owners_fault(exc: BaseException) -> int | None:
-    """The status of an upload that failed for the owner's reasons, None for the judge's own."""
+    """The status of an upload that failed for the owner's reasons, None for the judge's own, and
+    None for a form without its CSRF token (403): another site's forged form must not use up the
+    owner's failed uploads."""
     if isinstance(exc, HTTPException):
-        return exc.status_code if exc.status_code < 500 else None
+        return exc.status_code if exc.status_code < 500 and exc.status_code != 403 else None
     if isinstance(exc, EntryError):
         return entry_status(exc)
     if isinstance(exc, VmjudgeError):
