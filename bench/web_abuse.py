@@ -5,26 +5,27 @@ A real `vmjudge web` on loopback, one challenge taking archives of up to 1 MiB. 
 the same run:
 
 1. idle: the good owner (bob) uploads --uploads good 1 MB entries one after another (POST
-   /api/entries; each time is measured) and reads his entries page (GET /entries, signed in)
-   --requests times.
-2. abuse: the same, while one hostile owner (mallory) sends --bombs tar bombs at once (a tar.gz
-   of about 1 MB whose first member is --bomb-mib MiB of zeros, refused only once that member
-   has been decompressed: its second member declares more than the challenge unpacks) and
-   opens --slow slow clients at once (half drip a header byte a second, half send 70 KB of a
-   declared 900 KB upload and go idle); then, until bob is done, she sends one bomb after
-   another, each as soon as the last is answered, so that her one upload in flight is a bomb
-   being checked for as long as the portal lets her (her failed uploads count: 30 an hour).
+   /api/entries; each time is measured) while reading his entries page (GET /entries, signed
+   in) --requests times, in rounds, for --idle-seconds.
+2. abuse: the same rounds, while one hostile owner (mallory, a process of her own) sends --bombs
+   tar bombs at once (a tar.gz of about 1 MB whose first member is --bomb-mib MiB of zeros,
+   refused only once that member has been decompressed: its second member declares more than
+   the challenge unpacks) and opens --slow slow clients at the same moment (half drip a header
+   byte a second, half send 70 KB of a declared 900 KB upload and go idle); once those are all
+   closed, she sends one bomb after another, each as soon as the last is answered, until
+   --checked of them have been checked and refused. Bob's rounds go on until then.
 
 Checked (exit 1 with a sentence otherwise, after printing the JSON): bob's median upload time
 and his page's p99 under abuse stay within 2x their idle figures; every slow client is closed by
-the server within its timeout and a margin; every bomb is answered (none accepted); no upload's
-temporary file is left; the portal's log holds no traceback.
+the server within its timeout and a margin; no bomb is accepted, and --checked of them were
+really checked; no upload's temporary file is left; the portal's log holds no traceback.
 
 --smoke: the smallest inputs (a 64 MiB bomb, 10 bombs, 4 slow clients, 1 s and 2 s timeouts,
-3 uploads, 50 requests), a few seconds, the same checks.
+one bomb checked, 2 s idle), seconds, the same checks.
 
 Usage: python bench/web_abuse.py [--smoke] [--uploads 5] [--requests 200] [--bombs 70] [--slow 20]
-       [--bomb-mib 1000] [--header-timeout 10] [--body-timeout 30] [--dir /var/tmp]
+       [--bomb-mib 1000] [--checked 3] [--idle-seconds 20] [--header-timeout 10] [--body-timeout 30]
+       [--dir /var/tmp]
 """
 
 from __future__ import annotations
@@ -163,14 +164,23 @@ class Good:
                 sys.exit(f"bench/web_abuse.py: bob's entries page answered {answer.status_code}")
         return times
 
-    def figures(self, uploads: list[Path], requests: int) -> dict[str, float]:
-        """Uploads and page reads side by side, as a participant's browser would do both."""
-        with ThreadPoolExecutor(1) as pool:
-            pages = pool.submit(self.pages, requests)
-            upload_times = self.uploads(uploads)
-            page_times = pages.result()
-        return {"uploads": len(upload_times), "upload_median_s": round(statistics.median(upload_times), 4),
-                "upload_max_s": round(max(upload_times), 4), "page_requests": len(page_times),
+    def figures(self, uploads: list[Path], requests: int, until: Any) -> dict[str, float]:
+        """Rounds of uploads and page reads side by side, as a participant's browser would do
+        both, until `until()` holds after a round."""
+        upload_times: list[float] = []
+        page_times: list[float] = []
+        rounds = 0
+        while True:
+            with ThreadPoolExecutor(1) as pool:
+                pages = pool.submit(self.pages, requests)
+                upload_times += self.uploads(uploads)
+                page_times += pages.result()
+            rounds += 1
+            if until():
+                break
+        return {"rounds": rounds, "uploads": len(upload_times),
+                "upload_median_s": round(statistics.median(upload_times), 4),
+                "upload_p90_s": round(percentile(upload_times, 0.9), 4), "page_requests": len(page_times),
                 "page_p50_ms": round(1000 * statistics.median(page_times), 2),
                 "page_p99_ms": round(1000 * percentile(page_times, 0.99), 2)}
 
@@ -217,14 +227,15 @@ def slow_client(port: int, token: str, kind: str, give_up: float) -> float:
         sock.close()
 
 
-def attack(base: str, port: int, token: str, bomb_bytes: bytes, bombs: int, slow: int, give_up: float,
-           fired: Any, done: Any, results: Any) -> None:
+def attack(base: str, port: int, token: str, bomb_bytes: bytes, bombs: int, slow: int, checked: int,
+           give_up: float, fired: Any, done: Any, results: Any) -> None:
     """Mallory, in a process of her own (so that her threads do not slow bob's client): the bombs
-    and the slow clients all at once; then, until bob is done, one bomb after another (each sent
-    once the last is answered, so that her one upload in flight is always a bomb being checked).
-    Every answer's status and each slow client's time to be closed are put on `results`. Her
-    process runs at nice 10: her CPU would be her own machine's, not the judge's, and here both
-    share two cores."""
+    and the slow clients all at once; once the slow clients are all closed (one of her stalled
+    uploads holds her one turn until then), one bomb after another, each sent once the last is
+    answered, until `checked` of them have been checked and refused (400). Every answer's status
+    and each slow client's time to be closed are put on `results`, and `done` set. Her process
+    runs at nice 10: her CPU would be her own machine's, not the judge's, and here both share
+    the same cores."""
     os.nice(10)
     with ThreadPoolExecutor(bombs) as bomb_pool, ThreadPoolExecutor(max(1, slow)) as slow_pool:
         go = threading.Barrier(bombs + slow + 1)
@@ -239,10 +250,12 @@ def attack(base: str, port: int, token: str, bomb_bytes: bytes, bombs: int, slow
         go.wait()
         fired.set()
         burst_codes = [f.result() for f in burst]
-        following = []
-        while not done.is_set():
+        closed_after = [f.result() for f in slowed]
+        following: list[int] = []
+        while following.count(400) < checked and len(following) < 10 * checked + 50:
             following.append(bomb(base, token, bomb_bytes))
-        results.put((burst_codes, following, [f.result() for f in slowed]))
+        results.put((burst_codes, following, closed_after))
+        done.set()
 
 
 def main() -> None:
@@ -255,11 +268,13 @@ def main() -> None:
     parser.add_argument("--bomb-mib", type=int, default=1000)
     parser.add_argument("--header-timeout", type=float, default=10.0)
     parser.add_argument("--body-timeout", type=float, default=30.0)
+    parser.add_argument("--checked", type=int, default=3, help="bombs checked one after another")
+    parser.add_argument("--idle-seconds", type=float, default=20.0)
     parser.add_argument("--dir", type=Path, default=Path("/var/tmp"))
     args = parser.parse_args()
     if args.smoke:
-        args.uploads, args.requests, args.bombs, args.slow, args.bomb_mib = 3, 50, 10, 4, 64
-        args.header_timeout, args.body_timeout = 1.0, 2.0
+        args.uploads, args.requests, args.bombs, args.slow, args.bomb_mib, args.checked = 2, 20, 10, 4, 64, 1
+        args.header_timeout, args.body_timeout, args.idle_seconds = 1.0, 2.0, 2.0
     root = Path(tempfile.mkdtemp(prefix="bench-web-abuse-", dir=args.dir))
     server = None
     try:
@@ -289,19 +304,20 @@ def main() -> None:
         base = f"http://127.0.0.1:{port}"
         bob_client = Good(base, bob, good)
 
-        bob_client.uploads(good[:1])  # the portal's first check starts its check workers: not measured
-        idle = bob_client.figures(good[1:args.uploads + 1], args.requests)
+        bob_client.uploads(good[:1])  # not measured: the first of anything is slower
+        idle_until = time.monotonic() + args.idle_seconds
+        idle = bob_client.figures(good[1:args.uploads + 1], args.requests, lambda: time.monotonic() > idle_until)
 
         give_up = max(args.header_timeout, args.body_timeout) + 15
         fired, done, results = multiprocessing.Event(), multiprocessing.Event(), multiprocessing.Queue()
         attacker = multiprocessing.Process(target=attack, args=(base, port, mallory, bomb_bytes, args.bombs,
-                                                                args.slow, give_up, fired, done, results))
+                                                                args.slow, args.checked, give_up, fired, done,
+                                                                results))
         attacker.start()
         if not fired.wait(60):
             sys.exit("bench/web_abuse.py: the attacker did not start within 60 s")
         started = time.monotonic()
-        abuse = bob_client.figures(good[args.uploads + 1:], args.requests)
-        done.set()
+        abuse = bob_client.figures(good[args.uploads + 1:], args.requests, done.is_set)
         burst_codes, following, closed_after = results.get(timeout=give_up + 600)
         attacker.join(timeout=60)
         abuse_s = time.monotonic() - started
@@ -317,6 +333,7 @@ def main() -> None:
             "page_p99_within_2x": page_ratio <= 2.0,
             "slow_clients_closed_in_time": longest <= max(args.header_timeout, args.body_timeout) + 5,
             "no_bomb_accepted": 201 not in codes and all(c in (400, 413, 429) for c in codes),
+            "bombs_were_checked": following.count(400) >= args.checked,
             "no_upload_file_left": uploads_left == [],
             "no_traceback_logged": "Traceback" not in logged,
         }
