@@ -13,6 +13,7 @@ import pytest
 
 from vmjudge.config import load_site
 from vmjudge.reports.figures import participant_lines, participant_view, tenths
+from vmjudge.reports.participant import AS_PUBLISHED
 from vmjudge.reports.report import show, write_html
 from vmjudge.vm.channel import FrameStream
 
@@ -108,13 +109,19 @@ def judged_home(tmp_path, location):
         queue.claim_next()
         run = queue.start_stage(eid, stage, 0)
         queue.finish_stage(run, "passed", f"{stage} ok", {}, next_stage=nxt, figures=figs)
+    queue.claim_next()
+    queue.finish_stage(queue.start_stage(eid, "score", 0), "scored", "score 0.5", {}, outcome="scored",
+                       scores={"score": 0.5})
     return site, queue, eid
 
 
 def test_the_queue_keeps_the_figures_and_the_reports_split_them(queue_location, tmp_path):
     site, queue, eid = judged_home(tmp_path, queue_location)
-    assert [r.figures for r in queue.stage_runs(eid)] == [PREP, QUIZ, EXAM]
-    participant = show(site, queue, eid)
+    assert [r.figures for r in queue.stage_runs(eid)] == [PREP, QUIZ, EXAM, None]
+    # The exam took 4/10 of its hour: participants see it 24 min after it started, not before.
+    waiting = show(site, queue, eid)
+    assert (waiting["state"], waiting["stage"], set(waiting["figures"])) == ("running", "exam", {"prep", "quiz"})
+    participant = show(site, queue, eid, at=AS_PUBLISHED)
     assert set(participant["figures"]) == {"prep", "quiz", "exam"}
     assert participant["figures"]["exam"] == participant_view("exam", EXAM)
     text = json.dumps(participant) + write_html(queue, site, eid).read_text()
@@ -122,7 +129,7 @@ def test_the_queue_keeps_the_figures_and_the_reports_split_them(queue_location, 
         assert secret not in text
     assert "time 4/10 of the 1 h cap" in participant["report"]
     organiser = show(site, queue, eid, organiser=True)["organiser"]
-    assert [a["figures"] for a in organiser["attempts"]] == [PREP, QUIZ, EXAM]
+    assert [a["figures"] for a in organiser["attempts"]] == [PREP, QUIZ, EXAM, None]
     assert any(line.startswith("  b201: ok 7.1 s of 40.0 s") for line in organiser["figures"])
     assert any("exam: 2 command(s) in 1234.6 s of 3600.0 s" in line for line in organiser["figures"])
 

@@ -69,8 +69,13 @@ def test_show_prints_where_it_ran_and_the_leaderboard_carries_the_exams_host(tmp
     assert json.loads(run_cli("show", str(eid), "--json", home=tmp_path).stdout)["hardware"] == HARDWARE
     [row] = leaderboard(queue, "c")
     assert (row.exam_host, row.exam_hardware) == (queue.host, HARDWARE)
-    board = json.loads(run_cli("leaderboard", "c", "--json", home=tmp_path).stdout)
+    board = json.loads(run_cli("leaderboard", "c", "--json", "--organiser", home=tmp_path).stdout)
     assert board[0]["exam_host"] == queue.host and board[0]["exam_hardware"]["cpu"] == "Xeon"
+    # Participants get neither, and the row only from the entry's publish time (its exam took no time here).
+    with queue.database.transaction() as db:
+        db.execute("UPDATE entries SET published = 0 WHERE id = ?", (eid,))
+    board = json.loads(run_cli("leaderboard", "c", "--json", home=tmp_path).stdout)
+    assert [sorted(row) for row in board] == [["entry_id", "owner", "rank", "score", "scores", "submitted_at"]]
 
 
 def test_a_connection_that_no_longer_answers_gives_unknown_versions_not_a_failed_stage(tmp_path):

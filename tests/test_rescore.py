@@ -82,7 +82,7 @@ class Home:
             raise AssertionError(f"vmjudge {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
         return proc
 
-    def show(self, entry_id: int, organiser: bool = False) -> dict:
+    def show(self, entry_id: int, organiser: bool = True) -> dict:
         return json.loads(self.vmjudge("show", str(entry_id), "--json", *(["--organiser"] if organiser else [])).stdout)
 
     def stage_runs(self) -> int:

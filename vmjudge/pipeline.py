@@ -26,6 +26,9 @@ class Stage:
     name: str
     function: str  # "module:function" taking a StageContext and giving a StageOutcome
     in_vm: bool  # False: on the host only, no image and no VM
+    # The hidden test set's stage: from its start until the publish time (queue/publish.py)
+    # participants see nothing of it or of any stage after it.
+    silent: bool = False
 
     @property
     def title(self) -> str:
@@ -40,12 +43,15 @@ class Stage:
 PIPELINE = (
     Stage(1, "prep", "vmjudge.stages.prep.stage:run", in_vm=True),
     Stage(2, "quiz", "vmjudge.stages.quiz.stage:run", in_vm=True),
-    Stage(3, "exam", "vmjudge.stages.exam.stage:run", in_vm=True),
+    Stage(3, "exam", "vmjudge.stages.exam.stage:run", in_vm=True, silent=True),
     Stage(4, "score", "vmjudge.stages.score.stage:run", in_vm=False),
 )
 STAGE_NAMES = tuple(s.name for s in PIPELINE)
 FIRST = PIPELINE[0].name
 VM_STAGES = tuple(s.name for s in PIPELINE if s.in_vm)  # those that boot a VM, use its VM time and write a log
+SILENT = next(s.name for s in PIPELINE if s.silent)
+# What participants see nothing of until the publish time: the silent stage and every one after it.
+UNPUBLISHED = STAGE_NAMES[STAGE_NAMES.index(SILENT):]
 # Those that run on the post-setup home disk, which stays on the host that ran the first.
 HOME_STAGES = tuple(name for name in VM_STAGES if name != FIRST)
 

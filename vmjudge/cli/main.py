@@ -21,7 +21,7 @@ from ..queue import retention
 from ..queue.admit import admit
 from ..queue.rows import now
 from ..reports import leaderboard as lb
-from ..reports import report
+from ..reports import participant, report
 from ..scorers.loader import load_scorer
 from ..supervisor import doctor as doctor_checks
 from ..supervisor.cores import largest_vcpus
@@ -168,7 +168,7 @@ def evaluate(ctx: click.Context, challenge_name: str, archive: Path, owner: str 
         echo(f"interrupted: entry {entry_id} is {entry.state} at stage {entry.stage}; `vmjudge daemon` will "
              "finish it, and `vmjudge show` gives its report.", err=True)
         sys.exit(130)
-    doc = report.show(site, queue, entry_id)
+    doc = report.show(site, queue, entry_id, at=participant.AS_PUBLISHED)  # the organiser's command: no wait
     echo(doc["report"], nl=False)
     sys.exit(0 if doc["outcome"] in ("scored", "dry-run") else 1)
 
@@ -274,23 +274,26 @@ def doctor(ctx: click.Context, challenge_dir: Path | None, slots: int, as_json: 
               help="Write the board to FILE as CSV.")
 @click.option("--html", "html_file", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the board to FILE as a self-contained HTML page.")
+@click.option("--organiser", is_flag=True, help="Every scored entry at once (not from its publish time), and in "
+                                                "JSON each row's exam host and hardware: not for publishing.")
 @click.pass_context
 def leaderboard_cmd(ctx: click.Context, challenge_name: str, late: bool, as_json: bool, csv_file: Path | None,
-                    html_file: Path | None) -> None:
-    """Each owner's best scored entry, best first; ties go to the earlier submission."""
+                    html_file: Path | None, organiser: bool) -> None:
+    """Each owner's best scored entry, best first; ties go to the earlier submission. An entry counts from
+    its publish time on, as participants see it, unless --organiser."""
 
 
     if as_json + (csv_file is not None) + (html_file is not None) > 1:
         raise VmjudgeError("--json, --csv and --html each choose the output: give only one of them.")
     queue = queue_of(site_of(ctx))
     queue.challenge_dir(challenge_name)
-    rows = lb.leaderboard(queue, challenge_name, late)
+    rows = lb.leaderboard(queue, challenge_name, late, at=None if organiser else participant.now())
     if csv_file is not None:
         lb.write_file(csv_file, lb.as_csv(rows))
     elif html_file is not None:
         lb.write_file(html_file, lb.as_html(challenge_name, rows, late, generated_at=now()))
     elif as_json:
-        echo(json.dumps([asdict(r) for r in rows], indent=2))
+        echo(json.dumps([asdict(r) for r in rows] if organiser else participant.board_rows(rows), indent=2))
     else:
         echo(lb.as_text(challenge_name, rows, late), nl=False)
 

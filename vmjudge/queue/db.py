@@ -20,7 +20,7 @@ from typing import Any
 
 from ..config import QueueSite
 from ..errors import VmjudgeError
-from ..pipeline import FIRST, HOME_STAGES, VM_STAGES
+from ..pipeline import FIRST, HOME_STAGES, SILENT, VM_STAGES
 from .blobs import Blobs
 from .connection import Database, Db, open_database
 from .fair_share import FAIR_ORDER, USAGE_BY_OWNER, charge, usage_args
@@ -28,6 +28,7 @@ from .gpu_slots import GpuSlots
 from .history import History, add_exam_results, add_scoring
 from .hosts import Hosts
 from .leases import Leases
+from .publish import record_exam_start, record_publish
 from .requeue import event, requeue_or_park
 from .rows import EntryRow, Scoring, StageRun, Usage, now, stamp
 
@@ -266,10 +267,13 @@ class Queue(History):
                 raise StaleClaim(f"entry {entry_id}'s claim by {self.host} was lost before its {stage} stage started.")
             attempt = 1 + db.execute("SELECT COUNT(*) FROM stage_runs WHERE entry_id = ? AND stage = ?",
                                      (entry_id, stage)).fetchone()[0]
+            started = time.time()
             run_id = db.execute("INSERT INTO stage_runs (entry_id, stage, attempt, host, slot, started_at, evaluation, "
                                 "started) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-                                (entry_id, stage, attempt, self.host, slot, now(), row["evaluation"],
-                                 time.time())).fetchone()[0]
+                                (entry_id, stage, attempt, self.host, slot, stamp(started), row["evaluation"],
+                                 started)).fetchone()[0]
+            if stage == SILENT:
+                record_exam_start(db, entry_id, started)
             db.execute("UPDATE entries SET lease_run = ? WHERE id = ?", (run_id, entry_id))
         return self.stage_run(run_id)
 
@@ -326,6 +330,7 @@ class Queue(History):
                            "finished_at = ? WHERE id = ?",
                            (outcome, failed_stage, reason, json.dumps(scores) if scores is not None else None,
                             now(), run.entry_id))
+                record_publish(db, run.entry_id)
                 event(db, run.entry_id, "done", f"{run.stage} {status}: {outcome} {reason or ''}".strip())
 
     def infra_failure(self, run: StageRun, reason: str, message: str, manifest: dict[str, Any]) -> bool:

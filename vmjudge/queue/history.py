@@ -134,6 +134,7 @@ class History:
             evaluation = row["evaluation"] + 1
             again = db.execute("UPDATE entries SET state = 'queued', stage = ?, lease_owner = NULL, lease_run = NULL, "
                                "lease_until = NULL, home_host = NULL, not_before = 0, exam = NULL, evaluation = ?, "
-                               "batch = 1 WHERE id = ? RETURNING *", (FIRST, evaluation, entry_id)).fetchone()
+                               "batch = 1, exam_started = NULL, published = NULL WHERE id = ? RETURNING *",
+                               (FIRST, evaluation, entry_id)).fetchone()
             event(db, entry_id, "rerun", f"queued again from stage 1 as evaluation {evaluation}")
         return EntryRow.from_row(again)

@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from .connection import Db
+from .publish import record_publish
 from .retry import after_infra_failure
 from .rows import now
 
@@ -33,6 +34,8 @@ def requeue_or_park(db: Db, entry_id: int, stage: str, evaluation: int, run_id: 
     db.execute("UPDATE entries SET state = ?, lease_owner = NULL, lease_run = NULL, lease_until = NULL, reason = ?, "
                "not_before = ? WHERE id = ?", ("queued" if retry.again else "parked",
                                                None if retry.again else reason, time.time() + retry.delay, entry_id))
+    if not retry.again:
+        record_publish(db, entry_id)
     event(db, entry_id, "infra", f"{stage} attempt {attempt}: {reason}: {message}"
           + ("" if retry.again else f" (parked after {failures} failures)"))
     return retry.again

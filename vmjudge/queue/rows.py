@@ -58,6 +58,8 @@ class EntryRow:
     exam: dict[str, int] | None
     finished_at: str | None
     evaluation: int = 1  # how many times the entry was (re)queued from stage 1
+    exam_started: float | None = None  # epoch seconds: the evaluation's first exam run started
+    published: float | None = None  # epoch seconds: participants may see its result from then (publish.py)
 
     @classmethod
     def from_row(cls, row: Any) -> EntryRow:

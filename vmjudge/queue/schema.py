@@ -166,6 +166,10 @@ MIGRATIONS = (
     # What a VM stage's run used (JSON, stages/figures.py): per command and for the VM. Whole for
     # organisers; reports/figures.py gives participants what they may see of it.
     ("stage_runs", "figures", "TEXT"),
+    # What participants may see of the exam (publish.py): when the evaluation's first exam run
+    # started (epoch seconds), and from when its result may be shown (set when the entry ends).
+    ("entries", "exam_started", "DOUBLE PRECISION"),
+    ("entries", "published", "DOUBLE PRECISION"),
     # The portal (issue 31): when the owner last signed out (epoch seconds); sessions signed in
     # before it are over, whatever their cookie says.
     ("owners", "signed_out_at", "DOUBLE PRECISION"),

@@ -10,8 +10,9 @@ the bits this leaves). Organisers get everything, per record, the exam's include
 
 from __future__ import annotations
 
-import math
 from typing import Any
+
+from ..queue.publish import tenths
 
 SLOWEST = 5  # records named in a report's list of the slowest
 USAGE = ("cpu_seconds", "peak_memory", "oom_kills", "processes")
@@ -37,13 +38,6 @@ def duration(s: float | None) -> str:
     if s >= 3600 and s % 3600 == 0:
         return f"{s / 3600:g} h"
     return f"{s / 60:g} min" if s >= 60 and s % 60 == 0 and s != 60 else f"{s:g} s"
-
-
-def tenths(used: float | None, cap: float | None) -> int | None:
-    """`used` as whole tenths of `cap`, rounded up (any use at all is at least 1/10), at most 10."""
-    if used is None or not cap:
-        return None
-    return min(10, max(0, math.ceil(round(10 * used / cap, 6))))
 
 
 def memory_cap(figures: dict[str, Any]) -> float | None:

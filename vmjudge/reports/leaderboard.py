@@ -2,6 +2,10 @@
 earlier submission. Late entries are ranked on a board of their own and never on the
 official one.
 
+A board shown to participants counts an entry only from its publish time (participant.py):
+a row appearing the moment an exam ends would time the exam. Its rows carry what
+participant.BOARD_ROW allows; the exam's host and hardware are the organiser's.
+
 Boards are written as text, JSON, CSV or a self-contained HTML page. The page is meant to be
 copied to any web server as it is: inline CSS only, no script, no external asset, a
 Content-Security-Policy that forbids loading anything, and every value escaped, since owner
@@ -21,6 +25,7 @@ from ..errors import VmjudgeError
 from ..files import durable_write
 from ..queue.db import Queue
 from ..queue.rows import EntryRow
+from .participant import examining
 
 PRIMARY = "score"  # the field every scorer returns and the board ranks by
 
@@ -39,10 +44,14 @@ class Row:
     exam_hardware: dict[str, Any] | None = None
 
 
-def leaderboard(queue: Queue, challenge: str, late: bool = False) -> list[Row]:
+def leaderboard(queue: Queue, challenge: str, late: bool = False, at: float | None = None) -> list[Row]:
+    """The board as participants see it `at` (an entry counts from its publish time on:
+    participant.py), or, with `at` None, the organiser's, with every scored entry at once."""
     best: dict[str, tuple[tuple[float, str, int], EntryRow]] = {}
     for e in queue.entries(("done",)):
         if e.challenge != challenge or e.late != late or e.outcome != "scored" or not e.scores:
+            continue
+        if at is not None and examining(e, at):
             continue
         key = (-float(e.scores.get(PRIMARY) or 0.0), e.submitted_at, e.id)
         if e.owner not in best or key < best[e.owner][0]:

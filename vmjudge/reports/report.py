@@ -1,9 +1,7 @@
-"""Reports: what the participant may see of an entry, and what only organisers may.
-
-The participant's report is built from each stage's participant message, which the stages
-write with care (the exam's says counts only). Organisers also get every attempt, with
-infrastructure failures and their reasons, the manifests, and the stage logs (each quoted by
-its head and tail: the whole log stays on disk).
+"""Reports: an entry's document for participants (built by participant.py, from its
+allow-list, as seen at a moment) and for organisers, who also get every attempt, with
+infrastructure failures and their reasons, the manifests, the hashes of what was scored, and
+the stage logs (each quoted by its head and tail: the whole log stays on disk).
 """
 
 from __future__ import annotations
@@ -11,70 +9,18 @@ from __future__ import annotations
 import html
 import json
 import os
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from .. import private
 from ..config import Site, load_challenge
 from ..errors import VmjudgeError
-from ..pipeline import PIPELINE, by_name
 from ..queue.admit import budget_tenths
 from ..queue.db import Queue
-from ..queue.rows import EntryRow, Scoring, StageRun
+from ..queue.rows import EntryRow, StageRun, stamp
 from ..terminal import printable
-from .figures import organiser_lines, participant_lines, participant_view
-
-
-def final_runs(runs: list[StageRun]) -> list[StageRun]:
-    """The run of each stage whose result counted (the last one that was not an infrastructure
-    failure), in the entry's latest evaluation (`rescore --rerun-stages` starts a new one)."""
-    latest = max((r.evaluation for r in runs), default=1)
-    chosen: dict[str, StageRun] = {}
-    for r in runs:
-        if r.status not in (None, "infra") and r.evaluation == latest:
-            chosen[r.stage] = r
-    return [chosen[s.name] for s in PIPELINE if s.name in chosen]
-
-
-def verdict(entry: EntryRow) -> str:
-    if entry.state == "parked":
-        return ("Evaluation could not be completed because of a problem on the judge's side; the organisers have "
-                "been told.")
-    if entry.state != "done":
-        return f"Evaluation in progress ({entry.state}, stage {entry.stage})."
-    if entry.outcome == "scored":
-        return "Entry scored."
-    if entry.outcome == "dry-run":
-        return "Dry run completed."
-    return f"Entry not scored ({entry.failed_stage}: {entry.reason})."
-
-
-def rescore_line(scorings: list[Scoring]) -> str | None:
-    """One sentence when the latest scoring is a re-scoring: the stage-4 message above it
-    gives the score of the official scoring, which no longer counts."""
-    if not scorings or scorings[-1].why != "rescore":
-        return None
-    last, before = scorings[-1], (scorings[-2] if len(scorings) > 1 else None)
-    key = "score" if "score" in last.scores else next(iter(last.scores))
-    was = f" (was {before.scores[key]:.4f})" if before is not None and key in before.scores else ""
-    return f"Re-scored {last.at} with scorer {last.scorer_version}: {key} {last.scores[key]:.4f}{was}."
-
-
-def participant_text(entry: EntryRow, runs: list[StageRun], scorings: Sequence[Scoring] = ()) -> str:
-    lines = [f"Entry {entry.id} ({entry.archive_name}) for {entry.challenge} by {entry.owner}"
-             f"{' (late)' if entry.late else ''}, submitted {entry.submitted_at}", ""]
-    for r in final_runs(runs):
-        lines.append(f"{by_name(r.stage).title}: {r.message}")
-        if r.figures:
-            lines += participant_lines(r.stage, r.figures)
-        lines.append("")
-    rescored = rescore_line(list(scorings)) if entry.state == "done" and entry.outcome == "scored" else None
-    if rescored:
-        lines += [rescored, ""]
-    lines.append(verdict(entry))
-    return "\n".join(lines).rstrip() + "\n"
-
+from . import participant
+from .figures import organiser_lines
 
 # How much of each stage log `show --organiser` quotes: its head and its tail. A stage log
 # may hold up to `stage_output` bytes of what an entry printed (64 MiB by default), which
@@ -107,38 +53,30 @@ def organiser_details(site: Site, entry: EntryRow, runs: list[StageRun]) -> dict
                           "message": r.message, "started_at": r.started_at, "finished_at": r.finished_at,
                           "host": r.host, "slot": r.slot, "manifest": r.manifest, "figures": r.figures}
                          for r in runs],
-            "figures": [line for r in final_runs(runs) if r.figures for line in organiser_lines(r.stage, r.figures)],
+            "figures": [line for r in participant.final_runs(runs) if r.figures
+                        for line in organiser_lines(r.stage, r.figures)],
             "logs": logs, "results_dir": str(results.directory)}
 
 
-def show(site: Site, queue: Queue, entry_id: int, organiser: bool = False) -> dict[str, Any]:
+def show(site: Site, queue: Queue, entry_id: int, organiser: bool = False, at: float | None = None
+         ) -> dict[str, Any]:
+    """The entry's report: the participant's document as seen `at` (default now; see
+    participant.py), or the organiser's, whole and at once, with every attempt and log."""
     entry = queue.entry(entry_id)
     runs = queue.stage_runs(entry_id)
     scorings = queue.scorings(entry_id)
-    doc: dict[str, Any] = {
-        "id": entry.id, "challenge": entry.challenge, "owner": entry.owner, "late": entry.late,
-        "submitted_at": entry.submitted_at, "state": entry.state, "stage": entry.stage,
-        "outcome": entry.outcome, "failed_stage": entry.failed_stage,
-        "reason": entry.reason if entry.state == "done" else None,
-        "scores": entry.scores or {}, "exam": entry.exam, "evaluation": entry.evaluation,
-        "scorings": [{"at": s.at, "why": s.why, "scorer": s.scorer, "scorer_version": s.scorer_version,
-                      "reference_sha256": s.reference_sha256, "results_sha256": s.results_sha256,
-                      "scores": s.scores} for s in scorings],
-        "report": participant_text(entry, runs, scorings),
-        "figures": {r.stage: participant_view(r.stage, r.figures) for r in final_runs(runs) if r.figures}}
-    ran = [r.manifest["hardware"] for r in runs if r.manifest and r.manifest.get("hardware")]
-    if ran:
-        doc["hardware"] = ran[-1]  # where its latest VM stage ran; the exam's says nothing of the labels
-    budget = _budget(queue, entry)
-    if budget is not None:
-        doc["budget"] = budget
-        doc["report"] += (f"VM time on this board: {budget['used']} of the {budget['vm_hours']:g} h budget used "
-                          f"by {entry.owner}.\n")
-    if organiser:
-        doc["organiser"] = organiser_details(site, entry, runs)
-        doc["organiser"]["events"] = queue.events(entry_id)  # also what `vmjudge gc` removed, and when
-        if entry.state == "parked":
-            doc["organiser"]["parked_reason"] = entry.reason
+    if not organiser:
+        seen = participant.Seen.at(entry, runs, scorings, participant.now() if at is None else at)
+        return participant.entry_document(seen, _budget(queue, entry))
+    doc = participant.entry_document(participant.Seen(entry, runs, scorings), _budget(queue, entry))
+    doc["scorings"] = [{"at": s.at, "why": s.why, "scorer": s.scorer, "scorer_version": s.scorer_version,
+                        "reference_sha256": s.reference_sha256, "results_sha256": s.results_sha256,
+                        "scores": s.scores} for s in scorings]
+    doc["published"] = stamp(entry.published) if entry.published is not None else None
+    doc["organiser"] = organiser_details(site, entry, runs)
+    doc["organiser"]["events"] = queue.events(entry_id)  # also what `vmjudge gc` removed, and when
+    if entry.state == "parked":
+        doc["organiser"]["parked_reason"] = entry.reason
     return doc
 
 
@@ -156,9 +94,11 @@ def _budget(queue: Queue, entry: EntryRow) -> dict[str, Any] | None:
 
 
 def write_html(queue: Queue, site: Site, entry_id: int) -> Path:
-    """The participant's report as a page. Entry output in it has its control and bidi characters
-    written as visible escapes, as on a terminal: a browser reorders text around U+202E too."""
-    doc = show(site, queue, entry_id)
+    """The participant's report as a page, as it reads once published (the organiser passes
+    it on; the daemon writes it when the entry ends, before the publish time). Entry output in
+    it has its control and bidi characters written as visible escapes, as on a terminal: a
+    browser reorders text around U+202E too."""
+    doc = show(site, queue, entry_id, at=participant.AS_PUBLISHED)
     path = site.layout.results_of(entry_id, make=True).report
     scores = "".join(f"<tr><th>{html.escape(k)}</th><td>{'undefined (0/0)' if v is None else format(v, '.4f')}"
                      "</td></tr>" for k, v in doc["scores"].items())

@@ -1,5 +1,6 @@
 """The JSON API: POST /api/entries (multipart: challenge, archive, late), GET /api/entries (the
-caller's own, paged) and GET /api/entries/ID (the participant JSON of reports.report.show()).
+caller's own, paged) and GET /api/entries/ID (the participant JSON of reports.report.show());
+every answer is a reports/participant.py document, seen now.
 
 Only `Authorization: Bearer TOKEN` signs a call in; a session cookie alone is refused, so a
 page of another site cannot make a signed-in browser call the API (no CSRF token needed: no
@@ -16,8 +17,9 @@ from starlette.routing import Route
 
 from ..queue.listing import EntryFilter
 from ..queue.owners import Owner
+from ..reports import participant
 from ..reports.report import show
-from .entries import entries_page, entry_number, page_number, participant_row
+from .entries import entries_page, entry_number, page_number
 from .portal import PAGE_SIZE, Portal
 from .upload import upload_entry
 
@@ -45,8 +47,7 @@ class Api:
         owner = self.caller(request)
         page = page_number(request)
         found = entries_page(self.portal, EntryFilter(owner=owner.name), page)
-        return JSONResponse({"total": found.total, "page": page, "limit": PAGE_SIZE,
-                             "entries": [participant_row(e) for e in found.entries]})
+        return JSONResponse(participant.entry_list(found.entries, found.total, page, PAGE_SIZE, participant.now()))
 
     def entry(self, request: Request) -> Response:
         owner = self.caller(request)
@@ -58,6 +59,7 @@ class Api:
         # on the uploads' threads: a burst of uploads never takes the page handlers' threads, even to sign in
         owner = await anyio.to_thread.run_sync(self.caller, request, limiter=self.portal.upload_io)
         admitted = await upload_entry(self.portal, request, owner)
-        return JSONResponse({"id": admitted.entry_id, "owner": admitted.owner, "late": admitted.late,
-                             "dry_run": admitted.dry_run, "remaining": admitted.remaining_line(),
-                             "budget": admitted.budget_line()}, status_code=201)
+        return JSONResponse(participant.allowed(
+            {"id": admitted.entry_id, "owner": admitted.owner, "late": admitted.late, "dry_run": admitted.dry_run,
+             "remaining": admitted.remaining_line(), "budget": admitted.budget_line()}, participant.SUBMITTED),
+            status_code=201)

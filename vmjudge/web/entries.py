@@ -1,18 +1,14 @@
-"""An owner's entries as the portal lists them: paged in SQL (queue/listing.py), and only the
-fields a participant sees in their report (state, stage, outcome, verdict, scores), never
-anything derived from the stage runs."""
+"""An owner's entries as the portal lists them: paged in SQL (queue/listing.py); what of each
+a participant sees is reports/participant.py's entry_row."""
 
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 
 from ..queue.listing import OUTCOMES, STATES, EntryFilter, Page, find_entries
-from ..queue.rows import EntryRow
-from ..reports.report import verdict
 from .portal import PAGE_SIZE, Portal
 
 # ASCII digits only, and few enough that int() is cheap and the database takes the number:
@@ -41,14 +37,6 @@ def entry_number(request: Request, missing: str = "You have no entry {}.") -> in
 
 def entries_page(portal: Portal, f: EntryFilter, page: int) -> Page:
     return find_entries(portal.queue.database, f, limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE)
-
-
-def participant_row(e: EntryRow) -> dict[str, Any]:
-    """One entry as its owner sees it in the list and in GET /api/entries."""
-    return {"id": e.id, "challenge": e.challenge, "late": e.late, "archive_name": e.archive_name,
-            "submitted_at": e.submitted_at, "state": e.state, "stage": e.stage,
-            "outcome": e.outcome if e.state == "done" else None,
-            "verdict": verdict(e), "score": (e.scores or {}).get("score") if e.state == "done" else None}
 
 
 def organiser_filter(request: Request) -> EntryFilter:

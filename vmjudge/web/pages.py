@@ -1,8 +1,9 @@
 """The participant's pages: sign in and out, upload an entry, my entries (refreshed by
 static/entries.js from /entries.json), an entry's report, and the boards.
 
-An entry's report is exactly the participant document of reports.report.show(): its text,
-through autoescaping and terminal.printable. Another owner's entry is 404, never 403.
+Every page is built from reports/participant.py's documents, seen now (an entry being
+examined shows nothing of its exam until its publish time): a report is its text, through
+autoescaping and terminal.printable. Another owner's entry is 404, never 403.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from starlette.routing import Route
 
 from ..queue.listing import EntryFilter
 from ..reports import leaderboard as lb
+from ..reports import participant
 from ..reports.report import show
-from .entries import entries_page, entry_number, page_number, pages_of, participant_row
+from .entries import entries_page, entry_number, page_number, pages_of
 from .portal import Portal
 from .upload import upload_entry
 
@@ -61,15 +63,15 @@ class Pages:
         owner = self.portal.participant(request)
         page = page_number(request)
         found = entries_page(self.portal, EntryFilter(owner=owner.name), page)
-        return self.portal.page(request, "entries.html", rows=[participant_row(e) for e in found.entries],
-                                page=page, pages=pages_of(found), total=found.total)
+        doc = participant.entry_list(found.entries, found.total, page, None, participant.now())
+        return self.portal.page(request, "entries.html", rows=doc["entries"], page=page, pages=pages_of(found),
+                                total=found.total)
 
     def entries_json(self, request: Request) -> Response:
         owner = self.portal.participant(request)
         page = page_number(request)
         found = entries_page(self.portal, EntryFilter(owner=owner.name), page)
-        return JSONResponse({"total": found.total, "page": page,
-                             "entries": [participant_row(e) for e in found.entries]})
+        return JSONResponse(participant.entry_list(found.entries, found.total, page, None, participant.now()))
 
     def report(self, request: Request) -> Response:
         owner = self.portal.participant(request)
@@ -99,6 +101,7 @@ class Pages:
         if challenge not in self.portal.challenge_names():
             raise HTTPException(404, f"There is no challenge named {challenge!r}.")
         late = request.query_params.get("late") == "1"
-        rows = lb.leaderboard(self.portal.queue, challenge, late)
-        return self.portal.page(request, "board.html", challenge=challenge, late=late, rows=rows,
-                                columns=lb.columns(rows), title=lb.title(challenge, late))
+        rows = lb.leaderboard(self.portal.queue, challenge, late, at=participant.now())
+        return self.portal.page(request, "board.html", challenge=challenge, late=late,
+                                rows=participant.board_rows(rows), columns=lb.columns(rows),
+                                title=lb.title(challenge, late))

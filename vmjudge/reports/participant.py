@@ -1,0 +1,222 @@
+"""Everything a participant can be given about entries, built here from one allow-list.
+
+A judge's first promise is that the test set stays secret, and each field given to a
+participant is a channel for it: a hash of the reference answers gave the hidden labels back
+by brute force (4^8 label sets in a second), a hash of the exam's results any bits an entry
+chose to encode in its answers, and the moment an entry's state left the exam its exact run
+time. So every document a participant can receive (`show` and `show --json` without
+`--organiser`, the HTML report, each portal page and API answer, the leaderboards in every
+format) is built by the functions below and passed through `allowed()` with the allow-list
+of its kind: a field that is not on the list never reaches a participant, whatever a caller
+adds. README "What participants see" lists the same fields and why each is harmless.
+
+And every such document is seen as at a moment `at`: from the start of an entry's exam until
+its publish time (queue/publish.py), the entry is "being examined" and nothing of the exam or
+of a later stage shows, nor any timestamp after the exam's start; after it, those timestamps
+read as the publish time, never the real one. Organisers see everything at once
+(report.show(..., organiser=True)).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..pipeline import PIPELINE, UNPUBLISHED, by_name
+from ..queue.rows import EntryRow, Scoring, StageRun, stamp
+from .figures import participant_lines, participant_view
+
+# The documents as they will read once published: for the organiser's copy of a report
+# (report.html) and for `vmjudge evaluate`, which waits for the entry and is the organiser's.
+AS_PUBLISHED = math.inf
+
+LEAF = None  # a value shown as it is (a number, a string, a boolean, null)
+ANY = "*"  # a key of a mapping that may be any name: a scorer's own fields
+
+# The allow-lists. A mapping says which keys may appear and what each holds; a list of one
+# spec, a list of such values.
+SCORES = {ANY: LEAF}
+EXAM_COUNTS = {"records": LEAF, "completed": LEAF, "failed": LEAF, "timed_out": LEAF}
+SCORING = {"at": LEAF, "why": LEAF, "scorer": LEAF, "scorer_version": LEAF, "scores": SCORES}
+# Stage 1 and the quiz run on the participant's own files: every figure. The exam: tenths only.
+USAGE = {"seconds": LEAF, "status": LEAF, "cpu_seconds": LEAF, "peak_memory": LEAF, "oom_kills": LEAF,
+         "processes": LEAF}
+PREP_FIGURES = {"command_limit": LEAF, "memory_limit": LEAF, "peak_memory": LEAF, "home_used": LEAF,
+                "home_size": LEAF, **USAGE}
+QUIZ_FIGURES = {**PREP_FIGURES, "stage_seconds": LEAF, "stage_limit": LEAF, "slowest": [LEAF],
+                "records": [{"record": LEAF, **USAGE}]}
+EXAM_FIGURES = {"time_tenths": LEAF, "time_cap_seconds": LEAF, "memory_tenths": LEAF, "memory_cap": LEAF}
+HARDWARE = {"host": LEAF, "cpu": LEAF, "host_cores": LEAF, "kernel": LEAF, "qemu": LEAF, "libvirt": LEAF,
+            "vcpus": LEAF, "memory_mib": LEAF, "accel": LEAF, "gpu": LEAF}
+# An entry's report (show --json, GET /api/entries/ID). The archive's sha256 is the
+# participant's own file: a receipt of what was judged.
+ENTRY = {"id": LEAF, "challenge": LEAF, "owner": LEAF, "late": LEAF, "archive_name": LEAF, "archive_sha256": LEAF,
+         "submitted_at": LEAF, "state": LEAF, "stage": LEAF, "outcome": LEAF, "failed_stage": LEAF, "reason": LEAF,
+         "evaluation": LEAF, "scores": SCORES, "exam": EXAM_COUNTS, "scorings": [SCORING], "report": LEAF,
+         "figures": {"prep": PREP_FIGURES, "quiz": QUIZ_FIGURES, "exam": EXAM_FIGURES}, "hardware": HARDWARE,
+         "budget": {"vm_hours": LEAF, "used": LEAF}}
+# A line of "my entries" (the portal's list, GET /api/entries).
+ENTRY_ROW = {"id": LEAF, "challenge": LEAF, "late": LEAF, "archive_name": LEAF, "submitted_at": LEAF,
+             "state": LEAF, "stage": LEAF, "outcome": LEAF, "verdict": LEAF, "score": LEAF}
+ENTRY_LIST = {"total": LEAF, "page": LEAF, "limit": LEAF, "entries": [ENTRY_ROW]}
+# A leaderboard row (every format shows these or fewer).
+BOARD_ROW = {"rank": LEAF, "owner": LEAF, "entry_id": LEAF, "score": LEAF, "submitted_at": LEAF, "scores": SCORES}
+# What an upload is answered with.
+SUBMITTED = {"id": LEAF, "owner": LEAF, "late": LEAF, "dry_run": LEAF, "remaining": LEAF, "budget": LEAF}
+ERROR = {"error": LEAF}
+
+
+def allowed(value: Any, spec: Any) -> Any:
+    """`value` with everything its allow-list `spec` does not name taken out, at every depth."""
+    if spec is LEAF:
+        return value if value is None or isinstance(value, (str, int, float, bool)) else None
+    if isinstance(spec, list):
+        return [allowed(v, spec[0]) for v in value] if isinstance(value, list) else None
+    if not isinstance(value, dict):
+        return None
+    return {k: allowed(v, spec[k] if k in spec else spec[ANY]) for k, v in value.items()
+            if k in spec or (ANY in spec and isinstance(k, str))}
+
+
+def now() -> float:
+    return time.time()
+
+
+# Seeing an entry as at a moment
+
+
+def examining(entry: EntryRow, at: float) -> bool:
+    """Whether the entry is "being examined" for participants at `at`: its exam started in
+    this evaluation and its publish time has not come (or is not known yet)."""
+    return entry.exam_started is not None and (entry.published is None or at < entry.published)
+
+
+def shown_time(entry: EntryRow, t: str, at: float) -> str:
+    """A timestamp as participants may see it: one between the exam's start and the publish
+    time reads as the publish time (an organiser's later re-scoring keeps its own)."""
+    if entry.exam_started is None or entry.published is None or t < stamp(entry.exam_started):
+        return t
+    return max(t, stamp(entry.published))
+
+
+@dataclass(frozen=True)
+class Seen:
+    """An entry, its stage runs and scorings as participants see them at one moment."""
+
+    entry: EntryRow
+    runs: list[StageRun]
+    scorings: list[Scoring]
+
+    @classmethod
+    def at(cls, entry: EntryRow, runs: Sequence[StageRun], scorings: Sequence[Scoring], at: float) -> Seen:
+        if not examining(entry, at):
+            return cls(entry, list(runs), [replace(s, at=shown_time(entry, s.at, at)) for s in scorings])
+        started = stamp(entry.exam_started or 0)
+        masked = replace(entry, state="running", stage=UNPUBLISHED[0], outcome=None, failed_stage=None, reason=None,
+                         scores=None, exam=None, finished_at=None)
+        return cls(masked, [r for r in runs if not (r.evaluation == entry.evaluation and r.stage in UNPUBLISHED)],
+                   [s for s in scorings if s.at < started])
+
+
+def final_runs(runs: list[StageRun]) -> list[StageRun]:
+    """The run of each stage whose result counted (the last one that was not an infrastructure
+    failure), in the entry's latest evaluation (`rescore --rerun-stages` starts a new one)."""
+    latest = max((r.evaluation for r in runs), default=1)
+    chosen: dict[str, StageRun] = {}
+    for r in runs:
+        if r.status not in (None, "infra") and r.evaluation == latest:
+            chosen[r.stage] = r
+    return [chosen[s.name] for s in PIPELINE if s.name in chosen]
+
+
+def verdict(entry: EntryRow) -> str:
+    if entry.state == "parked":
+        return ("Evaluation could not be completed because of a problem on the judge's side; the organisers have "
+                "been told.")
+    if entry.state != "done":
+        if entry.state == "running" and entry.stage in UNPUBLISHED:
+            return "Evaluation in progress: being examined on the test set."
+        return f"Evaluation in progress ({entry.state}, stage {entry.stage})."
+    if entry.outcome == "scored":
+        return "Entry scored."
+    if entry.outcome == "dry-run":
+        return "Dry run completed."
+    return f"Entry not scored ({entry.failed_stage}: {entry.reason})."
+
+
+def rescore_line(scorings: list[Scoring]) -> str | None:
+    """One sentence when the latest scoring is a re-scoring: the stage-4 message above it
+    gives the score of the official scoring, which no longer counts."""
+    if not scorings or scorings[-1].why != "rescore":
+        return None
+    last, before = scorings[-1], (scorings[-2] if len(scorings) > 1 else None)
+    key = "score" if "score" in last.scores else next(iter(last.scores))
+    was = f" (was {before.scores[key]:.4f})" if before is not None and key in before.scores else ""
+    return f"Re-scored {last.at} with scorer {last.scorer_version}: {key} {last.scores[key]:.4f}{was}."
+
+
+def report_text(seen: Seen) -> str:
+    """The participant's report as text: each counted stage's message and what it used."""
+    entry = seen.entry
+    lines = [f"Entry {entry.id} ({entry.archive_name}) for {entry.challenge} by {entry.owner}"
+             f"{' (late)' if entry.late else ''}, submitted {entry.submitted_at}", ""]
+    for r in final_runs(seen.runs):
+        lines.append(f"{by_name(r.stage).title}: {r.message}")
+        if r.figures:
+            lines += participant_lines(r.stage, r.figures)
+        lines.append("")
+    rescored = rescore_line(seen.scorings) if entry.state == "done" and entry.outcome == "scored" else None
+    if rescored:
+        lines += [rescored, ""]
+    lines.append(verdict(entry))
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def entry_document(seen: Seen, budget: dict[str, Any] | None = None) -> dict[str, Any]:
+    """An entry's report as a participant receives it (show --json, GET /api/entries/ID)."""
+    entry, final = seen.entry, final_runs(seen.runs)
+    doc: dict[str, Any] = {
+        "id": entry.id, "challenge": entry.challenge, "owner": entry.owner, "late": entry.late,
+        "archive_name": entry.archive_name, "archive_sha256": entry.archive_sha256,
+        "submitted_at": entry.submitted_at, "state": entry.state, "stage": entry.stage,
+        "outcome": entry.outcome, "failed_stage": entry.failed_stage,
+        "reason": entry.reason if entry.state == "done" else None,
+        "scores": entry.scores or {}, "exam": entry.exam, "evaluation": entry.evaluation,
+        "scorings": [{"at": s.at, "why": s.why, "scorer": s.scorer, "scorer_version": s.scorer_version,
+                      "scores": s.scores} for s in seen.scorings],
+        "report": report_text(seen),
+        "figures": {r.stage: participant_view(r.stage, r.figures) for r in final if r.figures}}
+    ran = [r.manifest["hardware"] for r in seen.runs if r.manifest and r.manifest.get("hardware")]
+    if ran:
+        doc["hardware"] = ran[-1]  # where its latest VM stage (as seen) ran
+    if budget is not None:
+        doc["budget"] = budget
+        doc["report"] += (f"VM time on this board: {budget['used']} of the {budget['vm_hours']:g} h budget used "
+                          f"by {entry.owner}.\n")
+    return allowed(doc, ENTRY)
+
+
+def entry_row(entry: EntryRow, at: float) -> dict[str, Any]:
+    """One entry as its owner sees it in the list and in GET /api/entries."""
+    e = Seen.at(entry, (), (), at).entry
+    return allowed({"id": e.id, "challenge": e.challenge, "late": e.late, "archive_name": e.archive_name,
+                    "submitted_at": e.submitted_at, "state": e.state, "stage": e.stage,
+                    "outcome": e.outcome if e.state == "done" else None, "verdict": verdict(e),
+                    "score": (e.scores or {}).get("score") if e.state == "done" else None}, ENTRY_ROW)
+
+
+def entry_list(entries: Sequence[EntryRow], total: int, page: int, limit: int | None, at: float) -> dict[str, Any]:
+    doc: dict[str, Any] = {"total": total, "page": page, "entries": [entry_row(e, at) for e in entries]}
+    if limit is not None:
+        doc["limit"] = limit
+    return allowed(doc, ENTRY_LIST)
+
+
+def board_rows(rows: Sequence[Any]) -> list[dict[str, Any]]:
+    """A leaderboard's rows (reports/leaderboard.py Row) as participants may see them: no
+    hardware, no host (those are in `leaderboard --organiser`)."""
+    return [allowed({"rank": r.rank, "owner": r.owner, "entry_id": r.entry_id, "score": r.score,
+                     "submitted_at": r.submitted_at, "scores": r.scores}, BOARD_ROW) for r in rows]
