@@ -152,3 +152,43 @@ def test_the_limits_hold_across_two_portal_processes_on_one_postgresql_queue(tmp
         assert [send(p, archive, "big", failing).status_code for p, archive in
                 ((a, broken), (b, broken), (a, archives[0]), (b, archives[0]))] == [400, 400, 429, 429]
     assert sorted(e.owner for e in web.queue.entries()) == ["alice", "alice"]
+
+
+def descendants(pid: int) -> set[int]:
+    """Every process below `pid`, from /proc."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_a_portal_killed_outright_leaves_no_check_worker_behind(tmp_path):
+    web = WebHome(tmp_path)
+    token = web.owners.add("alice")
+    with running_portal(web.home, tmp_path / "portal.log") as portal:
+        with web.tar("a-entry.tar.gz").open("rb") as f:
+            assert httpx.post(portal.base + "/api/entries", data={"challenge": "big"}, timeout=60,
+                              files={"archive": ("a-entry.tar.gz", f)},
+                              headers={"Authorization": f"Bearer {token}"}).status_code == 201
+        helpers = descendants(portal.proc.pid)  # the forkserver, its check worker, the resource tracker
+        assert len(helpers) >= 2
+        portal.proc.kill()
+        portal.proc.wait(timeout=30)
+        wait_for(lambda: not any(alive(pid) for pid in helpers), 30, "the check workers' end")

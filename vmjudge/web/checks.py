@@ -11,6 +11,7 @@ The workers fork from a forkserver that has loaded the admission code and nothin
 worker starts in milliseconds, from a process with no threads (forking the portal itself, which
 runs threads, could copy a lock some thread holds). Workers run at a lower priority (nice 10):
 on a host with few cores, a tar bomb's decompression then takes what the portal's pages leave.
+Each worker ends when the portal process does, however it ends (it watches the portal's pidfd).
 The pool starts when the portal does (start(), from the app's lifespan), or at the first check; a
 worker that dies (killed, out of memory) breaks the pool, which is then made again, and that
 upload gets the judge's 503.
@@ -21,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import os
+import select
 import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -31,6 +33,20 @@ from ..errors import VmjudgeError
 from ..queue.admit import Prepared, prepare
 
 NICE = 10  # a check is background work: the host's cores go to the pages being served first
+
+
+def _worker(portal: int) -> None:
+    """A check worker's start: a lower priority, and an end with the portal's, however that
+    comes (a worker of a portal killed with SIGKILL would otherwise wait for work for ever, and
+    keep the forkserver alive with it)."""
+    os.nice(NICE)
+    watched = os.pidfd_open(portal)
+    threading.Thread(target=_exit_when_ended, args=(watched,), daemon=True).start()
+
+
+def _exit_when_ended(pidfd: int) -> None:
+    select.select([pidfd], [], [])  # readable once the process has ended
+    os._exit(0)
 
 
 class Checker:
@@ -44,8 +60,8 @@ class Checker:
             if self._pool is None:
                 context = multiprocessing.get_context("forkserver")
                 context.set_forkserver_preload(["vmjudge.queue.admit"])
-                self._pool = ProcessPoolExecutor(self.workers, mp_context=context, initializer=os.nice,
-                                                 initargs=(NICE,))
+                self._pool = ProcessPoolExecutor(self.workers, mp_context=context, initializer=_worker,
+                                                 initargs=(os.getpid(),))
             return self._pool
 
     def start(self) -> None:
