@@ -161,13 +161,11 @@ class Queue(History):
             "FROM entries WHERE challenge = ? AND owner = ? AND late = ?", board).fetchone()
         used = db.execute("SELECT COALESCE(SUM(r.vm_seconds), 0) FROM stage_runs r JOIN entries e ON e.id = r.entry_id "
                           "WHERE e.challenge = ? AND e.owner = ? AND e.late = ?", board).fetchone()[0]
-        both = db.execute(  # both boards: the portal's limits on the owner
-            "SELECT COALESCE(SUM(CASE WHEN submitted_at >= ? THEN 1 ELSE 0 END), 0) AS recent, "
-            "COALESCE(SUM(CASE WHEN state IN ('queued', 'running') THEN 1 ELSE 0 END), 0) AS waiting, "
-            "COALESCE(SUM(archive_bytes), 0) AS bytes FROM entries WHERE challenge = ? AND owner = ?",
-            (stamp(time.time() - 3600), challenge, owner)).fetchone()
-        return Usage(int(row["scored"]), int(row["pending"]), float(used), int(both["recent"]), int(both["waiting"]),
-                     int(both["bytes"]))
+        both = db.execute(  # both boards, for the portal's limits: in the last hour, waiting, bytes kept
+            "SELECT COALESCE(SUM(CASE WHEN submitted_at >= ? THEN 1 ELSE 0 END), 0) AS r, COALESCE(SUM(CASE WHEN state "
+            "IN ('queued', 'running') THEN 1 ELSE 0 END), 0) AS w, COALESCE(SUM(archive_bytes), 0) AS b FROM entries "
+            "WHERE challenge = ? AND owner = ?", (stamp(time.time() - 3600), challenge, owner)).fetchone()
+        return Usage(int(row["scored"]), int(row["pending"]), float(used), int(both[0]), int(both[1]), int(both[2]))
 
     def entries(self, states: tuple[str, ...] | None = None) -> list[EntryRow]:
         with self._connect() as db:
