@@ -3,7 +3,9 @@ the spool, with the challenge's own limits, and a refusal leaves the spool as it
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
+import threading
 import zipfile
 from pathlib import Path
 
@@ -13,7 +15,7 @@ from vmjudge.config import Site, load_challenge
 from vmjudge.errors import EntryError
 from vmjudge.queue.admit import admit
 from vmjudge.queue.db import Queue
-from vmjudge.queue.spool import Spool, StoredArchive
+from vmjudge.queue.spool import Spool, StagedArchive
 
 from .test_spool import make_tar, make_zip
 
@@ -61,19 +63,19 @@ def test_submit_applies_the_challenges_member_limit(home):
 
 class SwappingSpool(Spool):
     """The spool, with the participant's file replaced at a chosen moment: just before the spool
-    reads it (after any check of the file as given), or just after it was stored."""
+    copies it (after any check of the file as given), or just after it was copied."""
 
     def __init__(self, root: Path, replacement: bytes, when: str):
         super().__init__(root)
         self.replacement, self.when = replacement, when
 
-    def store(self, source: Path) -> StoredArchive:
+    def stage(self, source: Path) -> StagedArchive:
         if self.when == "before":
             source.write_bytes(self.replacement)
-        stored = super().store(source)
+        staged = super().stage(source)
         if self.when == "after":
             source.write_bytes(self.replacement)
-        return stored
+        return staged
 
 
 def test_the_checks_read_the_stored_copy_not_the_file_given(home):
@@ -179,3 +181,33 @@ def test_an_archive_of_exactly_max_size_is_accepted_and_one_byte_more_is_refused
                                "make the entry smaller and submit again.")
     assert [e.id for e in queue.entries()] == [admitted.entry_id]
     assert sorted(site.home.glob("spool/*/*")) == stored
+
+
+def test_an_archive_is_checked_without_the_admission_lock(home):
+    """Listing a tar.gz means decompressing all of it: one archive's checks must not hold up
+    every other admission. With the lock held elsewhere, a broken archive is still refused (its
+    checks took no lock), and its staged copy is gone; a good one is queued once the lock is free."""
+    broken = home.archives / "b-entry.tar.gz"
+    broken.write_bytes(b"\x1f\x8b" + b"\0" * 100)
+    good = make_tar(home.archives / "g-entry.tar.gz", entry_files(3))
+    outcome: dict[str, object] = {}
+
+    def admit_into(key: str, archive: Path) -> None:
+        try:
+            outcome[key] = home.admit(archive)
+        except EntryError as exc:
+            outcome[key] = exc
+
+    home.site.layout.ensure()
+    with open(home.site.layout.submit_lock, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        refused = threading.Thread(target=admit_into, args=("broken", broken))
+        refused.start()
+        refused.join(timeout=60)
+        assert not refused.is_alive(), "the checks waited for the admission lock"
+        assert isinstance(outcome["broken"], EntryError) and home.spooled() == []
+        queued = threading.Thread(target=admit_into, args=("good", good))
+        queued.start()
+    queued.join(timeout=60)
+    assert not queued.is_alive() and home.queue.entry(outcome["good"].entry_id).archive_name == "g-entry.tar.gz"
+    assert [p.parent.name for p in home.spooled()] != ["incoming"] and len(home.spooled()) == 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from vmjudge.config import ImageRecipe, check_challenge_data, load_challenge, load_site
+from vmjudge.config import ImageRecipe, WebSite, check_challenge_data, load_challenge, load_site
 from vmjudge.errors import ConfigError
 from vmjudge.images.build import image_key, recipe_document
 from vmjudge.vm.job import Command, Job
@@ -189,7 +189,7 @@ def test_unknown_retention_keys_and_tables_are_refused(tmp_path):
         load_site(tmp_path)
     write(tmp_path, "[retain]\nhome_disk_days = 7\n", "site.toml")
     with pytest.raises(ConfigError, match=r"unknown table \[retain\]: use \[libvirt\], \[image\], \[results\], "
-                                          r"\[slots\], \[retention\], \[gpu\] or \[queue\]\."):
+                                          r"\[slots\], \[retention\], \[gpu\], \[queue\] or \[web\]\."):
         load_site(tmp_path)
 
 
@@ -242,6 +242,12 @@ def test_site_toml_sets_the_guest_timeouts_and_the_image_sources(tmp_path):
     ('[image]\nsecurity_mirror = "deb.debian.org"\n', "[image] security_mirror = 'deb.debian.org' is not allowed: "
                                                       "use a Debian security mirror URL."),
     ('[image]\nsuite = "trixie"\n', "[image] suite = 'trixie' is not allowed: use \"bookworm\"."),
+    ("[web]\nheader_timeout = 0\n", "[web] header_timeout = 0 is not allowed: use seconds from 0.5 to 300."),
+    ("[web]\nbody_timeout = 3601\n", "[web] body_timeout = 3601 is not allowed: use seconds from 0.5 to 3600."),
+    ("[web]\nfailed_uploads_per_hour = 0\n", "[web] failed_uploads_per_hour = 0 is not allowed: use a whole number "
+                                             "from 1 to 100000."),
+    ('[web]\nchecks = "2"\n', "[web] checks = '2' is not allowed: use a whole number from 1 to 64."),
+    ("[web]\nworkers = 2\n", "[web] has unknown key(s) workers: remove or correct them."),
 ])
 def test_bad_site_values_are_refused_with_what_is_allowed(tmp_path, text, says):
     write(tmp_path, text, "site.toml")
@@ -351,3 +357,12 @@ def test_bad_gpu_keys_are_named(tmp_path, text, says):
     with pytest.raises(ConfigError) as err:
         load_challenge(write(tmp_path, 'name = "x"\n' + text))
     assert says in str(err.value)
+
+
+def test_the_portals_site_settings_have_defaults_and_are_read(tmp_path):
+    assert load_site(tmp_path).web == WebSite(header_timeout=10.0, body_timeout=30.0, failed_uploads_per_hour=30,
+                                              checks=2)
+    write(tmp_path, "[web]\nheader_timeout = 2\nbody_timeout = 1.5\nfailed_uploads_per_hour = 5\nchecks = 1\n",
+          "site.toml")
+    assert load_site(tmp_path).web == WebSite(header_timeout=2.0, body_timeout=1.5, failed_uploads_per_hour=5,
+                                              checks=1)

@@ -203,7 +203,7 @@ def test_a_queue_made_before_entry_limits_gains_the_dry_run_column(tmp_path):
         db.execute("ALTER TABLE entries DROP COLUMN dry_run")
     queue = Queue(path)
     assert queue.entry(entry_id).dry_run is False
-    assert queue.owner_usage("lim", "alice", False) == Usage(0, 1, 0.0, last_hour=1)
+    assert queue.owner_usage("lim", "alice", False) == Usage(0, 1, 0.0, last_hour=1, waiting=1)
 
 
 @pytest.mark.parametrize("owner, name", [("alice\nbob 1.0 first", "e-entry.tar.gz"),

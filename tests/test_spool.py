@@ -11,6 +11,7 @@ import shutil
 import stat
 import struct
 import tarfile
+import time
 import tracemalloc
 import zipfile
 from pathlib import Path
@@ -350,3 +351,13 @@ def test_store_says_whether_it_added_the_file_and_remove_takes_back_only_that(tm
     assert first.path.is_file()
     spool.remove(first)
     assert all_files(tmp_path / "spool") == []
+
+
+def test_a_staged_copy_a_crash_left_is_swept_a_day_later_and_a_fresh_one_kept(tmp_path):
+    spool = Spool(tmp_path / "spool")
+    source = make_zip(tmp_path / "entry.zip", {"setup.sh": b"x"})
+    left, fresh = spool.stage(source), spool.stage(source)  # as if two admissions died after staging
+    day_old = time.time() - 24 * 3600 - 60
+    os.utime(left.path, (day_old, day_old))
+    spool.discard(spool.stage(source))
+    assert all_files(spool.incoming) == [fresh.path]

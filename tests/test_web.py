@@ -15,6 +15,7 @@ import pytest
 
 from vmjudge.config import load_challenge
 from vmjudge.errors import ConfigError
+from vmjudge.queue.failed_uploads import FailedUploads
 from vmjudge.reports.report import show
 from vmjudge.web.security import CSP
 
@@ -87,6 +88,7 @@ def test_a_form_without_its_csrf_token_is_refused_and_nothing_stored(web, csrf):
     refused = upload(alice, web.tar("a-entry.tar.gz"), csrf=csrf)
     assert refused.status_code == 403 and "safety token" in refused.text
     assert web.queue.entries() == [] and web.spooled() == [] and web.uploads_left() == []
+    assert FailedUploads(web.queue.database).last_hour("alice") == 0  # a forged form costs alice nothing
     token = web.owners.add("carol")
     signin = web.client().post("/signin", data={"token": token} | ({"csrf": csrf} if csrf else {}))
     assert signin.status_code == 403 and "set-cookie" not in signin.headers
@@ -97,7 +99,11 @@ ARCHIVE_PART = (b'--x\r\nContent-Disposition: form-data; name="archive"; filenam
                 b"Content-Type: application/zip\r\n\r\n")
 
 
-def asgi_post(app, path: str, headers: list[tuple[bytes, bytes]], chunks: int, size: int = 64 << 10) -> tuple[int, int]:
+CHALLENGE_PART = b'--x\r\nContent-Disposition: form-data; name="challenge"\r\n\r\nbig\r\n'
+
+
+def asgi_post(app, path: str, headers: list[tuple[bytes, bytes]], chunks: int, size: int = 64 << 10,
+              first: bytes = ARCHIVE_PART) -> tuple[int, int]:
     """POST to the app at the ASGI boundary: a multipart body whose archive part is `chunks`
     chunks of `size` bytes, each sent only when the app asks for it. (status, bytes read)."""
     consumed, status = 0, 0
@@ -107,7 +113,7 @@ def asgi_post(app, path: str, headers: list[tuple[bytes, bytes]], chunks: int, s
         nonlocal consumed, sent
         if sent == chunks:
             return {"type": "http.disconnect"}
-        body = (ARCHIVE_PART if sent == 0 else b"") + b"x" * size
+        body = (first if sent == 0 else b"") + b"x" * size
         sent += 1
         consumed += len(body)
         return {"type": "http.request", "body": body, "more_body": sent < chunks}
@@ -131,11 +137,11 @@ def test_an_oversized_upload_is_refused_before_its_body_is_read(web):
         status, consumed = asgi_post(app, path, [(b"content-length", str(cap + 1).encode()),
                                                  (b"content-type", b"multipart/form-data; boundary=x")], chunks=100)
         assert (status, consumed) == (413, 0), path
-    # No Content-Length (chunked): counted as it streams, stopped just past the cap.
+    # No Content-Length (chunked): counted as it streams, stopped just past the challenge's cap.
     status, consumed = asgi_post(app, "/api/entries", [(b"content-type", b"multipart/form-data; boundary=x"),
                                                        (b"authorization", b"Bearer " + web.owners.add("a").encode())],
-                                 chunks=1000)
-    assert status == 413 and cap < consumed <= cap + 64 * 1024 + len(ARCHIVE_PART)
+                                 chunks=1000, first=CHALLENGE_PART + ARCHIVE_PART)
+    assert status == 413 and 1048576 < consumed <= 1048576 + 64 * 1024 + len(CHALLENGE_PART + ARCHIVE_PART)
     status, consumed = asgi_post(app, "/signin", [(b"content-type", b"application/x-www-form-urlencoded")], chunks=50,
                                  size=4096)
     assert status == 413 and consumed <= 16 * 1024 + 4096
@@ -234,11 +240,15 @@ def test_uploads_sent_at_once_cannot_overshoot_the_rate_limit(web):
     assert len([e for e in web.queue.entries() if e.owner == "burst"]) == 2
 
 
-def test_submissions_per_hour_is_validated_like_the_other_limits(tmp_path):
-    assert load_challenge(challenge_dir(tmp_path, 'name = "x"\n')).limits.submissions_per_hour is None
-    for bad in ("0", '"5"', "2.5", "true"):
-        with pytest.raises(ConfigError, match=r"\[limits\] submissions_per_hour = .* is not allowed: use a whole"):
-            load_challenge(challenge_dir(tmp_path, f'name = "x"\n[limits]\nsubmissions_per_hour = {bad}\n'))
+@pytest.mark.parametrize("key, default", [("submissions_per_hour", 10), ("pending_per_owner", 3),
+                                          ("spool_bytes_per_owner", 1 << 30)])
+def test_the_portals_limits_are_on_by_default_and_validated_like_the_others(tmp_path, key, default):
+    assert getattr(load_challenge(challenge_dir(tmp_path, 'name = "x"\n')).limits, key) == default
+    for bad in ("0", '"5"', "2.5", "true", "-1"):
+        with pytest.raises(ConfigError, match=rf"\[limits\] {key} = .* is not allowed: use a (whole number|number of "
+                                              r"bytes) from 1 to \d+\.$"):
+            load_challenge(challenge_dir(tmp_path, f'name = "x"\n[limits]\n{key} = {bad}\n'))
+    assert getattr(load_challenge(challenge_dir(tmp_path, f'name = "x"\n[limits]\n{key} = 7\n')).limits, key) == 7
 
 
 def test_organiser_pages_are_not_found_for_participants(web):

@@ -92,3 +92,14 @@ def upload(client: TestClient, archive: Path, challenge: str = "adm", late: bool
     elif csrf is not None:
         data["csrf"] = csrf
     return client.post("/upload", data=data, files={"archive": (archive.name, archive.read_bytes())})
+
+
+def multipart(*parts: tuple[str, bytes | None, bytes], boundary: str = "vmjudge-test-boundary") -> tuple[bytes, str]:
+    """A multipart/form-data body written byte for byte, (name, filename or None, value) a part:
+    clients escape what a hostile one would send raw (a NUL, a quote) in a file name."""
+    body = []
+    for name, filename, value in parts:
+        disposition = f'form-data; name="{name}"'.encode() + (b'; filename="' + filename + b'"' if filename else b"")
+        body.append(f"--{boundary}\r\n".encode() + b"Content-Disposition: " + disposition + b"\r\n\r\n" + value
+                    + b"\r\n")
+    return b"".join(body) + f"--{boundary}--\r\n".encode(), f"multipart/form-data; boundary={boundary}"

@@ -2,6 +2,8 @@
 what to do; cli.py turns them into exit codes. Infrastructure errors carry a reason code
 so the supervisor can retry them and never charge them to an entry."""
 
+from __future__ import annotations
+
 
 class VmjudgeError(Exception):
     """Base class: the message is meant for the person at the terminal."""
@@ -66,6 +68,10 @@ class EntryError(VmjudgeError):
     def __init__(self, reason: str, message: str):
         super().__init__(message)
         self.reason = reason
+
+    def __reduce__(self) -> tuple[type[EntryError], tuple[str, str]]:
+        # Pickled as it was made: the portal checks archives in a worker process, which sends it back.
+        return type(self), (self.reason, str(self))
 
 
 class Cancelled(Exception):

@@ -61,7 +61,8 @@ def check_readable(path: Path, kind: str, max_members: int, max_unpacked: int, n
                                "again.") from exc
         if host is not None:
             raise
-        raise EntryError("bad-archive", f"{shown} is not a readable {kind} archive ({exc or type(exc).__name__}): "
+        said = str(exc).replace(str(path), shown) or type(exc).__name__  # the participant's name, not the spool's path
+        raise EntryError("bad-archive", f"{shown} is not a readable {kind} archive ({said}): "
                                         "make it with `zip -r` or `tar czf` and submit again.") from exc
 
 

@@ -8,10 +8,10 @@ it on the judge's own machine).
 from __future__ import annotations
 
 import click
-import uvicorn
 
 from ..errors import VmjudgeError
 from ..web.app import create_app
+from ..web.server import serve
 from .home import site_of
 
 
@@ -31,5 +31,5 @@ def _listen(value: str) -> tuple[str, int]:
 def web(ctx: click.Context, listen: str, secure_cookies: bool) -> None:
     """Serve the participants' portal: sign in, upload, follow entries, reports, boards."""
     host, port = _listen(listen)
-    app = create_app(site_of(ctx), secure_cookies=secure_cookies)
-    uvicorn.run(app, host=host, port=port, log_level="info", server_header=False, proxy_headers=False)
+    site = site_of(ctx)
+    serve(create_app(site, secure_cookies=secure_cookies), host, port, site.web)

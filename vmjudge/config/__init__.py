@@ -19,8 +19,9 @@ from .challenge import (
                         check_challenge_data,
                         load_challenge,
 )
-from .site import GpuSite, QueueSite, Retention, Site, default_accel, default_home, load_site
+from .site import GpuSite, QueueSite, Retention, Site, WebSite, default_accel, default_home, load_site
 
 __all__ = ["DEFAULT_SCORE_OPTIONS", "Challenge", "EntryRules", "GpuSite", "ImageRecipe", "QueueSite", "ResultsRule",
-           "Retention", "ScoreOptions", "Site", "StageLimits", "VmShape", "check_challenge_data", "default_accel",
+           "Retention", "ScoreOptions", "Site", "StageLimits", "VmShape", "WebSite", "check_challenge_data",
+           "default_accel",
            "default_home", "load_challenge", "load_site"]

@@ -91,9 +91,17 @@ class StageLimits:
     # VM hours each owner may use on each board (official, late): a budget beside the entry
     # count; None: no budget
     vm_hours: float | None = None
-    # entries one owner may submit to this challenge through the portal (vmjudge web) in any
-    # hour, counted from the queue's entries; None: no rate limit
-    submissions_per_hour: int | None = None
+    # What one owner may do to this challenge through the portal (vmjudge web; `vmjudge submit`
+    # is the organiser's and is held to none of these), on both boards together, each checked
+    # before an upload's body is stored and again in the transaction that queues it. On by
+    # default, at what a public contest would want: an entry takes minutes of VM time to judge,
+    # and its archive stays in the spool for good (re-scoring and re-running need it).
+    # Entries accepted in any hour, counted from the queue's entries.
+    submissions_per_hour: int = 10
+    # Entries waiting or running at once (dry runs included: they run VMs too).
+    pending_per_owner: int = 3
+    # Bytes of archives the owner's entries keep in the spool, all of them ever accepted.
+    spool_bytes_per_owner: int = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -243,9 +251,14 @@ def _limits(source: str, data: dict[str, Any]) -> StageLimits:
                                                "bytes from 1024 to 1099511627776"),
                          vm_hours=sec.get("vm_hours", float, None, lambda v: 0 < v <= 100000,
                                           "hours from 0 to 100000, or leave the key out for no budget"),
-                         submissions_per_hour=sec.get("submissions_per_hour", int, None, lambda v: 1 <= v <= 100000,
-                                                      "a whole number from 1 to 100000, or leave the key out for "
-                                                      "no rate limit"))
+                         submissions_per_hour=sec.get("submissions_per_hour", int, StageLimits.submissions_per_hour,
+                                                      lambda v: 1 <= v <= 100000, "a whole number from 1 to 100000"),
+                         pending_per_owner=sec.get("pending_per_owner", int, StageLimits.pending_per_owner,
+                                                   lambda v: 1 <= v <= 100000, "a whole number from 1 to 100000"),
+                         spool_bytes_per_owner=sec.get("spool_bytes_per_owner", int,
+                                                       StageLimits.spool_bytes_per_owner,
+                                                       lambda v: 1 <= v <= 1 << 50,
+                                                       "a number of bytes from 1 to 1125899906842624"))
     sec.done()
     return limits
 

@@ -68,6 +68,23 @@ class QueueSite:
 
 
 @dataclass(frozen=True)
+class WebSite:
+    """[web]: how `vmjudge web` treats its clients, whoever they are. A client that is slow on
+    purpose holds a connection (and, mid-upload, a temporary file) for as long as it is let:
+    `header_timeout` seconds for a request's line and headers, `body_timeout` seconds between two
+    pieces of its body. An owner whose uploads keep being refused or keep failing (broken
+    archives, tar bombs, stalled bodies) makes the judge pay for each: `failed_uploads_per_hour`
+    of them in any hour, then 429 until the hour has passed. `checks` archives are checked at
+    once, each in a worker process of the portal's, so that a tar bomb's decompression never
+    slows the pages the portal serves."""
+
+    header_timeout: float = 10.0
+    body_timeout: float = 30.0
+    failed_uploads_per_hour: int = 30
+    checks: int = 2
+
+
+@dataclass(frozen=True)
 class Site:
     """One organiser's host: where state lives and how VMs are started."""
 
@@ -84,6 +101,7 @@ class Site:
     retention: Retention = field(default_factory=Retention)  # what `vmjudge gc` removes, and when
     gpu: GpuSite = field(default_factory=GpuSite)  # none unless site.toml lists [gpu] devices
     queue: QueueSite = field(default_factory=QueueSite)  # the SQLite file in the home unless [queue] url
+    web: WebSite = field(default_factory=WebSite)  # the portal's timeouts and its owners' failed uploads
     # [slots] overcommit: let slots × vCPUs exceed the usable cores, the slots then sharing them
     # (vm/pinning.py), and timings no longer comparable between entries. Off, such a site is refused.
     overcommit: bool = False
@@ -145,11 +163,12 @@ def load_site(home: Path | None = None) -> Site:
     retention = _retention(source, data)
     gpu = _gpu(source, data)
     queue = _queue(source, data)
+    web = _web(source, data)
     for key in data:
         if isinstance(data[key], dict) and key not in ("libvirt", "image", "results", "slots", "retention", "gpu",
-                                                       "queue"):
+                                                       "queue", "web"):
             raise ConfigError(f"{source}: unknown table [{key}]: use [libvirt], [image], [results], [slots], "
-                              "[retention], [gpu] or [queue].")
+                              "[retention], [gpu], [queue] or [web].")
     env_accel = os.environ.get("VMJUDGE_ACCEL")
     if env_accel:
         if env_accel not in ("kvm", "tcg"):
@@ -158,7 +177,7 @@ def load_site(home: Path | None = None) -> Site:
     uri = os.environ.get("VMJUDGE_URI") or uri
     return Site(home=home, uri=uri, accel=accel, channel=channel, mirror=mirror, security_mirror=security,
                 suite=suite, boot_timeout=boot, silence_timeout=silence, keep_media=keep_media, retention=retention,
-                gpu=gpu, queue=queue, overcommit=overcommit)
+                gpu=gpu, queue=queue, overcommit=overcommit, web=web)
 
 
 def _queue(source: str, data: dict[str, Any]) -> QueueSite:
@@ -176,6 +195,20 @@ def _queue(source: str, data: dict[str, Any]) -> QueueSite:
         raise ConfigError(f"{source}: [queue] grace_seconds = {grace:g} is shorter than lease_seconds = {lease:g}, "
                           "which is not allowed: a host must be presumed dead before its home disks are given up.")
     return QueueSite(url=url, host=host, lease=lease, grace=grace, fair_window=window * 3600)
+
+
+def _web(source: str, data: dict[str, Any]) -> WebSite:
+    sec = Section(source, "web", data.get("web", {}))
+    web = WebSite(
+        header_timeout=sec.get("header_timeout", float, WebSite.header_timeout, lambda v: 0.5 <= v <= 300,
+                               "seconds from 0.5 to 300"),
+        body_timeout=sec.get("body_timeout", float, WebSite.body_timeout, lambda v: 0.5 <= v <= 3600,
+                             "seconds from 0.5 to 3600"),
+        failed_uploads_per_hour=sec.get("failed_uploads_per_hour", int, WebSite.failed_uploads_per_hour,
+                                        lambda v: 1 <= v <= 100000, "a whole number from 1 to 100000"),
+        checks=sec.get("checks", int, WebSite.checks, lambda v: 1 <= v <= 64, "a whole number from 1 to 64"))
+    sec.done()
+    return web
 
 
 def _retention(source: str, data: dict[str, Any]) -> Retention:

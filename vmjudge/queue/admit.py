@@ -9,13 +9,21 @@ scored: otherwise ten entries sent at once would all be accepted. Once it ends f
 run or parked, it gives its place back. An archive holding DRYRUN at its top can only end as a
 dry run (or fail), so it is always accepted and never counts.
 
-The archive is stored in the spool first and every check reads the stored copy, the very bytes
-prep will unpack: checking the file as given and then copying it would let it be swapped in
-between. The count and the queue row are one transaction that holds off other admissions to
-the same board, on this host or (PostgreSQL) any other, so two submissions at once cannot both
-take the last place; the spool write and the checks happen under a lock on the home, so a
-refused entry leaves nothing in the spool (unless the same bytes were already there, perhaps
-another entry's) or the queue.
+The archive is copied into the spool first (staged: under a name of its own, in a directory only
+the judge writes) and every check reads that copy, the very bytes that are then placed under
+their content address and that prep will unpack: checking the file as given and then copying it
+would let it be swapped in between. The checks run outside any lock, as listing a tar.gz means
+decompressing all of it: one participant's archive must not hold up everyone's admission. Only
+the placing and the queue row happen under a lock on the home, so a refused entry leaves
+nothing in the spool (unless the same bytes were already there, perhaps another entry's) or the
+queue, and a staged copy that is refused or fails its checks is removed. The count and the
+queue row are one transaction that holds off other admissions to the same board, on this host
+or (PostgreSQL) any other, so two submissions at once cannot both take the last place.
+
+A participant's own upload (the portal) is also held to the owner's limits of [limits]
+(owner_limits): entries in the last hour, entries waiting or running, bytes kept in the spool.
+The portal checks them before it stores a byte of the upload, and admit() again in the
+transaction that adds the entry, so uploads sent at once cannot overshoot them.
 """
 
 from __future__ import annotations
@@ -33,7 +41,7 @@ from ..config import Challenge, Site
 from ..errors import EntryError
 from .db import Queue
 from .rows import Usage
-from .spool import Spool
+from .spool import Spool, StagedArchive
 
 
 @dataclass(frozen=True)
@@ -93,52 +101,117 @@ def _admission_lock(path: Path) -> Iterator[None]:
 def check_names(owner: str, archive_name: str) -> None:
     """Owner and archive names are shown on boards, reports and status lines: one with a newline
     would forge a line there, a control or bidi character would act on a terminal or reorder
-    what is read, and one that is not UTF-8 cannot be stored. Refused before anything is."""
-    for what, value, longest in (("owner", owner, 64), ("archive name", archive_name, 255)):
-        if not value or len(value) > longest or not value.isprintable():
-            raise EntryError("bad-name", f"The {what} {value!r} is not allowed: use at most {longest} printable "
-                                         "characters (no control characters, newlines or invisible "
-                                         "formatting) and submit again.")
+    what is read, and one that is not UTF-8 cannot be stored. Refused before anything is.
+    The archive's name is a file name on the judge's disk, counted in bytes as the file system
+    counts them (255): 240 "é" are 480 bytes."""
+    for what, value, longest, unit in (("owner", owner, 64, "characters"),
+                                       ("archive name", archive_name, 255, "bytes")):
+        size = len(value) if unit == "characters" else len(value.encode("utf-8", "surrogatepass"))
+        if not value or size > longest or not value.isprintable():
+            raise EntryError("bad-name", f"The {what} {value[:80]!r}{'...' if len(value) > 80 else ''} is not "
+                                         f"allowed: use at most {longest} {unit} of printable characters (no control "
+                                         "characters, newlines or invisible formatting) and submit again.")
 
 
-def admit(site: Site, queue: Queue, name: str, ch: Challenge, archive: Path, owner: str, late: bool,
-          spool: Spool | None = None, rate_limited: bool = False) -> Admitted:
-    """Store the archive (fsynced), check the stored copy, apply the entry limit, then queue it.
-    `name` is the challenge as registered, `ch` its challenge.toml; `spool` defaults to the home's.
-    `rate_limited`: a participant's own upload (the portal), held to `[limits]
-    submissions_per_hour` in the same transaction, so uploads sent at once cannot overshoot it."""
+def owner_limits(ch: Challenge, name: str, owner: str, used: Usage, size: int = 0) -> None:
+    """Refuse a participant's upload of `size` bytes (0: not known yet) to challenge `name` that
+    the owner's limits of [limits] do not allow now, on both boards together."""
+    limits = ch.limits
+    if used.last_hour >= limits.submissions_per_hour:
+        raise EntryError("rate-limit", f"{owner} has submitted {used.last_hour} entries to {name} in the last hour, "
+                                       f"the most {name} accepts in an hour: submit again later.")
+    if used.waiting >= limits.pending_per_owner:
+        raise EntryError("pending-limit", f"{owner} has {used.waiting} "
+                                          f"{'entry' if used.waiting == 1 else 'entries'} waiting or running for "
+                                          f"{name}, the most {name} takes at once: submit again once one has ended.")
+    cap = limits.spool_bytes_per_owner
+    if used.spool_bytes >= cap:
+        raise EntryError("spool-limit", f"{owner}'s entries to {name} keep {used.spool_bytes:,} bytes of archives, "
+                                        f"the most {name} keeps for one owner: no further entry can be stored; ask "
+                                        "the organisers if you need more.")
+    if used.spool_bytes + size > cap:
+        raise EntryError("spool-limit", f"This archive's {size:,} bytes would take {owner}'s entries to {name} past "
+                                        f"the {cap:,} bytes of archives {name} keeps for one owner "
+                                        f"({used.spool_bytes:,} kept): make the entry smaller and submit again.")
+
+
+def spool_room(ch: Challenge, used: Usage) -> int:
+    """How many bytes the owner's next archive may have before the spool cap refuses it."""
+    return max(0, ch.limits.spool_bytes_per_owner - used.spool_bytes)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """An archive staged in the spool and checked, ready to be admitted: `given_name` is the
+    participant's name for it, `dry_run` whether it holds DRYRUN at its top."""
+
+    staged: StagedArchive
+    given_name: str
+    dry_run: bool
+
+
+def prepare(site: Site, name: str, ch: Challenge, archive: Path, owner: str, spool: Spool | None = None) -> Prepared:
+    """Stage the archive (fsynced) and check the staged copy: the slow part of an admission,
+    done without any lock (and by the portal in a worker process). A refusal leaves nothing
+    staged. Picklable in and out, for that worker."""
     check_names(owner, archive.name)
     check_archive_name(archive.name)
     check_size(ch, name, archive.name, archive.stat().st_size)  # only to spare copying a huge file
     spool = spool if spool is not None else Spool(site.layout.spool)
-    limit, budget = ch.entry.max_scored_per_owner, ch.limits.vm_hours
-    per_hour = ch.limits.submissions_per_hour if rate_limited else None
-    with _admission_lock(site.layout.submit_lock):  # this host's spool: a refusal removes what it stored
-        stored = spool.store(archive)
-        try:
-            dry_run = declares_dry_run(check_archive(ch, name, stored.path, given_name=archive.name))
+    staged = spool.stage(archive)
+    try:
+        return Prepared(staged, archive.name, declares_dry_run(check_archive(ch, name, staged.path,
+                                                                             given_name=archive.name)))
+    except BaseException:
+        spool.discard(staged)
+        raise
 
-            def admissible(used: Usage) -> None:
-                board = f"late entries to {name}" if late else name
-                if per_hour is not None and used.last_hour >= per_hour:
-                    raise EntryError("rate-limit", f"{owner} has submitted {used.last_hour} entries to {name} in the "
-                                     f"last hour, the most {name} accepts in an hour: submit again later.")
-                if budget is not None and used.vm_seconds >= budget * 3600:  # a dry run runs VMs too
-                    raise EntryError("vm-budget", f"{owner} has used the {hours(budget * 3600)} of VM time allowed "
-                                     f"for {board}: no further entry can be evaluated (time the judge's own failures "
-                                     "took is never charged).")
-                if limit is not None and not dry_run and used.scored + used.pending >= limit:
-                    raise EntryError("entry-limit", f"{owner} has used the {_scored_entries(limit)} allowed for "
-                                     f"{board} ({used.scored} scored, {used.pending} still being evaluated): an "
-                                     "entry that ends without a score gives its place back, and a dry run (an entry "
-                                     "holding DRYRUN) is always accepted.")
-            entry_id = queue.add_entry(name, owner, late, stored.sha256, archive.name, stored.path, dry_run=dry_run,
-                                       admissible=admissible)
-        except BaseException:
-            if stored.new:
-                spool.remove(stored)
-            raise
-        used = queue.owner_usage(name, owner, late)
-        remaining = None if limit is None else max(0, limit - used.scored - used.pending)
+
+def enter(site: Site, queue: Queue, name: str, ch: Challenge, prepared: Prepared, owner: str, late: bool,
+          spool: Spool | None = None, rate_limited: bool = False) -> Admitted:
+    """Under the admission lock, place a prepared archive and queue its entry, with the entry
+    limit, the budget and (`rate_limited`) the owner's limits applied in the same transaction.
+    The staged copy is gone afterwards, whatever happens."""
+    spool = spool if spool is not None else Spool(site.layout.spool)
+    staged, dry_run = prepared.staged, prepared.dry_run
+    limit, budget = ch.entry.max_scored_per_owner, ch.limits.vm_hours
+
+    def admissible(used: Usage) -> None:
+        board = f"late entries to {name}" if late else name
+        if rate_limited:
+            owner_limits(ch, name, owner, used, staged.size)
+        if budget is not None and used.vm_seconds >= budget * 3600:  # a dry run runs VMs too
+            raise EntryError("vm-budget", f"{owner} has used the {hours(budget * 3600)} of VM time allowed "
+                             f"for {board}: no further entry can be evaluated (time the judge's own failures "
+                             "took is never charged).")
+        if limit is not None and not dry_run and used.scored + used.pending >= limit:
+            raise EntryError("entry-limit", f"{owner} has used the {_scored_entries(limit)} allowed for "
+                             f"{board} ({used.scored} scored, {used.pending} still being evaluated): an "
+                             "entry that ends without a score gives its place back, and a dry run (an entry "
+                             "holding DRYRUN) is always accepted.")
+    try:
+        with _admission_lock(site.layout.submit_lock):  # this host's spool: a refusal removes what it placed
+            stored = spool.place(staged)
+            try:
+                entry_id = queue.add_entry(name, owner, late, stored.sha256, prepared.given_name, stored.path,
+                                           dry_run=dry_run, admissible=admissible, size=stored.size)
+            except BaseException:
+                if stored.new:
+                    spool.remove(stored)
+                raise
+            used = queue.owner_usage(name, owner, late)
+    finally:
+        spool.discard(staged)  # refused or failed before placing; once placed it is gone already
+    remaining = None if limit is None else max(0, limit - used.scored - used.pending)
     allowed = None if budget is None else budget * 3600
     return Admitted(entry_id, owner, late, dry_run, remaining, used.vm_seconds, allowed)
+
+
+def admit(site: Site, queue: Queue, name: str, ch: Challenge, archive: Path, owner: str, late: bool,
+          spool: Spool | None = None, rate_limited: bool = False) -> Admitted:
+    """Stage the archive, check the staged copy (prepare), then, under the admission lock, place
+    it and queue the entry (enter). `name` is the challenge as registered, `ch` its
+    challenge.toml; `spool` defaults to the home's. `rate_limited`: a participant's own upload
+    (the portal), held to the owner's limits (owner_limits) in the same transaction."""
+    prepared = prepare(site, name, ch, archive, owner, spool)
+    return enter(site, queue, name, ch, prepared, owner, late, spool, rate_limited)

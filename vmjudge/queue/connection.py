@@ -114,7 +114,10 @@ class SqliteDatabase:
 
     @contextmanager
     def connect(self) -> Iterator[Db]:
-        raw = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        try:
+            raw = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        except sqlite3.OperationalError as exc:  # the file cannot be opened (gone, a directory, no access)
+            raise _unavailable(self.where, exc, "check the home directory.") from exc
         try:
             raw.row_factory = sqlite3.Row
             raw.execute("PRAGMA journal_mode=WAL")

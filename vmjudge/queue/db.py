@@ -117,7 +117,7 @@ class Queue(History):
     # entries
 
     def add_entry(self, challenge: str, owner: str, late: bool, sha256: str, name: str, path: Path,
-                  dry_run: bool = False, admissible: Callable[[Usage], None] | None = None) -> int:
+                  dry_run: bool = False, admissible: Callable[[Usage], None] | None = None, size: int = 0) -> int:
         """Queue an entry whose archive is stored at `path`. `admissible`, given what the owner
         has used of this board, raises to refuse it; it is called in the
         same transaction as the insert, with other admissions to the board held off, so two
@@ -130,8 +130,9 @@ class Queue(History):
                 self.blobs.put_file(db, sha256, path)
             entry_id = db.execute(
                 "INSERT INTO entries (challenge, owner, late, dry_run, archive_sha256, archive_name, archive_path, "
-                "submitted_at, state, stage) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?) RETURNING id",
-                (challenge, owner, int(late), int(dry_run), sha256, name, str(path), now(), FIRST)).fetchone()[0]
+                "submitted_at, state, stage, archive_bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?) "
+                "RETURNING id",
+                (challenge, owner, int(late), int(dry_run), sha256, name, str(path), now(), FIRST, size)).fetchone()[0]
             event(db, entry_id, "submitted", f"{name} sha256 {sha256} by {owner}")
         return int(entry_id)
 
@@ -160,9 +161,11 @@ class Queue(History):
             "FROM entries WHERE challenge = ? AND owner = ? AND late = ?", board).fetchone()
         used = db.execute("SELECT COALESCE(SUM(r.vm_seconds), 0) FROM stage_runs r JOIN entries e ON e.id = r.entry_id "
                           "WHERE e.challenge = ? AND e.owner = ? AND e.late = ?", board).fetchone()[0]
-        recent = db.execute("SELECT COUNT(*) FROM entries WHERE challenge = ? AND owner = ? AND submitted_at >= ?",
-                            (challenge, owner, stamp(time.time() - 3600))).fetchone()[0]
-        return Usage(int(row["scored"]), int(row["pending"]), float(used), int(recent))
+        both = db.execute(  # both boards, for the portal's limits: in the last hour, waiting, bytes kept
+            "SELECT COALESCE(SUM(CASE WHEN submitted_at >= ? THEN 1 ELSE 0 END), 0) AS r, COALESCE(SUM(CASE WHEN state "
+            "IN ('queued', 'running') THEN 1 ELSE 0 END), 0) AS w, COALESCE(SUM(archive_bytes), 0) AS b FROM entries "
+            "WHERE challenge = ? AND owner = ?", (stamp(time.time() - 3600), challenge, owner)).fetchone()
+        return Usage(int(row["scored"]), int(row["pending"]), float(used), int(both[0]), int(both[1]), int(both[2]))
 
     def entries(self, states: tuple[str, ...] | None = None) -> list[EntryRow]:
         with self._connect() as db:

@@ -5,6 +5,10 @@ sha256 is kept: a copy of the queue's database lets no one sign in. Tokens are 2
 bits, so a plain hash is enough (no salt or slow hash needed, unlike a password), and the
 lookup compares the hashes in constant time. Revoking an owner takes effect on the next
 request, sessions included, because the portal reads the account on every request.
+
+Signing out is kept here too, as the time it happened: a session cookie is signed, not stored,
+so clearing it in the browser that signed out leaves any copy of it (another device, a stolen
+one) valid until it expires. Every session of the owner begun before that time is over.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +36,7 @@ class Owner:
     created_at: str
     revoked_at: str | None
     token_sha256: str
+    signed_out_at: float | None = None  # epoch seconds: sessions begun before it are over
 
     @property
     def active(self) -> bool:
@@ -50,7 +56,7 @@ def token_hash(token: str) -> str:
 def _owner(r: Any) -> Owner:
     """From a row (sqlite3.Row or connection.Row), read by column name."""
     return Owner(name=r["name"], organiser=bool(r["organiser"]), created_at=r["created_at"],
-                 revoked_at=r["revoked_at"], token_sha256=r["token_sha256"])
+                 revoked_at=r["revoked_at"], token_sha256=r["token_sha256"], signed_out_at=r["signed_out_at"])
 
 
 class Owners:
@@ -105,9 +111,17 @@ class Owners:
             return None
         return _owner(row)
 
-    def by_session(self, name: str, mark: str) -> Owner | None:
-        """The active owner a session names, if the session was signed in with its current token."""
+    def by_session(self, name: str, mark: str, since: float) -> Owner | None:
+        """The active owner a session names, if the session was signed in with its current token
+        at `since` (epoch seconds), after the owner last signed out."""
         owner = self.get(name)
         if owner is None or not owner.active or not hmac.compare_digest(owner.session_mark, mark):
             return None
+        if owner.signed_out_at is not None and since <= owner.signed_out_at:
+            return None
         return owner
+
+    def sign_out(self, name: str) -> None:
+        """End every session of `name` begun until now."""
+        with self.database.transaction() as db:
+            db.execute("UPDATE owners SET signed_out_at = ? WHERE name = ?", (time.time(), name))

@@ -27,12 +27,15 @@ class Usage:
     """What one owner has used of one board of a challenge: for the entry limit, the entries
     scored and those pending (queued or running, not dry runs); for the VM-time budget, the
     VM seconds charged to the owner's stage runs (never to infrastructure failures); for the
-    portal's rate limit, the entries submitted in the last hour."""
+    portal's limits, on both boards, the entries submitted in the last hour, those waiting or
+    running (dry runs too) and the bytes of every archive the owner's entries keep in the spool."""
 
     scored: int
     pending: int
     vm_seconds: float
     last_hour: int = 0  # entries the owner submitted to the challenge (both boards) in the last hour
+    waiting: int = 0  # entries queued or running, dry runs included (both boards)
+    spool_bytes: int = 0  # the archives' bytes of all the owner's entries to the challenge (both boards)
 
 
 @dataclass(frozen=True)

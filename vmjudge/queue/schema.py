@@ -125,6 +125,13 @@ CREATE INDEX IF NOT EXISTS entries_queued ON entries(id) WHERE state = 'queued';
 CREATE INDEX IF NOT EXISTS stage_runs_entry ON stage_runs(entry_id, stage);
 CREATE INDEX IF NOT EXISTS exam_results_entry ON exam_results(entry_id, id);
 CREATE INDEX IF NOT EXISTS scorings_entry ON scorings(entry_id, id);
+-- The portal's uploads that were refused or failed, kept an hour: each owner may have only so many.
+CREATE TABLE IF NOT EXISTS failed_uploads (
+    owner TEXT NOT NULL,
+    at DOUBLE PRECISION NOT NULL,      -- epoch seconds
+    status INTEGER NOT NULL            -- the HTTP status the upload got
+);
+CREATE INDEX IF NOT EXISTS failed_uploads_owner ON failed_uploads(owner, at);
 -- The participants' portal (vmjudge web): who may sign in, by the sha256 of a token shown once.
 CREATE TABLE IF NOT EXISTS owners (
     name TEXT PRIMARY KEY,             -- the owner entries are submitted as
@@ -163,4 +170,9 @@ MIGRATIONS = (
     # started (epoch seconds), and from when its result may be shown (set when the entry ends).
     ("entries", "exam_started", "DOUBLE PRECISION"),
     ("entries", "published", "DOUBLE PRECISION"),
+    # The portal (issue 31): when the owner last signed out (epoch seconds); sessions signed in
+    # before it are over, whatever their cookie says.
+    ("owners", "signed_out_at", "DOUBLE PRECISION"),
+    # The archive's size, for the portal's cap on the bytes an owner keeps in the spool.
+    ("entries", "archive_bytes", "BIGINT NOT NULL DEFAULT 0"),
 )

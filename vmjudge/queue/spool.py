@@ -8,13 +8,23 @@ checked against the manifest that names it. Nothing partial is ever left under a
 
 Only an archive that is properly named (vmjudge.archive.names) is stored, and the stored
 file keeps its kind in its name; what the archive holds is checked by vmjudge.archive.checks.
+
+Storing is two steps, so that admission can check an archive without holding its lock: `stage`
+copies it (fsynced) under a name of its own in the spool's incoming/ directory, which only the
+judge writes, so the staged bytes are the bytes checked and then placed; `place` renames it to
+its content address, or drops it when the same bytes are already there. `store` does both. A
+staged copy is removed by whoever staged it; one that a crash left behind is removed by the
+next `stage` once it is a day old (no admission takes that long).
 """
 
 from __future__ import annotations
 
 import math
+import os
 import re
+import secrets
 import shutil
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -22,10 +32,11 @@ from typing import BinaryIO
 from .. import private
 from ..archive.names import check_archive_name
 from ..errors import VmjudgeError
-from ..files import CHUNK, DurableFile, fsync_dir, sha256_file
+from ..files import CHUNK, DurableFile, fsync_dir
 from .blobs import Blobs
 
 MARGIN = 64 << 20  # free space kept beyond the archive, so the spool never fills its disk
+STALE = 24 * 3600  # seconds after which a staged copy can only be a crash's leftover
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
@@ -47,6 +58,16 @@ class StoredArchive:
         return check_archive_name(self.name)
 
 
+
+
+@dataclass(frozen=True)
+class StagedArchive:
+    """An archive copied into the spool's incoming/ directory, not yet under its content address."""
+
+    sha256: str
+    path: Path
+    size: int
+    name: str
 
 
 def _mib(n: int) -> int:
@@ -72,51 +93,98 @@ class Spool:
         """Open a stored archive for reading."""
         return open(stored.path, "rb")
 
+    @property
+    def incoming(self) -> Path:
+        """Where archives are staged, each under a name of its own, before they are placed."""
+        return self.root / "incoming"
+
     def store(self, source: Path) -> StoredArchive:
         """Copy `source` into the spool durably and return where it is; idempotent.
 
         Raises EntryError for a badly named archive and VmjudgeError when the spool has
         too little room or the copy fails; in either case no file is left behind.
         """
+        return self.place(self.stage(source))
+
+    def stage(self, source: Path) -> StagedArchive:
+        """A durable copy of `source` in incoming/, under a name no other submission has; the
+        caller places it or discards it. Raises as store() does, leaving nothing behind."""
         source = Path(source)
         name = source.name
         check_archive_name(name)
         try:
-            sha = sha256_file(source)
             size = source.stat().st_size
         except OSError as exc:
             raise VmjudgeError(f"cannot read {source} ({exc.strerror or exc}): check the path and "
                                "submit again.") from exc
-        final = self.path_for(sha, name)
-        if final.is_file() and final.stat().st_size == size:
-            return StoredArchive(sha, final, size, name, new=False)
-
-        created_dirs = []
-        for d in (self.root, final.parent):  # participants' code: no one else may enter (0700)
+        created = []
+        for d in (self.root, self.incoming):  # participants' code: no one else may enter (0700)
             if not d.is_dir():
                 private.make_dir(d)
-                created_dirs.append(d)
+                created.append(d)
+        self._sweep()
         free = shutil.disk_usage(self.root).free
         if size + MARGIN > free:
             raise VmjudgeError(f"the spool at {self.root} has {free >> 20} MB free, not enough for this "
                                f"{_mib(size)} MB archive: free some space and submit again.")
-
-        out = DurableFile(final.parent, prefix=f".{sha}.", suffix=".part")  # mode 0600
+        staged = self.incoming / f"{secrets.token_hex(16)}.{check_archive_name(name)}"
         try:
+            out = DurableFile(self.incoming, prefix=f".{staged.name}.", suffix=".part")  # mode 0600
             with out, open(source, "rb") as src:
+                copied = 0
                 while chunk := src.read(CHUNK):
                     out.write(chunk)
-                if out.sha256 != sha:
-                    raise VmjudgeError(f"{source} changed while it was being stored: submit it again "
-                                       "once nothing is writing to it.")
-                out.commit(final)
-            for d in created_dirs:
+                    copied += len(chunk)
+                out.commit(staged, sync_dir=False)  # place() syncs the directory it lands in
+            for d in created:
                 fsync_dir(d.parent)
         except OSError as exc:
+            staged.unlink(missing_ok=True)
             raise VmjudgeError(f"could not store {name} in the spool at {self.root} "
                                f"({exc.strerror or exc}): free some space or fix the disk and submit "
                                "again.") from exc
-        return StoredArchive(sha, final, size, name, new=True)
+        return StagedArchive(out.sha256, staged, copied, name)
+
+    def _sweep(self) -> None:
+        """Remove staged copies a crash left in incoming/ (older than STALE)."""
+        old = time.time() - STALE
+        for path in self.incoming.iterdir():
+            try:
+                if path.stat().st_mtime < old:
+                    path.unlink()
+            except FileNotFoundError:
+                continue  # another submission's, removed as we looked
+
+    def place(self, staged: StagedArchive) -> StoredArchive:
+        """Put a staged archive under its content address (durably), or drop it when the same
+        bytes are already there; `new` says which. Under the admission lock: then a refusal may
+        take back what it placed, as no other entry can have come to share it."""
+        final = self.path_for(staged.sha256, staged.name)
+        moved = False
+        try:
+            if final.is_file() and final.stat().st_size == staged.size:
+                staged.path.unlink()
+                return StoredArchive(staged.sha256, final, staged.size, staged.name, new=False)
+            made = not final.parent.is_dir()
+            if made:
+                private.make_dir(final.parent)
+            os.replace(staged.path, final)
+            moved = True
+            fsync_dir(final.parent)
+            if made:
+                fsync_dir(final.parent.parent)
+        except OSError as exc:
+            staged.path.unlink(missing_ok=True)
+            if moved:  # not known to be on disk: no entry may name it
+                final.unlink(missing_ok=True)
+            raise VmjudgeError(f"could not store {staged.name} in the spool at {self.root} "
+                               f"({exc.strerror or exc}): free some space or fix the disk and submit "
+                               "again.") from exc
+        return StoredArchive(staged.sha256, final, staged.size, staged.name, new=True)
+
+    def discard(self, staged: StagedArchive) -> None:
+        """Remove a staged archive that was not placed (refused, or its checks failed)."""
+        staged.path.unlink(missing_ok=True)
 
     def local_copy(self, blobs: Blobs, sha256: str, name: str) -> Path:
         """This host's copy of an archive another host accepted (several hosts): fetched from

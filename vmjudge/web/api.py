@@ -9,7 +9,7 @@ browser sends a bearer token by itself). Errors are {"error": sentence} with the
 
 from __future__ import annotations
 
-from starlette.concurrency import run_in_threadpool
+import anyio
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -19,9 +19,9 @@ from ..queue.listing import EntryFilter
 from ..queue.owners import Owner
 from ..reports import participant
 from ..reports.report import show
-from .entries import entries_page, page_number
+from .entries import entries_page, entry_number, page_number
 from .portal import PAGE_SIZE, Portal
-from .upload import admit_upload, discard, receive_upload
+from .upload import upload_entry
 
 
 class Api:
@@ -30,7 +30,7 @@ class Api:
 
     def routes(self) -> list[Route]:
         return [Route("/api/entries", self.list_entries), Route("/api/entries", self.submit, methods=["POST"]),
-                Route("/api/entries/{entry_id:int}", self.entry)]
+                Route("/api/entries/{entry_id}", self.entry)]
 
     def caller(self, request: Request) -> Owner:
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
@@ -51,17 +51,14 @@ class Api:
 
     def entry(self, request: Request) -> Response:
         owner = self.caller(request)
-        entry_id = request.path_params["entry_id"]
+        entry_id = entry_number(request)
         self.portal.own_entry(owner, entry_id)
         return JSONResponse(show(self.portal.site, self.portal.queue, entry_id))
 
     async def submit(self, request: Request) -> Response:
-        owner = self.caller(request)
-        upload = await receive_upload(self.portal, request)
-        try:
-            admitted = await run_in_threadpool(admit_upload, self.portal, owner, upload)
-        finally:
-            discard(upload)
+        # on the uploads' threads: a burst of uploads never takes the page handlers' threads, even to sign in
+        owner = await anyio.to_thread.run_sync(self.caller, request, limiter=self.portal.upload_io)
+        admitted = await upload_entry(self.portal, request, owner)
         return JSONResponse(participant.allowed(
             {"id": admitted.entry_id, "owner": admitted.owner, "late": admitted.late, "dry_run": admitted.dry_run,
              "remaining": admitted.remaining_line(), "budget": admitted.budget_line()}, participant.SUBMITTED),

@@ -14,7 +14,7 @@ from starlette.routing import Route
 
 from ..queue.listing import OUTCOMES, STATES, EntryFilter
 from ..reports.report import show
-from .entries import entries_page, organiser_filter, page_number, pages_of
+from .entries import entries_page, entry_number, organiser_filter, page_number, pages_of
 from .portal import Portal
 
 
@@ -24,11 +24,11 @@ class Organiser:
 
     def routes(self) -> list[Route]:
         return [Route("/organiser/entries", self.entries), Route("/organiser/parked", self.parked),
-                Route("/organiser/entries/{entry_id:int}", self.entry),
-                Route("/organiser/entries/{entry_id:int}/logs", self.logs)]
+                Route("/organiser/entries/{entry_id}", self.entry),
+                Route("/organiser/entries/{entry_id}/logs", self.logs)]
 
     def _entry_doc(self, request: Request) -> dict[str, Any]:
-        entry_id = request.path_params["entry_id"]
+        entry_id = entry_number(request, "There is no entry {}.")
         self.portal.queue_entry_or_404(entry_id)
         return show(self.portal.site, self.portal.queue, entry_id, organiser=True)
 

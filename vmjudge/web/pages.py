@@ -8,7 +8,7 @@ autoescaping and terminal.printable. Another owner's entry is 404, never 403.
 
 from __future__ import annotations
 
-from starlette.concurrency import run_in_threadpool
+import anyio
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
@@ -18,9 +18,9 @@ from ..queue.listing import EntryFilter
 from ..reports import leaderboard as lb
 from ..reports import participant
 from ..reports.report import show
-from .entries import entries_page, page_number, pages_of
+from .entries import entries_page, entry_number, page_number, pages_of
 from .portal import Portal
-from .upload import admit_upload, discard, receive_upload
+from .upload import upload_entry
 
 
 class Pages:
@@ -31,7 +31,7 @@ class Pages:
         return [Route("/", self.home), Route("/signin", self.signin_form),
                 Route("/signin", self.signin, methods=["POST"]), Route("/signout", self.signout, methods=["POST"]),
                 Route("/entries", self.entries), Route("/entries.json", self.entries_json),
-                Route("/entries/{entry_id:int}", self.report), Route("/upload", self.upload_form),
+                Route("/entries/{entry_id}", self.report), Route("/upload", self.upload_form),
                 Route("/upload", self.upload, methods=["POST"]), Route("/leaderboards", self.boards),
                 Route("/leaderboards/{challenge}", self.board)]
 
@@ -56,7 +56,7 @@ class Pages:
     async def signout(self, request: Request) -> Response:
         form = await request.form(max_files=0, max_fields=2)
         self.portal.check_csrf(request, form.get("csrf"))
-        request.session.clear()
+        self.portal.sign_out(request)
         return RedirectResponse("/signin", status_code=303)
 
     def entries(self, request: Request) -> Response:
@@ -75,7 +75,7 @@ class Pages:
 
     def report(self, request: Request) -> Response:
         owner = self.portal.participant(request)
-        entry_id = request.path_params["entry_id"]
+        entry_id = entry_number(request)
         self.portal.own_entry(owner, entry_id)
         doc = show(self.portal.site, self.portal.queue, entry_id)
         return self.portal.page(request, "report.html", entry_id=entry_id, report=doc["report"])
@@ -85,13 +85,9 @@ class Pages:
         return self.portal.page(request, "upload.html", challenges=self.portal.challenge_names())
 
     async def upload(self, request: Request) -> Response:
-        owner = self.portal.participant(request)
-        upload = await receive_upload(self.portal, request)
-        try:
-            self.portal.check_csrf(request, upload.text("csrf"))
-            admitted = await run_in_threadpool(admit_upload, self.portal, owner, upload)
-        finally:
-            discard(upload)
+        owner = await anyio.to_thread.run_sync(self.portal.participant, request, limiter=self.portal.upload_io)
+        admitted = await upload_entry(self.portal, request, owner,
+                                      lambda upload: self.portal.check_csrf(request, upload.text("csrf")))
         lines = [line for line in (admitted.remaining_line(), admitted.budget_line()) if line]
         return self.portal.page(request, "submitted.html", status=201, entry_id=admitted.entry_id, lines=lines)
 

@@ -2,18 +2,21 @@
 token of the session, and the page templates.
 
 Who is signed in is read from the queue on every request, not trusted from the cookie: the
-cookie (signed) names the owner and a mark of the token it signed in with, and the owner must
-still hold that token, so `vmjudge owner revoke` ends live sessions at once.
+cookie (signed) names the owner, a mark of the token it signed in with and when, and the owner
+must still hold that token and not have signed out since, so `vmjudge owner revoke` and "Sign
+out" end live sessions at once, copies of the cookie included.
 """
 
 from __future__ import annotations
 
 import hmac
 import secrets
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
 import jinja2
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -21,10 +24,13 @@ from starlette.responses import Response
 
 from ..config import Site, load_challenge
 from ..errors import VmjudgeError
+from ..queue.connection import QueueUnavailable
 from ..queue.db import Queue
 from ..queue.owners import Owner, Owners
 from ..queue.rows import EntryRow
 from ..terminal import printable
+from .checks import Checker
+from .gate import Gate
 
 HERE = Path(__file__).resolve().parent
 FORM_OVERHEAD = 64 * 1024  # the multipart fields and headers around an uploaded archive
@@ -42,27 +48,44 @@ def templates() -> jinja2.Environment:
 
 @dataclass
 class Portal:
+    """`upload_io` bounds the threads that take uploads in (sign-in, bodies written to disk, the
+    admission's transaction): an anyio limiter of its own, apart from the one the page handlers
+    run on, so pages never wait for a thread behind uploads. `checker` checks archives in worker
+    processes (checks.py)."""
+
     site: Site
     queue: Queue
     owners: Owners
     pages: jinja2.Environment
+    gate: Gate
+    upload_io: anyio.CapacityLimiter
+    checker: Checker
     secure_cookies: bool = True
 
     # who is signed in
 
     def signed_in(self, request: Request) -> Owner | None:
-        name, mark = request.session.get("owner"), request.session.get("mark")
+        name, mark, since = request.session.get("owner"), request.session.get("mark"), request.session.get("since")
         if not isinstance(name, str) or not isinstance(mark, str):
             return None
-        owner = self.owners.by_session(name, mark)
-        if owner is None:  # revoked, or given a new token since: this session ends here
-            request.session.pop("owner", None)
-            request.session.pop("mark", None)
+        owner = self.owners.by_session(name, mark, since if isinstance(since, (int, float)) else 0.0)
+        if owner is None:  # revoked, given a new token, or signed out since: this session ends here
+            for key in ("owner", "mark", "since"):
+                request.session.pop(key, None)
         return owner
 
     def sign_in(self, request: Request, owner: Owner) -> None:
         request.session.clear()  # a new session: nothing chosen before signing in carries over
-        request.session.update({"owner": owner.name, "mark": owner.session_mark, "csrf": secrets.token_urlsafe(32)})
+        request.session.update({"owner": owner.name, "mark": owner.session_mark, "since": time.time(),
+                                "csrf": secrets.token_urlsafe(32)})
+
+    def sign_out(self, request: Request) -> None:
+        """End the session here and on the server: every session of the owner begun until now,
+        so a copy of the cookie is worth nothing either."""
+        owner = self.signed_in(request)
+        if owner is not None:
+            self.owners.sign_out(owner.name)
+        request.session.clear()
 
     def participant(self, request: Request) -> Owner:
         """The signed-in owner, or 401 (the page says to sign in)."""
@@ -98,6 +121,8 @@ class Portal:
     def queue_entry_or_404(self, entry_id: int) -> EntryRow:
         try:
             return self.queue.entry(entry_id)
+        except QueueUnavailable:
+            raise  # the judge's trouble, not a missing entry: failures.py answers 503
         except VmjudgeError:
             raise HTTPException(404, f"There is no entry {entry_id}.") from None
 
@@ -105,6 +130,8 @@ class Portal:
         """The owner's entry; 404 otherwise: another owner's entry is not confirmed to exist."""
         try:
             entry = self.queue.entry(entry_id)
+        except QueueUnavailable:
+            raise
         except VmjudgeError:
             entry = None
         if entry is None or entry.owner != owner.name:
@@ -112,9 +139,12 @@ class Portal:
         return entry
 
     def challenge_dir(self, name: str) -> Path:
-        """The challenge's directory on this host; 400 for a name no challenge has."""
+        """The challenge's directory on this host; 400 for a name no challenge has (the queue's
+        own sentence tells the organiser to run `vmjudge challenge add`)."""
         try:
             return self.queue.challenge_dir(name)
+        except QueueUnavailable:
+            raise
         except VmjudgeError:
             raise HTTPException(400, f"There is no challenge named {name!r}: choose one of those the portal "
                                      "lists and submit again.") from None

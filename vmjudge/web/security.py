@@ -8,6 +8,11 @@ Body size: a request's body is refused with 413 from its Content-Length before a
 read, and counted as it streams (a chunked body has no length): an upload may be as large as
 the largest archive any challenge accepts, every other form is small. The count raises
 BodyTooLarge in the handler reading it, which app.py turns into the same 413 page.
+
+Body time: a client that stops sending its body holds a connection and, mid-upload, a
+temporary file; each wait for the next piece of a body is bounded (BodyIdle), and past it the
+handler reading the body gets ClientStalled, so it cleans up what it wrote, and the client
+gets 408 and a closed connection.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import anyio
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -93,3 +99,32 @@ class BodyLimit:
             return message
 
         await self.app(scope, counted, send)
+
+
+class ClientStalled(Exception):
+    """The request's body stopped arriving: nothing came for `seconds`."""
+
+    def __init__(self, seconds: float):
+        super().__init__(f"no part of the request's body arrived for {seconds:g} s")
+        self.seconds = seconds
+
+
+class BodyIdle:
+    """Bounds each wait for the next piece of a request's body to `seconds`."""
+
+    def __init__(self, app: ASGIApp, seconds: float):
+        self.app, self.seconds = app, seconds
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def timed() -> Message:
+            try:
+                with anyio.fail_after(self.seconds):
+                    return await receive()
+            except TimeoutError:
+                raise ClientStalled(self.seconds) from None
+
+        await self.app(scope, timed, send)
