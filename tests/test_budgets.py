@@ -11,9 +11,9 @@ from unittest import mock
 
 import pytest
 
-from vmjudge.config import Site
+from vmjudge.config import Site, load_challenge, load_site
 from vmjudge.queue import db as db_module
-from vmjudge.queue.admit import budget_tenths
+from vmjudge.queue.admit import Admitted, admit, budget_tenths
 from vmjudge.queue.db import Queue
 from vmjudge.reports.report import show
 
@@ -22,16 +22,22 @@ from .test_spool import make_tar
 
 
 class Board:
-    """A home with challenge "bud" ([limits] vm_hours = 0.01: 36 s) and a clock for the queue."""
+    """A home with challenge "bud" ([limits] vm_hours = 0.01: 36 s) and a clock for the queue.
+    Its queue is the home's SQLite file, or the PostgreSQL database `location` names (a URL, as
+    the queue_location fixture gives), which the commands find through site.toml."""
 
-    def __init__(self, tmp_path: Path):
+    def __init__(self, tmp_path: Path, location: Path | str | None = None):
         self.home = tmp_path / "home"
         self.home.mkdir()
-        challenge = tmp_path / "bud"
-        challenge.mkdir()
-        (challenge / "challenge.toml").write_text('name = "bud"\n[limits]\nvm_hours = 0.01\n')
-        self.queue = Queue(self.home / "queue.db")
-        self.queue.add_challenge("bud", challenge, "key")
+        self.challenge = tmp_path / "bud"
+        self.challenge.mkdir()
+        (self.challenge / "challenge.toml").write_text('name = "bud"\n[limits]\nvm_hours = 0.01\n')
+        if isinstance(location, str):
+            (self.home / "site.toml").write_text(f'[queue]\nurl = "{location}"\n')
+            self.queue = Queue(location)
+        else:
+            self.queue = Queue(self.home / "queue.db")
+        self.queue.add_challenge("bud", self.challenge, "key")
         self.made = 0
         self.tmp = tmp_path
         self.now = float(int(time.time()))
@@ -42,9 +48,24 @@ class Board:
                            {"./setup.sh": b"true\n", "./next.sh": f"echo {self.made}\n".encode()})
         return run_cli("submit", "bud", str(archive), "--owner", owner, *(["--late"] if late else []), home=self.home)
 
+    def clock(self):
+        """The queue reads `now` as the time while this is entered."""
+        return mock.patch.object(db_module.time, "time", lambda: self.now)
+
+    def admit(self, owner: str = "alice", files: dict[str, bytes] | None = None) -> Admitted:
+        """`submit`'s admission, in this process and on the board's clock: what it admitted,
+        or the EntryError that refused it."""
+        self.made += 1
+        archive = make_tar(self.tmp / f"e{self.made}-entry.tar.gz", files or
+                           {"./setup.sh": b"true\n", "./next.sh": f"echo {self.made}\n".encode()})
+        site = load_site(self.home)
+        site.layout.ensure()
+        with self.clock():
+            return admit(site, self.queue, "bud", load_challenge(self.challenge), archive, owner, False)
+
     def run(self, entry_id: int, stage: str, seconds: float, status: str = "passed", infra: bool = False) -> None:
         """One stage of the entry that takes `seconds`, ending with `status` (or an infrastructure failure)."""
-        with mock.patch.object(db_module.time, "time", lambda: self.now):
+        with self.clock():
             self.queue.claim_next(only=entry_id)
             run = self.queue.start_stage(entry_id, stage, 0)
             self.now += seconds

@@ -163,4 +163,7 @@ MIGRATIONS = (
     # started (epoch seconds), and from when its result may be shown (set when the entry ends).
     ("entries", "exam_started", "DOUBLE PRECISION"),
     ("entries", "published", "DOUBLE PRECISION"),
+    # Issue 30: a stage run of the organiser's batch work (an entry queued again by `rescore
+    # --rerun-stages`): its VM time is recorded but never charged to the entry's owner.
+    ("stage_runs", "organiser", "INTEGER NOT NULL DEFAULT 0"),
 )
