@@ -11,6 +11,7 @@ from unittest import mock
 
 import pytest
 
+from vmjudge.cli.usage import exact, used_and_left
 from vmjudge.config import Site, load_challenge, load_site
 from vmjudge.queue import db as db_module
 from vmjudge.queue.admit import Admitted, admit, budget_tenths
@@ -126,10 +127,12 @@ def test_usage_lists_each_owner_exactly_for_the_organiser(tmp_path):
     int(board.submit(owner="bob").stdout)
     doc = json.loads(run_cli("usage", "bud", "--json", home=board.home).stdout)
     assert doc == {"challenge": "bud", "vm_hours": 0.01, "owners": [
-        {"owner": "alice", "late": False, "entries": 1, "scored": 0, "vm_hours_used": 0.005, "vm_hours_left": 0.005},
-        {"owner": "bob", "late": False, "entries": 1, "scored": 0, "vm_hours_used": 0.0, "vm_hours_left": 0.01}]}
+        {"owner": "alice", "late": False, "entries": 1, "scored": 0, "vm_hours_used": 0.005, "vm_hours_left": 0.005,
+         "organiser_vm_hours": 0.0},
+        {"owner": "bob", "late": False, "entries": 1, "scored": 0, "vm_hours_used": 0.0, "vm_hours_left": 0.01,
+         "organiser_vm_hours": 0.0}]}
     text = run_cli("usage", "bud", "--owner", "alice", home=board.home).stdout
-    assert text == "alice: 1 entries, 0 scored, 0.01 h of VM time used, 0.01 h left of 0.01 h\n"
+    assert text == "alice: 1 entries, 0 scored, 0.01 h (18 s) of VM time used, 0.01 h (18 s) left of 0.01 h\n"
 
 
 def test_the_participant_sees_the_budget_in_tenths_only(tmp_path):
@@ -157,3 +160,14 @@ def test_a_budget_out_of_range_is_refused(tmp_path):
     from vmjudge.errors import ConfigError
     with pytest.raises(ConfigError, match=r"vm_hours.*hours from 0 to 100000, or leave the key out"):
         load_challenge(tmp_path)
+
+
+@pytest.mark.parametrize("used, said", [(0, (0, 36)), (35.4, (35, 1)), (35.99, (35, 1)), (36, (36, 0)),
+                                        (50.5, (50, 0))])
+def test_usage_rounds_time_used_down_and_left_up_so_none_left_means_refused(used, said):
+    assert used_and_left(used, 0.01) == said
+    assert used_and_left(used, None) == (said[0], None)
+
+
+def test_usage_gives_hours_to_read_and_the_seconds_exactly():
+    assert exact(4500) == "1.25 h (4500 s)" and exact(0) == "0.00 h (0 s)" and exact(36001) == "10.00 h (36001 s)"

@@ -1,16 +1,19 @@
 """The organiser's work costs no participant anything (issue 30): stage runs of entries the
 organiser queued again (`rescore --rerun-stages`, History.rerun) record the VM time they used,
 but neither spend the owner's VM-time budget nor push the owner down the fair-share order,
-while they run or once they end. On both backends, with stages taken through the queue's own
-API on a clock moved by hand; no VM is started."""
+while they run or once they end; `vmjudge usage` shows that time apart. On both backends, with
+stages taken through the queue's own API on a clock moved by hand; no VM is started."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
 from vmjudge.errors import EntryError
 from vmjudge.queue.db import Queue
 
+from .cli import run_cli
 from .test_budgets import Board
 
 
@@ -56,6 +59,12 @@ def test_the_organisers_reruns_spend_neither_the_owners_budget_nor_their_turn(tm
         ("prep", 15, True), ("quiz", 10, True), ("exam", 25, True), ("score", None, True)]
     assert not any(r.organiser for r in queue.stage_runs(a1) if r.evaluation == 1)
 
+    doc = json.loads(run_cli("usage", "bud", "--owner", "alice", "--json", home=board.home).stdout)
+    assert doc["owners"] == [{"owner": "alice", "late": False, "entries": 3, "scored": 1, "vm_hours_used": 0.0083,
+                              "vm_hours_left": 0.0017, "organiser_vm_hours": 0.0139}]
+    text = run_cli("usage", "bud", "--owner", "alice", home=board.home).stdout
+    assert text == ("alice: 3 entries, 1 scored, 0.01 h (30 s) of VM time used, 0.00 h (6 s) left of 0.01 h; "
+                    "the organiser's re-runs took 0.01 h (50 s) more, never charged\n")
 
 
 def test_the_owners_own_time_still_spends_the_budget_beside_the_reruns(tmp_path, queue_location):
