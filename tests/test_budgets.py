@@ -112,6 +112,23 @@ def test_submit_is_refused_once_the_budget_is_spent_and_stores_nothing(tmp_path)
     assert board.submit(late=True).returncode == 0
 
 
+def test_a_dry_run_is_refused_too_once_the_budget_is_spent(tmp_path):
+    """A dry run never counts against the entry limit, but it runs VMs (prep, quiz)."""
+    board = Board(tmp_path)
+    dry = {"./DRYRUN": b"", "./setup.sh": b"true\n", "./next.sh": b"echo\n"}
+    eid = board.admit(files=dry).entry_id
+    assert board.queue.entry(eid).dry_run
+    board.run(eid, "prep", 36, status="failed")
+    spooled = sorted(p.name for p in (board.home / "spool").glob("*/*"))
+    archive = make_tar(tmp_path / "again-entry.tar.gz", dry)
+    refused = run_cli("submit", "bud", str(archive), "--owner", "alice", home=board.home)
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert refused.stderr == ("vmjudge: alice has used the 0.01 h of VM time allowed for bud: no further entry can be "
+                              "evaluated (time the judge's own failures took is never charged).\n")
+    assert sorted(p.name for p in (board.home / "spool").glob("*/*")) == spooled  # nothing stored
+    assert [e.id for e in board.queue.entries()] == [eid]
+
+
 def test_a_running_entry_is_never_cut_short_by_the_budget(tmp_path):
     board = Board(tmp_path)
     eid = int(board.submit().stdout)
