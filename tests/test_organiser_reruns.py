@@ -90,12 +90,20 @@ def test_the_owners_own_time_still_spends_the_budget_beside_the_reruns(tmp_path,
         board.admit("alice")
 
 
-def test_a_queue_made_before_gains_the_organiser_column_and_old_runs_stay_the_owners(tmp_path, queue_location):
+def test_a_queue_made_before_gains_the_organiser_column_and_the_readmes_update_frees_old_reruns(
+        tmp_path, queue_location):
+    """A home made before the column: its runs become the owner's, as they were charged then;
+    README's one UPDATE takes the re-runs among them off the owner's budget."""
     board = Board(tmp_path, queue_location)
     eid = board.admit("alice").entry_id
-    board.run(eid, "prep", 12)
+    board.run(eid, "prep", 12, status="failed")
+    board.queue.rerun(eid)
+    board.run(eid, "prep", 20, status="failed")
     with board.queue.database.transaction() as db:
         db.execute("ALTER TABLE stage_runs DROP COLUMN organiser")
     queue = Queue(queue_location if isinstance(queue_location, str) else board.home / "queue.db")
-    assert [(r.vm_seconds, r.organiser) for r in queue.stage_runs(eid)] == [(12, False)]
+    assert [(r.vm_seconds, r.organiser) for r in queue.stage_runs(eid)] == [(12, False), (20, False)]
+    assert queue.owner_usage("bud", "alice", False).vm_seconds == 32
+    with queue.database.transaction() as db:
+        db.execute("UPDATE stage_runs SET organiser = 1 WHERE evaluation > 1")
     assert queue.owner_usage("bud", "alice", False).vm_seconds == 12
