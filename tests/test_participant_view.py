@@ -271,3 +271,22 @@ def test_the_reference_hash_brute_force_finds_nothing_in_what_a_participant_gets
     given |= set(HEX64.findall(json.dumps(show(web.site, web.queue, eid))))
     assert brute_force(given, records) is None
     assert organiser["scorings"][0]["results_sha256"] not in "".join(given)
+
+
+def test_what_an_owner_has_used_counts_the_exam_from_its_publish_time(queue_location, tmp_path):
+    """The entry limit, the budget and the portal's pending limit answer participants too: an
+    exam's end must not show in them before its publish time (a place given back, a budget's
+    tenth moving, a pending limit no longer reached)."""
+    (queue,) = hosts(queue_location, tmp_path, "h")
+    eid = add(queue, tmp_path)
+    judge(queue, eid)
+    runs = {r.stage: r for r in queue.stage_runs(eid)}
+    before_exam = runs["prep"].vm_seconds + runs["quiz"].vm_seconds
+    used = queue.owner_usage("c", "alice", False)
+    assert (used.scored, used.pending, used.waiting) == (0, 1, 1)
+    assert used.vm_seconds == pytest.approx(before_exam)
+    with queue.database.transaction() as db:  # the publish time has come
+        db.execute("UPDATE entries SET published = ? WHERE id = ?", (time.time() - 1, eid))
+    used = queue.owner_usage("c", "alice", False)
+    assert (used.scored, used.pending, used.waiting) == (1, 0, 0)
+    assert used.vm_seconds == pytest.approx(before_exam + runs["exam"].vm_seconds)

@@ -8,7 +8,9 @@ import html
 import json
 import os
 import stat
+import time
 from concurrent.futures import ThreadPoolExecutor
+from unittest import mock
 
 import anyio
 import pytest
@@ -16,6 +18,7 @@ import pytest
 from vmjudge.config import load_challenge
 from vmjudge.errors import ConfigError
 from vmjudge.queue.failed_uploads import FailedUploads
+from vmjudge.queue import db as db_module
 from vmjudge.reports.report import show
 from vmjudge.web.security import CSP
 
@@ -197,6 +200,34 @@ def test_the_entry_limit_refuses_with_submits_sentence_and_stores_nothing(web):
     assert refused.status_code == 409
     assert said.removeprefix("vmjudge: ") in html.unescape(refused.text)
     assert len(web.queue.entries()) == 1 and web.spooled() == spooled
+
+
+def test_a_spent_vm_budget_refuses_with_409_and_submits_sentence_and_stores_nothing(web):
+    bud = web.root / "bud"
+    bud.mkdir()
+    (bud / "challenge.toml").write_text('name = "bud"\n[entry]\nmax_size = 65536\n[limits]\nvm_hours = 0.01\n')
+    web.queue.add_challenge("bud", bud, "key")
+    alice = signed_in(web, "alice")
+    api_token = web.owners.add("api-alice")
+    clock = [time.time()]
+    for owner in ("alice", "api-alice"):  # each spends the 36 s of its budget on one entry
+        code, entry_id, _ = submit_says(web, web.tar(f"{owner}-entry.tar.gz"), challenge="bud", owner=owner)
+        assert code == 0
+        with mock.patch.object(db_module.time, "time", lambda: clock[0]):
+            run = web.queue.start_stage(web.queue.claim_next(only=int(entry_id)).id, "prep", 0)
+            clock[0] += 36
+            web.queue.finish_stage(run, "failed", "x", {}, outcome="failed", reason="setup-error")
+    code, _, said = submit_says(web, web.tar("b-entry.tar.gz"), challenge="bud")
+    assert code == 1 and "alice has used the 0.01 h of VM time allowed for bud: no further entry" in said
+    spooled, entries = web.spooled(), len(web.queue.entries())
+    refused = upload(alice, web.tar("c-entry.tar.gz"), challenge="bud")
+    assert refused.status_code == 409 and said.removeprefix("vmjudge: ") in html.unescape(refused.text)
+    with web.tar("d-entry.tar.gz").open("rb") as f:
+        api = web.client().post("/api/entries", data={"challenge": "bud"}, files={"archive": f},
+                                headers={"Authorization": f"Bearer {api_token}"})
+    assert api.status_code == 409
+    assert api.json() == {"error": said.removeprefix("vmjudge: ").replace("alice", "api-alice")}
+    assert len(web.queue.entries()) == entries and web.spooled() == spooled
 
 
 def test_the_rate_limit_counts_the_queues_entries_across_restarts(web):

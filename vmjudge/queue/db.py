@@ -31,6 +31,7 @@ from .leases import Leases
 from .publish import record_exam_start, record_publish
 from .requeue import event, requeue_or_park
 from .rows import EntryRow, Scoring, StageRun, Usage, now, stamp
+from .usage import owner_usage
 
 # A stage needs a GPU slot when its challenge asks for a GPU and it runs in a VM (stage 4,
 # on the host, needs none: a GPU challenge's scoring never waits for a card).
@@ -125,7 +126,7 @@ class Queue(History):
         with self._transaction() as db:
             if admissible is not None:  # both boards: the rate limit counts them together
                 db.lock(f"admit {challenge} {owner}")
-                admissible(self._owner_usage(db, challenge, owner, late))
+                admissible(owner_usage(db, challenge, owner, late))
             if self.shared:  # no file is shared between hosts: the archive's bytes go with the entry
                 self.blobs.put_file(db, sha256, path)
             entry_id = db.execute(
@@ -149,23 +150,9 @@ class Queue(History):
         Pending entries are queued or running and may yet be scored, so they count until they
         end otherwise; a declared dry run never can be scored and never counts. Failed, dry-run
         and parked entries do not count. Every stage run's charged VM time counts, whatever
-        its entry became."""
+        its entry became, but the organiser's re-runs never do (fair_share.py says why)."""
         with self._connect() as db:
-            return self._owner_usage(db, challenge, owner, late)
-
-    def _owner_usage(self, db: Db, challenge: str, owner: str, late: bool) -> Usage:
-        board = (challenge, owner, int(late))
-        row = db.execute(
-            "SELECT COALESCE(SUM(CASE WHEN state = 'done' AND outcome = 'scored' THEN 1 ELSE 0 END), 0) AS scored, "
-            "COALESCE(SUM(CASE WHEN state IN ('queued', 'running') AND dry_run = 0 THEN 1 ELSE 0 END), 0) AS pending "
-            "FROM entries WHERE challenge = ? AND owner = ? AND late = ?", board).fetchone()
-        used = db.execute("SELECT COALESCE(SUM(r.vm_seconds), 0) FROM stage_runs r JOIN entries e ON e.id = r.entry_id "
-                          "WHERE e.challenge = ? AND e.owner = ? AND e.late = ?", board).fetchone()[0]
-        both = db.execute(  # both boards, for the portal's limits: in the last hour, waiting, bytes kept
-            "SELECT COALESCE(SUM(CASE WHEN submitted_at >= ? THEN 1 ELSE 0 END), 0) AS r, COALESCE(SUM(CASE WHEN state "
-            "IN ('queued', 'running') THEN 1 ELSE 0 END), 0) AS w, COALESCE(SUM(archive_bytes), 0) AS b FROM entries "
-            "WHERE challenge = ? AND owner = ?", (stamp(time.time() - 3600), challenge, owner)).fetchone()
-        return Usage(int(row["scored"]), int(row["pending"]), float(used), int(both[0]), int(both[1]), int(both[2]))
+            return owner_usage(db, challenge, owner, late)
 
     def entries(self, states: tuple[str, ...] | None = None) -> list[EntryRow]:
         with self._connect() as db:
@@ -257,9 +244,10 @@ class Queue(History):
 
     def start_stage(self, entry_id: int, stage: str, slot: int) -> StageRun:
         """The stage run of this host's claim on the entry, which it now holds: only its result
-        can be recorded. StaleClaim when the claim was lost meanwhile."""
+        can be recorded; the organiser's when the entry is batch work (fair_share.py: never
+        charged to its owner). StaleClaim when the claim was lost meanwhile."""
         with self._transaction() as db:
-            row = db.execute("SELECT state, lease_owner, lease_run, evaluation FROM entries WHERE id = ?"
+            row = db.execute("SELECT state, lease_owner, lease_run, evaluation, batch FROM entries WHERE id = ?"
                              + self.database.dialect.for_update, (entry_id,)).fetchone()
             if row is None or (row["state"], row["lease_owner"], row["lease_run"]) != ("running", self.host, None):
                 raise StaleClaim(f"entry {entry_id}'s claim by {self.host} was lost before its {stage} stage started.")
@@ -267,9 +255,9 @@ class Queue(History):
                                      (entry_id, stage)).fetchone()[0]
             started = time.time()
             run_id = db.execute("INSERT INTO stage_runs (entry_id, stage, attempt, host, slot, started_at, evaluation, "
-                                "started) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                                "started, organiser) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                                 (entry_id, stage, attempt, self.host, slot, stamp(started), row["evaluation"],
-                                 started)).fetchone()[0]
+                                 started, row["batch"])).fetchone()[0]
             if stage == SILENT:
                 record_exam_start(db, entry_id, started)
             db.execute("UPDATE entries SET lease_run = ? WHERE id = ?", (run_id, entry_id))

@@ -12,6 +12,16 @@ batch of re-runs jam a contest. So a slot takes, in this order:
    interleave;
 4. the oldest.
 Infrastructure failures are never charged, so a host's trouble does not cost an owner his turn.
+
+Nor is the organiser's batch work: a re-run is the organiser's choice (a fixed image, a
+corrected stage), not the owner's, so its stage runs (`organiser`, set from the entry's `batch`
+when they start) record the VM time they used but are never charged to the owner, neither
+while they run nor once they end, and here as in the VM-time budget (db.py `_owner_usage`).
+Otherwise a re-run would push the owner's later entries down the order and spend the hours
+that let them submit. What else an organiser starts is an owner's own: `vmjudge evaluate`
+submits as the owner it names (by default the user running it), through the same admission as
+`submit` (entry limit and budget apply) and onto that owner's board, so it is charged like any
+entry; were it not, `evaluate --owner alice` would put entries on alice's board past her budget.
 """
 
 from __future__ import annotations
@@ -27,12 +37,12 @@ HOUR = 3600
 
 # owner -> VM seconds used in the window: the charged time of ended runs, kept per owner and
 # hour in owner_usage (a claim reads a few rows per owner, not every run of the window), and
-# the time so far of the runs now holding an entry. Parameters: usage_args(now, window).
+# the time so far of the owners' own runs now holding an entry. Parameters: usage_args(now, window).
 USAGE_BY_OWNER = ("SELECT t.owner AS owner, SUM(t.used) AS used FROM ("
                   "SELECT owner, seconds AS used FROM owner_usage WHERE hour >= ? UNION ALL "
                   "SELECT x.owner AS owner, ? - r.started AS used FROM entries x "
-                  f"JOIN stage_runs r ON r.id = x.lease_run WHERE x.state = 'running' AND r.stage IN ({_VM_LIST})"
-                  ") t GROUP BY t.owner")
+                  f"JOIN stage_runs r ON r.id = x.lease_run WHERE x.state = 'running' AND r.stage IN ({_VM_LIST}) "
+                  "AND r.organiser = 0) t GROUP BY t.owner")
 # On entries e joined with USAGE_BY_OWNER as u; one parameter: the first stage's name.
 FAIR_ORDER = "e.batch, COALESCE(u.used, 0), CASE WHEN e.stage = ? THEN 1 ELSE 0 END, e.id"
 
@@ -44,10 +54,13 @@ def usage_args(at: float, window: float) -> tuple[float, float]:
 
 def charge(db: Db, run: StageRun) -> float | None:
     """Within the transaction that records a stage run's own result (never an infrastructure
-    failure): its VM time, on the run and in its owner's hour; None for a stage on the host."""
+    failure): its VM time, on the run and (unless it is the organiser's) in its owner's hour;
+    None for a stage on the host."""
     if run.stage not in VM_STAGES or run.started is None:
         return None
     seconds = max(0.0, time.time() - run.started)
+    if run.organiser:
+        return seconds
     db.execute("INSERT INTO owner_usage (owner, hour, seconds) VALUES ((SELECT owner FROM entries WHERE id = ?), ?, ?) "
                "ON CONFLICT(owner, hour) DO UPDATE SET seconds = owner_usage.seconds + excluded.seconds",
                (run.entry_id, int(run.started // HOUR), seconds))

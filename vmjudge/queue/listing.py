@@ -60,19 +60,24 @@ class OwnerUsage:
     late: bool
     entries: int
     scored: int
-    vm_seconds: float  # charged: never the judge's own failures
+    vm_seconds: float  # charged: never the judge's own failures, nor the organiser's re-runs
+    organiser_seconds: float = 0.0  # the organiser's re-runs of the owner's entries: shown, never charged
 
 
 def usage_by_owner(database: Database, challenge: str, owner: str | None = None) -> list[OwnerUsage]:
-    """Each owner's entries and charged VM time on each board of `challenge` (`vmjudge usage`)."""
+    """Each owner's entries and charged VM time on each board of `challenge` (`vmjudge usage`),
+    and apart from it the VM time the organiser's re-runs of them took, so the organiser sees
+    both and the owner is charged only the first."""
     where, args = ("WHERE e.challenge = ? AND e.owner = ?", (challenge, owner)) if owner else \
         ("WHERE e.challenge = ?", (challenge,))
     with database.connect() as db:
         rows = db.execute(
             "SELECT e.owner AS owner, e.late AS late, COUNT(*) AS entries, "
             "SUM(CASE WHEN e.state = 'done' AND e.outcome = 'scored' THEN 1 ELSE 0 END) AS scored, "
-            "SUM(COALESCE(r.used, 0)) AS used FROM entries e LEFT JOIN (SELECT entry_id, SUM(vm_seconds) AS used "
+            "SUM(COALESCE(r.used, 0)) AS used, SUM(COALESCE(r.organiser, 0)) AS organiser FROM entries e "
+            "LEFT JOIN (SELECT entry_id, SUM(CASE WHEN organiser = 0 THEN vm_seconds END) AS used, "
+            "SUM(CASE WHEN organiser = 1 THEN vm_seconds END) AS organiser "
             f"FROM stage_runs GROUP BY entry_id) r ON r.entry_id = e.id {where} GROUP BY e.owner, e.late "
             "ORDER BY e.owner, e.late", args).fetchall()
-    return [OwnerUsage(r["owner"], bool(r["late"]), int(r["entries"]), int(r["scored"]), float(r["used"]))
-            for r in rows]
+    return [OwnerUsage(r["owner"], bool(r["late"]), int(r["entries"]), int(r["scored"]), float(r["used"]),
+                       float(r["organiser"])) for r in rows]

@@ -26,6 +26,10 @@ import time
 from ..pipeline import SILENT
 from .connection import Db
 
+# SQL on entries e, one parameter (now): the entry is "being examined" for participants, so
+# what its exam did (its outcome, its exam's VM time, its place back under the limits) is not
+# yet theirs to see, in any count that answers them either (db.py _owner_usage).
+EXAMINING = "(e.exam_started IS NOT NULL AND (e.published IS NULL OR e.published > ?))"
 STEPS = 10  # the exam's cap in tenths: what a participant may learn of its time
 # The step for an exam whose cap no run recorded (parked before its VM measured anything):
 # one tenth of PhysioNet's one-hour cap.

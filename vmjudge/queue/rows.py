@@ -26,9 +26,12 @@ def stamp(seconds: float) -> str:
 class Usage:
     """What one owner has used of one board of a challenge: for the entry limit, the entries
     scored and those pending (queued or running, not dry runs); for the VM-time budget, the
-    VM seconds charged to the owner's stage runs (never to infrastructure failures); for the
-    portal's limits, on both boards, the entries submitted in the last hour, those waiting or
-    running (dry runs too) and the bytes of every archive the owner's entries keep in the spool."""
+    VM seconds charged to the owner's stage runs (never to infrastructure failures, nor to the
+    organiser's re-runs); for the portal's limits, on both boards, the entries submitted in the
+    last hour, those waiting or running (dry runs too) and the bytes of every archive the
+    owner's entries keep in the spool. What an entry being examined did is counted as from
+    its publish time (publish.py): until then it is pending and waiting, and its exam's VM time
+    is not yet charged, as participants see it."""
 
     scored: int
     pending: int
@@ -90,14 +93,16 @@ class StageRun:
     manifest: dict[str, Any] | None
     evaluation: int = 1
     started: float | None = None  # epoch seconds
-    vm_seconds: float | None = None  # the VM time charged to the entry's owner
+    vm_seconds: float | None = None  # the VM time the run used (an entry's own result, never the judge's failure)
     figures: dict[str, Any] | None = None  # what the run used (stages/figures.py)
+    organiser: bool = False  # the organiser's batch work: its vm_seconds are never charged to the owner
 
     @classmethod
     def from_row(cls, row: Any) -> StageRun:
         d = dict(row)
         d["manifest"] = json.loads(d["manifest"]) if d["manifest"] else None
         d["figures"] = json.loads(d["figures"]) if d.get("figures") else None
+        d["organiser"] = bool(d["organiser"])
         return cls(**d)
 
 

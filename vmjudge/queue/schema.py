@@ -175,4 +175,7 @@ MIGRATIONS = (
     ("owners", "signed_out_at", "DOUBLE PRECISION"),
     # The archive's size, for the portal's cap on the bytes an owner keeps in the spool.
     ("entries", "archive_bytes", "BIGINT NOT NULL DEFAULT 0"),
+    # Issue 30: a stage run of the organiser's batch work (an entry queued again by `rescore
+    # --rerun-stages`): its VM time is recorded but never charged to the entry's owner.
+    ("stage_runs", "organiser", "INTEGER NOT NULL DEFAULT 0"),
 )

@@ -1,0 +1,39 @@
+"""What one owner has used of one board of a challenge, in one transaction's view: for the
+entry limit, the VM-time budget and the portal's limits (rows.py Usage says what each is).
+
+Every count is as participants see it (publish.py): an entry being examined is pending and
+waiting until its publish time, whatever it became, and its exam's VM time is charged from
+then. Otherwise a participant submitting while their entry is examined would read the exam's
+end from a place given back, a budget's tenth moving, or a pending limit no longer reached.
+The organiser's re-runs are never the owner's (fair_share.py says why).
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..pipeline import UNPUBLISHED
+from .connection import Db
+from .publish import EXAMINING
+from .rows import Usage, stamp
+
+_UNPUBLISHED = ", ".join(repr(name) for name in UNPUBLISHED)
+
+
+def owner_usage(db: Db, challenge: str, owner: str, late: bool) -> Usage:
+    board, at = (challenge, owner, int(late)), time.time()
+    row = db.execute(  # an entry being examined is pending, whatever it became, until its publish time
+        f"SELECT COALESCE(SUM(CASE WHEN e.state = 'done' AND e.outcome = 'scored' AND NOT {EXAMINING} THEN 1 "
+        f"ELSE 0 END), 0) AS scored, COALESCE(SUM(CASE WHEN (e.state IN ('queued', 'running') OR {EXAMINING}) "
+        "AND e.dry_run = 0 THEN 1 ELSE 0 END), 0) AS pending FROM entries e WHERE e.challenge = ? AND e.owner = ? "
+        "AND e.late = ?", (at, at, *board)).fetchone()
+    used = db.execute("SELECT COALESCE(SUM(r.vm_seconds), 0) FROM stage_runs r JOIN entries e ON e.id = r.entry_id "
+                      "WHERE e.challenge = ? AND e.owner = ? AND e.late = ? AND r.organiser = 0 AND NOT ("
+                      f"r.stage IN ({_UNPUBLISHED}) AND r.evaluation = e.evaluation AND {EXAMINING})",
+                      (*board, at)).fetchone()[0]
+    both = db.execute(  # both boards, for the portal's limits: in the last hour, waiting, bytes kept
+        "SELECT COALESCE(SUM(CASE WHEN e.submitted_at >= ? THEN 1 ELSE 0 END), 0) AS r, COALESCE(SUM(CASE WHEN "
+        f"e.state IN ('queued', 'running') OR {EXAMINING} THEN 1 ELSE 0 END), 0) AS w, "
+        "COALESCE(SUM(e.archive_bytes), 0) AS b FROM entries e WHERE e.challenge = ? AND e.owner = ?",
+        (stamp(at - 3600), at, challenge, owner)).fetchone()
+    return Usage(int(row["scored"]), int(row["pending"]), float(used), int(both[0]), int(both[1]), int(both[2]))
