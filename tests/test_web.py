@@ -17,8 +17,8 @@ import pytest
 
 from vmjudge.config import load_challenge
 from vmjudge.errors import ConfigError
-from vmjudge.queue.failed_uploads import FailedUploads
 from vmjudge.queue import db as db_module
+from vmjudge.queue.failed_uploads import FailedUploads
 from vmjudge.reports.report import show
 from vmjudge.web.security import CSP
 
