@@ -96,12 +96,16 @@ def channel(conn, site, image, rd: Path, mib: int) -> dict:
             "met": framed_mbs / raw_mbs >= 0.8}
 
 
-def main() -> None:
+def arguments() -> argparse.ArgumentParser:
+    """Its options, parsed before the host is taken (run_holding_host)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--home", type=Path, default=Path(os.environ.get("VMJUDGE_TEST_HOME", "/var/tmp/vmjudge-test")))
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--mib", type=int, default=16)
-    args = ap.parse_args()
+    return ap
+
+
+def main(args: argparse.Namespace) -> None:
     os.environ.setdefault("VMJUDGE_ACCEL", "tcg")
     site = load_site(args.home)
     image = build_image(site, ImageRecipe(), progress=lambda m: print(m, file=sys.stderr))
@@ -132,4 +136,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    run_holding_host(main)
+    run_holding_host(main, arguments())

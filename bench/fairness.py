@@ -94,13 +94,17 @@ def ready_intervals(runs: list[dict], submitted: dict[int, float], batch_evaluat
     return spans
 
 
-def main() -> dict:
+def arguments() -> argparse.ArgumentParser:
+    """Its options, parsed before the host is taken, so that --help never waits for it."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--base", type=Path, default=Path(os.environ.get("VMJUDGE_TEST_HOME", "/var/tmp/vmjudge-test")),
                     help="a home whose built images are used (symlinked)")
     ap.add_argument("--entries", type=int, default=20)
     ap.add_argument("--rerun", type=int, default=3, help="A's finished entries queued again as the batch")
-    args = ap.parse_args()
+    return ap
+
+
+def main(args: argparse.Namespace) -> dict:
     os.environ.setdefault("VMJUDGE_ACCEL", "tcg")
     home = Path(tempfile.mkdtemp(prefix="fairness-", dir=args.base.parent))
     os.chmod(home, 0o711)
@@ -182,9 +186,10 @@ def _run(args: argparse.Namespace, home: Path, db: Path, archive: Path, daemon_e
 
 
 if __name__ == "__main__":
+    parsed = arguments().parse_args()
     try:
         with exclusive_host("this benchmark"):
-            outcome = main()
+            outcome = main(parsed)
     except HostBusy as exc:
         raise SystemExit(str(exc)) from None
     print(json.dumps(outcome, indent=2))

@@ -111,12 +111,16 @@ def throughput(base_home: Path, example: Path, n: int, slots: int) -> float:
         shutil.rmtree(home)
 
 
-def main() -> None:
+def arguments() -> argparse.ArgumentParser:
+    """Its options, parsed before the host is taken (run_holding_host)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--home", type=Path, default=Path(os.environ.get("VMJUDGE_TEST_HOME", "/var/tmp/vmjudge-test")))
     ap.add_argument("--entries", type=int, default=4)
     ap.add_argument("--example", default="af2017")
-    args = ap.parse_args()
+    return ap
+
+
+def main(args: argparse.Namespace) -> None:
     os.environ.setdefault("VMJUDGE_ACCEL", "tcg")
     site = load_site(args.home)
     example = REPO / "examples" / args.example
@@ -135,4 +139,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    run_holding_host(main)
+    run_holding_host(main, arguments())

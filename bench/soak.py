@@ -63,13 +63,17 @@ def verdicts(home: Path, ids: list[int]) -> dict[int, tuple]:
     return out
 
 
-def main() -> None:
+def arguments() -> argparse.ArgumentParser:
+    """Its options, parsed before the host is taken (run_holding_host)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--home", type=Path, default=Path(os.environ.get("VMJUDGE_TEST_HOME", "/var/tmp/vmjudge-test")))
     ap.add_argument("--entries", type=int, default=20)
     ap.add_argument("--kills", type=int, default=5)
     ap.add_argument("--seed", type=int, default=1)
-    args = ap.parse_args()
+    return ap
+
+
+def main(args: argparse.Namespace) -> None:
     os.environ.setdefault("VMJUDGE_ACCEL", "tcg")
     rng = random.Random(args.seed)
 
@@ -115,4 +119,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    run_holding_host(main)
+    run_holding_host(main, arguments())

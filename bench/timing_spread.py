@@ -77,13 +77,17 @@ def two_slots(conn, site, image, rd: Path, tag: str, n: int, work: list[int],
     return measured
 
 
-def main() -> None:
+def arguments() -> argparse.ArgumentParser:
+    """Its options, parsed before the host is taken (run_holding_host)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--home", type=Path, default=Path(os.environ.get("VMJUDGE_TEST_HOME", "/var/tmp/vmjudge-test")))
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--work", default="1500000,3000000", help="loop iterations of each record, comma-separated")
     ap.add_argument("--unpinned", action="store_true", help="also two slots with no pinning, for comparison")
-    args = ap.parse_args()
+    return ap
+
+
+def main(args: argparse.Namespace) -> None:
     work = [int(w) for w in args.work.split(",")]
     os.environ.setdefault("VMJUDGE_ACCEL", "tcg")
     site = load_site(args.home)
@@ -120,4 +124,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    run_holding_host(main)
+    run_holding_host(main, arguments())

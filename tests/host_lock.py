@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import fcntl
 import os
+from argparse import ArgumentParser, Namespace
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 LOCK = Path("/var/tmp/vmjudge-vm-session.lock")
+# Another file in its place: for a test holding the lock in a child process's stead, without
+# waiting for the real host (which another session may hold).
+LOCK_ENV = "VMJUDGE_HOST_LOCK"
 
 
 class HostBusy(Exception):
@@ -23,20 +27,24 @@ class HostBusy(Exception):
 
 @contextmanager
 def exclusive_host(what: str) -> Iterator[None]:
-    with open(LOCK, "a") as lock:
+    path = Path(os.environ.get(LOCK_ENV, LOCK))
+    with open(path, "a") as lock:
         wait = os.environ.get("VMJUDGE_WAIT_FOR_HOST") == "1"
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         except BlockingIOError:
-            raise HostBusy(f"another test session or benchmark is booting VMs on this host (it holds {LOCK}): "
+            raise HostBusy(f"another test session or benchmark is booting VMs on this host (it holds {path}): "
                            f"wait for it to end before starting {what}.") from None
         yield
 
 
-def run_holding_host(main: Callable[[], None], what: str = "this benchmark") -> None:
-    """A benchmark's entry point: `main` with the host held, or one sentence if it is busy."""
+def run_holding_host(main: Callable[[Namespace], None], parser: ArgumentParser,
+                     what: str = "this benchmark") -> None:
+    """A benchmark's entry point: its arguments parsed, then `main(args)` with the host held, or one
+    sentence if it is busy. Parsed first so that `--help` and a wrong option never wait for the host."""
+    args = parser.parse_args()
     try:
         with exclusive_host(what):
-            main()
+            main(args)
     except HostBusy as exc:
         raise SystemExit(str(exc)) from None

@@ -17,9 +17,15 @@ from vmjudge.config import ImageRecipe
 from vmjudge.errors import ImageError
 from vmjudge.images import build_step
 
+from .needs import cannot_run
+
 BUSYBOX = shutil.which("busybox")
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or BUSYBOX is None,
-                                reason="needs root and busybox-static (make setup installs it)")
+
+
+@pytest.fixture(autouse=True)
+def root_and_busybox():
+    if os.geteuid() != 0 or BUSYBOX is None:
+        cannot_run("needs root and busybox-static (make setup installs it)")
 
 
 def busybox_root(base: Path) -> Path:

@@ -15,7 +15,9 @@ from vmjudge.config import load_site
 from vmjudge.reports.figures import participant_lines, participant_view, tenths
 from vmjudge.reports.participant import AS_PUBLISHED
 from vmjudge.reports.report import show, write_html
-from vmjudge.vm.channel import FrameStream
+from vmjudge.stages.figures import stage_seconds
+from vmjudge.vm.channel import FrameStream, Transcript
+from vmjudge.vm.reading import JobRun
 
 from .test_frames import stream_of
 from .test_queue_hosts import add, hosts
@@ -28,11 +30,11 @@ def row(name: str, seconds: float, cpu: float, peak: int, oom: int = 0, processe
             "oom_kills": oom, "processes": processes}
 
 
-def figures(rows: list[dict], command_limit: float, stage_seconds: float, stage_limit: float | None) -> dict:
+def figures(rows: list[dict], command_limit: float, stage_seconds: float | None, stage_limit: float | None) -> dict:
     return {"commands": rows, "command_limit": command_limit, "stage_seconds": stage_seconds,
             "stage_limit": stage_limit, "memory_limit": 1800 * MIB, "vm_memory": 2048 * MIB,
             "home_used": 120 * MIB, "home_size": 1024 * MIB,
-            "vm": {"wall_seconds": stage_seconds + 20, "boot_seconds": 15.0, "cpu_seconds": 31.5, "vcpus": 2}}
+            "vm": {"wall_seconds": (stage_seconds or 0) + 20, "boot_seconds": 15.0, "cpu_seconds": 31.5, "vcpus": 2}}
 
 
 PREP = figures([row("setup.sh", 41.234, 38.5, 700 * MIB, processes=12)], 300.0, 41.9, None)
@@ -58,6 +60,22 @@ def test_the_guests_figures_are_kept_as_numbers_or_not_at_all():
     assert first.usage == {"cpu_seconds": 1.25, "peak_memory": 1 << 30, "oom_kills": None, "processes": None}
     assert second.usage is None
     assert third.usage == {"cpu_seconds": None, "peak_memory": None, "oom_kills": None, "processes": None}
+
+
+def run_of(*timeline: tuple[int, str, float]) -> JobRun:
+    return JobRun("vmj-test", Transcript("n1", timeline=list(timeline)), "0" * 64, boot_seconds=30.0,
+                  total_seconds=60.0, ended="capped")
+
+
+def test_a_stage_whose_guest_never_said_hello_took_an_unknown_time():
+    """Measured from the hello: without one the time is unknown, and the report says so
+    rather than "0/10 of the cap"."""
+    assert stage_seconds(run_of((0, "hello", 100.0), (1, "start", 101.0), (2, "bye", 112.5))) == 12.5
+    silent = stage_seconds(run_of())
+    assert silent is None
+    assert stage_seconds(run_of((3, "start", 101.0), (4, "bye", 112.5))) is None  # frames, but no hello
+    [line] = participant_lines("exam", figures([], 60, silent, 600))
+    assert "time unknown" in line and "/10 of the 10 min cap" not in line
 
 
 @pytest.mark.parametrize("used, cap, said", [(0, 100, 0), (0.001, 100, 1), (10, 100, 1), (10.01, 100, 2),

@@ -16,6 +16,8 @@ import pytest
 from vmjudge.errors import EntryError
 from vmjudge.stages.prep.home_fit import MKFS, check_fits, entry_need, home_capacity
 
+from .needs import cannot_run
+
 GUEST = Path(__file__).resolve().parent.parent / "vmjudge" / "images" / "guest"  # the agent's modules
 # Around the rules' thresholds: the smallest home, 1 KiB blocks, the last size before 4 KiB blocks,
 # the first after, a last group mke2fs drops, and the default home.
@@ -25,7 +27,7 @@ SIZES = [64, 100, 511, 512, 513, 1024]
 def need_tool(name: str) -> str:
     path = shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin")
     if path is None:
-        pytest.skip(f"{name} is not installed (e2fsprogs)")
+        cannot_run(f"{name} is not installed (e2fsprogs)")
     return path
 
 
@@ -43,12 +45,12 @@ def formatted(tmp_path: Path, mib: int) -> Path:
 def mounted(image: Path, where: Path) -> Iterator[Path]:
     """The image on a loop device, lost+found removed as the agent removes it (on the first mount)."""
     if os.geteuid() != 0:
-        pytest.skip("mounting a loop device needs root")
+        cannot_run("mounting a loop device needs root")
     where.mkdir()
     proc = subprocess.run(["mount", "-o", "loop", str(image), str(where)], capture_output=True, text=True,
                           check=False, timeout=300)
     if proc.returncode != 0:
-        pytest.skip(f"cannot mount a loop device here: {proc.stderr.strip()}")
+        cannot_run(f"cannot mount a loop device here: {proc.stderr.strip()}")
     try:
         if (where / "lost+found").exists():
             (where / "lost+found").rmdir()

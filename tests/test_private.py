@@ -29,6 +29,7 @@ from vmjudge.stages.prep import stage as prep
 from vmjudge.vm.channel import CommandResult
 from vmjudge.vm.runner import make_blank_disk
 
+from .needs import cannot_run
 from .test_spool import make_tar
 
 QEMU_USER = "libvirt-qemu"
@@ -54,11 +55,11 @@ print(json.dumps([probe(how, path) for how, path in json.loads(sys.argv[1])]))
 
 def as_user(user: str, probes: list[tuple[str, Path]]) -> dict[tuple[str, Path], str]:
     if os.geteuid() != 0:
-        pytest.skip("trying files as another user needs root")
+        cannot_run("trying files as another user needs root")
     try:
         account = pwd.getpwnam(user)
     except KeyError:
-        pytest.skip(f"no user {user} on this host")
+        cannot_run(f"no user {user} on this host")
     proc = subprocess.run(["setpriv", f"--reuid={account.pw_uid}", f"--regid={account.pw_gid}", "--init-groups",
                            sys.executable, "-I", "-c", PROBE, json.dumps([(h, str(p)) for h, p in probes])],
                           capture_output=True, text=True, cwd="/", check=True, timeout=300)

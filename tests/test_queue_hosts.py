@@ -14,6 +14,7 @@ import pytest
 
 from vmjudge.errors import VmjudgeError
 from vmjudge.queue import db as db_module
+from vmjudge.queue.connection import redacted
 from vmjudge.queue.db import Queue, StaleClaim
 
 
@@ -41,19 +42,25 @@ def test_hosts_claiming_at_once_never_get_the_same_stage(queue_location, tmp_pat
     queues = hosts(queue_location, tmp_path, "a", "b", "c", "d")
     ids = {add(queues[0], tmp_path, data=str(i).encode()) for i in range(40)}
     claimed: list[int] = []
+    failures: list[Exception] = []  # a thread's exception is otherwise only a warning
     lock = threading.Lock()
 
     def claimer(queue):
-        while (entry := queue.claim_next()) is not None:
-            queue.start_stage(entry.id, "prep", 0)
+        try:
+            while (entry := queue.claim_next()) is not None:
+                queue.start_stage(entry.id, "prep", 0)  # StaleClaim if another host has it too
+                with lock:
+                    claimed.append(entry.id)
+        except Exception as exc:  # noqa: BLE001 - every claimer failure must reach the assert below
             with lock:
-                claimed.append(entry.id)
+                failures.append(exc)
 
     threads = [threading.Thread(target=claimer, args=(q,)) for q in queues]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    assert failures == []
     assert sorted(claimed) == sorted(ids)  # every one, once
     assert {r.host for e in ids for r in queues[0].stage_runs(e)} <= {"a", "b", "c", "d"}
 
@@ -185,6 +192,27 @@ def test_a_queue_made_by_an_older_vmjudge_gains_the_new_columns_and_tables(queue
 def test_an_unreachable_postgresql_is_one_sentence(tmp_path):
     with pytest.raises(VmjudgeError, match=r"cannot be used now .*start PostgreSQL, or fix \[queue\] url"):
         Queue(f"postgresql:///vmjudge?host={tmp_path}")
+
+
+@pytest.mark.parametrize("url, shown", [
+    ("postgresql://judge:s3cret@db.example:5432/vmjudge", "postgresql://judge:***@db.example:5432/vmjudge"),
+    ("postgresql://judge@db.example/vmjudge?password=s3cret&sslmode=require",
+     "postgresql://judge@db.example/vmjudge?password=***&sslmode=require"),
+    ("postgresql:///vmjudge?sslmode=require&password=s3cret", "postgresql:///vmjudge?sslmode=require&password=***"),
+    ("postgresql://judge:s3cret@db.example/vmjudge?password=s3cret", "postgresql://judge:***@db.example/vmjudge?password=***"),
+    ("postgresql://judge@db.example:5432/vmjudge?host=/run/a@b", "postgresql://judge@db.example:5432/vmjudge?host=/run/a@b"),
+    ("postgresql:///vmjudge?user=judge&mypassword=x", "postgresql:///vmjudge?user=judge&mypassword=x"),
+])
+def test_a_urls_password_is_never_shown(url, shown):
+    assert redacted(url) == shown
+
+
+def test_an_unreachable_postgresqls_sentence_hides_its_passwords(tmp_path):
+    with pytest.raises(VmjudgeError) as raised:
+        Queue(f"postgresql://judge:first-secret@/vmjudge?host={tmp_path}&password=second-secret")
+    said = str(raised.value)
+    assert "judge:***@" in said and "password=***" in said
+    assert "first-secret" not in said and "second-secret" not in said
 
 
 def test_both_backends_share_the_same_state_machine(queue_location, tmp_path):

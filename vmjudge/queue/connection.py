@@ -164,6 +164,20 @@ def _row_factory(cursor: Any) -> Any:
     return lambda values: Row(zip(names, values, strict=True))
 
 
+def redacted(url: str) -> str:
+    """A PostgreSQL URL for messages and logs, its password shown as ***: libpq takes one both
+    as `user:password@` and as a `password=` parameter, and a message must show neither."""
+    head, rest = url.split("://", 1) if "://" in url else ("", url)
+    netloc, path = re.match(r"([^/?#]*)(.*)", rest, re.S).groups()  # type: ignore[union-attr]
+    userinfo, at, hosts = netloc.rpartition("@")
+    if at and ":" in userinfo:
+        netloc = f"{userinfo.split(':', 1)[0]}:***@{hosts}"
+    base, question, query = path.partition("?")
+    if question:
+        query = re.sub(r"(^|&)password=[^&]*", r"\1password=***", query)
+    return f"{head}://{netloc}{base}{question}{query}" if head else f"{netloc}{base}{question}{query}"
+
+
 class PostgresDatabase:
     dialect = POSTGRESQL
 
@@ -172,7 +186,7 @@ class PostgresDatabase:
             raise VmjudgeError("this vmjudge was installed without psycopg, which a PostgreSQL queue needs: "
                                "install it with `pip install 'psycopg[binary]'`.")
         self.url = url
-        self.where = re.sub(r"//([^:/@]*):[^@]*@", r"//\1:***@", url)
+        self.where = redacted(url)
         self._local = threading.local()  # each thread's connection: a psycopg connection is not shared
 
     def _connection(self) -> psycopg.Connection:

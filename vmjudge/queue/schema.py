@@ -120,7 +120,7 @@ CREATE TABLE IF NOT EXISTS owner_usage (  -- VM seconds charged to each owner, b
 CREATE INDEX IF NOT EXISTS owner_usage_hour ON owner_usage(hour);
 CREATE INDEX IF NOT EXISTS entries_state ON entries(state, id);
 -- A claim looks only at queued entries, and counts the entry's runs of the stage it starts
--- (bench/queue.py: without them a claim's cost grew with the queue's history).
+-- (bench/queue_bench.py: without them a claim's cost grew with the queue's history).
 CREATE INDEX IF NOT EXISTS entries_queued ON entries(id) WHERE state = 'queued';
 CREATE INDEX IF NOT EXISTS stage_runs_entry ON stage_runs(entry_id, stage);
 CREATE INDEX IF NOT EXISTS exam_results_entry ON exam_results(entry_id, id);

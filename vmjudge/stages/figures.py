@@ -49,9 +49,11 @@ def measured(ctx: StageContext, run: JobRun, names: Sequence[str], command_limit
     }
 
 
-def stage_seconds(run: JobRun) -> float:
+def stage_seconds(run: JobRun) -> float | None:
     """From the guest's hello to its last frame, as the host saw them arrive: the span the
-    stage's cap holds (boot and power-off are the judge's, not the entry's)."""
+    stage's cap holds (boot and power-off are the judge's, not the entry's). None when the
+    guest never said hello: not measured, which reports say as unknown (0 would read as
+    "0/10 of the cap")."""
     times = [arrived for _, kind, arrived in run.transcript.timeline]
     hello = next((arrived for _, kind, arrived in run.transcript.timeline if kind == "hello"), None)
-    return round(max(times[-1] - hello, 0.0), 3) if hello is not None else 0.0
+    return round(max(times[-1] - hello, 0.0), 3) if hello is not None else None

@@ -50,7 +50,7 @@ claimed and none twice (the union of the claimers' ids is the set of entries and
 is N), `SELECT COUNT(*) FROM stage_runs` is N, no entry has two stage runs, and each run's
 host is the claimer that reported its entry.
 
-Usage: python bench/queue.py [--stages 10000] [--rounds 1] [--claimers 1,2,4] [--json-only]
+Usage: python bench/queue_bench.py [--stages 10000] [--rounds 1] [--claimers 1,2,4] [--json-only]
                              [--pg-fsync on|off] [--pg-stats none|full] [--dir /var/tmp]
 """
 
@@ -59,12 +59,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-# This file is named queue.py: with its directory first on sys.path, `import queue` (which
-# multiprocessing does) would import it instead of the standard library's. The repository
-# takes its place.
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-sys.path[:] = [str(REPO)] + [p for p in sys.path if Path(p or ".").resolve() != HERE]
+# Not named queue.py: bench/ is first on sys.path for every script in it, and `import queue`
+# (which multiprocessing and psycopg do) must find the standard library's.
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
 
 import argparse  # noqa: E402
 import hashlib  # noqa: E402
@@ -72,7 +70,6 @@ import json  # noqa: E402
 import multiprocessing  # noqa: E402
 import os  # noqa: E402
 import platform  # noqa: E402
-import queue as stdlib_queue  # noqa: E402 - the standard library's, for its Empty (see above)
 import re  # noqa: E402
 import shutil  # noqa: E402
 import sqlite3  # noqa: E402
@@ -81,6 +78,7 @@ import time  # noqa: E402
 from collections import Counter  # noqa: E402
 from collections.abc import Iterator, Sequence  # noqa: E402
 from contextlib import AbstractContextManager, contextmanager  # noqa: E402
+from queue import Empty  # noqa: E402 - the standard library's
 from typing import Any  # noqa: E402
 from urllib.parse import parse_qs, urlsplit  # noqa: E402
 
@@ -222,7 +220,7 @@ def measure(location: str, k: int) -> tuple[float, dict[str, list[int]]]:
         while len(got) < k:
             try:
                 what, host, said = results.get(timeout=1)
-            except stdlib_queue.Empty:
+            except Empty:
                 silent = [h for h, p in procs.items() if p.exitcode is not None and h not in got]
                 if silent and results.empty():
                     raise BenchFailed(f"the claimer {silent[0]} on {location.split('?')[0]} ended without a word "
@@ -336,7 +334,7 @@ def main() -> int:
                             for suffix in ("", "-wal", "-shm"):
                                 Path(location + suffix).unlink(missing_ok=True)
     except BenchFailed as exc:
-        print(f"bench/queue.py: {exc}", file=sys.stderr)
+        print(f"bench/queue_bench.py: {exc}", file=sys.stderr)
         return 1
     finally:
         shutil.rmtree(base, ignore_errors=True)
