@@ -56,6 +56,7 @@ sys.path.insert(0, str(REPO))
 
 import httpx  # noqa: E402
 
+from bench.web import entry_archive, free_port  # noqa: E402  (the idle-portal bench's helpers)
 from vmjudge.config import load_site  # noqa: E402
 from vmjudge.queue.db import Queue  # noqa: E402
 from vmjudge.queue.owners import Owners  # noqa: E402
@@ -92,21 +93,6 @@ def tar_bomb(path: Path, zeros: int) -> Path:
         more.size = MIB
         tf.fileobj.write(more.tobuf())  # type: ignore[union-attr]
     return path
-
-
-def good_entry(path: Path) -> Path:
-    with tarfile.open(path, "w:gz") as tar:
-        for name, data in (("setup.sh", b"true\n"), ("next.sh", b"true\n"), ("data.bin", os.urandom(1_000_000))):
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return path
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start_portal(home: Path, log: Path) -> tuple[subprocess.Popen, int]:
@@ -295,7 +281,7 @@ def main() -> None:
         queue.add_challenge("bench", challenge, "key")
         owners = Owners(queue.database)
         bob, mallory = owners.add("bob"), owners.add("mallory")
-        good = [good_entry(made / f"g{i}-entry.tar.gz") for i in range(2 * args.uploads + 1)]
+        good = [entry_archive(made / f"g{i}-entry.tar.gz", 1_000_000) for i in range(2 * args.uploads + 1)]
         bomb_bytes = tar_bomb(made / "bomb-entry.tar.gz", args.bomb_mib * MIB).read_bytes()
         if len(bomb_bytes) > 1048576:
             sys.exit(f"bench/web_abuse.py: the bomb is {len(bomb_bytes)} bytes, over the challenge's 1 MiB: use a "

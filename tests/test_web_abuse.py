@@ -19,18 +19,13 @@ import pytest
 from vmjudge.config import load_site
 from vmjudge.queue.failed_uploads import FailedUploads
 
+from .test_web import signed_in
 from .web_home import WebHome, csrf_of, multipart, sign_in
 
 
 @pytest.fixture
 def web(tmp_path) -> WebHome:
     return WebHome(tmp_path)
-
-
-def signed_in(web: WebHome, name: str, organiser: bool = False):
-    client = web.client()
-    assert sign_in(client, web.owners.add(name, organiser)).status_code == 303
-    return client
 
 
 def no_trouble_logged(caplog) -> None:
