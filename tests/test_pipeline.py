@@ -387,7 +387,7 @@ def test_submit_to_an_unknown_challenge_is_refused(judged):
 def test_exam_results_are_archived_and_scored_from_the_archive(judged, host_path, example, case):
     """Stage 3 stores its results content-addressed; stage 4 scored exactly those bytes."""
     ch = load_challenge(EXAMPLES / example)
-    doc = judged.show(example, case)
+    doc = judged.show(example, case, organiser=True)  # the hashes of what was scored are the organiser's
     # The first evaluation's (test_rescore_and_rerun_on_a_judged_home may add a second).
     exam, score = [a for a in judged_attempts(judged, doc["id"]) if a["stage"] in ("exam", "score")
                    and a["evaluation"] == 1]
@@ -409,7 +409,7 @@ def test_rescore_and_rerun_on_a_judged_home(judged):
     """Re-scoring the real archive starts no VM and gives the same numbers; --rerun-stages
     puts an entry back through the daemon as a new evaluation, keeping its history."""
     entry_id = judged.ids["af2017", "good"]
-    before = judged.show("af2017", "good")
+    before = judged.show("af2017", "good", organiser=True)
     runs_before = len(judged_attempts(judged, entry_id))
     proc = vmjudge(judged.home, "rescore", "af2017", "--json")
     doc = json.loads(proc.stdout)
@@ -423,7 +423,7 @@ def test_rescore_and_rerun_on_a_judged_home(judged):
     assert f"entry {entry_id} (good): queued again from stage 1" in proc.stdout
     vmjudge(judged.home, "daemon", "--until-idle")
     wait_until_published(judged.home)
-    after = judged.show("af2017", "good")
+    after = judged.show("af2017", "good", organiser=True)
     assert (after["state"], after["outcome"], after["evaluation"]) == ("done", "scored", 2)
     assert after["scores"] == before["scores"]
     assert [s["why"] for s in after["scorings"]] == ["official", "rescore", "official"]
