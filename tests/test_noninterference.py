@@ -38,6 +38,7 @@ import sys
 import tempfile
 import threading
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,7 +50,7 @@ from vmjudge.queue.db import Queue
 from .cli import REPO, run_cli
 from .published import wait_until_published
 from .test_pipeline import archive
-from .test_web_browser import free_port, signed_in_client, wait_for_port
+from .web_process import Portal, running_portal, signed_in_client
 
 pytestmark = pytest.mark.timeout(2400)
 AF2017 = REPO / "examples" / "af2017"
@@ -136,7 +137,7 @@ class Judged:
     home: Path
     token: str
     base: str
-    server: subprocess.Popen
+    portal: Portal
     polls: list[tuple[float, float, str, int, str]] = field(default_factory=list)  # sent, received, path, status, body
     cli_examined: dict[str, str] = field(default_factory=dict)
     cli_published: dict[str, str] = field(default_factory=dict)
@@ -187,77 +188,75 @@ def judged(site, image, conn):
     root = Path(tempfile.mkdtemp(prefix="noninterference-", dir=site.home))
     os.chmod(root, 0o711)
     challenge = challenge_copy(root)
-    homes = []
-    try:
-        for kind in KINDS:
-            home = root / kind
-            home.mkdir()
-            os.chmod(home, 0o711)
-            (home / "images").symlink_to(site.layout.images)  # share the test image cache
-            (home / "site.toml").write_text("[slots]\novercommit = true\n")  # three daemons, two cores
-            assert run_cli("challenge", "add", str(challenge), home=home).returncode == 0
-            token = run_cli("owner", "add", "alice", home=home).stdout.strip()
-            port = free_port()
-            server = subprocess.Popen([sys.executable, "-m", "vmjudge.cli", "web", "--listen", f"127.0.0.1:{port}",
-                                       "--no-secure-cookies"], cwd=REPO, env={**os.environ, "VMJUDGE_HOME": str(home)},
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-            homes.append(Judged(kind, home, token, f"http://127.0.0.1:{port}", server))
-            wait_for_port(port, server, time.monotonic() + 60)
-        for j in homes:
-            assert j.cli("submit", "af2017", str(entry_archive(root, j.kind)), "--owner", "alice").strip() == "1"
-        stop = threading.Event()
-        poller = threading.Thread(target=poll, args=(homes, stop), daemon=True)
-        poller.start()
-        # Two VMs at a time on two cores: silent and slower first, loud once silent is done.
-        daemons = {j.kind: None for j in homes}
-        by_kind = {j.kind: j for j in homes}
+    homes: list[Judged] = []
+    daemons: dict[str, subprocess.Popen | None] = dict.fromkeys(KINDS)
+    with ExitStack() as portals:
+        portals.callback(shutil.rmtree, root)  # last, after the portals have ended
+        try:
+            for kind in KINDS:
+                home = root / kind
+                home.mkdir()
+                os.chmod(home, 0o711)
+                (home / "images").symlink_to(site.layout.images)  # share the test image cache
+                (home / "site.toml").write_text("[slots]\novercommit = true\n")  # three daemons, two cores
+                assert run_cli("challenge", "add", str(challenge), home=home).returncode == 0
+                token = run_cli("owner", "add", "alice", home=home).stdout.strip()
+                portal = portals.enter_context(running_portal(home, root / f"{kind}-web.log"))
+                homes.append(Judged(kind, home, token, portal.base, portal))
+            for j in homes:
+                assert j.cli("submit", "af2017", str(entry_archive(root, j.kind)), "--owner", "alice").strip() == "1"
+            stop = threading.Event()
+            poller = threading.Thread(target=poll, args=(homes, stop), daemon=True)
+            poller.start()
+            # Two VMs at a time on two cores: silent and slower first, loud once silent is done.
+            by_kind = {j.kind: j for j in homes}
 
-        def start(kind: str) -> subprocess.Popen:
-            return subprocess.Popen([sys.executable, "-m", "vmjudge.cli", "daemon", "--until-idle", "-q"], cwd=REPO,
-                                    env={**os.environ, "VMJUDGE_HOME": str(by_kind[kind].home)},
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            def start(kind: str) -> subprocess.Popen:
+                return subprocess.Popen([sys.executable, "-m", "vmjudge.cli", "daemon", "--until-idle", "-q"], cwd=REPO,
+                                        env={**os.environ, "VMJUDGE_HOME": str(by_kind[kind].home)},
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
-        daemons["silent"], daemons["slower"] = start("silent"), start("slower")
-        # The command line's documents once each entry is being examined (its exam started).
-        pending = list(homes)
-        deadline = time.monotonic() + 1800
-        while pending or any(d is None or d.poll() is None for d in daemons.values()):
-            assert time.monotonic() < deadline, "the three entries were not judged within 30 min"
-            if daemons["loud"] is None and daemons["silent"].poll() is not None:
-                daemons["loud"] = start("loud")
-            for j in list(pending):
-                entry = j.queue().entry(1)
-                if entry.exam_started is not None:
-                    j.documents(j.cli_examined)
+            daemons["silent"], daemons["slower"] = start("silent"), start("slower")
+            # The command line's documents once each entry is being examined (its exam started).
+            pending = list(homes)
+            deadline = time.monotonic() + 1800
+            while pending or any(d is None or d.poll() is None for d in daemons.values()):
+                assert time.monotonic() < deadline, "the three entries were not judged within 30 min"
+                if daemons["loud"] is None and daemons["silent"].poll() is not None:
+                    daemons["loud"] = start("loud")
+                for j in list(pending):
                     entry = j.queue().entry(1)
-                    assert entry.published is None or time.time() < entry.published, \
-                        f"{j.kind}: the documents were read too late to be read while being examined"
-                    pending.remove(j)
-                elif entry.state == "done":
-                    raise AssertionError(f"{j.kind} ended before its exam: {j.cli('show', '1', '--organiser')}")
-            stop.wait(0.5)  # polling the queue and the daemons for a condition, under the deadline
-        for kind, d in daemons.items():
-            assert d is not None and d.returncode == 0, (kind, d.stderr.read() if d and d.stderr else "")
-        for j in homes:
-            wait_until_published(j.home)
-        # Every path polled at least once after each entry's publish time, then the poller stops.
-        published = {j.kind: j.queue().entry(1).published for j in homes}
-        deadline = time.monotonic() + 120
-        while not all({p for sent, _, p, _, _ in list(j.polls) if sent > published[j.kind]} == set(PATHS + API)
-                      for j in homes):
-            assert time.monotonic() < deadline, "the poller did not read every path after the publish times"
-            stop.wait(0.5)
-        stop.set()
-        poller.join(timeout=60)
-        for j in homes:
-            j.documents(j.cli_published)
-            j.cli_published["report.html"] = (j.home / "results" / "1" / "report.html").read_text()
-        yield {j.kind: j for j in homes}
-    finally:
-        for j in homes:
-            j.server.terminate()
-            j.server.wait(timeout=30)
-        shutil.rmtree(root)
+                    if entry.exam_started is not None:
+                        j.documents(j.cli_examined)
+                        entry = j.queue().entry(1)
+                        assert entry.published is None or time.time() < entry.published, \
+                            f"{j.kind}: the documents were read too late to be read while being examined"
+                        pending.remove(j)
+                    elif entry.state == "done":
+                        raise AssertionError(f"{j.kind} ended before its exam: {j.cli('show', '1', '--organiser')}")
+                stop.wait(0.5)  # polling the queue and the daemons for a condition, under the deadline
+            for kind, d in daemons.items():
+                assert d is not None and d.returncode == 0, (kind, d.stderr.read() if d and d.stderr else "")
+            for j in homes:
+                wait_until_published(j.home)
+            # Every path polled at least once after each entry's publish time, then the poller stops.
+            published = {j.kind: j.queue().entry(1).published for j in homes}
+            deadline = time.monotonic() + 120
+            while not all({p for sent, _, p, _, _ in list(j.polls) if sent > published[j.kind]} == set(PATHS + API)
+                          for j in homes):
+                assert time.monotonic() < deadline, "the poller did not read every path after the publish times"
+                stop.wait(0.5)
+            stop.set()
+            poller.join(timeout=60)
+            for j in homes:
+                j.documents(j.cli_published)
+                j.cli_published["report.html"] = (j.home / "results" / "1" / "report.html").read_text()
+            yield {j.kind: j for j in homes}
+        finally:
+            for d in daemons.values():  # a failed fixture leaves no daemon running (the portals end with the stack)
+                if d is not None and d.poll() is None:
+                    d.kill()
+                    d.wait(timeout=30)
 
 
 def normalised(text: str) -> str:

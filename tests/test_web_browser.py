@@ -13,14 +13,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-import httpx
 import pytest
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
@@ -30,30 +27,13 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from .cli import REPO, run_cli
 from .test_pipeline import archive
-from .web_home import CSRF
+from .waiting import wait_for
+from .web_process import free_port, listening, signed_in_client
 
 pytestmark = pytest.mark.timeout(1500)
 AF2017 = REPO / "examples" / "af2017"
 SCREENSHOT = Path("/var/tmp/vmjudge-test/web-report.png")
 MARKER = "VMJ-MARKER-7f3c9a1e-EXAM-ONLY"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_for_port(port: int, proc: subprocess.Popen, deadline: float) -> None:
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"vmjudge web exited ({proc.returncode}): {proc.stderr.read() if proc.stderr else ''}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return
-        except OSError:
-            time.sleep(0.1)  # polling a condition (the port open), with a deadline
-    raise AssertionError("vmjudge web did not listen within its deadline")
 
 
 def browser() -> webdriver.Chrome:
@@ -87,7 +67,8 @@ def portal(site, image, conn):
                                "--no-secure-cookies"], cwd=REPO, env={**os.environ, "VMJUDGE_HOME": str(home)},
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        wait_for_port(port, server, time.monotonic() + 60)
+        wait_for(lambda: listening(port, server, lambda: server.stderr.read() if server.stderr else ""), 60,
+                 "vmjudge web listening on its port")
         yield home, f"http://127.0.0.1:{port}", tokens
     finally:
         server.terminate()
@@ -102,14 +83,6 @@ def upload_through_the_form(driver: webdriver.Chrome, base: str, path: Path) -> 
     driver.find_element(By.ID, "submit").click()
     WebDriverWait(driver, 60).until(lambda d: d.find_elements(By.ID, "entry-id"))
     return int(driver.find_element(By.ID, "entry-id").text)
-
-
-def signed_in_client(base: str, token: str) -> httpx.Client:
-    client = httpx.Client(base_url=base, timeout=30)
-    csrf = CSRF.search(client.get("/signin").text)
-    assert csrf
-    assert client.post("/signin", data={"token": token, "csrf": csrf.group(1)}).status_code == 303
-    return client
 
 
 def test_a_participant_uploads_follows_and_reads_in_a_real_browser(portal, tmp_path):

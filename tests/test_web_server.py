@@ -16,8 +16,9 @@ import psycopg
 import pytest
 
 from .test_web_abuse import failed_uploads, with_site
+from .waiting import wait_for
 from .web_home import WebHome, good_files, multipart
-from .web_process import running_portal, wait_for
+from .web_process import running_portal
 
 
 @pytest.fixture

@@ -9,19 +9,43 @@ import signal
 import socket
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
+
 from .cli import REPO
+from .waiting import wait_for
+from .web_home import CSRF
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def listening(port: int, proc: subprocess.Popen, said: Callable[[], str]) -> bool:
+    """Whether the portal's port takes connections; fails at once, with what the process
+    `said`, if it has exited."""
+    if proc.poll() is not None:
+        raise AssertionError(f"vmjudge web exited ({proc.returncode}): {said()}")
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def signed_in_client(base: str, token: str) -> httpx.Client:
+    """An HTTP client of the portal at `base`, signed in with `token` through the sign-in form."""
+    client = httpx.Client(base_url=base, timeout=30)
+    csrf = CSRF.search(client.get("/signin").text)
+    assert csrf
+    assert client.post("/signin", data={"token": token, "csrf": csrf.group(1)}).status_code == 303
+    return client
 
 
 @dataclass
@@ -43,17 +67,7 @@ def running_portal(home: Path, log: Path) -> Iterator[Portal]:
                                  "--no-secure-cookies"], cwd=REPO, env={**os.environ, "VMJUDGE_HOME": str(home)},
                                 stdout=out, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                raise AssertionError(f"vmjudge web exited ({proc.returncode}): {log.read_text()}")
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=1):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise AssertionError("vmjudge web did not listen within 60 s") from None
-                time.sleep(0.05)  # polling a condition (the port open), under a deadline
+        wait_for(lambda: listening(port, proc, log.read_text), 60, "vmjudge web listening on its port")
         yield Portal(f"http://127.0.0.1:{port}", port, log, proc)
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -62,12 +76,3 @@ def running_portal(home: Path, log: Path) -> Iterator[Portal]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=30)
-
-
-def wait_for(condition, seconds: float, what: str) -> None:
-    """Poll `condition` until it holds, or fail saying `what` did not happen within `seconds`."""
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} did not happen within {seconds} s")
-        time.sleep(0.05)
