@@ -94,7 +94,7 @@ def examining(entry: EntryRow, at: float) -> bool:
     return entry.exam_started is not None and (entry.published is None or at < entry.published)
 
 
-def shown_time(entry: EntryRow, t: str, at: float) -> str:
+def shown_time(entry: EntryRow, t: str) -> str:
     """A timestamp as participants may see it: one between the exam's start and the publish
     time reads as the publish time (an organiser's later re-scoring keeps its own)."""
     if entry.exam_started is None or entry.published is None or t < stamp(entry.exam_started):
@@ -113,7 +113,7 @@ class Seen:
     @classmethod
     def at(cls, entry: EntryRow, runs: Sequence[StageRun], scorings: Sequence[Scoring], at: float) -> Seen:
         if not examining(entry, at):
-            return cls(entry, list(runs), [replace(s, at=shown_time(entry, s.at, at)) for s in scorings])
+            return cls(entry, list(runs), [replace(s, at=shown_time(entry, s.at)) for s in scorings])
         started = stamp(entry.exam_started or 0)
         masked = replace(entry, state="running", stage=UNPUBLISHED[0], outcome=None, failed_stage=None, reason=None,
                          scores=None, exam=None, finished_at=None)
