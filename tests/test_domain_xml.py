@@ -9,8 +9,9 @@ from pathlib import Path
 import libvirt
 import pytest
 
-from vmjudge.vm.domain_xml import DomainSpec, domain_xml
+from vmjudge.vm.domain_xml import DomainSpec, cdrom_xml, domain_xml, home_disk_xml
 from vmjudge.vm.pinning import CpuTune, SlotCores
+from vmjudge.vm.warm import restore_xml
 
 
 def spec(**kw):
@@ -239,3 +240,27 @@ def test_libvirt_test_driver_defines_the_domain(gpu):
     tune = back.find("cputune")
     assert [(p.get("vcpu"), p.get("cpuset")) for p in tune.findall("vcpupin")] == [("0", "2"), ("1", "3")]
     assert tune.find("emulatorpin").get("cpuset") == "2-3"
+
+
+def test_a_warm_state_is_saved_without_a_home_disk_or_a_medium_and_restored_with_this_runs_paths():
+    """vm/warm.py: the state holds neither disk of a job; a restore gets its own console log,
+    its slot's pinning and a new pty; the devices given after are the cold VM's very own."""
+    saved = domain_xml(spec(home=None, cdrom=None, cputune=CpuTune(("0",), "0"), vcpus=1,
+                            cmdline_extra=("vmjudge.warm=1",)))
+    devices = ET.fromstring(saved).find("devices")
+    assert [d.find("target").get("dev") for d in devices.findall("disk")] == ["vda", "hdc"]
+    assert devices.find("disk[@device='cdrom']/source") is None
+    # As libvirt gives it back: the pty it had, which the restored VM will not have.
+    dom = ET.fromstring(saved)
+    ET.SubElement(dom.find("devices/channel"), "source", path="/dev/pts/7")
+    restored = ET.fromstring(restore_xml(ET.tostring(dom, encoding="unicode"),
+                                         spec(vcpus=1, console_log=Path("/run/stage/console.log"),
+                                              cputune=CpuTune(("1",), "1"))))
+    assert restored.find("devices/serial[@type='file']/source").get("path") == "/run/stage/console.log"
+    assert restored.find("devices/channel/source") is None
+    assert [p.get("cpuset") for p in restored.findall("cputune/*")] == ["1", "1"]
+    assert restore_xml(saved, spec(vcpus=1)).count("cputune") == 0
+    cold = {d.find("target").get("dev"): ET.tostring(d) for d in ET.fromstring(domain_xml(spec())).find("devices")
+            .findall("disk")}
+    assert ET.tostring(ET.fromstring(home_disk_xml(Path("/run/home.qcow2")))) == cold["vdb"]
+    assert ET.tostring(ET.fromstring(cdrom_xml(Path("/run/job.iso")))) == cold["hdc"]

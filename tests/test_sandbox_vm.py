@@ -259,7 +259,7 @@ def test_entry_is_installed_into_home_with_its_modes(boot, rundir):
 
 
 def test_malformed_job_json_is_reported_by_the_agent(boot, monkeypatch):
-    monkeypatch.setattr(Job, "job_json", lambda self, nonce, gpu=False:
+    monkeypatch.setattr(Job, "job_json", lambda self, nonce, gpu=False, seed=None:
                         b'{"protocol": %d, "nonce": "%s", "commands": [{"argv": 5}]}'
                         % (frames.PROTOCOL, nonce.encode()))
     with pytest.raises(InfrastructureError) as err:
@@ -269,7 +269,7 @@ def test_malformed_job_json_is_reported_by_the_agent(boot, monkeypatch):
 
 
 def test_unreadable_job_json_is_reported_by_the_agent(boot, monkeypatch):
-    monkeypatch.setattr(Job, "job_json", lambda self, nonce, gpu=False: b"{this is not json")
+    monkeypatch.setattr(Job, "job_json", lambda self, nonce, gpu=False, seed=None: b"{this is not json")
     with pytest.raises(InfrastructureError) as err:
         boot(Job(commands=(sh("x", "true"),)))
     assert err.value.reason == "agent-error"

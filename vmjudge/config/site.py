@@ -97,6 +97,8 @@ class Site:
     suite: str = "bookworm"
     boot_timeout: float = 120.0
     silence_timeout: float = 60.0
+    # Start each stage's VM from a saved, booted one (vm/warm.py); off, every stage boots its kernel.
+    warm_start: bool = True
     keep_media: bool = False  # keep each stage's ISO in the entry's results (audits, debugging)
     retention: Retention = field(default_factory=Retention)  # what `vmjudge gc` removes, and when
     gpu: GpuSite = field(default_factory=GpuSite)  # none unless site.toml lists [gpu] devices
@@ -146,6 +148,7 @@ def load_site(home: Path | None = None) -> Site:
     channel = lv.get("channel", str, "virtio", lambda v: v in ("virtio", "uart"), "\"virtio\" or \"uart\"")
     boot = lv.get("boot_timeout", float, 120.0, lambda v: 5 <= v <= 3600, "seconds from 5 to 3600")
     silence = lv.get("silence_timeout", float, 60.0, lambda v: 5 <= v <= 3600, "seconds from 5 to 3600")
+    warm = lv.get("warm_start", bool, True, allowed="true or false")
     lv.done()
     res = Section(source, "results", data.get("results", {}))
     keep_media = res.get("keep_media", bool, False, allowed="true or false")
@@ -176,8 +179,8 @@ def load_site(home: Path | None = None) -> Site:
         accel = env_accel
     uri = os.environ.get("VMJUDGE_URI") or uri
     return Site(home=home, uri=uri, accel=accel, channel=channel, mirror=mirror, security_mirror=security,
-                suite=suite, boot_timeout=boot, silence_timeout=silence, keep_media=keep_media, retention=retention,
-                gpu=gpu, queue=queue, overcommit=overcommit, web=web)
+                suite=suite, boot_timeout=boot, silence_timeout=silence, warm_start=warm, keep_media=keep_media,
+                retention=retention, gpu=gpu, queue=queue, overcommit=overcommit, web=web)
 
 
 def _queue(source: str, data: dict[str, Any]) -> QueueSite:

@@ -11,6 +11,7 @@ import logging
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 import libvirt
@@ -78,6 +79,38 @@ class Domain:
             return cls(conn.createXML(xml, libvirt.VIR_DOMAIN_START_PAUSED), uri=conn.getURI())
         except libvirt.libvirtError as exc:
             raise InfrastructureError("vm-start", f"the VM would not start: {exc.get_error_message()}") from None
+
+    @classmethod
+    def restore_paused(cls, conn: libvirt.virConnect, state: Path, xml: str, name: str) -> Domain:
+        """A saved domain back, paused (vm/warm.py): `xml` is its saved XML with this run's host
+        paths; libvirt keeps the saved name and uuid, so one saved state runs once at a time."""
+        try:
+            conn.restoreFlags(str(state), xml, libvirt.VIR_DOMAIN_SAVE_PAUSED)
+            return cls(conn.lookupByName(name), uri=conn.getURI())
+        except libvirt.libvirtError as exc:
+            raise InfrastructureError("vm-restore", f"libvirt would not restore {state.name}: "
+                                      f"{exc.get_error_message()}") from None
+
+    def save(self, state: Path) -> None:
+        """The running domain's state to `state`; the domain stops."""
+        try:
+            self._call(lambda d: d.save(str(state)), "saving")
+        except libvirt.libvirtError as exc:
+            raise InfrastructureError("vm-save", f"libvirt would not save domain {self.name}: "
+                                      f"{exc.get_error_message()}") from None
+
+    def give(self, xml: str, attach: bool) -> None:
+        """A device to the running (or paused) domain: attached anew, or one of its own (a CD-ROM
+        drive's medium) changed."""
+        flags = libvirt.VIR_DOMAIN_AFFECT_LIVE
+        try:
+            if attach:
+                self._call(lambda d: d.attachDeviceFlags(xml, flags), "attaching a device to")
+            else:
+                self._call(lambda d: d.updateDeviceFlags(xml, flags), "changing a device of")
+        except libvirt.libvirtError as exc:
+            raise InfrastructureError("vm-device", f"libvirt would not give domain {self.name} a device: "
+                                      f"{exc.get_error_message()}") from None
 
     def _call(self, op: Callable[[libvirt.virDomain], T], what: str) -> T:
         """Run `op` on the domain; if libvirt's connection died, reconnect once and retry.

@@ -21,6 +21,8 @@ from ..config.site import PCI_ADDRESS_RE
 from .pinning import CpuTune
 
 CHANNEL_NAME = "org.vmjudge.data"
+HOME_TARGET = "vdb"
+CDROM_TARGET = "hdc"  # on the pc machine's IDE; a GPU VM's (q35) is on SATA
 # The GPU's root port: bus 0 is q35's pcie-root, so the port is bus 1 and the card sits alone
 # on it (a root port has one slot), where libvirt cannot place another device.
 _GPU_ROOT_PORT = 1
@@ -53,8 +55,8 @@ class DomainSpec:
     kernel: Path
     initrd: Path
     root: Path
-    home: Path
-    cdrom: Path
+    home: Path | None  # None: no home disk (a warm state is saved without one, vm/warm.py)
+    cdrom: Path | None  # None: an empty CD-ROM drive, its tray open to a medium given later
     console_log: Path
     accel: str = "kvm"
     vcpus: int = 2
@@ -77,19 +79,33 @@ def _sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) ->
     return el
 
 
-def _disk(devices: ET.Element, path: Path, fmt: str, target: str, bus: str, device: str = "disk",
-          readonly: bool = False, relabel: bool = True) -> None:
-    disk = _sub(devices, "disk", type="file", device=device)
+def _disk(devices: ET.Element | None, path: Path | None, fmt: str, target: str, bus: str, device: str = "disk",
+          readonly: bool = False, relabel: bool = True) -> ET.Element:
+    disk = ET.Element("disk", type="file", device=device) if devices is None else \
+        _sub(devices, "disk", type="file", device=device)
     # A failed read or write on the host (disk full, I/O error) pauses the VM instead of
     # reaching the guest, where the entry would see an error it did not cause.
     _sub(disk, "driver", name="qemu", type=fmt, error_policy="stop", rerror_policy="stop")
-    source = _sub(disk, "source", file=str(path))
-    if not relabel:
-        # Shared by every VM at once: libvirt must not chown it back and forth.
-        _sub(source, "seclabel", model="dac", relabel="no")
+    if path is not None:
+        source = _sub(disk, "source", file=str(path))
+        if not relabel:
+            # Shared by every VM at once: libvirt must not chown it back and forth.
+            _sub(source, "seclabel", model="dac", relabel="no")
     _sub(disk, "target", dev=target, bus=bus)
     if readonly:
         _sub(disk, "readonly")
+    return disk
+
+
+def home_disk_xml(path: Path) -> str:
+    """The home disk alone, as a warm-started VM is given it once restored (attachDevice)."""
+    return ET.tostring(_disk(None, path, "qcow2", HOME_TARGET, "virtio"), encoding="unicode")
+
+
+def cdrom_xml(path: Path) -> str:
+    """The CD-ROM drive with the job's medium in it, as a warm-started VM is given it (updateDevice)."""
+    return ET.tostring(_disk(None, path, "raw", CDROM_TARGET, "ide", device="cdrom", readonly=True),
+                       encoding="unicode")
 
 
 def _gpu(devices: ET.Element, address: PciAddress) -> None:
@@ -107,6 +123,13 @@ def _gpu(devices: ET.Element, address: PciAddress) -> None:
     source = _sub(hostdev, "source")
     _sub(source, "address", **address.attrs())
     _sub(hostdev, "address", type="pci", **PciAddress(0, _GPU_ROOT_PORT, 0, 0).attrs())
+
+
+def tune_xml(tune: CpuTune, vcpus: int) -> str:
+    """The <cputune> element alone, as a warm-started VM is restored with its slot's (vm/warm.py)."""
+    holder = ET.Element("domain")
+    _cputune(holder, tune, vcpus)
+    return ET.tostring(holder[0], encoding="unicode")
 
 
 def _cputune(dom: ET.Element, tune: CpuTune, vcpus: int) -> None:
@@ -148,8 +171,9 @@ def domain_xml(spec: DomainSpec) -> str:
         _sub(dom, event, "destroy")
     devices = _sub(dom, "devices")
     _disk(devices, spec.root, "raw", "vda", "virtio", readonly=True, relabel=False)
-    _disk(devices, spec.home, "qcow2", "vdb", "virtio")
-    target, bus = ("hdc", "ide") if gpu is None else ("sda", "sata")
+    if spec.home is not None:
+        _disk(devices, spec.home, "qcow2", HOME_TARGET, "virtio")
+    target, bus = (CDROM_TARGET, "ide") if gpu is None else ("sda", "sata")
     _disk(devices, spec.cdrom, "raw", target, bus, device="cdrom", readonly=True)
     _sub(devices, "controller", type="usb", model="none")
     if gpu is not None:

@@ -48,14 +48,17 @@ class Job:
     raw_copy: str | None = None  # benchmark: a CD file copied to the channel by `cat`
     heartbeat: float = 2.0
 
-    def job_json(self, nonce: str, gpu: bool = False) -> bytes:
+    def job_json(self, nonce: str, gpu: bool = False, seed: str | None = None) -> bytes:
         """`gpu`: the VM is lent a GPU, and the agent must find it working before any command
-        (else it runs none and says the GPU failed: the slot's fault, not the entry's)."""
+        (else it runs none and says the GPU failed: the slot's fault, not the entry's). `seed`:
+        fresh host randomness (hex) the agent mixes into the kernel's pool before any command."""
         doc = {"protocol": frames.PROTOCOL, "nonce": nonce, "heartbeat": self.heartbeat,
                "stop_on_failure": self.stop_on_failure, "install": self.install, "raw_copy": self.raw_copy,
                "commands": [c.document() for c in self.commands]}
         if gpu:
             doc["gpu"] = True
+        if seed is not None:
+            doc["seed"] = seed
         return json.dumps(doc, indent=1, sort_keys=True).encode()
 
     def host_limits(self) -> tuple[Caps, ...]:

@@ -39,5 +39,13 @@ class ChannelReader:
             raise ChannelClosed("end of stream")
         return data
 
+    def write(self, data: bytes) -> None:
+        """The host's one line to the guest: a warm-started agent's wake (vm/warm.py)."""
+        try:
+            self._port.write(data)
+            self._port.flush()
+        except OSError as exc:
+            raise InfrastructureError("channel-broken", f"cannot write to the data channel: {exc}") from None
+
     def close(self) -> None:
         self._port.close()

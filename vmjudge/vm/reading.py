@@ -67,6 +67,7 @@ class JobRun:
     gpu: dict[str, str] | None = None  # the GPU lent to the VM: its host address and vendor:device ids
     hardware: dict[str, Any] | None = None  # what it ran on (vm/hardware.py); None in the replica
     cpu_seconds: float | None = None  # qemu's CPU time for the VM, from libvirt; None in the replica
+    start: dict[str, Any] | None = None  # {"mode": "warm" | "cold", and how or why} (vm/warm.py); None in the replica
 
 
 @dataclass

@@ -9,14 +9,17 @@ module made are removed when run_job returns or raises.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import libvirt
 
@@ -25,6 +28,7 @@ from ..errors import GpuFault, InfrastructureError
 from ..files import sha256_file
 from ..images.image import GuestImage
 from ..images.iso import write_iso
+from . import warm
 from .channel import FrameStream, Watch
 from .domain import DOMAIN_PREFIX, Domain
 from .domain_xml import DomainSpec, domain_xml
@@ -76,8 +80,8 @@ def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *
             cancel: threading.Event | None = None, gpu: str | None = None, cores: SlotCores | None = None) -> JobRun:
     """`gpu`: the host PCI address of a GPU slot's card, passed through to this VM. `cores`: its
     slot's host cores, which the VM is pinned to (the daemon's, evaluate's and the doctor's VMs
-    always are; None leaves it unpinned, for tests and benchmarks that want it so)."""
-    boot_timeout, silence_timeout, budget = host_timeouts(site, limits, job)
+    always are; None leaves it unpinned, for tests and benchmarks that want it so). The VM is
+    restored from a warm state when it can be (warm.py), else booted: JobRun.start says which."""
     # Checked again just before the VM is given it; the manifest records what was lent.
     lent = {"address": gpu, "ids": lendable_card(site.gpu, gpu).ids} if gpu is not None else None
     # Read now, while `conn` is known to answer: libvirtd may restart while the VM runs, and the
@@ -86,44 +90,91 @@ def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *
     nonce = secrets.token_hex(16)
     name = domain_name(label)
     iso = Path(workdir) / f"{name}.iso"
-    write_iso(iso, {**job.media, JOB_FILE: job.job_json(nonce, gpu=gpu is not None)}, private=frozenset({JOB_FILE}))
+    write_iso(iso, {**job.media, JOB_FILE: job.job_json(nonce, gpu=gpu is not None, seed=secrets.token_hex(32))},
+              private=frozenset({JOB_FILE}))
     os.chmod(iso, PRIVATE_FILE)  # the test records: libvirt lends it to its qemu user for the run
-    reader: ChannelReader | None = None
-    domain: Domain | None = None
     try:
         iso_sha = sha256_file(iso)
         spec = DomainSpec(name=name, kernel=image.kernel, initrd=image.initrd, root=image.root,
                           home=Path(home_disk).resolve(), cdrom=iso, console_log=Path(console_log).resolve(),
                           accel=site.accel, vcpus=vcpus, memory_mib=memory_mib, channel=site.channel, gpu=gpu,
                           cputune=cores.tune(vcpus) if cores is not None else None)
-        domain = _start(conn, domain_xml(spec), gpu)
-        reader = ChannelReader(domain.channel_pty(site.channel))
-        started = time.monotonic()
-        domain.resume()
-        stream = FrameStream(nonce, limits=job.host_limits(), allow_raw=job.raw_copy is not None, watch=watch)
-        reading = Reading(domain, reader, stream, started, console_log, boot_timeout, silence_timeout, budget,
-                           limits.stage_cap, cancel)
-        ended = reading.until_bye()
-        cpu_seconds = domain.cpu_seconds()  # at once: after its bye the guest powers off
-        transcript = stream.transcript
-        if ended == "bye" and not domain.wait_stopped(POWEROFF_GRACE):
-            log.warning("domain %s did not power off after its last frame; destroying it", name)
-        check_agent_error(transcript, gpu)
-        return JobRun(domain=name, transcript=transcript, iso_sha256=iso_sha, boot_seconds=reading.boot_seconds,
-                      total_seconds=time.monotonic() - started, ended=ended, gpu=lent,
-                      hardware=hardware, cpu_seconds=cpu_seconds)
+        run = _Run(conn, site, job, nonce, limits, watch, cancel, console_log)
+        why = warm.why_cold(site, gpu)
+        with warm.seat(image, warm.Shape(site.accel, vcpus, memory_mib)) if why is None \
+                else contextlib.nullcontext() as seat:
+            if why is None and seat is None:
+                why = f"every one of the {warm.SEATS} warm states of this shape is in use"
+            if seat is not None:
+                try:
+                    state = seat.ready(conn, site, spec)
+                    return run.go(lambda: seat.restore(conn, spec), {"mode": "warm", "seat": seat.number, **state},
+                                  lent, hardware, iso_sha)
+                except warm.WarmFailed as exc:
+                    log.warning("%s boots cold: %s", name, exc)
+                    why = str(exc)
+        return run.go(lambda: _start(conn, domain_xml(spec), gpu), {"mode": "cold", "why": why}, lent, hardware,
+                      iso_sha)
     finally:
-        try:
-            if domain is not None:
-                domain.destroy()
-        finally:  # a domain libvirt would not destroy still leaves no pty or file of ours open
-            if reader is not None:
-                reader.close()
-            if keep_iso is not None and iso.exists():
-                os.replace(iso, keep_iso)
-                os.chmod(keep_iso, 0o600)  # the domain is gone: an audit copy, test records and all
-            iso.unlink(missing_ok=True)
+        if keep_iso is not None and iso.exists():
+            os.replace(iso, keep_iso)
+            os.chmod(keep_iso, 0o600)  # the domain is gone: an audit copy, test records and all
+        iso.unlink(missing_ok=True)
 
+
+@dataclass
+class _Run:
+    """One job's VM from its start to its end, started cold or warm: the same reading, limits
+    and clean-up either way."""
+
+    conn: libvirt.virConnect
+    site: Site
+    job: Job
+    nonce: str
+    limits: Limits
+    watch: Watch | None
+    cancel: threading.Event | None
+    console_log: Path
+
+    def go(self, start: Callable[[], Domain], how: dict[str, Any], lent: dict | None, hardware: dict,
+           iso_sha: str) -> JobRun:
+        """WarmFailed when a warm start (`how` says so) breaks off before the agent's hello."""
+        is_warm = how["mode"] == "warm"
+        boot_timeout, silence_timeout, budget = host_timeouts(self.site, self.limits, self.job)
+        reader: ChannelReader | None = None
+        domain: Domain | None = None
+        stream = FrameStream(self.nonce, limits=self.job.host_limits(), allow_raw=self.job.raw_copy is not None,
+                             watch=self.watch)
+        try:
+            started = time.monotonic()  # boot_seconds: from the domain's start or restore to the hello
+            domain = start()
+            reader = ChannelReader(domain.channel_pty(self.site.channel))
+            domain.resume()
+            if is_warm:
+                reader.write(warm.wake_line())
+                boot_timeout = min(boot_timeout, warm.HELLO_TIMEOUT)
+            reading = Reading(domain, reader, stream, started, self.console_log, boot_timeout, silence_timeout,
+                              budget, self.limits.stage_cap, self.cancel)
+            ended = reading.until_bye()
+            cpu_seconds = domain.cpu_seconds()  # at once: after its bye the guest powers off
+            transcript = stream.transcript
+            if ended == "bye" and not domain.wait_stopped(POWEROFF_GRACE):
+                log.warning("domain %s did not power off after its last frame; destroying it", domain.name)
+            check_agent_error(transcript, lent["address"] if lent else None)
+            return JobRun(domain=domain.name, transcript=transcript, iso_sha256=iso_sha,
+                          boot_seconds=reading.boot_seconds, total_seconds=time.monotonic() - started, ended=ended,
+                          gpu=lent, hardware=hardware, cpu_seconds=cpu_seconds, start=how)
+        except InfrastructureError as exc:
+            if is_warm and stream.transcript.hello is None:
+                raise warm.WarmFailed(f"the warm start broke off before the agent's hello: {exc}") from None
+            raise
+        finally:
+            try:
+                if domain is not None:
+                    domain.destroy()
+            finally:  # a domain libvirt would not destroy still leaves no pty or file of ours open
+                if reader is not None:
+                    reader.close()
 
 
 def _start(conn: libvirt.virConnect, xml: str, gpu: str | None) -> Domain:

@@ -38,8 +38,9 @@ from media import CDROM, HOME, install, mount_cdrom, mount_home
 from run_guard import become_subreaper, protect_from_oom
 from system import EntryFault, JobError
 from usage import job_figures
+from wake import reseed, wait_for_wake
 
-AGENT_VERSION = "1.4"
+AGENT_VERSION = "1.5"
 
 
 def kernel_args():
@@ -69,6 +70,11 @@ def check_job(job):
         raise JobError("job.json must hold a JSON object")
     if job.get("protocol") != frames.PROTOCOL:
         raise JobError(f"job.json protocol {job.get('protocol')!r} is not {frames.PROTOCOL}")
+    if "seed" in job:
+        try:
+            bytes.fromhex(job["seed"])
+        except (TypeError, ValueError):
+            raise JobError("job.json's seed is not a hexadecimal string") from None
     commands = job.get("commands")
     if not isinstance(commands, list):
         raise JobError("job.json has no list of commands")
@@ -85,11 +91,11 @@ def check_job(job):
             raise JobError(f"command {i} has unknown user {cmd.get('user')!r}")
 
 
-def greet(channel, job, found):
+def greet(channel, job, found, warm=False):
     """The hello frame, with the GPU the VM has; False (and an error frame) when the job is a GPU
     stage's and its card does not work, so that no entry command runs without it."""
     channel.send_json("hello", {"nonce": job.get("nonce"), "agent": AGENT_VERSION,
-                                "protocol": frames.PROTOCOL, "gpu": found})
+                                "protocol": frames.PROTOCOL, "gpu": found, "warm": warm})
     if job.get("gpu") is True and found.get("state") != "ok":
         channel.send_json("error", {"message": f"the GPU passed to this VM did not work: {found.get('why')}",
                                     "fault": "gpu"})
@@ -126,22 +132,26 @@ def run_job(channel, job, home_ready=False):
 
 def main():
     replica = "--replica" in sys.argv[1:]
-    if replica:
-        channel = Channel(sys.stdout.fileno())
-    else:
-        channel = Channel(open_channel(kernel_args().get("vmjudge.channel", "virtio")))
+    args = kernel_args()
+    fd = sys.stdout.fileno() if replica else open_channel(args.get("vmjudge.channel", "virtio"))
+    channel = Channel(fd)
+    warm = args.get("vmjudge.warm") == "1" and not replica
+    if warm:
+        wait_for_wake(channel)  # the VM is saved here, and each restore of it resumes here
     job = None
     try:
-        mount_cdrom()
+        mount_cdrom(medium_wait=20 if warm else 0)
         job = read_job()
         check_job(job)
+        if "seed" in job:
+            reseed(bytes.fromhex(job["seed"]))  # the job's own randomness, on a cold boot too
     except JobError as exc:
         nonce = job.get("nonce") if isinstance(job, dict) else None
         channel.send_json("hello", {"nonce": nonce, "agent": AGENT_VERSION, "protocol": frames.PROTOCOL})
         channel.send_json("error", {"message": str(exc)})
         channel.send_json("bye", {"commands": 0})
         return
-    if not greet(channel, job, probe_gpu()):
+    if not greet(channel, job, probe_gpu(), warm):
         channel.send_json("bye", {"commands": 0})
         return
     done = 0

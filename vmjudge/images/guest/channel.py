@@ -100,7 +100,8 @@ def open_channel(kind):
         wait_for(path, 5)
     os.chown(path, 0, 0)
     os.chmod(path, 0o600)  # the entry user must never reach the channel
-    fd = os.open(path, os.O_WRONLY | os.O_NOCTTY)
+    # Read too: a warm-started VM is woken by a line the host writes (wake.py).
+    fd = os.open(path, os.O_RDWR | os.O_NOCTTY)
     if os.isatty(fd):
         import termios
         import tty

@@ -9,6 +9,7 @@ import errno
 import os
 import pwd
 import stat
+import subprocess
 
 from system import EntryFault, JobError, run_quiet, wait_for
 
@@ -19,13 +20,19 @@ HOME = "/home/entry"
 CHUNK = 64 * 1024
 
 
-def mount_cdrom():
+def mount_cdrom(medium_wait=0):
+    """`medium_wait`: seconds to wait for a medium the host puts in the drive just before
+    the VM runs (a warm start, wake.py), which the guest may not have noticed yet."""
     if os.path.ismount(CDROM):  # the init mounts it with busybox, which starts faster
         return
     os.makedirs(CDROM, exist_ok=True)
     if not wait_for(CDROM_DEV, 20):
         raise JobError(f"no CD-ROM device {CDROM_DEV} appeared")
-    run_quiet(["mount", "-t", "iso9660", "-o", "ro,nosuid,nodev", CDROM_DEV, CDROM])
+    argv = ["mount", "-t", "iso9660", "-o", "ro,nosuid,nodev", CDROM_DEV, CDROM]
+    if wait_for(lambda: subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0,
+                medium_wait):
+        return
+    run_quiet(argv)
 
 
 def has_filesystem(dev):

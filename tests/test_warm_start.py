@@ -1,0 +1,158 @@
+"""Warm starts with real VMs (vm/warm.py, guest/wake.py): a stage restored from a saved VM is a
+fresh one to the entry: its own randomness, the host's time, its own disks; a state that is
+damaged or that libvirt refuses sends the stage to a cold boot, never to a failure."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from vmjudge.config import Site
+from vmjudge.files import sha256_file
+from vmjudge.vm import warm
+from vmjudge.vm.job import Command, Job
+from vmjudge.vm.runner import make_blank_disk, run_job
+
+from .conftest import output
+
+# A shape no other test uses, so this module decides when its states are made and damaged.
+SHAPE = {"vcpus": 1, "memory_mib": 576}
+# In a fresh process each: 64 bytes of /dev/urandom, the 16 AT_RANDOM bytes the kernel gave
+# it, and where its stack and its heap were put.
+PROBE = """
+import ctypes, os, time
+libc = ctypes.CDLL(None)
+libc.getauxval.restype = ctypes.c_ulong
+at_random = ctypes.string_at(libc.getauxval(25), 16).hex()
+maps = open('/proc/self/maps').read().splitlines()
+stack = [line.split('-')[0] for line in maps if line.endswith('[stack]')][0]
+heap = hex(id(object()))
+print(os.urandom(64).hex(), at_random, stack, heap, repr(time.time()))
+"""
+
+
+class Runner:
+    def __init__(self, conn, site, image, rundir: Path):
+        self.conn, self.site, self.image, self.rundir = conn, site, image, rundir
+        self.count = 0
+
+    def disk(self) -> Path:
+        self.count += 1
+        path = self.rundir / f"home{self.count}.qcow2"
+        make_blank_disk(path, 64)
+        return path
+
+    def __call__(self, *commands: Command, home: Path | None = None, site=None):
+        self.count += 1
+        return run_job(self.conn, site or self.site, self.image, Job(commands=commands), home_disk=home or self.disk(),
+                       workdir=self.rundir, console_log=self.rundir / f"console{self.count}.log", label="warm",
+                       **SHAPE)
+
+    def seats(self) -> list[warm.Seat]:
+        directory = self.image.directory / "warm" / self.shape.key
+        return [warm.Seat(directory, n, self.image, self.shape) for n in range(warm.SEATS)]
+
+    @property
+    def shape(self) -> warm.Shape:
+        return warm.Shape(self.site.accel, SHAPE["vcpus"], SHAPE["memory_mib"])
+
+
+@pytest.fixture
+def runner(conn, site, image, rundir):
+    r = Runner(conn, site, image, rundir)
+    for seat in r.seats():
+        seat.discard()
+    yield r
+    for seat in r.seats():
+        seat.discard()
+
+
+def probe(run) -> dict:
+    urandom, at_random, stack, heap, when = output(run).split()
+    return {"urandom": urandom, "at_random": at_random, "stack": stack, "heap": heap, "time": float(when)}
+
+
+def probed(runner) -> tuple[dict, dict]:
+    run = runner(Command("probe", ("python3", "-c", PROBE), 30))
+    assert run.transcript.commands[0].exit_code == 0, output(run)
+    # The host's wall time when the probe's end frame arrived, a moment after it read the clock.
+    end = [at for _seq, kind, at in run.transcript.timeline if kind == "end"][-1]
+    return probe(run) | {"host_time": time.time() - (time.monotonic() - end)}, run.start
+
+
+def test_warm_started_stages_share_no_randomness_and_keep_the_hosts_time(runner):
+    first, how = probed(runner)
+    assert how["mode"] == "warm" and how["state"].startswith("made for this run (missing)"), how
+    saved = json.loads(runner.seats()[0].record.read_text())["made"]
+    second, how = probed(runner)
+    assert (how["mode"], how["state"]) == ("warm", "saved"), how
+    cold, how = probed(replace_site(runner, warm_start=False))
+    assert how == {"mode": "cold", "why": "warm starts are off in site.toml ([libvirt] warm_start = false)"}
+    for key in ("urandom", "at_random", "stack", "heap"):
+        assert len({first[key], second[key], cold[key]}) == 3, (key, first[key], second[key], cold[key])
+    # The second restore ran seconds after the state was saved: a clock left as saved would show it.
+    assert second["host_time"] - saved > 4
+    for run in (first, second):
+        assert abs(run["time"] - run["host_time"]) < 2, run
+
+
+def replace_site(runner, **changes) -> Runner:
+    return Runner(runner.conn, replace(runner.site, **changes), runner.image, runner.rundir)
+
+
+def test_the_home_disk_is_the_stages_own_and_the_state_holds_none(runner, conn):
+    home = runner.disk()
+    write = Command("write", ("sh", "-c", "ls /home/entry; echo mine > /home/entry/kept"), 20)
+    read = Command("read", ("sh", "-c", "cat /home/entry/kept 2>&1; ls /home/entry"), 20)
+    assert runner(write, home=home).start["mode"] == "warm"
+    assert output(runner(read, home=home)) == "mine\nkept\n"  # the same entry's next stage: its disk
+    other = runner(read)  # the next entry's fresh disk: nothing of the first
+    assert other.start["mode"] == "warm"
+    assert output(other).startswith("cat: ") and "No such file" in output(other), output(other)
+    # What was saved: no home disk, an empty CD-ROM drive, the kernel told to wait to be woken.
+    saved = conn.saveImageGetXMLDesc(str(runner.seats()[0].state))
+    assert "<target dev='vdb'" not in saved
+    cdrom = saved[saved.index("device='cdrom'"):]
+    assert "<source" not in cdrom[:cdrom.index("</disk>")]
+    assert warm.WARM_ARG in saved
+
+
+def test_a_state_whose_hash_does_not_match_is_refused_and_the_stage_boots_cold(runner):
+    echo = Command("echo", ("echo", "ran"), 20)
+    assert runner(echo).start["mode"] == "warm"
+    seat = runner.seats()[0]
+    with open(seat.state, "r+b") as f:  # one byte of its memory changed, its record kept
+        f.seek(-4096, 2)
+        byte = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    run = runner(echo)
+    assert output(run) == "ran\n"
+    assert run.start["mode"] == "cold" and "sha256" in run.start["why"] and "refused" in run.start["why"], run.start
+    again = runner(echo)  # made anew for the next stage
+    assert again.start["mode"] == "warm" and again.start["state"].startswith("made for this run"), again.start
+
+
+def test_a_restore_libvirt_refuses_falls_back_to_a_cold_boot(runner):
+    echo = Command("echo", ("echo", "ran"), 20)
+    assert runner(echo).start["mode"] == "warm"
+    seat = runner.seats()[0]
+    with open(seat.state, "r+b") as f:  # cut short (its header and XML intact); the record re-hashed to match
+        f.truncate(f.seek(0, 2) // 2)
+    record = json.loads(seat.record.read_text())
+    seat.record.write_text(json.dumps({**record, "sha256": sha256_file(seat.state), "verified": None}))
+    run = runner(echo)
+    assert output(run) == "ran\n"
+    assert run.start["mode"] == "cold" and "libvirt would not restore" in run.start["why"], run.start
+
+
+def test_a_gpu_or_uart_stage_and_a_site_without_warm_starts_boot_cold():
+    site = Site(home=Path("/nonexistent"))
+    assert warm.why_cold(site, None) is None
+    assert "VFIO" in warm.why_cold(site, "0000:65:00.0")
+    assert "virtio" in warm.why_cold(replace(site, channel="uart"), None)
+    assert "warm_start = false" in warm.why_cold(replace(site, warm_start=False), None)

@@ -1,0 +1,261 @@
+"""Warm starts: each stage's VM restored from one saved after boot, not booted anew.
+
+Under TCG a boot costs a stage 8-10 s before the entry's first command (about a second under
+KVM). A warm state is that boot done once: the image's VM booted with `vmjudge.warm=1`, its
+agent waiting to be woken (guest/wake.py), saved by libvirt. It is saved with no home disk and
+an empty CD-ROM drive, so nothing of a job or an entry is in it and no block cache of either
+can be: a stage restores it paused, puts its own job CD in the drive, attaches its own home
+disk, then resumes it and sends the wake line (the time, and fresh randomness to reseed the
+kernel's pool with before any process starts).
+
+libvirt restores a saved domain only under its saved name and uuid, so a state serves one VM
+at a time: each shape (accelerator, vCPUs, memory) has seats, each a state of its own, taken
+under a lock for the whole run; a run that finds every seat busy boots cold. A state lives
+under its image's directory (a new image, new states) with a record naming the image, the
+hypervisor and libvirt that made it, and its sha256; a record that names another is remade, a
+state whose hash differs is refused. Whatever goes wrong before the restored agent says hello
+sends the stage to a cold boot: never the entry's fault, never a failed stage.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import secrets
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import libvirt
+
+from ..config import Site
+from ..errors import InfrastructureError
+from ..files import sha256_file
+from ..images.guest.frames import Decoder, FrameError
+from ..images.guest.wake import READY
+from ..images.image import GuestImage
+from .channel import ChannelClosed
+from .domain import DOMAIN_PREFIX, Domain
+from .domain_xml import DomainSpec, cdrom_xml, domain_xml, home_disk_xml, tune_xml
+from .pty_reader import ChannelReader
+
+log = logging.getLogger(__name__)
+
+WARM_ARG = "vmjudge.warm=1"
+SEATS = 8  # more VMs of one shape at once than any host runs slots
+# A restored agent says hello within seconds; one that has not within this is given up for a cold boot.
+HELLO_TIMEOUT = 30.0
+
+
+class WarmFailed(Exception):
+    """A warm start that did not come to the agent's hello: the stage boots cold instead."""
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What a saved state fixes of a VM: libvirt refuses a restore that changes any of it."""
+
+    accel: str
+    vcpus: int
+    memory_mib: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.accel}-{self.vcpus}c-{self.memory_mib}m"
+
+
+def why_cold(site: Site, gpu: str | None) -> str | None:
+    """Why a run cannot start warm at all, or None when it may."""
+    if not site.warm_start:
+        return "warm starts are off in site.toml ([libvirt] warm_start = false)"
+    if gpu is not None:
+        return "a GPU stage boots cold: a VM with a passed-through (VFIO) device cannot be saved or restored"
+    if site.channel != "virtio":
+        return "warm starts need the virtio data channel (the agent is woken through it)"
+    return None
+
+
+def wake_line() -> bytes:
+    """The host's time and 32 bytes of its randomness, for the agent to set and to reseed with."""
+    return b"go %d %s\n" % (time.time_ns(), secrets.token_hex(32).encode())
+
+
+@dataclass(frozen=True)
+class Seat:
+    directory: Path
+    number: int
+    image: GuestImage
+    shape: Shape
+
+    @property
+    def name(self) -> str:
+        return f"{DOMAIN_PREFIX}warm-{self.image.key[:10]}-{self.shape.key}-{self.number}"
+
+    @property
+    def state(self) -> Path:
+        return self.directory / f"seat-{self.number}.save"
+
+    @property
+    def record(self) -> Path:
+        return self.directory / f"seat-{self.number}.json"
+
+    def _identity(self, conn: libvirt.virConnect) -> dict:
+        """What the state must have been made with to be restored here."""
+        return {"image": self.image.key, "image_sha256": self.image.manifest["sha256"],
+                "hypervisor": conn.getVersion(), "libvirt": conn.getLibVersion(), "shape": asdict(self.shape)}
+
+    def ready(self, conn: libvirt.virConnect, site: Site, spec: DomainSpec) -> dict:
+        """Make sure the seat holds a state to restore: made now when missing or made with
+        another image, qemu or libvirt (what the manifest's start says). WarmFailed when it
+        cannot be made, or when the state on disk is not the one its record hashed."""
+        try:
+            record = json.loads(self.record.read_text())
+        except (OSError, ValueError):
+            record = None
+        if record is not None and self.state.is_file() and \
+                {k: record.get(k) for k in self._identity(conn)} == self._identity(conn):
+            self._check(record)
+            return {"state": "saved", "made": record.get("made")}
+        why = "missing" if record is None else "made with another image, qemu or libvirt"
+        log.info("making warm state %s (%s)", self.state, why)
+        started = time.monotonic()
+        self._make(conn, site, spec)
+        return {"state": f"made for this run ({why}) in {time.monotonic() - started:.1f} s"}
+
+    def _check(self, record: dict) -> None:
+        """Hashed whenever its inode, size, mtime or ctime differs from the last pass (as the
+        image's files are, images/image.py): not 150 MB read before every stage."""
+        st = self.state.stat()
+        signature = [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+        if record.get("verified") == signature:
+            return
+        got = sha256_file(self.state)
+        if got != record.get("sha256"):
+            self.discard()
+            raise WarmFailed(f"the warm state {self.state.name} was refused: its sha256 {got[:12]}… is not the "
+                             f"{str(record.get('sha256'))[:12]}… its record gives (it will be made again)")
+        self._write_record({**record, "verified": signature})
+
+    def _write_record(self, record: dict) -> None:
+        tmp = self.record.with_name(f"{self.record.name}.tmp")
+        tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+        tmp.replace(self.record)
+
+    def discard(self) -> None:
+        self.record.unlink(missing_ok=True)
+        self.state.unlink(missing_ok=True)
+
+    def _make(self, conn: libvirt.virConnect, site: Site, spec: DomainSpec) -> None:
+        """Boot the image's VM with no home disk and an empty drive, wait for its agent's ready
+        frame, and save it. Its console log is the stage's (it tells how the state was made)."""
+        self.discard()
+        self.leave_no_domain(conn)
+        warm = replace(spec, name=self.name, home=None, cdrom=None,
+                       cmdline_extra=spec.cmdline_extra + (WARM_ARG,))
+        tmp = self.state.with_name(f"{self.state.name}.tmp")
+        tmp.unlink(missing_ok=True)
+        try:
+            domain = Domain.start_paused(conn, domain_xml(warm))
+        except InfrastructureError as exc:
+            raise WarmFailed(f"could not make a warm state: {exc}") from None
+        try:
+            reader = ChannelReader(domain.channel_pty(warm.channel))
+            try:
+                domain.resume()
+                _wait_ready(reader, site.boot_timeout, spec.console_log)
+            finally:
+                reader.close()
+            domain.save(tmp)
+            record = {**self._identity(conn), "sha256": sha256_file(tmp), "made": time.time()}
+        except (InfrastructureError, WarmFailed) as exc:
+            tmp.unlink(missing_ok=True)
+            raise WarmFailed(f"could not make a warm state: {exc}") from None
+        finally:
+            domain.destroy()
+        os.chmod(tmp, 0o600)
+        tmp.replace(self.state)
+        self._write_record(record)
+
+    def leave_no_domain(self, conn: libvirt.virConnect) -> None:
+        """A domain under the seat's name while the seat is held is a killed run's: gone."""
+        with contextlib.suppress(libvirt.libvirtError):
+            Domain(conn.lookupByName(self.name)).destroy()
+
+    def restore(self, conn: libvirt.virConnect, spec: DomainSpec) -> Domain:
+        """The state restored paused with this run's console log and pinning, its job CD in the
+        drive and its home disk attached: ready to resume and wake."""
+        self.leave_no_domain(conn)
+        try:
+            xml = restore_xml(conn.saveImageGetXMLDesc(str(self.state)), spec)
+        except libvirt.libvirtError as exc:
+            self.discard()
+            raise WarmFailed(f"libvirt cannot read the warm state {self.state.name}: {exc.get_error_message()}") \
+                from None
+        try:
+            domain = Domain.restore_paused(conn, self.state, xml, self.name)
+        except InfrastructureError as exc:
+            self.discard()  # another qemu or libvirt, or a damaged file: made again next time
+            raise WarmFailed(str(exc)) from None
+        try:
+            if spec.cdrom is None or spec.home is None:
+                raise WarmFailed("a warm-started VM needs its job CD and home disk")
+            domain.give(cdrom_xml(spec.cdrom), attach=False)
+            domain.give(home_disk_xml(spec.home), attach=True)
+        except (InfrastructureError, WarmFailed) as exc:
+            domain.destroy()
+            raise WarmFailed(str(exc)) from None
+        return domain
+
+
+def restore_xml(saved: str, spec: DomainSpec) -> str:
+    """The saved domain's XML with this run's host-side parts: its console log file, its slot's
+    pinning, and no stale pty path (libvirt gives the channel a new one)."""
+    dom = ET.fromstring(saved)
+    for serial in dom.findall("./devices/serial[@type='file']"):
+        source = serial.find("source")
+        if source is not None:
+            source.set("path", str(spec.console_log))
+    for channel in dom.findall("./devices/channel[@type='pty']"):
+        for source in channel.findall("source"):
+            channel.remove(source)
+    for old in dom.findall("cputune"):
+        dom.remove(old)
+    if spec.cputune is not None:
+        dom.append(ET.fromstring(tune_xml(spec.cputune, spec.vcpus)))
+    return ET.tostring(dom, encoding="unicode")
+
+
+def _wait_ready(reader: ChannelReader, timeout: float, console_log: Path) -> None:
+    decoder = Decoder()
+    deadline = time.monotonic() + timeout
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            frames = decoder.feed(reader.read(min(left, 0.5)))
+        except (ChannelClosed, FrameError) as exc:
+            raise WarmFailed(f"the VM booted to be saved broke off ({exc}; console log: {console_log})") from None
+        if any(f.kind == "log" and f.payload == READY for f in frames):
+            return
+    raise WarmFailed(f"the VM booted to be saved did not get ready within {timeout:.0f} s (console log: {console_log})")
+
+
+@contextlib.contextmanager
+def seat(image: GuestImage, shape: Shape) -> Iterator[Seat | None]:
+    """A free seat of this shape, held until the block ends (its VM destroyed); None when all are busy."""
+    directory = image.directory / "warm" / shape.key
+    directory.mkdir(parents=True, exist_ok=True)
+    for d in (directory.parent, directory):
+        os.chmod(d, 0o755)  # libvirt reads the states as root; the image's directory is 0755 too
+    for number in range(SEATS):
+        with open(directory / f"seat-{number}.lock", "a") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue
+            yield Seat(directory, number, image, shape)
+            return
+    yield None
