@@ -2,7 +2,9 @@
 slots × vCPUs exceed the cores vmjudge may use, unless site.toml says [slots] overcommit =
 true; the daemon then says first that its timings are not comparable. `taskset -c 0` gives
 the command one usable core whatever the machine has; both checks run before any VM starts,
-and libvirt is its test driver."""
+and libvirt is its test driver. Under a libvirt URI on another machine the cores split are
+that machine's online ones, as its libvirt reports them (the test driver through the remote
+protocol: cores 0, 2 and 4), whatever taskset gives the daemon here."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import pytest
 from vmjudge.queue.db import Queue
 
 from .cli import run_cli
+from .remote_libvirt import remote_test_uri
 
 TEST_DRIVER = {"VMJUDGE_URI": "test:///default", "VMJUDGE_ACCEL": "tcg"}
 REFUSED = ("2 slot(s) × 1 vCPU(s) need 2 cores but vmjudge may use 1 (0), so the slots would share cores and timings "
@@ -94,3 +97,27 @@ def test_doctor_and_service_install_take_the_same_slots_option(home):
     for command in (("doctor",), ("service", "install")):
         proc = run_cli(*command, "--slots", "0", home=home, env=TEST_DRIVER)
         assert proc.returncode == 2 and "0 is not in the range 1<=x<=64" in proc.stderr, proc.stderr
+
+
+def test_under_a_remote_uri_the_slots_split_the_vm_hosts_online_cores_not_the_daemons(home, tmp_path):
+    remote = {"VMJUDGE_URI": remote_test_uri(tmp_path), "VMJUDGE_ACCEL": "tcg"}
+    proc = run_cli("daemon", "--slots", "2", "--until-idle", home=home, env=remote, prefix=("taskset", "-c", "0"))
+    assert proc.returncode == 0, proc.stderr  # one core here, but 3 on the VM host: 2 slots fit
+    assert "not comparable" not in proc.stderr
+    doctor = run_cli("doctor", "--slots", "2", "--json", home=home, env=remote, prefix=("taskset", "-c", "0"))
+    cores = {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}["cores"]
+    assert cores == {"name": "cores", "ok": True, "detail": f"on the VM host at {remote['VMJUDGE_URI']}: 2 slot(s) × "
+                     "1 vCPU(s) on 3 usable core(s), each slot on its own (slot 0: 0, slot 1: 2)"}
+    proc = run_cli("daemon", "--slots", "4", "--until-idle", home=home, env=remote)
+    assert (proc.returncode, proc.stderr.splitlines()[0]) == (
+        1, "vmjudge: 4 slot(s) × 1 vCPU(s) need 4 cores but vmjudge may use 3 (0,2,4), so the slots would share "
+           "cores and timings would not be comparable: use --slots 3 or fewer (GPU slots count), fewer [vm] vcpus, or "
+           "set overcommit = true under [slots] in site.toml.")
+
+
+def test_the_doctor_names_a_remote_libvirt_that_does_not_answer_for_its_cores(home, tmp_path):
+    gone = {"VMJUDGE_URI": f"test+ext:///default?command={tmp_path / 'no-such-proxy'}", "VMJUDGE_ACCEL": "tcg"}
+    checks = {c["name"]: c for c in json.loads(run_cli("doctor", "--json", home=home, env=gone).stdout)["checks"]}
+    assert not checks["libvirt"]["ok"]
+    assert checks["cores"] == {"name": "cores", "ok": False, "detail": f"libvirt at {gone['VMJUDGE_URI']} did not "
+                               "answer, so its host's cores are unknown."}

@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
+import libvirt
 import pytest
 
 from vmjudge.config import load_site
 from vmjudge.errors import ConfigError
-from vmjudge.vm.pinning import CpuTune, Overcommitted, SlotCores, cpuset, plan_cores
+from vmjudge.vm.pinning import CpuTune, Overcommitted, SlotCores, cpuset, online_cores, plan_cores
 
 
 def test_each_slot_gets_cores_of_its_own_and_no_two_slots_share_one():
@@ -80,3 +81,16 @@ def test_site_toml_slots_overcommit(tmp_path):
     (tmp_path / "site.toml").write_text("[slots]\ncount = 2\n")
     with pytest.raises(ConfigError, match=r"\[slots\] has unknown key\(s\) count: remove or correct them\."):
         load_site(tmp_path)
+
+
+def test_a_remote_hosts_cores_are_those_its_libvirt_reports_online_or_a_sentence(tmp_path):
+    """The test driver's host has 8 CPUs of which 0, 2 and 4 are online; a libvirt that will
+    not say (here a closed connection) refuses pinning in one sentence."""
+    conn = libvirt.open("test:///default")
+    assert online_cores(conn, "qemu+ssh://judge2/system") == (0, 2, 4)
+    conn.close()
+    with pytest.raises(ConfigError) as err:
+        online_cores(conn, "qemu+ssh://judge2/system")
+    said = str(err.value)
+    assert said.startswith("libvirt at qemu+ssh://judge2/system would not say which of its host's cores are online (")
+    assert said.endswith("), so its VMs cannot be pinned to cores of their own.") and said.count(". ") == 0

@@ -3,7 +3,9 @@ a throw-away server, af2017 entries judged through the queue (stage 4 for real, 
 that travel in the database), then `status`, `entries`, `show`, `leaderboard`, `usage`, `gc`
 and `rescore` as commands (no VM: Home.vmjudge runs each with libvirt unreachable, NO_VM_ENV).
 A scored entry's results are fetched by a second host that never had them, and scored there
-again to the same number."""
+again to the same number. The exam's results reach the database the daemon's way only
+(evaluate.conclude, which shares them before recording the result): nothing here puts them in
+by hand, so a daemon that stopped sharing them would leave the second host nothing to score."""
 
 from __future__ import annotations
 
@@ -14,8 +16,9 @@ import pytest
 
 from vmjudge.config import load_site
 from vmjudge.queue.db import Queue
+from vmjudge.queue.results import ExamResults
 
-from .test_rescore import AF2017, LABELS, RECORDS, Home, f1_mean, judge_from_archive
+from .test_rescore import AF2017, LABELS, RECORDS, Home, f1_mean, judge_from_archive, judge_results
 
 
 def postgres_home(root, url: str, host: str) -> Home:
@@ -66,14 +69,29 @@ def test_the_organisers_commands_on_postgresql(tmp_path, pg_url):
     doc = json.loads(home.vmjudge("rescore", "af2017", "--json").stdout)
     assert doc["ok"] and doc["done"] == 5
 
-    # Host b shares the queue but not the files: stage 3's results come from the database.
+    # Host b shares the queue but not the files: stage 3's results come from the database,
+    # where host a's daemon path put them.
     other = postgres_home(tmp_path / "b", pg_url, "b")
-    for entry_id in home.answers:
-        home.queue.blobs.put(home.queue.exam_results(entry_id).sha256,
-                             home.site.layout.results_store / home.queue.exam_results(entry_id).sha256)
     doc = json.loads(other.vmjudge("rescore", "af2017", "--json").stdout)
     assert doc["ok"] and doc["done"] == 5
     for entry in doc["entries"]:
         assert entry["new"]["score"] == pytest.approx(f1_mean(home.answers[entry["entry_id"]], LABELS))
     assert sorted(p.name for p in other.site.layout.results_store.iterdir()) == \
         sorted({home.queue.exam_results(e).sha256 for e in home.answers if not home.queue.entry(e).late})
+
+
+def test_stage_4_runs_on_a_host_that_did_not_run_stage_3(tmp_path, pg_url):
+    """Host a concludes an entry's exam as its daemon does after the VM (evaluate.conclude);
+    host b, which never had the results, claims stage 4 and scores it from the queue's database."""
+    a, b = postgres_home(tmp_path / "a", pg_url, "a"), postgres_home(tmp_path / "b", pg_url, "b")
+    a.queue.add_challenge("af2017", AF2017, "key")
+    b.queue.add_copy("af2017", AF2017)
+    answers = {r: ("N" if i % 2 else "A") for i, r in enumerate(RECORDS)}
+    entry_id = judge_results(a, "af2017", "ann", ExamResults(records=RECORDS, answers=answers), scored_on=b)
+    entry, runs = a.queue.entry(entry_id), a.queue.stage_runs(entry_id)
+    assert [(r.stage, r.host, r.status, r.reason) for r in runs if r.stage in ("exam", "score")] == [
+        ("exam", "a", "passed", None), ("score", "b", "scored", None)]  # unshared: b fails it as setup-problem
+    assert (entry.outcome, entry.scores["score"]) == ("scored", pytest.approx(f1_mean(answers, LABELS)))
+    digest = a.queue.exam_results(entry_id).sha256
+    assert [p.name for p in b.site.layout.results_store.iterdir()] == [digest]  # fetched by b, checked
+    assert (b.site.layout.results_store / digest).read_bytes() == (a.site.layout.results_store / digest).read_bytes()

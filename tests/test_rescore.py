@@ -28,7 +28,9 @@ from vmjudge.errors import ArchiveError
 from vmjudge.queue.db import Queue
 from vmjudge.queue.results import ExamResults, encode, get, put, store_dir
 from vmjudge.scorers import loader
-from vmjudge.supervisor.evaluate import run_stage
+from vmjudge.stages.context import StageOutcome
+from vmjudge.supervisor.attempts import Recorder
+from vmjudge.supervisor.evaluate import conclude, run_stage
 from vmjudge.supervisor.slots import Slot
 
 from .cli import run_cli
@@ -99,9 +101,11 @@ def judge_from_archive(home: Home, owner: str, late: bool, answers: dict[str, st
 
 
 def judge_results(home: Home, challenge: str, owner: str, results: ExamResults, late: bool = False,
-                  name: str | None = None) -> int:
+                  name: str | None = None, scored_on: Home | None = None) -> int:
     """An entry taken through the queue's four stages: prep and quiz recorded as passed, the
-    exam's `results` archived as the exam stage archives them, and stage 4 run for real."""
+    exam's `results` archived as the exam stage archives them and its outcome concluded as the
+    daemon concludes it (evaluate.conclude: on a shared queue, the results into its database),
+    and stage 4 run for real, here or by the host `scored_on` (another home on the same queue)."""
     site, queue = home.site, home.queue
     spooled = site.home / "spool" / f"{name or challenge + '-' + owner}-entry.tar.gz"
     spooled.parent.mkdir(exist_ok=True)
@@ -119,11 +123,11 @@ def judge_results(home: Home, challenge: str, owner: str, results: ExamResults, 
     style = "files" if results.files is not None else "answer-lines"
     digest = put(site.home, encode(results.records, statuses, style, answers=results.answers, files=results.files))
     completed = sum(s == "ok" for s in statuses.values())
-    queue.finish_stage(run, "passed", "exam done", {"stage": "exam", "results_sha256": digest}, next_stage="score",
-                       exam={"records": len(results.records), "completed": completed,
-                             "failed": len(results.records) - completed, "timed_out": 0},
-                       results_sha256=digest)
-    run_stage(queue, site, queue.claim_next(only=entry_id), Slot(0))  # the real stage 4
+    conclude(queue, site, run, StageOutcome("passed", "exam done", exam={
+        "records": len(results.records), "completed": completed, "failed": len(results.records) - completed,
+        "timed_out": 0}, manifest={"stage": "exam", "results_sha256": digest}, results_sha256=digest), Recorder(None))
+    scorer = scored_on or home
+    run_stage(scorer.queue, scorer.site, scorer.queue.claim_next(only=entry_id), Slot(0))  # the real stage 4
     return entry_id
 
 

@@ -81,6 +81,7 @@ def test_command_past_its_limit_is_killed_with_everything_it_started(boot):
     )))
     forever, count = run.transcript.commands
     assert forever.status == "timeout"
+    assert forever.exit_code == -9  # SIGKILL'd at its limit; the run guard's reap once made this 0 (#32 item 11)
     assert forever.seconds >= 3  # killed at its limit, not before (the cause is the status above)
     assert bytes(forever.output) == b"started\n"
     assert count.status == "ok"

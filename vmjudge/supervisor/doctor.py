@@ -23,14 +23,15 @@ import libvirt
 
 from ..config import GpuSite, Site
 from ..config.layout import RunDir
-from ..errors import VmjudgeError
+from ..errors import ConfigError, VmjudgeError
 from ..images.image import GuestImage
 from ..vm import domain, gpu_preflight
 from ..vm.job import Command, Job
-from ..vm.pinning import Overcommitted, SlotCores, plan_cores, usable_cores
+from ..vm.libvirt_uri import is_local
+from ..vm.pinning import SlotCores, plan_cores
 from ..vm.reading import Limits
 from ..vm.runner import make_blank_disk, run_job
-from .cores import slot_count
+from .cores import host_cores, slot_count
 
 BOOT_LIMIT = {"kvm": 30.0, "tcg": 180.0}
 
@@ -112,15 +113,18 @@ def _boot(site: Site, conn: libvirt.virConnect, image: GuestImage, cores: SlotCo
                  f"(run {run.total_seconds:.1f} s); guest interfaces: lo only")
 
 
-def _cores(site: Site, slots: int, vcpus: int) -> tuple[Check, SlotCores | None]:
+def _cores(site: Site, slots: int, vcpus: int, conn: libvirt.virConnect | None) -> tuple[Check, SlotCores | None]:
     """Do `slots` CPU slots (and the GPU slots) of VMs of `vcpus` fit the cores the daemon may
-    use, each slot on its own? The daemon refuses to start on the same plan; the test boot runs
-    on slot 0's cores, as the daemon's first slot would."""
+    use (a remote libvirt's: its host's online cores), each slot on its own? The daemon refuses
+    to start on the same plan; the test boot runs on slot 0's cores, as the daemon's first slot would."""
+    if conn is None and not is_local(site.uri):
+        return Check("cores", False, f"libvirt at {site.uri} did not answer, so its host's cores are unknown."), None
     try:
-        plan = plan_cores(usable_cores(), slot_count(site, slots), vcpus, site.overcommit)
-    except Overcommitted as exc:
+        plan = plan_cores(host_cores(site, conn), slot_count(site, slots), vcpus, site.overcommit)
+    except ConfigError as exc:  # Overcommitted, or a remote libvirt that will not list its cores
         return Check("cores", False, str(exc)), None
-    return Check("cores", True, plan.describe()), plan.of(0)
+    where = "" if is_local(site.uri) else f"on the VM host at {site.uri}: "
+    return Check("cores", True, where + plan.describe()), plan.of(0)
 
 
 def run_checks(site: Site, find_image: Callable[[], GuestImage], slots: int = 1, vcpus: int = 1) -> list[Check]:
@@ -136,7 +140,7 @@ def run_checks(site: Site, find_image: Callable[[], GuestImage], slots: int = 1,
         checks.append(Check("kvm", False, "accel is kvm but /dev/kvm is missing or not usable: "
                             "enable virtualisation or set accel = \"tcg\" in site.toml."))
     checks.append(_home(site))
-    cores_check, cores = _cores(site, slots, vcpus)
+    cores_check, cores = _cores(site, slots, vcpus, conn)
     checks.append(cores_check)
     image_check, image = _image(None, find_image)
     checks.append(image_check)

@@ -41,10 +41,7 @@ def run_stage(queue: Queue, site: Site, entry: EntryRow, slot: Slot, cancel: thr
                           lambda: _in_slot(queue, site, entry, stage, run, slot, cancel))
         if outcome is None:
             return
-        if outcome.results_sha256 is not None:
-            record(f"entry {entry.id}'s stage 3 results", share, queue, site.home, outcome.results_sha256)
-        if record_outcome(queue, run, outcome, record):
-            write_report(queue, site, entry.id)
+        conclude(queue, site, run, outcome, record)
     except Cancelled:
         # The daemon stopped while the queue could not be written: the stage is still marked
         # running, and the next daemon's recovery queues it again.
@@ -54,6 +51,17 @@ def run_stage(queue: Queue, site: Site, entry: EntryRow, slot: Slot, cancel: thr
         log.warning("%s", exc)
         return
     log.info("entry %d %s: %s %s", entry.id, stage.name, outcome.status, outcome.reason or "")
+
+
+def conclude(queue: Queue, site: Site, run: StageRun, outcome: StageOutcome, record: Recorder) -> None:
+    """What the entry's stage decided, into the queue. Stage 3's results go into the queue's
+    database first (results.share; with SQLite they stay in this home), before the result that
+    names them: with several hosts that is what lets another host run stage 4 or rescore, and a
+    result naming results no other host could fetch would leave the entry unscorable there."""
+    if outcome.results_sha256 is not None:
+        record(f"entry {run.entry_id}'s stage 3 results", share, queue, site.home, outcome.results_sha256)
+    if record_outcome(queue, run, outcome, record):
+        write_report(queue, site, run.entry_id)
 
 
 def _in_slot(queue: Queue, site: Site, entry: EntryRow, stage: Stage, run: StageRun, slot: Slot,

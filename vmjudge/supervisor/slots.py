@@ -4,7 +4,8 @@ for the stages that need one.
 A CPU slot never takes GPU work and a GPU slot never takes CPU work: a card is only ever busy
 with what needs it, so a GPU stage waits for a GPU, never behind a CPU entry that happened to
 be queued first, and a host with few cards still runs CPU challenges in all its CPU slots. The
-queue picks the oldest stage a slot may run (Queue.claim_next).
+queue picks, among the stages a slot may run, the one fair share puts first (Queue.claim_next,
+queue/fair_share.py), for GPU slots as for CPU slots.
 
 A GPU slot is checked (gpu_preflight, from sysfs) each time before it takes a stage; one that
 fails is taken out of service in the queue's database, where `status` shows it, until the

@@ -4,17 +4,27 @@ and the VM's own size and accelerator.
 Participants of judges with unequal machines learn to resubmit until they land on the fast
 one; an organiser needs to see that two entries ran on like hardware before comparing their
 times. Read from the host at each run (a host may be upgraded between two stages).
+
+The VMs' host is this machine unless site.toml's [libvirt] uri names libvirt on another
+(libvirt_uri.py). Then the facts are that machine's as its libvirt tells them: its name
+(getHostname, as "vm_host"), its CPU (the SMBIOS processor name from getSysinfo, else the
+vendor and model in getCapabilities), its online CPUs (getInfo); libvirt gives no kernel
+release, so the kernel is "unknown" rather than this machine's.
 """
 
 from __future__ import annotations
 
 import os
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 import libvirt
 
 from ..config import Site
+from .libvirt_uri import is_local
+
+UNKNOWN = "unknown"
 
 
 def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
@@ -24,7 +34,7 @@ def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
                 return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return "unknown"
+    return UNKNOWN
 
 
 def _version(number: int) -> str:
@@ -37,19 +47,66 @@ def _asked(ask: Any) -> str:
     try:
         return _version(ask())
     except libvirt.libvirtError:
-        return "unknown"
+        return UNKNOWN
+
+
+def _xml(ask: Any) -> ET.Element | None:
+    """A document libvirt reports (capabilities, sysinfo); None when it cannot or will not give
+    it (a host without SMBIOS data, a connection gone)."""
+    try:
+        return ET.fromstring(ask())
+    except (libvirt.libvirtError, ET.ParseError):
+        return None
+
+
+def libvirt_cpu(sysinfo: ET.Element | None, capabilities: ET.Element | None) -> str:
+    """The VM host's CPU as its libvirt names it: SMBIOS's processor version is the name
+    /proc/cpuinfo gives ("Intel(R) Xeon(R) Gold 6230 …"); libvirt's own model ("Skylake-Server",
+    "kvm64") is the nearest it knows, a coarser name, used when SMBIOS says nothing."""
+    if sysinfo is not None:
+        for entry in sysinfo.iterfind("processor/entry[@name='version']"):
+            name = (entry.text or "").strip()
+            if name and name.lower() not in ("not specified", "unknown"):
+                return name
+    if capabilities is not None:
+        named = [capabilities.findtext(f"host/cpu/{part}", "").strip() for part in ("vendor", "model")]
+        if any(named):
+            return " ".join(n for n in named if n)
+    return UNKNOWN
+
+
+def _remote_host(conn: libvirt.virConnect) -> dict[str, Any]:
+    """The facts of a VM host that is not this machine, each "unknown" (None for the cores) when
+    libvirt will not give it."""
+    try:
+        cores: int | None = conn.getInfo()[2]
+    except libvirt.libvirtError:
+        cores = None
+    try:
+        name = conn.getHostname()
+    except libvirt.libvirtError:
+        name = UNKNOWN
+    return {"vm_host": name, "cpu": libvirt_cpu(_xml(conn.getSysinfo), _xml(conn.getCapabilities)),
+            "host_cores": cores, "kernel": UNKNOWN}
+
+
+def _this_host() -> dict[str, Any]:
+    return {"cpu": cpu_model(), "host_cores": os.cpu_count(), "kernel": os.uname().release}
 
 
 def fingerprint(conn: libvirt.virConnect, site: Site, vcpus: int, memory_mib: int) -> dict[str, Any]:
-    return {"host": site.queue.host, "cpu": cpu_model(), "host_cores": os.cpu_count(),
-            "kernel": os.uname().release, "qemu": _asked(conn.getVersion),
-            "libvirt": _asked(conn.getLibVersion), "vcpus": vcpus, "memory_mib": memory_mib,
-            "accel": site.accel}
+    """`host` is the queue's name for this daemon's host (the one that ran the stage); with a
+    remote libvirt, `vm_host` names the machine its VM ran on."""
+    ran_on = _this_host() if is_local(site.uri) else _remote_host(conn)
+    return {"host": site.queue.host, **ran_on, "qemu": _asked(conn.getVersion),
+            "libvirt": _asked(conn.getLibVersion), "vcpus": vcpus, "memory_mib": memory_mib, "accel": site.accel}
 
 
 def line(hardware: dict[str, Any]) -> str:
     """One line for `show`: where the stage ran."""
     gpu = f", GPU {hardware['gpu']}" if hardware.get("gpu") else ""
-    return (f"judged on {hardware['host']}: {hardware['cpu']} ({hardware['host_cores']} cores), qemu "
+    vm_host = f" (its VMs on {hardware['vm_host']})" if hardware.get("vm_host") else ""
+    cores = hardware["host_cores"] or UNKNOWN
+    return (f"judged on {hardware['host']}{vm_host}: {hardware['cpu']} ({cores} cores), qemu "
             f"{hardware['qemu']}, libvirt {hardware['libvirt']}, kernel {hardware['kernel']}; VM of "
             f"{hardware['vcpus']} vCPU and {hardware['memory_mib']} MiB under {hardware['accel']}{gpu}")

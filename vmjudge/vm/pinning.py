@@ -3,7 +3,10 @@ other slots are doing (issue #20: comparable timings).
 
 The cores counted are those the daemon may use (its own CPU affinity, os.sched_getaffinity),
 not every core of the host: an organiser who confines the daemon with `taskset` or a systemd
-CPUAffinity= keeps its VMs inside that set too.
+CPUAffinity= keeps its VMs inside that set too. When site.toml's [libvirt] uri names libvirt
+on another machine (libvirt_uri.py), the daemon's affinity says nothing of that machine: the
+cores counted are then those its libvirt reports online (getCPUMap), all of them, and the
+<cputune> libvirt applies there pins the VMs to them as it would here.
 
 How a slot's core set is sized: the usable cores are split evenly between the slots (CPU and
 GPU slots alike, numbered as SlotPool numbers them), each slot getting `len(usable) // slots`
@@ -31,6 +34,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+import libvirt
+
 from ..errors import ConfigError
 
 
@@ -41,6 +46,17 @@ class Overcommitted(ConfigError):
 def usable_cores() -> tuple[int, ...]:
     """The cores this process may run on: the daemon's, which its VMs must keep to."""
     return tuple(sorted(os.sched_getaffinity(0)))
+
+
+def online_cores(conn: libvirt.virConnect, uri: str) -> tuple[int, ...]:
+    """The cores a remote VM host's libvirt reports online; ConfigError (one sentence) when it
+    will not say, as its VMs could then not be pinned to cores of their own."""
+    try:
+        _, online, _ = conn.getCPUMap()
+    except libvirt.libvirtError as exc:
+        raise ConfigError(f"libvirt at {uri} would not say which of its host's cores are online "
+                          f"({exc.get_error_message()}), so its VMs cannot be pinned to cores of their own.") from None
+    return tuple(core for core, up in enumerate(online) if up)
 
 
 def cpuset(cores: tuple[int, ...]) -> str:

@@ -68,20 +68,26 @@ def become_entry(entry: pwd.struct_passwd, cgroup: str = ENTRY_CGROUP) -> None:
 
 def stop_command(proc: subprocess.Popen[bytes], entry: pwd.struct_passwd, as_entry: bool) -> None:
     """SIGKILL the command's process group and, for entry commands, every process the entry
-    user has; either may already be gone (the race at a deadline)."""
+    user has; either may already be gone (the race at a deadline). At a timeout the command
+    is killed before anyone waited for it, so kill_user's reap may collect it: its status is
+    then kept on `proc`, whose own wait would find no child and read 0 (subprocess's answer
+    to ECHILD) for a command that was killed."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     if as_entry:
-        kill_user(entry.pw_uid)
+        reaped = kill_user(entry.pw_uid)
+        if proc.pid in reaped and proc.returncode is None:
+            proc.returncode = os.waitstatus_to_exitcode(reaped[proc.pid])
 
 
-def kill_user(uid: int, passes: int = 50) -> None:
+def kill_user(uid: int, passes: int = 50) -> dict[int, int]:
     """SIGKILL every process of `uid`, from root: nothing the entry does can stop it (a killer
     that took the entry's uid could itself be stopped by the entry, and wait for ever). Passes
     repeat until one finds no live process, so a process forked meanwhile is caught too.
     Between passes the caller's ended children are reaped (the agent is the subreaper of what
-    it killed): a caller with a child of its own to wait for waits for it first."""
+    it killed); returns their wait statuses by pid, for a caller whose own child was among them."""
     wanted = str(uid)
+    reaped: dict[int, int] = {}
     for _ in range(passes):
         found = False
         for name in os.listdir("/proc"):
@@ -108,19 +114,23 @@ def kill_user(uid: int, passes: int = 50) -> None:
             except OSError:
                 pass
         if not found:
-            return
-        reap()
+            return reaped
+        reaped.update(reap())
+    return reaped
 
 
-def reap() -> None:
-    """Collect orphans that were re-parented to the agent (it is their subreaper)."""
+def reap() -> dict[int, int]:
+    """Collect orphans that were re-parented to the agent (it is their subreaper), and any
+    child of its own that has ended; returns the wait status of each, by pid."""
+    reaped: dict[int, int] = {}
     while True:
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
+            pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return
+            return reaped
         if pid == 0:
-            return
+            return reaped
+        reaped[pid] = status
 
 
 def protect_from_oom() -> None:
