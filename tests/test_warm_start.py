@@ -156,3 +156,4 @@ def test_a_gpu_or_uart_stage_and_a_site_without_warm_starts_boot_cold():
     assert "VFIO" in warm.why_cold(site, "0000:65:00.0")
     assert "virtio" in warm.why_cold(replace(site, channel="uart"), None)
     assert "warm_start = false" in warm.why_cold(replace(site, warm_start=False), None)
+    assert "this machine" in warm.why_cold(replace(site, uri="qemu+ssh://judge2/system"), None)

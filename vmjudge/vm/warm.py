@@ -42,6 +42,7 @@ from ..images.image import GuestImage
 from .channel import ChannelClosed
 from .domain import DOMAIN_PREFIX, Domain
 from .domain_xml import DomainSpec, cdrom_xml, domain_xml, home_disk_xml, tune_xml
+from .libvirt_uri import is_local
 from .pty_reader import ChannelReader
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,8 @@ def why_cold(site: Site, gpu: str | None) -> str | None:
         return "a GPU stage boots cold: a VM with a passed-through (VFIO) device cannot be saved or restored"
     if site.channel != "virtio":
         return "warm starts need the virtio data channel (the agent is woken through it)"
+    if not is_local(site.uri):
+        return "warm starts need libvirt on this machine (the saved states are this machine's files)"
     return None
 
 
