@@ -86,6 +86,8 @@ def record_times(doc: Any, stage: str | None = None) -> list[tuple[str, float]]:
 def main(args: argparse.Namespace) -> None:
     os.environ.setdefault("VMJUDGE_ACCEL", "tcg")
     cases = SMOKE if args.smoke else {ex: tuple(EXPECTED) for ex in EXAMPLES}
+    if args.hogs is None:
+        args.hogs = 1 if args.smoke else os.cpu_count() or 2
     home = Path(tempfile.mkdtemp(prefix="demo-load-", dir=args.home))
     os.chmod(home, 0o711)
     Layout(home).images.symlink_to(Layout(args.home).images)  # the images the tests and demo built
@@ -129,7 +131,8 @@ def arguments() -> argparse.ArgumentParser:
     """Its options, parsed before the host is taken (run_holding_host)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--home", type=Path, default=Path(os.environ.get("VMJUDGE_TEST_HOME", "/var/tmp/vmjudge-test")))
-    ap.add_argument("--hogs", type=int, default=os.cpu_count() or 2, help="busy loops outside the VMs")
+    ap.add_argument("--hogs", type=int, default=None,
+                    help="busy loops outside the VMs (default: a core each; --smoke: 1)")
     ap.add_argument("--smoke", action="store_true", help="af2017's good and dry-run entries, one hog")
     return ap
 
