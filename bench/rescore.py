@@ -45,6 +45,7 @@ from vmjudge.queue.results import ExamResults, encode, put  # noqa: E402
 from vmjudge.scorers.builtin.beats2014 import score as beats2014_score  # noqa: E402
 from vmjudge.supervisor import rescore  # noqa: E402
 from vmjudge.supervisor.evaluate import run_stage  # noqa: E402
+from vmjudge.supervisor.slots import Slot  # noqa: E402
 
 EXAMPLE = REPO / "examples" / "beats2014"
 
@@ -92,7 +93,7 @@ def make_home(home: Path, n: int, seed: int) -> tuple[Queue, list[ExamResults], 
         digest = put(home, encode(ch.test, statuses, "files", files=files))
         queue.finish_stage(run, "passed", "ok", {"results_sha256": digest}, next_stage="score",
                            results_sha256=digest)
-        run_stage(queue, site, queue.claim_next(only=entry_id), 0)  # the official stage 4
+        run_stage(queue, site, queue.claim_next(only=entry_id), Slot(0))  # the official stage 4
         all_results.append(ExamResults(records=ch.test, files=files))
         ids.append(entry_id)
     return queue, all_results, ids
