@@ -15,7 +15,9 @@ host slows both alike). ratio = rescore entries/s ÷ baseline entries/s, so 1.0 
 archive and database add nothing. Every re-scored number must equal the baseline's, and a second rescore must give
 the same numbers (checked; the run fails otherwise).
 
-Usage: python bench/rescore.py [--entries 1000] [--home DIR] [--seed 2014]
+--smoke: 20 entries, one round, the same checks (seconds; what the test suite runs).
+
+Usage: python bench/rescore.py [--smoke] [--entries 1000] [--rounds 3] [--home DIR] [--seed 2014]
 """
 
 from __future__ import annotations
@@ -105,7 +107,10 @@ def main() -> None:
     parser.add_argument("--home", type=Path, default=None, help="where to make the home (default: a temp dir)")
     parser.add_argument("--seed", type=int, default=2014)
     parser.add_argument("--rounds", type=int, default=3, help="baseline and rescore runs, interleaved")
+    parser.add_argument("--smoke", action="store_true", help="20 entries, one round: seconds, the same checks")
     args = parser.parse_args()
+    if args.smoke:
+        args.entries, args.rounds = 20, 1
     base = Path(tempfile.mkdtemp(prefix="bench-rescore-", dir=args.home))
     home = base / "home"
     try:
@@ -137,7 +142,7 @@ def main() -> None:
 
         n = args.entries
         print(json.dumps({
-            "benchmark": "rescore", "entries": n, "challenge": "beats2014",
+            "benchmark": "rescore", "smoke": args.smoke, "entries": n, "challenge": "beats2014",
             "records_per_entry": len(all_results[0].records),
             "setup_seconds": round(setup_seconds, 2),
             "rounds": args.rounds,
