@@ -61,7 +61,8 @@ def one_run(base: Path, images: Path, records: int, next_sh: str) -> dict:
         seconds = time.monotonic() - started
         if proc.returncode != 0:
             raise SystemExit(f"the daemon failed: {proc.stderr}")
-        doc = json.loads(vmjudge(home, "show", entry_id, "--json").stdout)
+        # the organiser's view: the whole verdict at once, not from the exam's publish time
+        doc = json.loads(vmjudge(home, "show", entry_id, "--json", "--organiser").stdout)
         if doc["outcome"] != "scored" or doc["exam"]["completed"] != records:
             raise SystemExit(f"the entry was not scored whole: {doc['report']}")
         log = Layout(home).results_of(int(entry_id)).stage_log("exam")

@@ -107,7 +107,7 @@ def throughput(base_home: Path, example: Path, entry: Path, n: int, slots: int) 
         cli("daemon", "--slots", str(slots), "--until-idle")
         seconds = time.monotonic() - started
         for i in ids:
-            doc = json.loads(cli("show", i, "--json"))
+            doc = json.loads(cli("show", i, "--json", "--organiser"))  # at once, not from the publish time
             assert doc["outcome"] == "scored", doc["report"]
         return seconds
     finally:

@@ -92,7 +92,8 @@ def run_dirs_left(home: Path) -> list[str]:
 def verdicts(home: Path, ids: list[int]) -> dict[int, tuple]:
     out = {}
     for i in ids:
-        doc = json.loads(cli(home, "show", str(i), "--json").stdout)
+        # the organiser's view: the whole verdict at once, not from the exam's publish time
+        doc = json.loads(cli(home, "show", str(i), "--json", "--organiser").stdout)
         out[i] = (doc["state"], doc["outcome"], doc["failed_stage"], doc["reason"],
                   json.dumps(doc["scores"], sort_keys=True), json.dumps(doc["exam"], sort_keys=True))
     return out
