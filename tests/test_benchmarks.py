@@ -88,10 +88,10 @@ def test_smoke_on_the_host(script, tmp_path):
 
 
 @pytest.mark.parametrize("script", BOOTS_VMS)
-def test_smoke_in_vms(script, site, conn, tmp_path, monkeypatch):
-    """On the test home (its images, built once); the session holds the host, so the benchmark takes a
-    lock of its own. Afterwards (and in nothing_left_behind) no vmj- domain, no run directory, and no
-    home the benchmark made is left; fairness.py makes its home beside its --base, not in it."""
+def test_smoke_in_vms(script, site, conn, image, tmp_path, monkeypatch):
+    """On the test home (its image, built before any test starts); the session holds the host, so the
+    benchmark takes a lock of its own. Afterwards (and in nothing_left_behind) no vmj- domain, no run
+    directory and no home the benchmark made is left; fairness.py makes its home beside its --base."""
     monkeypatch.setenv(LOCK_ENV, str(tmp_path / "host.lock"))
     before = set(site.home.iterdir()), set(site.home.parent.glob("fairness-*"))
     smoke(script, "--base" if script == "fairness.py" else "--home", str(site.home))
