@@ -110,10 +110,13 @@ def arguments() -> argparse.ArgumentParser:
     ap.add_argument("--home", type=Path, default=Path(os.environ.get("VMJUDGE_TEST_HOME", "/var/tmp/vmjudge-test")))
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--mib", type=int, default=16)
+    ap.add_argument("--smoke", action="store_true", help="one run each and a 1 MiB payload (the test suite's run)")
     return ap
 
 
 def main(args: argparse.Namespace) -> None:
+    if args.smoke:
+        args.runs, args.mib = 1, 1
     os.environ.setdefault("VMJUDGE_ACCEL", "tcg")
     site = load_site(args.home)
     image = build_image(site, ImageRecipe(), progress=lambda m: print(m, file=sys.stderr))

@@ -14,7 +14,10 @@ when fairness does not hold; #20).
    (SIGTERM) once every participant's entry is done and a batch stage has started, so the
    verdict is known: later batch stages can no longer overtake anyone.
 
-Usage: python bench/fairness.py [--base DIR] [--entries 20] [--rerun 3]
+--smoke: A submits 3 entries (one more than the slots, so that one of A's stages is ready when B
+and C submit) and 1 of them is re-run: the same checks, what the test suite runs.
+
+Usage: python bench/fairness.py [--smoke] [--base DIR] [--entries 20] [--rerun 3]
 """
 
 from __future__ import annotations
@@ -101,11 +104,14 @@ def arguments() -> argparse.ArgumentParser:
                     help="a home whose built images are used (symlinked)")
     ap.add_argument("--entries", type=int, default=20)
     ap.add_argument("--rerun", type=int, default=3, help="A's finished entries queued again as the batch")
+    ap.add_argument("--smoke", action="store_true", help="3 entries of A's, 1 re-run: the same checks")
     return ap
 
 
 def main(args: argparse.Namespace) -> dict:
     os.environ.setdefault("VMJUDGE_ACCEL", "tcg")
+    if args.smoke:
+        args.entries, args.rerun = 3, 1
     home = Path(tempfile.mkdtemp(prefix="fairness-", dir=args.base.parent))
     os.chmod(home, 0o711)
     Layout(home).images.parent.mkdir(parents=True, exist_ok=True)
@@ -168,7 +174,7 @@ def _run(args: argparse.Namespace, home: Path, db: Path, archive: Path, daemon_e
     overtaken = [{"batch_run": b["id"], "entry": b["entry"], "started": b["started"], "ready_participant": e}
                  for b in batch_runs for e, lo, hi in spans if lo <= b["started"] < hi]
     result = {
-        "benchmark": "fairness", "slots": 2, "challenge": "hostile (dry runs: prep and quiz)",
+        "benchmark": "fairness", "smoke": args.smoke, "slots": 2, "challenge": "hostile (dry runs: prep and quiz)",
         "owner_a_entries": args.entries,
         "first_stage_claims_after_submission": {o: {"entry": positions[o][0], "position": first[o],
                                                     "within": WITHIN, "met": first[o] <= WITHIN} for o in first},

@@ -47,7 +47,11 @@ NVIDIA card and the driver's load list in its root.
 Not in CI: the GPU image adds a download of about 120 MB of Debian packages and a compile of
 NVIDIA's kernel interface to every clean run, to check what this benchmark shows.
 
-Usage: python bench/gpu_image.py [--home /var/tmp/vmjudge-bench-gpu] [--rebuild] [--keep]
+--smoke: no GPU image (a download of about 120 MB and the dkms compile): the CPU image's figures and
+checks, and its one guest run (its hello must say "this image has no GPU driver"); nothing that
+needs the GPU image (its checks, its guest runs, the judge, the replica). What the test suite runs.
+
+Usage: python bench/gpu_image.py [--smoke] [--home /var/tmp/vmjudge-bench-gpu] [--rebuild] [--keep]
                                  [--wait-for-host 0]
 """
 
@@ -179,16 +183,19 @@ def q35_without_card(spec: DomainSpec) -> str:
     return ET.tostring(dom, encoding="unicode")
 
 
-def guest_runs(site, cpu: GuestImage, gpu: GuestImage) -> dict:
+def guest_runs(site, cpu: GuestImage, gpu: GuestImage | None) -> dict:
+    """The jobs straight through the VM runner, checked; with no GPU image (--smoke), the CPU image's alone."""
     conn = domain.connect(site.uri)
     runs: dict = {}
     look = Job(commands=(Command("look", ("sh", "-c", LOOK), 120, output_limit=16384),))
+    jobs = [("cpu_image", cpu, look)]
+    if gpu is not None:
+        jobs += [("gpu_image", gpu, look), ("gpu_image_gpu_stage", gpu, GpuJob(commands=look.commands)),
+                 ("gpu_image_q35", gpu, look)]
     try:
         with RunDir(site.layout, "bench-gpu") as rd_obj:
             rd = rd_obj.path
-            for label, image, job in (("cpu_image", cpu, look), ("gpu_image", gpu, look),
-                                      ("gpu_image_gpu_stage", gpu, GpuJob(commands=look.commands)),
-                                      ("gpu_image_q35", gpu, look)):
+            for label, image, job in jobs:
                 make_blank_disk(rd / f"{label}.qcow2", 64)
                 if label == "gpu_image_q35":
                     runner.domain_xml = q35_without_card  # type: ignore[assignment]
@@ -206,11 +213,14 @@ def guest_runs(site, cpu: GuestImage, gpu: GuestImage) -> dict:
                                "hello_gpu": hello.get("gpu"), "agent": hello.get("agent"), "output": output}
     finally:
         conn.close()
-    c, g, refused, q35 = runs["cpu_image"], runs["gpu_image"], runs["gpu_image_gpu_stage"], runs["gpu_image_q35"]
-    if "nvidia-smi exit" not in q35.get("output", ""):
-        fail(f"the GPU image on q35 (its CD-ROM on SATA) did not run its command: {q35}")
+    c = runs["cpu_image"]
     if c.get("hello_gpu") != {"state": "none", "why": "this image has no GPU driver"}:
         fail(f"the CPU image's hello said gpu {c.get('hello_gpu')!r}")
+    if gpu is None:
+        return runs
+    g, refused, q35 = runs["gpu_image"], runs["gpu_image_gpu_stage"], runs["gpu_image_q35"]
+    if "nvidia-smi exit" not in q35.get("output", ""):
+        fail(f"the GPU image on q35 (its CD-ROM on SATA) did not run its command: {q35}")
     hg = g.get("hello_gpu") or {}
     if hg.get("state") != "none" or not str(hg.get("why", "")).startswith("no GPU: "):
         fail(f"the GPU image without a GPU said gpu {hg!r} in its hello, not \"none\" with \"no GPU: …\"")
@@ -312,6 +322,13 @@ def replica(home: Path, work: Path) -> dict:
 def main() -> None:
     args, site = parse_args(__doc__, Path("/var/tmp/vmjudge-bench-gpu"))
     cpu, cpu_fig = image_figures(site, ImageRecipe(), args.rebuild)
+    if args.smoke:
+        cpu_fig["checks"] = check_cpu_image(cpu)
+        guest = with_host("the GPU image benchmark", args.wait_for_host, lambda: guest_runs(site, cpu, None))
+        print(json.dumps({"benchmark": "gpu_image", "smoke": True, "accel": site.accel,
+                          "date": time.strftime("%Y-%m-%d"), "host": {"node": platform.node(), "cpus": os.cpu_count()},
+                          "images": {"cpu": cpu_fig}, "guest": guest}, indent=2))
+        return
     gpu, gpu_fig = image_figures(site, GPU, args.rebuild)
     with tempfile.TemporaryDirectory(dir=args.home) as scratch:
         gpu_fig["checks"] = check_gpu_image(gpu, Path(scratch))
@@ -328,7 +345,7 @@ def main() -> None:
     if not args.keep:
         shutil.rmtree(home)
     print(json.dumps({
-        "benchmark": "gpu_image", "accel": site.accel, "date": time.strftime("%Y-%m-%d"),
+        "benchmark": "gpu_image", "smoke": False, "accel": site.accel, "date": time.strftime("%Y-%m-%d"),
         "host": {"node": platform.node(), "cpus": os.cpu_count()},
         "images": {"cpu": cpu_fig, "gpu": gpu_fig, "ratio_gpu_over_cpu": ratio},
         "guest": guest, "judge": judged,

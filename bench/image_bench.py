@@ -37,6 +37,9 @@ def parse_args(doc: str, default_home: Path) -> tuple[argparse.Namespace, Site]:
     ap.add_argument("--keep", action="store_true", help="keep the judge's home (HOME/run-*) afterwards")
     ap.add_argument("--wait-for-host", type=float, default=0, metavar="SECONDS",
                     help="how long to wait for another VM session to end (default: not at all)")
+    ap.add_argument("--smoke", action="store_true",
+                    help="the base image only (not the benchmark's own, a build and a download) and the fewest VMs "
+                         "that still run its code: what the test suite runs")
     args = ap.parse_args()
     os.environ.setdefault("VMJUDGE_ACCEL", "tcg")
     site = load_site(args.home)

@@ -36,7 +36,11 @@ Not in CI: Octave needs nothing of vmjudge beyond a Debian package list, which C
 exercises (af2017's python3-numpy); a test would add a 93 s build, about 430 MB and a download
 of Octave's packages to every clean run, to check what this benchmark shows.
 
-Usage: python bench/octave.py [--home /var/tmp/vmjudge-bench-octave] [--rebuild] [--keep]
+--smoke: no Octave image (a 93 s build and a download of Octave's packages): the base image only,
+both challenges written (their data checked), and the baseline entry alone judged on the base
+image, which must be scored 1.0; no ratios. What the test suite runs.
+
+Usage: python bench/octave.py [--smoke] [--home /var/tmp/vmjudge-bench-octave] [--rebuild] [--keep]
                               [--wait-for-host 0]
 """
 
@@ -167,8 +171,9 @@ def ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 2) if a is not None and b else None
 
 
-def judge(home: Path, wait: float) -> dict:
-    """Both challenges and entries through the command line; only the daemon boots VMs."""
+def judge(home: Path, wait: float, kinds: tuple[str, ...] = ("octave", "base")) -> dict:
+    """Both challenges written, the entries of `kinds` judged, through the command line; only the
+    daemon boots VMs."""
     work = home / "bench"
     work.mkdir()
     write_challenge(work / "octave", "octave-bench", OCTAVE.packages)
@@ -178,6 +183,8 @@ def judge(home: Path, wait: float) -> dict:
                 "base": write_entry(work / "shell-entry.tar.gz", SHELL_SETUP, SHELL_NEXT, answers)}
     ids = {}
     for kind, name in (("octave", "octave-bench"), ("base", "octave-bench-base")):
+        if kind not in kinds:
+            continue
         vmjudge(home, "challenge", "add", str(work / kind))
         ids[kind] = int(vmjudge(home, "submit", name, str(archives[kind]), "--owner", kind).stdout)
     def run_daemon() -> float:
@@ -194,6 +201,9 @@ def judge(home: Path, wait: float) -> dict:
                              f"at {home}.\n{doc['report']}")
     figures = {kind: {"entry": doc["id"], "outcome": doc["outcome"], "scores": doc["scores"], **stage_figures(doc)}
                for kind, doc in docs.items()}
+    if "octave" not in figures:  # --smoke: the baseline alone, nothing to compare it with
+        figures["daemon_seconds"] = round(daemon_seconds, 1)
+        return figures
     o, b = figures["octave"], figures["base"]
     figures["ratio"] = {
         "stages_wall": {s: ratio(o["stages"][s]["wall_s"], b["stages"][s]["wall_s"]) for s in o["stages"]},
@@ -207,18 +217,19 @@ def judge(home: Path, wait: float) -> dict:
 
 def main() -> None:
     args, site = parse_args(__doc__, Path("/var/tmp/vmjudge-bench-octave"))
-    images = {"base": {**image_figures(site, ImageRecipe(), args.rebuild)[1], "packages": []},
-              "octave": {**image_figures(site, OCTAVE, args.rebuild)[1], "packages": list(OCTAVE.packages)}}
-    images["ratio"] = {k: ratio(images["octave"][k], images["base"][k])
-                       for k in ("build_seconds", "root_sqfs_bytes", "image_bytes")}
+    images = {"base": {**image_figures(site, ImageRecipe(), args.rebuild)[1], "packages": []}}
+    if not args.smoke:
+        images["octave"] = {**image_figures(site, OCTAVE, args.rebuild)[1], "packages": list(OCTAVE.packages)}
+        images["ratio"] = {k: ratio(images["octave"][k], images["base"][k])
+                           for k in ("build_seconds", "root_sqfs_bytes", "image_bytes")}
     home = Path(tempfile.mkdtemp(prefix="run-", dir=args.home))
     os.chmod(home, 0o711)  # libvirt's qemu crosses it to the entries' disks
     (home / "images").symlink_to(site.layout.images)
-    figures = judge(home, args.wait_for_host)
+    figures = judge(home, args.wait_for_host, ("base",) if args.smoke else ("octave", "base"))
     if not args.keep:
         shutil.rmtree(home)
     print(json.dumps({
-        "benchmark": "octave", "accel": site.accel, "date": time.strftime("%Y-%m-%d"),
+        "benchmark": "octave", "smoke": args.smoke, "accel": site.accel, "date": time.strftime("%Y-%m-%d"),
         "host": {"node": platform.node(), "cpus": os.cpu_count()},
         "images": images, "judge": figures,
         "records": {"training": len(TRAINING), "test": len(TEST), "samples": SAMPLES},

@@ -50,7 +50,10 @@ claimed and none twice (the union of the claimers' ids is the set of entries and
 is N), `SELECT COUNT(*) FROM stage_runs` is N, no entry has two stage runs, and each run's
 host is the claimer that reported its entry.
 
-Usage: python bench/queue_bench.py [--stages 10000] [--rounds 1] [--claimers 1,2,4] [--json-only]
+--smoke: 200 stages, one round, the same backends, claimer counts and checks (seconds; what the
+test suite runs, so that a change that breaks the bench fails there).
+
+Usage: python bench/queue_bench.py [--smoke] [--stages 10000] [--rounds 1] [--claimers 1,2,4] [--json-only]
                              [--pg-fsync on|off] [--pg-stats none|full] [--dir /var/tmp]
 """
 
@@ -293,7 +296,10 @@ def main() -> int:
     parser.add_argument("--pg-stats", choices=("none", "full"), default="none",
                         help="PostgreSQL's statistics: none, or taken of the full queue (VACUUM ANALYZE)")
     parser.add_argument("--json-only", action="store_true", help="no progress on stderr")
+    parser.add_argument("--smoke", action="store_true", help="200 stages, one round: seconds, the same checks")
     args = parser.parse_args()
+    if args.smoke:
+        args.stages, args.rounds = 200, 1
     counts = sorted({1, *(int(k) for k in args.claimers.split(","))})
     quiet, n = args.json_only, args.stages
     base = Path(tempfile.mkdtemp(prefix="bench-queue-", dir=args.dir))
@@ -347,7 +353,7 @@ def main() -> int:
                                      "all_seconds": [round(t, 3) for t in ts],
                                      "claims_per_claimer": spread[backend][k]} for k, ts in by_k.items()}
     print(json.dumps({
-        "benchmark": "queue-claims", "stages": n, "rounds": args.rounds,
+        "benchmark": "queue-claims", "smoke": args.smoke, "stages": n, "rounds": args.rounds,
         "what": "K processes each looping claim_next() + start_stage(id, 'prep', 0) until the queue is empty; "
                 "seconds from go to the last one done (best round), claims/s = stages / seconds",
         "sqlite": {"settings": "WAL, synchronous=FULL, BEGIN IMMEDIATE, a connection per operation",

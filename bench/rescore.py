@@ -15,7 +15,9 @@ host slows both alike). ratio = rescore entries/s ÷ baseline entries/s, so 1.0 
 archive and database add nothing. Every re-scored number must equal the baseline's, and a second rescore must give
 the same numbers (checked; the run fails otherwise).
 
-Usage: python bench/rescore.py [--entries 1000] [--home DIR] [--seed 2014]
+--smoke: 20 entries, one round, the same checks (seconds; what the test suite runs).
+
+Usage: python bench/rescore.py [--smoke] [--entries 1000] [--rounds 3] [--home DIR] [--seed 2014]
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from vmjudge.queue.results import ExamResults, encode, put  # noqa: E402
 from vmjudge.scorers.builtin.beats2014 import score as beats2014_score  # noqa: E402
 from vmjudge.supervisor import rescore  # noqa: E402
 from vmjudge.supervisor.evaluate import run_stage  # noqa: E402
+from vmjudge.supervisor.slots import Slot  # noqa: E402
 
 EXAMPLE = REPO / "examples" / "beats2014"
 
@@ -92,7 +95,7 @@ def make_home(home: Path, n: int, seed: int) -> tuple[Queue, list[ExamResults], 
         digest = put(home, encode(ch.test, statuses, "files", files=files))
         queue.finish_stage(run, "passed", "ok", {"results_sha256": digest}, next_stage="score",
                            results_sha256=digest)
-        run_stage(queue, site, queue.claim_next(only=entry_id), 0)  # the official stage 4
+        run_stage(queue, site, queue.claim_next(only=entry_id), Slot(0))  # the official stage 4
         all_results.append(ExamResults(records=ch.test, files=files))
         ids.append(entry_id)
     return queue, all_results, ids
@@ -104,7 +107,10 @@ def main() -> None:
     parser.add_argument("--home", type=Path, default=None, help="where to make the home (default: a temp dir)")
     parser.add_argument("--seed", type=int, default=2014)
     parser.add_argument("--rounds", type=int, default=3, help="baseline and rescore runs, interleaved")
+    parser.add_argument("--smoke", action="store_true", help="20 entries, one round: seconds, the same checks")
     args = parser.parse_args()
+    if args.smoke:
+        args.entries, args.rounds = 20, 1
     base = Path(tempfile.mkdtemp(prefix="bench-rescore-", dir=args.home))
     home = base / "home"
     try:
@@ -136,7 +142,7 @@ def main() -> None:
 
         n = args.entries
         print(json.dumps({
-            "benchmark": "rescore", "entries": n, "challenge": "beats2014",
+            "benchmark": "rescore", "smoke": args.smoke, "entries": n, "challenge": "beats2014",
             "records_per_entry": len(all_results[0].records),
             "setup_seconds": round(setup_seconds, 2),
             "rounds": args.rounds,

@@ -2,9 +2,18 @@
 every entry must end with the same outcome and scores as in an undisturbed run (JSON out).
 
 Uses the hostile corpus's small challenge (tests/hostile) so a run takes minutes, with a
-mix of entries that score, fail in each stage, and time out. Not part of CI's default run.
+mix of entries that score, fail in each stage, and time out, every one an archive that
+`submit` accepts (MIX). The corpus's archives that `submit` refuses (REFUSED) are submitted
+too, once in each run's home: each must be refused, saying why, with nothing queued for it.
 
-Usage: python bench/soak.py [--home DIR] [--entries 20] [--kills 5] [--seed 1]
+Checked (exit 1 with a sentence after the JSON otherwise, both homes kept): the same outcome
+and scores for every entry in both runs, every entry done, the refused archives refused, and
+nothing left over: no vmj- libvirt domain, no run directory in either home.
+
+--smoke: 3 entries (one scored, one failing in its quiz, one failing on the host) and 1 SIGKILL,
+the same checks: what the test suite runs. Not part of CI's default run at full size.
+
+Usage: python bench/soak.py [--smoke] [--home DIR] [--entries 20] [--kills 5] [--seed 1]
 """
 
 from __future__ import annotations
@@ -27,37 +36,64 @@ sys.path.insert(0, str(REPO))
 from tests.host_lock import run_holding_host  # noqa: E402
 from tests.hostile.cases import CASES  # noqa: E402
 from vmjudge.config.layout import Layout  # noqa: E402
+from vmjudge.queue.db import Queue  # noqa: E402
 
 CHALLENGE = REPO / "tests" / "hostile" / "challenge"
-# Entries that reach VMs and end in every kind of verdict (a score, or a failure in each stage).
-MIX = ("no-exec-bit", "never-exits", "eats-memory", "fills-home", "prints-100mb", "corrupts-answers",
-       "writes-devices", "missing-next", "zip-bomb-size", "crlf-scripts")
+# Entries that submit accepts and that end in every kind of verdict (a score, or a failure in
+# each stage, in a VM or on the host), in the order taken: the first three are --smoke's.
+MIX = ("no-exec-bit", "corrupts-answers", "zip-bomb-ratio", "never-exits", "eats-memory", "fills-home",
+       "prints-100mb", "writes-devices", "missing-next", "crlf-scripts")
+# Archives that submit refuses (an unpacked size over the challenge's limit, from the zip's headers).
+REFUSED = ("zip-bomb-size",)
+CASE = {c.name: c for c in CASES}
 
 
 def cli(home: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vmjudge.cli", *args], cwd=REPO, check=check, capture_output=True,
-                          text=True, env={**os.environ, "VMJUDGE_HOME": str(home)})
+    proc = subprocess.run([sys.executable, "-m", "vmjudge.cli", *args], cwd=REPO, capture_output=True, text=True,
+                          env={**os.environ, "VMJUDGE_HOME": str(home)})
+    if check and proc.returncode != 0:
+        raise SystemExit(f"vmjudge {' '.join(args)} failed ({proc.returncode}) in {home}:\n{proc.stderr}")
+    return proc
 
 
-def prepare(base: Path, label: str, n: int) -> tuple[Path, list[int]]:
+def queued(home: Path) -> int:
+    return len(Queue(Layout(home).queue_db).entries())
+
+
+def refused(home: Path, name: str) -> bool:
+    """Submits the corpus's archive `name`, which submit must refuse saying why, queueing nothing."""
+    work = home / "archives" / name
+    work.mkdir(parents=True)
+    before = queued(home)
+    proc = cli(home, "submit", "hostile", str(CASE[name].build(work)), "--owner", name, check=False)
+    return proc.returncode == 1 and CASE[name].says in proc.stderr and queued(home) == before
+
+
+def prepare(base: Path, label: str, n: int) -> tuple[Path, list[int], dict[str, bool]]:
+    """A home of its own with the mix's first `n` entries queued, and whether each refused archive was refused."""
     home = Path(tempfile.mkdtemp(prefix=f"soak-{label}-", dir=base))
     os.chmod(home, 0o711)
     Layout(home).images.symlink_to(Layout(base).images)
     cli(home, "challenge", "add", str(CHALLENGE))
-    by_name = {c.name: c for c in CASES}
     ids = []
     for i in range(n):
-        case = by_name[MIX[i % len(MIX)]]
+        case = CASE[MIX[i % len(MIX)]]
         work = home / "archives" / f"{i}"
         work.mkdir(parents=True)
         ids.append(int(cli(home, "submit", "hostile", str(case.build(work)), "--owner", case.name).stdout))
-    return home, ids
+    return home, ids, {name: refused(home, name) for name in REFUSED}
+
+
+def run_dirs_left(home: Path) -> list[str]:
+    runs = Layout(home).runs
+    return sorted(p.name for p in runs.iterdir()) if runs.is_dir() else []
 
 
 def verdicts(home: Path, ids: list[int]) -> dict[int, tuple]:
     out = {}
     for i in ids:
-        doc = json.loads(cli(home, "show", str(i), "--json").stdout)
+        # the organiser's view: the whole verdict at once, not from the exam's publish time
+        doc = json.loads(cli(home, "show", str(i), "--json", "--organiser").stdout)
         out[i] = (doc["state"], doc["outcome"], doc["failed_stage"], doc["reason"],
                   json.dumps(doc["scores"], sort_keys=True), json.dumps(doc["exam"], sort_keys=True))
     return out
@@ -70,20 +106,23 @@ def arguments() -> argparse.ArgumentParser:
     ap.add_argument("--entries", type=int, default=20)
     ap.add_argument("--kills", type=int, default=5)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--smoke", action="store_true", help="3 entries and 1 SIGKILL, the same checks")
     return ap
 
 
 def main(args: argparse.Namespace) -> None:
     os.environ.setdefault("VMJUDGE_ACCEL", "tcg")
+    if args.smoke:
+        args.entries, args.kills = 3, 1
     rng = random.Random(args.seed)
 
-    calm, calm_ids = prepare(args.home, "calm", args.entries)
+    calm, calm_ids, calm_refused = prepare(args.home, "calm", args.entries)
     t0 = time.monotonic()
     cli(calm, "daemon", "--slots", "2", "--until-idle")
     calm_s = time.monotonic() - t0
     expected = verdicts(calm, calm_ids)
 
-    rough, rough_ids = prepare(args.home, "rough", args.entries)
+    rough, rough_ids, rough_refused = prepare(args.home, "rough", args.entries)
     t0 = time.monotonic()
     kills = []
     for _ in range(args.kills):
@@ -104,18 +143,30 @@ def main(args: argparse.Namespace) -> None:
 
     mismatches = [{"entry": i, "calm": expected[c], "rough": got[i]}
                   for c, i in zip(calm_ids, rough_ids, strict=True) if expected[c] != got[i]]
-    leftovers = subprocess.run(["virsh", "-c", "qemu:///system", "list", "--name"], capture_output=True,
-                               text=True).stdout.split()
-    print(json.dumps({
-        "benchmark": "soak", "entries": args.entries, "seed": args.seed, "kills": kills,
+    listed = subprocess.run(["virsh", "-c", "qemu:///system", "list", "--all", "--name"], capture_output=True,
+                            text=True).stdout.split()
+    result = {
+        "benchmark": "soak", "smoke": args.smoke, "entries": args.entries, "seed": args.seed, "kills": kills,
+        "mix": [MIX[i % len(MIX)] for i in range(args.entries)],
         "undisturbed_s": round(calm_s, 1), "disturbed_s": round(rough_s, 1),
         "same_outcomes": not mismatches, "mismatches": mismatches,
-        "all_done": all(v[0] == "done" for v in got.values()),
-        "leftover_domains": [d for d in leftovers if d.startswith("vmj-")],
-    }, indent=2))
+        "all_done": all(v[0] == "done" for v in [*expected.values(), *got.values()]),
+        "refused_and_nothing_queued": {name: calm_refused[name] and rough_refused[name] for name in REFUSED},
+        "leftover_domains": [d for d in listed if d.startswith("vmj-")],
+        "leftover_run_dirs": run_dirs_left(calm) + run_dirs_left(rough),
+    }
+    print(json.dumps(result, indent=2))
+    problems = {"an outcome differs between the runs": result["same_outcomes"] is False,
+                "an entry is not done": not result["all_done"],
+                "a refused archive was not refused, or something was queued for it":
+                    not all(result["refused_and_nothing_queued"].values()),
+                "a vmj- domain is left": bool(result["leftover_domains"]),
+                "a run directory is left": bool(result["leftover_run_dirs"])}
+    failed = [what for what, bad in problems.items() if bad]
+    if failed:
+        sys.exit(f"bench/soak.py: {'; '.join(failed)} (see the JSON above); the homes are kept: {calm}, {rough}.")
     shutil.rmtree(calm)
     shutil.rmtree(rough)
-    sys.exit(0 if not mismatches else 1)
 
 
 if __name__ == "__main__":

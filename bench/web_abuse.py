@@ -22,7 +22,9 @@ the server within its timeout and a margin; no bomb is accepted, and --checked o
 really checked; no upload's temporary file is left; the portal's log holds no traceback.
 
 --smoke: the smallest inputs (a 64 MiB bomb, 10 bombs, 4 slow clients, 1 s and 2 s timeouts,
-one bomb checked, 4 s idle), seconds, the same checks.
+one bomb checked, 4 s idle), seconds, the same checks; the two 2x figures are reported but do not
+fail a smoke run, which the test suite makes on a machine busy with its VMs: there it shows that
+the bench runs and the portal holds (no bomb in, slow clients closed, nothing left), not its speed.
 
 Usage: python bench/web_abuse.py [--smoke] [--uploads 5] [--requests 200] [--bombs 70] [--slow 20]
        [--bomb-mib 1000] [--checked 3] [--idle-seconds 20] [--header-timeout 10] [--body-timeout 30]
@@ -316,9 +318,9 @@ def main() -> None:
         upload_ratio = abuse["upload_median_s"] / idle["upload_median_s"]
         page_ratio = abuse["page_p99_ms"] / idle["page_p99_ms"]
         longest = max(closed_after) if closed_after else 0.0
+        speed = {"upload_within_2x": upload_ratio <= 2.0, "page_p99_within_2x": page_ratio <= 2.0}
         checks = {
-            "upload_within_2x": upload_ratio <= 2.0,
-            "page_p99_within_2x": page_ratio <= 2.0,
+            **speed,
             "slow_clients_closed_in_time": longest <= max(args.header_timeout, args.body_timeout) + 5,
             "no_bomb_accepted": 201 not in codes and all(c in (400, 413, 429) for c in codes),
             "bombs_were_checked": following.count(400) >= args.checked,
@@ -336,10 +338,10 @@ def main() -> None:
             "slow_clients_closed_after_s": {"min": round(min(closed_after), 2) if closed_after else None,
                                             "max": round(longest, 2)},
             "ratios": {"upload_median": round(upload_ratio, 2), "page_p99": round(page_ratio, 2)},
-            "checks": checks,
+            "checks": checks, "speed_checks_enforced": not args.smoke,
             "host": {"machine": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version()},
         }, indent=2))
-        failed = [name for name, ok in checks.items() if not ok]
+        failed = [name for name, ok in checks.items() if not ok and not (args.smoke and name in speed)]
         if failed:
             sys.exit(f"bench/web_abuse.py: the portal under abuse failed {', '.join(failed)}: see the JSON above.")
     finally:

@@ -2,13 +2,22 @@
 developer runs it, exits 0 with its usage. Run as its own process, because that is where a
 script's directory comes first on sys.path (a bench/queue.py once hid the standard library's
 `queue` from every script there), and with the host's lock held by this test, so a benchmark
-that takes the host before parsing its options fails here (--help must never wait for VMs)."""
+that takes the host before parsing its options fails here (--help must never wait for VMs).
+
+And every benchmark runs: `python bench/X.py --smoke`, its smallest inputs through the same code,
+prints its JSON, exits 0 (each checks its own invariants and exits 1 when one fails) and leaves
+nothing behind. Nothing else runs the benchmarks, and one that no test runs rots unseen (the soak
+stopped at its first submission for weeks). Their figures are not looked at: a smoke run on a
+machine busy with the suite says nothing of speed. The benchmarks that boot VMs are VM tests
+(the session's host, `site`); the others need no host."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,12 +27,36 @@ from .host_lock import LOCK_ENV, exclusive_host
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = {p.name: 'if __name__ == "__main__":' in p.read_text() for p in (REPO / "bench").glob("*.py")}
 BENCHMARKS = sorted(name for name, runs in SCRIPTS.items() if runs)
+# The benchmarks that boot VMs; every other one runs on the host alone.
+BOOTS_VMS = ("boot.py", "fairness.py", "gpu_image.py", "hostile_memory.py", "octave.py", "records.py", "soak.py",
+             "timing_spread.py")
+HOST_ONLY = sorted(set(BENCHMARKS) - set(BOOTS_VMS))
+SPEED = ("upload_within_2x", "page_p99_within_2x")  # web_abuse's figures, which a smoke run does not hold it to
+
+# What each smoke run's JSON must show beyond its exit status: the invariants the benchmark is about.
+INVARIANTS: dict[str, Callable[[dict], bool]] = {
+    "queue_bench.py": lambda d: d["every_stage_claimed_once"] and d["stages"] == 200,
+    "rescore.py": lambda d: d["same_numbers_twice"] and d["entries"] == 20,
+    "web.py": lambda d: d["upload"]["uploads"] == 2 and d["pages"]["entries_in_queue"] == 300,
+    "web_abuse.py": lambda d: all(ok for name, ok in d["checks"].items() if name not in SPEED),
+    "boot.py": lambda d: d["boot"]["runs"] == 1 and d["channel"]["payload_mib"] == 1,
+    "fairness.py": lambda d: d["met"],
+    "gpu_image.py": lambda d: d["guest"]["cpu_image"]["hello_gpu"]["state"] == "none",
+    "hostile_memory.py": lambda d: [r["records"] for r in d["runs"]] == [2],
+    "octave.py": lambda d: d["judge"]["base"]["scores"]["score"] == 1.0,
+    "records.py": lambda d: d["per_record"]["records"] > 0 and d["throughput"]["entries"] == 1,
+    "soak.py": lambda d: d["same_outcomes"] and d["all_done"] and not d["leftover_domains"]
+    and not d["leftover_run_dirs"] and all(d["refused_and_nothing_queued"].values())
+    and [k["killed"] for k in d["kills"]] == [True],
+    "timing_spread.py": lambda d: set(d["modes"]) == {"pinned_1_slot", "pinned_2_slots_busy"},
+}
 
 
 def test_every_file_but_the_shared_helpers_is_a_benchmark():
-    """So that a benchmark that lost its entry point is not left out of the test below unseen."""
+    """So that a benchmark that lost its entry point is not left out of the tests below unseen."""
     assert sorted(name for name, runs in SCRIPTS.items() if not runs) == ["image_bench.py"]
     assert "rescore.py" in BENCHMARKS and "queue_bench.py" in BENCHMARKS
+    assert sorted(INVARIANTS) == BENCHMARKS  # a new benchmark says what its smoke run must show
 
 
 @pytest.mark.parametrize("script", BENCHMARKS)
@@ -34,3 +67,32 @@ def test_help_starts_without_the_host(script, tmp_path, monkeypatch):
                               text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith(f"usage: {script} "), proc.stdout
+    assert "--smoke" in proc.stdout
+
+
+def smoke(script: str, *args: str) -> dict:
+    """`python bench/SCRIPT --smoke ARGS` as a developer runs it; its JSON, which its invariants must hold."""
+    proc = subprocess.run([sys.executable, f"bench/{script}", "--smoke", *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, f"bench/{script} --smoke exited {proc.returncode}:\n{proc.stderr[-4000:]}"
+    doc = json.loads(proc.stdout)
+    assert INVARIANTS[script](doc), json.dumps(doc, indent=1)[-4000:]
+    return doc
+
+
+@pytest.mark.parametrize("script", HOST_ONLY)
+def test_smoke_on_the_host(script, tmp_path):
+    """Their files go to a directory of the test's, which must be empty afterwards."""
+    smoke(script, "--home" if script == "rescore.py" else "--dir", str(tmp_path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("script", BOOTS_VMS)
+def test_smoke_in_vms(script, site, conn, image, tmp_path, monkeypatch):
+    """On the test home (its image, built before any test starts); the session holds the host, so the
+    benchmark takes a lock of its own. Afterwards (and in nothing_left_behind) no vmj- domain, no run
+    directory and no home the benchmark made is left; fairness.py makes its home beside its --base."""
+    monkeypatch.setenv(LOCK_ENV, str(tmp_path / "host.lock"))
+    before = set(site.home.iterdir()), set(site.home.parent.glob("fairness-*"))
+    smoke(script, "--base" if script == "fairness.py" else "--home", str(site.home))
+    assert (set(site.home.iterdir()), set(site.home.parent.glob("fairness-*"))) == before
