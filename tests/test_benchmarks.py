@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = {p.name: 'if __name__ == "__main__":' in p.read_text() for p in (REPO / "bench").glob("*.py")}
 BENCHMARKS = sorted(name for name, runs in SCRIPTS.items() if runs)
 # The benchmarks that boot VMs; every other one runs on the host alone.
-BOOTS_VMS = ("boot.py", "fairness.py", "gpu_image.py", "hostile_memory.py", "octave.py", "records.py", "soak.py",
+BOOTS_VMS = ("boot.py", "demo_under_load.py", "fairness.py", "gpu_image.py", "hostile_memory.py", "octave.py", "records.py", "soak.py",
              "timing_spread.py")
 HOST_ONLY = sorted(set(BENCHMARKS) - set(BOOTS_VMS))
 SPEED = ("upload_within_2x", "page_p99_within_2x")  # web_abuse's figures, which a smoke run does not hold it to
@@ -39,7 +39,8 @@ INVARIANTS: dict[str, Callable[[dict], bool]] = {
     "rescore.py": lambda d: d["same_numbers_twice"] and d["entries"] == 20,
     "web.py": lambda d: d["upload"]["uploads"] == 2 and d["pages"]["entries_in_queue"] == 300,
     "web_abuse.py": lambda d: all(ok for name, ok in d["checks"].items() if name not in SPEED),
-    "boot.py": lambda d: d["boot"]["runs"] == 1 and d["channel"]["payload_mib"] == 1,
+    "boot.py": lambda d: d["boot"]["runs"] == 1 and d["warm"]["runs"] == 1 and d["channel"]["payload_mib"] == 1,
+    "demo_under_load.py": lambda d: d["met"] and d["entries"] == 2 and d["hogs"] == 1,
     "fairness.py": lambda d: d["met"],
     "gpu_image.py": lambda d: d["guest"]["cpu_image"]["hello_gpu"]["state"] == "none",
     "hostile_memory.py": lambda d: [r["records"] for r in d["runs"]] == [2],
