@@ -28,8 +28,8 @@ REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = {p.name: 'if __name__ == "__main__":' in p.read_text() for p in (REPO / "bench").glob("*.py")}
 BENCHMARKS = sorted(name for name, runs in SCRIPTS.items() if runs)
 # The benchmarks that boot VMs; every other one runs on the host alone.
-BOOTS_VMS = ("boot.py", "demo_under_load.py", "fairness.py", "gpu_image.py", "hostile_memory.py", "octave.py", "records.py", "soak.py",
-             "timing_spread.py")
+BOOTS_VMS = ("boot.py", "demo_under_load.py", "fairness.py", "gpu_image.py", "hostile_memory.py", "octave.py",
+             "records.py", "soak.py", "timing_spread.py")
 HOST_ONLY = sorted(set(BENCHMARKS) - set(BOOTS_VMS))
 SPEED = ("upload_within_2x", "page_p99_within_2x")  # web_abuse's figures, which a smoke run does not hold it to
 
