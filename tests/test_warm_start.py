@@ -53,8 +53,8 @@ class Runner:
                        **SHAPE)
 
     def seats(self) -> list[warm.Seat]:
-        directory = self.image.directory / "warm" / self.shape.key
-        return [warm.Seat(directory, n, self.image, self.shape) for n in range(warm.SEATS)]
+        directory = self.site.layout.warm / self.image.key / self.shape.key
+        return [warm.Seat(directory, n, self.image, self.shape, self.site.domain_tag) for n in range(warm.SEATS)]
 
     @property
     def shape(self) -> warm.Shape:
@@ -157,3 +157,13 @@ def test_a_gpu_or_uart_stage_and_a_site_without_warm_starts_boot_cold():
     assert "virtio" in warm.why_cold(replace(site, channel="uart"), None)
     assert "warm_start = false" in warm.why_cold(replace(site, warm_start=False), None)
     assert "this machine" in warm.why_cold(replace(site, uri="qemu+ssh://judge2/system"), None)
+
+
+def test_a_state_that_could_not_be_made_is_not_tried_again_for_every_stage(tmp_path):
+    seat = warm.Seat(tmp_path, 0, None, warm.Shape("tcg", 1, 512), "h000000")
+    seat._not_failing_lately()  # never failed: may be made
+    seat.failed.write_text(json.dumps({"at": time.time() - 60, "why": "no ready frame"}))
+    with pytest.raises(warm.WarmFailed, match="failed 60 s ago \\(no ready frame\\); not tried again for 10 minutes"):
+        seat._not_failing_lately()
+    seat.failed.write_text(json.dumps({"at": time.time() - warm.FAILED_WAIT - 1, "why": "no ready frame"}))
+    seat._not_failing_lately()  # long enough ago: tried again

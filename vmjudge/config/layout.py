@@ -112,6 +112,12 @@ class Layout:
         return self.home / "run"
 
     @property
+    def warm(self) -> Path:
+        """Saved VMs each stage is restored from (vm/warm.py), by image key and shape: this home's own,
+        as their domains bear this home's name, even where the images are another home's."""
+        return self.home / "warm"
+
+    @property
     def results(self) -> Path:
         return self.home / "results"
 

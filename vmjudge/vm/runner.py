@@ -101,18 +101,12 @@ def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *
                           cputune=cores.tune(vcpus) if cores is not None else None)
         run = _Run(conn, site, job, nonce, limits, watch, cancel, console_log)
         why = warm.why_cold(site, gpu)
-        with warm.seat(image, warm.Shape(site.accel, vcpus, memory_mib)) if why is None \
-                else contextlib.nullcontext() as seat:
-            if why is None and seat is None:
-                why = f"every one of the {warm.SEATS} warm states of this shape is in use"
-            if seat is not None:
-                try:
-                    state = seat.ready(conn, site, spec)
-                    return run.go(lambda: seat.restore(conn, spec), {"mode": "warm", "seat": seat.number, **state},
-                                  lent, hardware, iso_sha)
-                except warm.WarmFailed as exc:
-                    log.warning("%s boots cold: %s", name, exc)
-                    why = str(exc)
+        if why is None:
+            warm_run = _warm(run, image, spec, lent, hardware, iso_sha)
+            if isinstance(warm_run, JobRun):
+                return warm_run
+            log.warning("%s boots cold: %s", name, warm_run)
+            why = warm_run
         return run.go(lambda: _start(conn, domain_xml(spec), gpu), {"mode": "cold", "why": why}, lent, hardware,
                       iso_sha)
     finally:
@@ -120,6 +114,30 @@ def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *
             os.replace(iso, keep_iso)
             os.chmod(keep_iso, 0o600)  # the domain is gone: an audit copy, test records and all
         iso.unlink(missing_ok=True)
+
+
+def _warm(run: _Run, image: GuestImage, spec: DomainSpec, lent: dict | None, hardware: dict,
+          iso_sha: str) -> JobRun | str:
+    """The run restored from one of this shape's saved VMs, or why it could not be (and then
+    nothing of the entry has run: the caller boots it cold)."""
+    conn, site = run.conn, run.site
+    with contextlib.ExitStack() as held:
+        try:
+            seat = held.enter_context(warm.seat(site, image, warm.Shape(site.accel, spec.vcpus, spec.memory_mib)))
+            if seat is None:
+                return f"every one of the {warm.SEATS} warm states of this shape is in use"
+            state = seat.ready(conn, site, spec)
+        except warm.WarmFailed as exc:
+            return str(exc)
+        except (OSError, libvirt.libvirtError) as exc:  # its files, or libvirt's versions: nothing has run
+            return f"the warm state could not be used: {exc}"
+        try:
+            return run.go(lambda: seat.restore(conn, spec), {"mode": "warm", "seat": seat.number, **state},
+                          lent, hardware, iso_sha)
+        except warm.WarmFailed as exc:  # before the agent had its job: nothing of the entry ran
+            seat.discard()  # restored, and yet no hello: made again for the next run
+            return str(exc)
+    raise AssertionError("unreachable: the ExitStack above suppresses nothing")
 
 
 @dataclass
@@ -165,8 +183,10 @@ class _Run:
                           boot_seconds=reading.boot_seconds, total_seconds=time.monotonic() - started, ended=ended,
                           gpu=lent, hardware=hardware, cpu_seconds=cpu_seconds, start=how)
         except InfrastructureError as exc:
-            if is_warm and stream.transcript.hello is None:
-                raise warm.WarmFailed(f"the warm start broke off before the agent's hello: {exc}") from None
+            hello = stream.transcript.hello
+            # No hello, or one without this job's nonce: the agent never read the job (its CD unseen).
+            if is_warm and (hello is None or hello.get("nonce") != self.nonce):
+                raise warm.WarmFailed(f"the warm start broke off before the agent had its job: {exc}") from None
             raise
         finally:
             try:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import logging
 import os
@@ -49,6 +50,10 @@ log = logging.getLogger(__name__)
 
 WARM_ARG = "vmjudge.warm=1"
 SEATS = 8  # more VMs of one shape at once than any host runs slots
+# A state is made again after a day: a restore shares the kernel's boot-time choices (KASLR's
+# offset among them) with every other restore of its state, so they do not outlive a day.
+MAX_AGE = 24 * 3600.0
+FAILED_WAIT = 600.0  # after a state could not be made, the seat's runs boot cold this long
 # A restored agent says hello within seconds; one that has not within this is given up for a cold boot.
 HELLO_TIMEOUT = 30.0
 
@@ -94,10 +99,11 @@ class Seat:
     number: int
     image: GuestImage
     shape: Shape
+    tag: str  # the home's (Site.domain_tag): its daemon's recovery destroys what a killed run left
 
     @property
     def name(self) -> str:
-        return f"{DOMAIN_PREFIX}warm-{self.image.key[:10]}-{self.shape.key}-{self.number}"
+        return f"{DOMAIN_PREFIX}{self.tag}-warm-{self.image.key[:10]}-{self.shape.key}-{self.number}"
 
     @property
     def state(self) -> Path:
@@ -107,28 +113,61 @@ class Seat:
     def record(self) -> Path:
         return self.directory / f"seat-{self.number}.json"
 
-    def _identity(self, conn: libvirt.virConnect) -> dict:
-        """What the state must have been made with to be restored here."""
+    @property
+    def failed(self) -> Path:
+        """When making its state last failed, and why: not tried again for FAILED_WAIT."""
+        return self.directory / f"seat-{self.number}.failed"
+
+    def _saving_spec(self, spec: DomainSpec) -> DomainSpec:
+        """The VM that is saved: this run's, with no home disk, an empty drive, told to wait."""
+        return replace(spec, name=self.name, home=None, cdrom=None, cmdline_extra=spec.cmdline_extra + (WARM_ARG,))
+
+    def _identity(self, conn: libvirt.virConnect, spec: DomainSpec) -> dict:
+        """What the state must have been made with to be restored here: the image, qemu, libvirt,
+        and the VM the judge asks for (its XML, but for the paths a run changes)."""
+        xml = domain_xml(replace(self._saving_spec(spec), console_log=Path("/console.log"), cputune=None))
         return {"image": self.image.key, "image_sha256": self.image.manifest["sha256"],
-                "hypervisor": conn.getVersion(), "libvirt": conn.getLibVersion(), "shape": asdict(self.shape)}
+                "hypervisor": conn.getVersion(), "libvirt": conn.getLibVersion(), "shape": asdict(self.shape),
+                "xml_sha256": hashlib.sha256(xml.encode()).hexdigest()}
 
     def ready(self, conn: libvirt.virConnect, site: Site, spec: DomainSpec) -> dict:
-        """Make sure the seat holds a state to restore: made now when missing or made with
-        another image, qemu or libvirt (what the manifest's start says). WarmFailed when it
-        cannot be made, or when the state on disk is not the one its record hashed."""
+        """Make sure the seat holds a state to restore: made now when missing, older than
+        MAX_AGE, or made for another image, qemu, libvirt or VM (what the manifest's start says).
+        WarmFailed when it cannot be made, or when the state on disk is not the one its record
+        hashed."""
         try:
             record = json.loads(self.record.read_text())
         except (OSError, ValueError):
             record = None
-        if record is not None and self.state.is_file() and \
-                {k: record.get(k) for k in self._identity(conn)} == self._identity(conn):
+        identity = self._identity(conn, spec)
+        age = time.time() - float(record.get("made") or 0) if record is not None else None
+        if record is not None and self.state.is_file() and age is not None and age < MAX_AGE and \
+                {k: record.get(k) for k in identity} == identity:
             self._check(record)
             return {"state": "saved", "made": record.get("made")}
-        why = "missing" if record is None else "made with another image, qemu or libvirt"
+        why = "missing" if record is None else "older than a day" if age is None or age >= MAX_AGE \
+            else "made for another image, qemu, libvirt or VM"
+        self._not_failing_lately()
         log.info("making warm state %s (%s)", self.state, why)
         started = time.monotonic()
-        self._make(conn, site, spec)
+        try:
+            self._make(conn, site, spec, identity)
+        except WarmFailed as exc:
+            self.failed.write_text(json.dumps({"at": time.time(), "why": str(exc)}))
+            raise
+        self.failed.unlink(missing_ok=True)
         return {"state": f"made for this run ({why}) in {time.monotonic() - started:.1f} s"}
+
+    def _not_failing_lately(self) -> None:
+        """A state that could not be made is not tried again for every stage (each try costs a boot)."""
+        try:
+            failed = json.loads(self.failed.read_text())
+            ago = time.time() - float(failed["at"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return
+        if 0 <= ago < FAILED_WAIT:
+            raise WarmFailed(f"making this warm state failed {ago:.0f} s ago ({failed.get('why')}); "
+                             f"not tried again for {FAILED_WAIT / 60:.0f} minutes")
 
     def _check(self, record: dict) -> None:
         """Hashed whenever its inode, size, mtime or ctime differs from the last pass (as the
@@ -153,36 +192,35 @@ class Seat:
         self.record.unlink(missing_ok=True)
         self.state.unlink(missing_ok=True)
 
-    def _make(self, conn: libvirt.virConnect, site: Site, spec: DomainSpec) -> None:
+    def _make(self, conn: libvirt.virConnect, site: Site, spec: DomainSpec, identity: dict) -> None:
         """Boot the image's VM with no home disk and an empty drive, wait for its agent's ready
         frame, and save it. Its console log is the stage's (it tells how the state was made)."""
         self.discard()
         self.leave_no_domain(conn)
-        warm = replace(spec, name=self.name, home=None, cdrom=None,
-                       cmdline_extra=spec.cmdline_extra + (WARM_ARG,))
         tmp = self.state.with_name(f"{self.state.name}.tmp")
         tmp.unlink(missing_ok=True)
         try:
-            domain = Domain.start_paused(conn, domain_xml(warm))
+            domain = Domain.start_paused(conn, domain_xml(self._saving_spec(spec)))
         except InfrastructureError as exc:
             raise WarmFailed(f"could not make a warm state: {exc}") from None
         try:
-            reader = ChannelReader(domain.channel_pty(warm.channel))
+            reader = ChannelReader(domain.channel_pty(spec.channel))
             try:
                 domain.resume()
                 _wait_ready(reader, site.boot_timeout, spec.console_log)
+                domain.save(tmp)  # with the channel still open: the agent never sees its host side go
             finally:
                 reader.close()
-            domain.save(tmp)
-            record = {**self._identity(conn), "sha256": sha256_file(tmp), "made": time.time()}
-        except (InfrastructureError, WarmFailed) as exc:
+            os.chmod(tmp, 0o600)
+            record = {**identity, "sha256": sha256_file(tmp), "made": time.time()}
+            tmp.replace(self.state)
+            self._write_record(record)
+        except (InfrastructureError, WarmFailed, OSError) as exc:
             tmp.unlink(missing_ok=True)
+            self.discard()
             raise WarmFailed(f"could not make a warm state: {exc}") from None
         finally:
             domain.destroy()
-        os.chmod(tmp, 0o600)
-        tmp.replace(self.state)
-        self._write_record(record)
 
     def leave_no_domain(self, conn: libvirt.virConnect) -> None:
         """A domain under the seat's name while the seat is held is a killed run's: gone."""
@@ -247,18 +285,17 @@ def _wait_ready(reader: ChannelReader, timeout: float, console_log: Path) -> Non
 
 
 @contextlib.contextmanager
-def seat(image: GuestImage, shape: Shape) -> Iterator[Seat | None]:
-    """A free seat of this shape, held until the block ends (its VM destroyed); None when all are busy."""
-    directory = image.directory / "warm" / shape.key
+def seat(site: Site, image: GuestImage, shape: Shape) -> Iterator[Seat | None]:
+    """A free seat of this shape, held until the block ends (its VM destroyed); None when all are
+    busy. OSError when its directory cannot be made (the caller boots cold)."""
+    directory = site.layout.warm / image.key / shape.key
     directory.mkdir(parents=True, exist_ok=True)
-    for d in (directory.parent, directory):
-        os.chmod(d, 0o755)  # libvirt reads the states as root; the image's directory is 0755 too
     for number in range(SEATS):
         with open(directory / f"seat-{number}.lock", "a") as lock:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 continue
-            yield Seat(directory, number, image, shape)
+            yield Seat(directory, number, image, shape, site.domain_tag)
             return
     yield None
