@@ -17,7 +17,7 @@ import pytest
 from vmjudge.config import load_site
 from vmjudge.images.iso import write_iso
 from vmjudge.queue.db import Queue
-from vmjudge.vm import domain
+from vmjudge.vm import domain, warm
 from vmjudge.vm.domain_xml import DomainSpec, domain_xml
 from vmjudge.vm.job import Command, Job
 from vmjudge.vm.runner import make_blank_disk
@@ -63,7 +63,11 @@ def start_daemon(home: Path) -> subprocess.Popen:
 
 
 def own_domains(conn, home: Path) -> list[str]:
-    return domain.leftover_domains(conn, prefix=f"{domain.DOMAIN_PREFIX}{load_site(home).domain_tag}-")
+    """The home's domains: its cold-booted ones, and those restored from the warm states it uses
+    (which bear the states' name, shared by every home that shares its images)."""
+    site = load_site(home)
+    return sorted(domain.leftover_domains(conn, prefix=f"{domain.DOMAIN_PREFIX}{site.domain_tag}-")
+                  + domain.leftover_domains(conn, prefix=f"{domain.DOMAIN_PREFIX}{warm.states_tag(site)}-"))
 
 
 def stage_running(queue: Queue, entry_id: int, stage: str) -> bool:

@@ -4,11 +4,13 @@ damaged or that libvirt refuses sends the stage to a cold boot, never to a failu
 
 from __future__ import annotations
 
+import fcntl
 import json
 import time
 from dataclasses import replace
 from pathlib import Path
 
+import libvirt
 import pytest
 
 from vmjudge.config import Site
@@ -54,7 +56,7 @@ class Runner:
 
     def seats(self) -> list[warm.Seat]:
         directory = self.site.layout.warm / self.image.key / self.shape.key
-        return [warm.Seat(directory, n, self.image, self.shape, self.site.domain_tag) for n in range(warm.SEATS)]
+        return [warm.Seat(directory, n, self.image, self.shape, warm.states_tag(self.site)) for n in range(warm.SEATS)]
 
     @property
     def shape(self) -> warm.Shape:
@@ -167,3 +169,27 @@ def test_a_state_that_could_not_be_made_is_not_tried_again_for_every_stage(tmp_p
         seat._not_failing_lately()
     seat.failed.write_text(json.dumps({"at": time.time() - warm.FAILED_WAIT - 1, "why": "no ready frame"}))
     seat._not_failing_lately()  # long enough ago: tried again
+
+
+def test_a_killed_runs_warm_domain_is_destroyed_by_the_next_daemons_recovery_unless_its_seat_is_held(tmp_path):
+    """On libvirt's test driver (no VM): a domain under a seat's name whose lock nobody holds is a
+    killed run's, left running with its home disk; one whose seat is held is a live run's."""
+    site = Site(home=tmp_path)
+    site.layout.images.mkdir()
+    conn = libvirt.open("test:///default")
+    names = {}
+    for number in (0, 1):
+        lock = site.layout.warm / "0123456789abcdef" / "tcg-1c-512m" / f"seat-{number}.lock"
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        lock.touch()
+        names[number] = warm.seat_name(warm.states_tag(site), "0123456789abcdef", "tcg-1c-512m", number)
+        conn.createXML(f"<domain type='test'><name>{names[number]}</name><memory>1024</memory>"
+                       "<os><type>hvm</type></os></domain>", 0)
+    with open(lock.parent / "seat-1.lock", "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        assert warm.recover(conn, site) == [names[0]]
+    running = [d.name() for d in conn.listAllDomains() if d.isActive()]
+    assert names[0] not in running and names[1] in running
+    assert Site(home=tmp_path / "other").layout.warm != site.layout.warm
+    assert warm.states_tag(Site(home=tmp_path / "other")) != warm.states_tag(site)
+    conn.close()

@@ -113,9 +113,10 @@ class Layout:
 
     @property
     def warm(self) -> Path:
-        """Saved VMs each stage is restored from (vm/warm.py), by image key and shape: this home's own,
-        as their domains bear this home's name, even where the images are another home's."""
-        return self.home / "warm"
+        """Saved VMs each stage is restored from (vm/warm.py), by image key and shape, beside the
+        images they were made from: HOME/warm, or beside the directory HOME/images links to (homes
+        that share their images share these too)."""
+        return self.images.resolve().parent / "warm"
 
     @property
     def results(self) -> Path:

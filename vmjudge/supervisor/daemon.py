@@ -29,7 +29,7 @@ from ..errors import VmjudgeError
 from ..queue.connection import QueueUnavailable
 from ..queue.db import Queue
 from ..queue.rows import EntryRow
-from ..vm import domain
+from ..vm import domain, warm
 from .cores import core_plan
 from .environment import Environment
 from .evaluate import run_stage
@@ -87,6 +87,8 @@ def recover(site: Site, queue: Queue) -> None:
                 domain.Domain(conn.lookupByName(name)).destroy()
             except Exception as exc:  # noqa: BLE001 - a domain that vanished meanwhile is fine
                 log.warning("could not destroy %s: %s", name, exc)
+        for name in warm.recover(conn, site):
+            log.warning("destroyed leftover warm-started domain %s", name)
     finally:
         conn.close()
     for entry_id in queue.requeue_running():

@@ -99,11 +99,11 @@ class Seat:
     number: int
     image: GuestImage
     shape: Shape
-    tag: str  # the home's (Site.domain_tag): its daemon's recovery destroys what a killed run left
+    tag: str  # names the states' directory (states_tag): homes sharing it restore under the same names
 
     @property
     def name(self) -> str:
-        return f"{DOMAIN_PREFIX}{self.tag}-warm-{self.image.key[:10]}-{self.shape.key}-{self.number}"
+        return seat_name(self.tag, self.image.key, self.shape.key, self.number)
 
     @property
     def state(self) -> Path:
@@ -284,6 +284,38 @@ def _wait_ready(reader: ChannelReader, timeout: float, console_log: Path) -> Non
     raise WarmFailed(f"the VM booted to be saved did not get ready within {timeout:.0f} s (console log: {console_log})")
 
 
+def states_tag(site: Site) -> str:
+    """Names the domains of the states under site.layout.warm: another directory's states (another
+    home's, on the same libvirt) have other names, so neither takes the other's domain for a leftover."""
+    return "w" + hashlib.sha256(str(site.layout.warm).encode()).hexdigest()[:6]
+
+
+def seat_name(tag: str, image_key: str, shape_key: str, number: int) -> str:
+    """The name its state was saved under, which libvirt keeps for every restore of it."""
+    return f"{DOMAIN_PREFIX}{tag}-{image_key[:10]}-{shape_key}-{number}"
+
+
+def recover(conn: libvirt.virConnect, site: Site) -> list[str]:
+    """A killed run leaves its restored VM running (its home disk attached), and the seat's lock
+    free: every domain of a seat nobody holds is such a leftover, destroyed here (the daemon's
+    recovery). Returns their names."""
+    tag, gone = states_tag(site), []
+    for lock_path in sorted(site.layout.warm.glob("*/*/seat-*.lock")):
+        number = int(lock_path.stem.removeprefix("seat-"))
+        name = seat_name(tag, lock_path.parent.parent.name, lock_path.parent.name, number)
+        with open(lock_path, "a") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # a live run's
+            try:
+                Domain(conn.lookupByName(name)).destroy()
+            except libvirt.libvirtError:
+                continue
+            gone.append(name)
+    return gone
+
+
 @contextlib.contextmanager
 def seat(site: Site, image: GuestImage, shape: Shape) -> Iterator[Seat | None]:
     """A free seat of this shape, held until the block ends (its VM destroyed); None when all are
@@ -296,6 +328,6 @@ def seat(site: Site, image: GuestImage, shape: Shape) -> Iterator[Seat | None]:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 continue
-            yield Seat(directory, number, image, shape, site.domain_tag)
+            yield Seat(directory, number, image, shape, states_tag(site))
             return
     yield None
