@@ -58,7 +58,7 @@ def submit_all(home: Path, cases: dict[str, tuple[str, ...]]) -> dict[int, tuple
     for example, names in cases.items():
         cli(home, "challenge", "add", str(REPO / "examples" / example))
         for case in names:
-            archive = home / "archives" / f"{example}-{case}.tar.gz"
+            archive = home / "archives" / f"{example}-{case}-entry.tar.gz"  # submit asks for entry.tar.gz
             archive.parent.mkdir(exist_ok=True)
             with tarfile.open(archive, "w:gz") as tar:
                 tar.add(REPO / "examples" / example / "entries" / case, arcname=".")
