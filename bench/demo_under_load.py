@@ -28,22 +28,12 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from tests.example_cases import CASES as EXPECTED  # noqa: E402
 from tests.host_lock import run_holding_host  # noqa: E402
 from vmjudge.config import load_challenge  # noqa: E402
 from vmjudge.config.layout import Layout  # noqa: E402
 
 EXAMPLES = ("beats2014", "af2017", "alarms2015")
-# case: (outcome, failed_stage, reason), as the demo's table in the README gives them.
-EXPECTED = {
-    "good": ("scored", None, None),
-    "missing-file": ("failed", "prep", "missing-component"),
-    "setup-error": ("failed", "prep", "setup-error"),
-    "quiz-mismatch": ("failed", "quiz", "quiz-mismatch"),
-    "quiz-timeout": ("failed", "quiz", "quiz-timeout"),
-    "dryrun": ("dry-run", None, None),
-    "exam-errors": ("scored", None, None),
-    "exam-over-cap": ("failed", "exam", "exam-timeout"),
-}
 SMOKE = {"af2017": ("good", "dryrun")}
 HOG = "while True:\n    pass\n"
 

@@ -35,23 +35,13 @@ from vmjudge.supervisor.daemon import DaemonLock
 from vmjudge.vm import domain
 
 from .cli import run_cli
+from .example_cases import CASES
 from .published import wait_until_published
 from .sigstat_build import build_sigstat
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 
-# case: (outcome, failed_stage, reason)
-CASES = {
-    "good": ("scored", None, None),
-    "missing-file": ("failed", "prep", "missing-component"),
-    "setup-error": ("failed", "prep", "setup-error"),
-    "quiz-mismatch": ("failed", "quiz", "quiz-mismatch"),
-    "quiz-timeout": ("failed", "quiz", "quiz-timeout"),
-    "dryrun": ("dry-run", None, None),
-    "exam-errors": ("scored", None, None),
-    "exam-over-cap": ("failed", "exam", "exam-timeout"),
-}
 EXAMPLE_NAMES = ("beats2014", "af2017", "alarms2015")
 # The cases run in VMs. af2017 (answer lines) runs every case but the two that alarms2015, also
 # answer lines, runs on its own image (which the challenge's build script made); beats2014
