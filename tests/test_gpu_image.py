@@ -421,7 +421,7 @@ def test_a_gpu_stage_without_a_working_gpu_runs_nothing(tmp_path):
     go, sent = greet(tmp_path, {"nonce": "n1", "gpu": True}, found)
     assert go is False
     assert sent == [("hello", {"nonce": "n1", "agent": build.agent_version(), "protocol": frames.PROTOCOL,
-                               "gpu": found}),
+                               "gpu": found, "warm": False}),
                     ("error", {"message": "the GPU passed to this VM did not work: no GPU: insmod "
                                           "extra/nvidia/nvidia.ko: exit 1: No such device", "fault": "gpu"})]
     ok = {"state": "ok", "name": "Tesla T4", "memory_mib": 15360, "driver": "535.216.03", "line": "x"}

@@ -159,6 +159,7 @@ def test_a_gpu_or_uart_stage_and_a_site_without_warm_starts_boot_cold():
     assert "virtio" in warm.why_cold(replace(site, channel="uart"), None)
     assert "warm_start = false" in warm.why_cold(replace(site, warm_start=False), None)
     assert "this machine" in warm.why_cold(replace(site, uri="qemu+ssh://judge2/system"), None)
+    assert "qemu driver" in warm.why_cold(replace(site, uri="test:///default"), None)
 
 
 def test_a_state_that_could_not_be_made_is_not_tried_again_for_every_stage(tmp_path):

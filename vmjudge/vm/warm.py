@@ -83,6 +83,8 @@ def why_cold(site: Site, gpu: str | None) -> str | None:
         return "a GPU stage boots cold: a VM with a passed-through (VFIO) device cannot be saved or restored"
     if site.channel != "virtio":
         return "warm starts need the virtio data channel (the agent is woken through it)"
+    if not site.uri.startswith("qemu"):
+        return "warm starts need libvirt's qemu driver"
     if not is_local(site.uri):
         return "warm starts need libvirt on this machine (the saved states are this machine's files)"
     return None
