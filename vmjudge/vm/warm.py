@@ -10,11 +10,12 @@ kernel's pool with before any process starts).
 
 libvirt restores a saved domain only under its saved name and uuid, so a state serves one VM
 at a time: each shape (accelerator, vCPUs, memory) has seats, each a state of its own, taken
-under a lock for the whole run; a run that finds every seat busy boots cold. A state lives
-under its image's directory (a new image, new states) with a record naming the image, the
-hypervisor and libvirt that made it, and its sha256; a record that names another is remade, a
-state whose hash differs is refused. Whatever goes wrong before the restored agent says hello
-sends the stage to a cold boot: never the entry's fault, never a failed stage.
+under a lock for the whole run; a run that finds every seat busy boots cold. States live beside
+the images (Layout.warm), by image key and shape, each with a record naming the image, the
+hypervisor, libvirt and domain XML that made it, and its sha256; a record that names another
+(or is a day old) is remade, a state whose hash differs is refused. Whatever goes wrong before
+the restored agent says hello sends the stage to a cold boot: never the entry's fault, never a
+failed stage.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import libvirt
 
 from ..config import Site
 from ..errors import InfrastructureError
-from ..files import sha256_file
+from ..files import durable_write, sha256_file, stat_signature
 from ..images.guest.frames import Decoder, FrameError
 from ..images.guest.wake import READY
 from ..images.image import GuestImage
@@ -155,7 +156,7 @@ class Seat:
         try:
             self._make(conn, site, spec, identity)
         except WarmFailed as exc:
-            self.failed.write_text(json.dumps({"at": time.time(), "why": str(exc)}))
+            durable_write(self.failed, [json.dumps({"at": time.time(), "why": str(exc)}).encode()], mode=0o644)
             raise
         self.failed.unlink(missing_ok=True)
         return {"state": f"made for this run ({why}) in {time.monotonic() - started:.1f} s"}
@@ -174,8 +175,7 @@ class Seat:
     def _check(self, record: dict) -> None:
         """Hashed whenever its inode, size, mtime or ctime differs from the last pass (as the
         image's files are, images/image.py): not 150 MB read before every stage."""
-        st = self.state.stat()
-        signature = [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+        signature = stat_signature(self.state)
         if record.get("verified") == signature:
             return
         got = sha256_file(self.state)
@@ -186,9 +186,7 @@ class Seat:
         self._write_record({**record, "verified": signature})
 
     def _write_record(self, record: dict) -> None:
-        tmp = self.record.with_name(f"{self.record.name}.tmp")
-        tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
-        tmp.replace(self.record)
+        durable_write(self.record, [json.dumps(record, indent=1, sort_keys=True).encode() + b"\n"], mode=0o644)
 
     def discard(self) -> None:
         self.record.unlink(missing_ok=True)
