@@ -207,6 +207,10 @@ HOSTILE = {
     "declares-10-GiB": (_raw_layer(oci.declared_layer("big", 10 << 30)), "unpacks to more than 8,589,934,592 bytes"),
     "json-bomb-manifest": (_members(_json_bomb), "more than the 4 MiB vmjudge reads of a JSON document"),
     "deeply-nested-json": (_members(_deep_json), "index.json is not JSON that vmjudge reads"),
+    "utf16-index": (_members(lambda ms: [(n, d.decode().encode("utf-16") if n == "index.json" else d) for n, d in ms]),
+                    "index.json is not JSON that vmjudge reads ('utf-8' codec can't decode"),
+    "nan-in-manifest": (_members(lambda ms: _with_manifest(ms, json.dumps(dict(_manifest_doc(ms)[1], x=float("nan")))
+                                                            .encode())), "NaN is not JSON"),
     "too-many-layers": (lambda p: oci.oci_archive(p, Image([Layer.of([file(f"f{i}")]) for i in range(128)])),
                         "128 layers, more than the 127"),
     "no-layers": (lambda p: oci.oci_archive(p, Image([])), "has no layers"),

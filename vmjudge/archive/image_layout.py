@@ -162,9 +162,16 @@ def _no_case_twins(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return dict(pairs)
 
 
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 def parse_json(body: bytes, what: str) -> Any:
+    """The document as Go's encoding/json would read it, or refused: UTF-8 only (Python's json
+    would also take UTF-16 and a byte-order mark), no NaN or Infinity, no keys that differ only
+    in case."""
     try:
-        return json.loads(body, object_pairs_hook=_no_case_twins)
+        return json.loads(body.decode("utf-8"), object_pairs_hook=_no_case_twins, parse_constant=_no_constants)
     except (ValueError, RecursionError) as exc:
         raise refused(f"The image's {what} is not JSON that vmjudge reads ({str(exc)[:200]}): {REBUILD}.") from None
 
