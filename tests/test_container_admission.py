@@ -195,7 +195,9 @@ HOSTILE = {
     "absolute-member": (_one_layer([file("/etc/passwd", b"root::0:0::/:/bin/sh\n")]),
                         "member '/etc/passwd' that is absolute or climbs with '..'"),
     "climbing-member": (_one_layer([file("../../escape", b"x")]), "member '../../escape' that is absolute or climbs"),
-    "name-too-long": (_one_layer([file("a" * 256)]), "longer than Linux allows"),
+    "name-too-long": (_one_layer([file("a" * 256)]), "longer than vmjudge unpacks (3072 bytes, 255 a name)"),
+    "path-too-long": (_one_layer([file("/".join(["b" * 200] * 16))]), "longer than vmjudge unpacks"),
+    "too-deep": (_one_layer([file("/".join(["d"] * 257))]), "257 directories deep, deeper than the 256"),
     "same-member-twice": (_one_layer([file("a", b"1"), file("./a", b"2")]), "holds 'a' twice"),
     "root-as-a-file": (_one_layer([file(".")]), "a member for its root that is not a directory"),
     "outer-absolute": (lambda p: oci.write_members(p, [("/manifest.json", b"[]")]),
@@ -207,6 +209,8 @@ HOSTILE = {
     "declares-10-GiB": (_raw_layer(oci.declared_layer("big", 10 << 30)), "unpacks to more than 8,589,934,592 bytes"),
     "json-bomb-manifest": (_members(_json_bomb), "more than the 4 MiB vmjudge reads of a JSON document"),
     "deeply-nested-json": (_members(_deep_json), "index.json is not JSON that vmjudge reads"),
+    "many-json-blobs": (_members(lambda ms: ms + [(f"blobs/sha256/{i:064x}", b"{" + bytes(4 << 20)[:-1])
+                                                  for i in range(9)]), "more than 32 MiB of JSON documents"),
     "utf16-index": (_members(lambda ms: [(n, d.decode().encode("utf-16") if n == "index.json" else d) for n, d in ms]),
                     "index.json is not JSON that vmjudge reads ('utf-8' codec can't decode"),
     "nan-in-manifest": (_members(lambda ms: _with_manifest(ms, json.dumps(dict(_manifest_doc(ms)[1], x=float("nan")))

@@ -174,6 +174,32 @@ def test_a_symlink_out_of_the_root_is_never_followed_on_the_host(tmp_path):
     assert not any(b"HOST SECRET" in p.read_bytes() for p in tmp_path.glob("home/entry-roots/*/*.squashfs"))
 
 
+def test_a_link_that_makes_the_tree_deeper_than_any_name_is_unpacked_and_cleared_away(tmp_path):
+    """`l -> /x/x/…/x` (1200 levels, within a link's 4095 bytes) and `l/f` in a later layer: the tree
+    umoci makes is far deeper than admission lets a name be; it is made, stored and removed all
+    the same (Python's own rmtree would stop at its recursion limit)."""
+    layers = [Layer.of([symlink("l", "/" + "/".join(["x"] * 1200))]), Layer.of([file("l/f", b"deep")])]
+    _, root = make_root(tmp_path, oci.oci_archive(tmp_path / "deep-image.tar", Image(layers)))
+    lines = subprocess.run(["unsquashfs", "-lls", str(root.path)], capture_output=True, text=True, check=True,
+                           timeout=300).stdout.splitlines()
+    assert lines[-1].endswith("/x/x/f") and len(lines) > 1200
+    store = tmp_path / "home/entry-roots" / RULES
+    assert not [p for p in store.iterdir() if p.name.startswith(".work-")]
+
+
+def test_a_docker_save_layer_linked_twice_unpacks(tmp_path):
+    layer = Layer.of([file("x", b"x")], None)
+    members = oci.docker_members(Image([layer, Layer.of([file("y", b"y")], None), layer]))
+    first = next(n for n, _ in members if n.endswith("/layer.tar"))
+    manifest = json.loads(dict(members)["manifest.json"])
+    manifest[0]["Layers"][2] = "dup/layer.tar"
+    members = [(n, json.dumps(manifest).encode()) if n == "manifest.json" else (n, d) for n, d in members]
+    archive = oci.write_members(tmp_path / "dup-image.tar", members, links={"dup/layer.tar": "../" + first})
+    _, root = make_root(tmp_path, archive)
+    tree = extract(root.path, tmp_path / "tree")
+    assert sorted(p.name for p in tree.iterdir()) == ["x", "y"]
+
+
 def test_setuid_binaries_and_device_nodes_are_taken_out(tmp_path):
     layer = Layer.of([file("usr/bin/sudo", b"\x7fELF", 0o4755), file("usr/bin/wall", b"\x7fELF", 0o2755),
                       device("dev/sda", "b", 8, 0), device("dev/mem", "c", 1, 1), device("dev/kmsg", "c", 1, 11)])

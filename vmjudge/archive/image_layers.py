@@ -6,7 +6,8 @@ A layer is a tar that is applied over the ones below it (the OCI image spec's la
 checks are the entry archive's (members.py), loosened where images need it and kept where the
 judge's safety does:
 
-- Names are relative: none absolute, none climbing with "..", none longer than Linux takes.
+- Names are relative: none absolute, none climbing with "..", none longer than 3072 bytes or
+  deeper than 256 directories (the host unpacks them below a directory of its own).
   Files in a layer may have any owner and mode; setuid and setgid bits are counted here and
   stripped when the root is made (images/entry_root.py).
 - Symbolic links may point anywhere (they are read inside the entry's root, in the VM); a hard
@@ -37,7 +38,12 @@ from .bounded import Refused, check_end, open_tar_stream
 from .image_layout import COMPRESSIONS, REBUILD, REBUILD_LAYERS, ImageLayout, LayerRef, refused
 
 NAME_MAX = 255  # bytes of one path part (Linux)
-PATH_MAX = 4095  # bytes of a path or a link's target
+# Bytes of a path in the image, and its parts: the host unpacks it below a work directory, and
+# every path there, that directory's included, must stay within Linux's 4096 bytes; the tools
+# that walk the tree go no deeper than a real root ever does.
+PATH_MAX = 3072
+DEPTH_MAX = 256
+TARGET_MAX = 4095  # bytes of a symbolic link's target (Linux)
 CHUNK = 1 << 20
 WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"
@@ -120,8 +126,11 @@ def _path(raw: str, n: int, what: str = "member") -> list[str]:
                       f"which no image tool writes: {REBUILD_LAYERS}.")
     if len(raw.encode("utf-8", "surrogateescape")) > PATH_MAX or any(
             len(p.encode("utf-8", "surrogateescape")) > NAME_MAX for p in parts):
-        raise refused(f"Layer {n} of the image holds a {what} {_shown(raw)} longer than Linux allows: "
-                      f"{REBUILD_LAYERS}.")
+        raise refused(f"Layer {n} of the image holds a {what} {_shown(raw)} longer than vmjudge unpacks ({PATH_MAX} "
+                      f"bytes, {NAME_MAX} a name): shorten it, {REBUILD_LAYERS}.")
+    if len(parts) > DEPTH_MAX:
+        raise refused(f"Layer {n} of the image holds a {what} {_shown(raw)} {len(parts)} directories deep, deeper than "
+                      f"the {DEPTH_MAX} vmjudge unpacks: flatten it, {REBUILD_LAYERS}.")
     return parts
 
 
@@ -176,7 +185,7 @@ def _walk(tf: tarfile.TarFile, n: int, budget: Budget) -> tuple[int, int, int, i
                               "which is not a file earlier in that layer (image tools link only to those): "
                               f"{REBUILD_LAYERS}.")
         elif ti.issym():
-            if not ti.linkname or len(ti.linkname.encode("utf-8", "surrogateescape")) > PATH_MAX:
+            if not ti.linkname or len(ti.linkname.encode("utf-8", "surrogateescape")) > TARGET_MAX:
                 raise refused(f"Layer {n} of the image holds a symbolic link {_shown(path)} with an empty or over-long "
                               f"target: {REBUILD_LAYERS}.")
         elif ti.type in DEVICES:

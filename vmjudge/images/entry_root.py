@@ -43,7 +43,7 @@ from ..archive.container_image import CheckedImage, ImageConfig
 from ..config.layout import Layout
 from ..errors import EntryError, InfrastructureError
 from ..files import CHUNK, durable_write, fsync_dir
-from .root_tools import run_tool, version
+from .root_tools import remove_tree, run_tool, version
 from .root_tree import neutralise
 
 RULES = "v1"  # what a root is made without; a change makes new roots rather than reuse old ones
@@ -147,8 +147,8 @@ def _make(archive: Path, image: CheckedImage, work: Path, timeout: float,
         source.unlink()
     tree = work / "rootfs"
     run_tool(["umoci", "--log", "error", "raw", "unpack", "--image", f"{oci_dir}:{TAG}", str(tree)], work, timeout)
-    shutil.rmtree(oci_dir)
-    shutil.rmtree(work / "tmp", ignore_errors=True)
+    remove_tree(oci_dir)
+    remove_tree(work / "tmp")
     facts = neutralise(tree)
     if facts.bytes > max_unpacked:
         raise EntryError("bad-image", f"The image unpacked to {facts.bytes:,} bytes, more than the {max_unpacked:,} "
@@ -156,7 +156,7 @@ def _make(archive: Path, image: CheckedImage, work: Path, timeout: float,
     squashfs = work / "root.squashfs"
     run_tool(["mksquashfs", str(tree), str(squashfs), "-comp", "lz4", "-noappend", "-no-xattrs", "-no-recovery",
               "-quiet", "-no-progress", "-mkfs-time", "0"], work, timeout)
-    shutil.rmtree(tree)
+    remove_tree(tree)
     return squashfs, {"files": facts.files, "unpacked_bytes": facts.bytes, "devices_removed": facts.devices_removed,
                       "setid_cleared": facts.setid_cleared}
 
@@ -177,7 +177,7 @@ def entry_root(layout: Layout, archive: Path, image: CheckedImage, max_unpacked:
         if found is not None:
             return found
         for left in store.glob(f".work-{name}-*"):  # a crash's: the lock says no one else is at it
-            shutil.rmtree(left, ignore_errors=True)
+            remove_tree(left)
         free = shutil.disk_usage(store).free
         if free < (needed := needed_bytes(image)):
             raise InfrastructureError("host-disk-full", f"{store} has {free >> 20} MiB free, and making this entry's "
@@ -198,6 +198,6 @@ def entry_root(layout: Layout, archive: Path, image: CheckedImage, max_unpacked:
             os.replace(made, squashfs)
             fsync_dir(store)
         finally:
-            shutil.rmtree(work, ignore_errors=True)
+            remove_tree(work)
     return EntryRoot(image.root_id, squashfs, size, facts["unpacked_bytes"], facts["files"], facts["devices_removed"],
                      facts["setid_cleared"], image.image_id, image.config, reused=False)

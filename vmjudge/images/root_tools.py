@@ -71,3 +71,13 @@ def version(tool: str) -> str:
     except (OSError, subprocess.TimeoutExpired):
         return ""
     return out.splitlines()[0].strip() if out else ""
+
+
+def remove_tree(path: Path) -> None:
+    """Remove a work tree whatever it holds, never following a link: with GNU rm, which walks
+    any depth (Python 3.11's shutil.rmtree recurses, and an image's links can make a tree
+    thousands of directories deep: `l -> /x/x/…/x` and then `l/f` in a later layer). A tree left
+    behind is removed by the next call for the same root, so a failure here is not raised."""
+    if os.path.lexists(path):
+        subprocess.run(["rm", "-rf", "--one-file-system", "--", str(path)], stdin=subprocess.DEVNULL,
+                       capture_output=True, timeout=3600, check=False)
