@@ -200,6 +200,21 @@ def test_a_docker_save_layer_linked_twice_unpacks(tmp_path):
     assert sorted(p.name for p in tree.iterdir()) == ["x", "y"]
 
 
+def test_a_file_under_a_lower_layers_file_is_the_entrys_fault(tmp_path):
+    """`a` a file, then `a/b` with no directory `a`: no build tool writes that, admission cannot
+    see it without applying the layers, and umoci refuses it: the entry is told, in a sentence
+    without the host's paths, and nothing is left."""
+    layers = [Layer.of([file("a", b"f")]), Layer.of([file("a/b", b"x")])]
+    with pytest.raises(EntryError) as info:
+        make_root(tmp_path, oci.oci_archive(tmp_path / "under-image.tar", Image(layers)))
+    message = str(info.value)
+    assert info.value.reason == "bad-image"
+    assert message.startswith("The image's layers cannot be applied one over another (umoci: a/b: mkdir parent: mkdir")
+    assert "not a directory" in message and str(tmp_path) not in message and "entry-roots" not in message
+    assert [p.name for p in (tmp_path / "home/entry-roots" / RULES).iterdir()] == [
+        "." + check_image(tmp_path / "under-image.tar").root_id[7:] + ".lock"]
+
+
 def test_setuid_binaries_and_device_nodes_are_taken_out(tmp_path):
     layer = Layer.of([file("usr/bin/sudo", b"\x7fELF", 0o4755), file("usr/bin/wall", b"\x7fELF", 0o2755),
                       device("dev/sda", "b", 8, 0), device("dev/mem", "c", 1, 1), device("dev/kmsg", "c", 1, 11)])
