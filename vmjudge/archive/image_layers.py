@@ -109,8 +109,8 @@ class Budget:
                           "challenge takes: make it smaller (a slimmer base image, fewer files) and submit again.")
         if self.declared > self.max_unpacked:
             raise refused(f"The image unpacks to more than {self.max_unpacked:,} bytes ({self.declared:,} declared "
-                          "so far, sparse files counted at their full size), more than this challenge takes: make "
-                          "it smaller (a slimmer base image, no caches or build tools) and submit again.")
+                          "so far by its files' headers), more than this challenge takes: make it smaller (a "
+                          "slimmer base image, no caches or build tools) and submit again.")
 
 
 def _shown(name: str) -> str:
