@@ -1,4 +1,5 @@
-"""What the organiser writes down, read and checked once: challenge.toml (challenge.py),
+"""What the organiser writes down, read and checked once: challenge.toml (challenge.py; its
+[entry] and [container], the kind of entry and its limits, in entry.py),
 site.toml (site.py), the TOML reading rules both share (values.py), where everything
 lives under the judge's home (layout.py, imported from there), and a challenge directory's
 hashes, which every host sharing a queue must match (fingerprint.py).
@@ -10,7 +11,6 @@ import Site, load_site` reads the same wherever it is written; this package is t
 from .challenge import (
                         DEFAULT_SCORE_OPTIONS,
                         Challenge,
-                        EntryRules,
                         ImageRecipe,
                         ResultsRule,
                         ScoreOptions,
@@ -19,9 +19,9 @@ from .challenge import (
                         check_challenge_data,
                         load_challenge,
 )
+from .entry import ContainerRules, EntryRules
 from .site import GpuSite, QueueSite, Retention, Site, WebSite, default_accel, default_home, load_site
 
-__all__ = ["DEFAULT_SCORE_OPTIONS", "Challenge", "EntryRules", "GpuSite", "ImageRecipe", "QueueSite", "ResultsRule",
-           "Retention", "ScoreOptions", "Site", "StageLimits", "VmShape", "WebSite", "check_challenge_data",
-           "default_accel",
-           "default_home", "load_challenge", "load_site"]
+__all__ = ["DEFAULT_SCORE_OPTIONS", "Challenge", "ContainerRules", "EntryRules", "GpuSite", "ImageRecipe",
+           "QueueSite", "ResultsRule", "Retention", "ScoreOptions", "Site", "StageLimits", "VmShape", "WebSite",
+           "check_challenge_data", "default_accel", "default_home", "load_challenge", "load_site"]

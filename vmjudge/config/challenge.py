@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from .entry import RELPATH_RE, ContainerRules, EntryRules, container_rules, entry_rules
 from .values import Section, read_toml
 
 _PACKAGE_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
 _PIP_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?((==|>=|<=|~=|!=|<|>)[A-Za-z0-9.*+!_-]+)?$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _RECORD_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
-_RELPATH_RE = re.compile(r"^(?!/)(?!.*(^|/)\.\.(/|$))[A-Za-z0-9_.{}/-]+$")
 
 
 # Debian's archive areas; "main" is where the base system comes from, so it is always one of them.
@@ -59,19 +59,6 @@ class VmShape:
     memory_mib: int = 2048
     home_mib: int = 1024
     gpu: str | None = None  # a GPU_MODELS name: every VM stage runs in a GPU slot, with the card passed through
-
-
-@dataclass(frozen=True)
-class EntryRules:
-    """What an entry archive must hold and how big it may be."""
-
-    required: tuple[str, ...] = ("setup.sh", "next.sh")
-    max_size: int = 50 << 20  # archive bytes
-    max_members: int = 10000
-    max_unpacked: int = 1 << 30
-    # Scored entries an owner may have per board (official or late) of this challenge; None: no limit.
-    # A phase of a contest is a challenge of its own, so this is PhysioNet's "N entries per phase".
-    max_scored_per_owner: int | None = None
 
 
 @dataclass(frozen=True)
@@ -144,6 +131,7 @@ class Challenge:
     image: ImageRecipe = field(default_factory=ImageRecipe)
     vm: VmShape = field(default_factory=VmShape)
     entry: EntryRules = field(default_factory=EntryRules)
+    container: ContainerRules | None = None  # [container], for entry kind "container" only
     limits: StageLimits = field(default_factory=StageLimits)
     results: ResultsRule = field(default_factory=ResultsRule)
     scorer: str = "accuracy"
@@ -183,7 +171,9 @@ def load_challenge(directory: Path) -> Challenge:
         raise ConfigError(f"{source}: [vm] gpu = {shape.gpu!r} needs a guest driver in the image: add "
                           f"gpu = \"{GPU_DRIVERS[0]}\" to [image].")
     scorer, score_options = _scorer(source, data)
-    return Challenge(name=name, directory=directory, image=recipe, vm=shape, entry=_entry_rules(source, data),
+    entry = entry_rules(source, data)
+    return Challenge(name=name, directory=directory, image=recipe, vm=shape, entry=entry,
+                     container=container_rules(source, data, entry.kind),
                      limits=_limits(source, data), results=_results(source, data), scorer=scorer,
                      score_options=score_options, training=_records(directory, "training"),
                      test=_records(directory, "test"))
@@ -196,7 +186,7 @@ def _image_recipe(source: str, directory: Path, data: dict[str, Any]) -> ImageRe
     if "main" not in components or len(set(components)) != len(components):
         raise ConfigError(f"{source}: [image] components = {list(components)!r} is not allowed: name each area "
                           "once, and \"main\" among them (the base system comes from it).")
-    build = image.get("build", str, None, lambda v: bool(_RELPATH_RE.fullmatch(v)) and v.startswith("image/"),
+    build = image.get("build", str, None, lambda v: bool(RELPATH_RE.fullmatch(v)) and v.startswith("image/"),
                       "the path of a script under the challenge's image/ directory, such as \"image/build.sh\"")
     recipe = ImageRecipe(
         packages=image.names("packages", _PACKAGE_RE, "Debian package names such as \"python3-numpy\""),
@@ -215,21 +205,6 @@ def _image_recipe(source: str, directory: Path, data: dict[str, Any]) -> ImageRe
         raise ConfigError(f"{source}: [image] build_timeout is set but there is no build script: "
                           "add build = \"image/build.sh\" or remove build_timeout.")
     return recipe
-
-
-def _entry_rules(source: str, data: dict[str, Any]) -> EntryRules:
-    sec = Section(source, "entry", data.get("entry", {}))
-    rules = EntryRules(
-        required=sec.names("required", _RELPATH_RE, "relative paths such as \"setup.sh\" or \"sources/\"")
-        or EntryRules.required,
-        max_size=sec.get("max_size", int, EntryRules.max_size, lambda v: 1 <= v <= 1 << 40, "a number of bytes"),
-        max_members=sec.get("max_members", int, EntryRules.max_members, lambda v: 1 <= v <= 10**6, "a count"),
-        max_unpacked=sec.get("max_unpacked", int, EntryRules.max_unpacked, lambda v: 1 <= v <= 1 << 42,
-                             "a number of bytes"),
-        max_scored_per_owner=sec.get("max_scored_per_owner", int, None, lambda v: 1 <= v <= 10**6,
-                                     "a whole number from 1 to 1000000, or leave the key out for no limit"))
-    sec.done()
-    return rules
 
 
 def _limits(source: str, data: dict[str, Any]) -> StageLimits:
@@ -269,17 +244,17 @@ def _results(source: str, data: dict[str, Any]) -> ResultsRule:
                     "\"answer-lines\" or \"files\"")
     pattern_ok = "a file name holding {record}, such as \"{record}.qrs\""
     pattern = sec.get("pattern", str, None,
-                      lambda v: "{record}" in v and "/" not in v and bool(_RELPATH_RE.fullmatch(v)), pattern_ok)
+                      lambda v: "{record}" in v and "/" not in v and bool(RELPATH_RE.fullmatch(v)), pattern_ok)
     if style == "files":
         if pattern is None:
             raise ConfigError(f"{source}: [results] style = \"files\" needs pattern: use {pattern_ok}.")
-        submitted = sec.get("submitted", str, None, lambda v: "{record}" in v and bool(_RELPATH_RE.fullmatch(v)),
+        submitted = sec.get("submitted", str, None, lambda v: "{record}" in v and bool(RELPATH_RE.fullmatch(v)),
                             "a path inside the entry holding {record}, such as \"outputs/{record}.qrs\"")
         if submitted is None:
             raise ConfigError(f"{source}: [results] style = \"files\" needs submitted, the path of the entry's "
                               "own results, such as \"outputs/{record}.qrs\".")
     else:
-        submitted = sec.get("submitted", str, "answers.txt", lambda v: "{" not in v and bool(_RELPATH_RE.fullmatch(v)),
+        submitted = sec.get("submitted", str, "answers.txt", lambda v: "{" not in v and bool(RELPATH_RE.fullmatch(v)),
                             "a path inside the entry such as \"answers.txt\"")
     sec.done()
     return ResultsRule(style=style, pattern=pattern, submitted=submitted)

@@ -107,6 +107,12 @@ class Layout:
         return self.home / "images"
 
     @property
+    def entry_roots(self) -> Path:
+        """Container entries' root file systems, one read-only squashfs per image's layers, named
+        by their chain ID (images/entry_root.py): the same image twice is unpacked once."""
+        return self.home / "entry-roots"
+
+    @property
     def runs(self) -> Path:
         """Scratch directories of the VM runs under way (RunDir)."""
         return self.home / "run"

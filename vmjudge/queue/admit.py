@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..archive.checks import check_archive, check_size, declares_dry_run
+from ..archive.checks import check_archive, check_container, check_size, declares_dry_run
 from ..archive.names import check_archive_name
 from ..config import Challenge, Site
 from ..errors import EntryError
@@ -143,7 +143,8 @@ def spool_room(ch: Challenge, used: Usage) -> int:
 @dataclass(frozen=True)
 class Prepared:
     """An archive staged in the spool and checked, ready to be admitted: `given_name` is the
-    participant's name for it, `dry_run` whether it holds DRYRUN at its top."""
+    participant's name for it, `dry_run` whether it holds DRYRUN at its top (a container entry:
+    whether its image has the label org.vmjudge.dryrun)."""
 
     staged: StagedArchive
     given_name: str
@@ -155,13 +156,16 @@ def prepare(site: Site, name: str, ch: Challenge, archive: Path, owner: str, spo
     done without any lock (and by the portal in a worker process). A refusal leaves nothing
     staged. Picklable in and out, for that worker."""
     check_names(owner, archive.name)
-    check_archive_name(archive.name)
+    check_archive_name(archive.name, ch.entry.kind)
     check_size(ch, name, archive.name, archive.stat().st_size)  # only to spare copying a huge file
     spool = spool if spool is not None else Spool(site.layout.spool)
     staged = spool.stage(archive)
     try:
-        return Prepared(staged, archive.name, declares_dry_run(check_archive(ch, name, staged.path,
-                                                                             given_name=archive.name)))
+        if ch.entry.kind == "container":
+            dry_run = check_container(ch, name, staged.path, given_name=archive.name).dry_run
+        else:
+            dry_run = declares_dry_run(check_archive(ch, name, staged.path, given_name=archive.name))
+        return Prepared(staged, archive.name, dry_run)
     except BaseException:
         spool.discard(staged)
         raise

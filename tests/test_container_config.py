@@ -1,0 +1,70 @@
+"""challenge.toml's [entry] kind and [container] (#39): the container kind's defaults, and every
+bad value refused with the file, the key and what is allowed."""
+
+from __future__ import annotations
+
+import pytest
+
+from vmjudge.config import ContainerRules, load_challenge
+from vmjudge.errors import ConfigError
+
+
+def write(tmp_path, text):
+    (tmp_path / "challenge.toml").write_text('name = "x"\n' + text)
+    return tmp_path
+
+
+def test_archive_is_the_default_kind_and_keeps_its_limits(tmp_path):
+    ch = load_challenge(write(tmp_path, ""))
+    assert ch.entry.kind == "archive" and ch.container is None
+    assert (ch.entry.max_size, ch.entry.max_unpacked, ch.entry.required) == (50 << 20, 1 << 30, ("setup.sh", "next.sh"))
+
+
+def test_container_kind_has_its_own_defaults(tmp_path):
+    ch = load_challenge(write(tmp_path, '[entry]\nkind = "container"\n'))
+    assert ch.entry.kind == "container"
+    assert (ch.entry.max_size, ch.entry.max_unpacked, ch.entry.max_members) == (2 << 30, 8 << 30, 500_000)
+    assert ch.entry.required == ()
+    assert ch.container == ContainerRules(input="/input", output="/output", command=None, run="per_case")
+
+
+def test_container_keys_are_read(tmp_path):
+    ch = load_challenge(write(tmp_path, '[entry]\nkind = "container"\nmax_size = 1000000\n'
+                                        '[container]\ninput = "/data/in"\noutput = "/data/out"\n'
+                                        'command = ["/app/run", "--fast", ""]\nrun = "whole_set"\n'))
+    assert ch.entry.max_size == 1000000
+    assert ch.container == ContainerRules("/data/in", "/data/out", ("/app/run", "--fast", ""), "whole_set")
+
+
+@pytest.mark.parametrize("text, words", [
+    ('[entry]\nkind = "docker"\n', ['[entry] kind = \'docker\'', '"archive" or "container"']),
+    ('[entry]\nkind = "container"\nrequired = ["run.sh"]\n', ["[entry] required is for archive entries"]),
+    ('[container]\ninput = "/in"\n', ['[container] is for container entries only', 'kind = "container"']),
+    ('[entry]\nkind = "container"\n[container]\ninput = "in"\n', ["[container] input = 'in'", "an absolute path"]),
+    ('[entry]\nkind = "container"\n[container]\ninput = "/"\n', ["[container] input = '/'", 'not "/"']),
+    ('[entry]\nkind = "container"\n[container]\noutput = "/proc/x"\n', ["[container] output = '/proc/x'",
+                                                                         "not under /proc, /sys, /dev"]),
+    ('[entry]\nkind = "container"\n[container]\noutput = "/sys"\n', ["[container] output = '/sys'"]),
+    ('[entry]\nkind = "container"\n[container]\ninput = "/dev/shm/in"\n', ["[container] input = '/dev/shm/in'"]),
+    ('[entry]\nkind = "container"\n[container]\ninput = "/a/../proc"\n', ["[container] input = '/a/../proc'"]),
+    ('[entry]\nkind = "container"\n[container]\ninput = "/a//b"\n', ["[container] input = '/a//b'"]),
+    ('[entry]\nkind = "container"\n[container]\ninput = "/in/"\n', ["[container] input = '/in/'"]),
+    ('[entry]\nkind = "container"\n[container]\ninput = "/in"\noutput = "/in/out"\n',
+     ["input = '/in' and output = '/in/out' overlap"]),
+    ('[entry]\nkind = "container"\n[container]\ninput = "/io"\noutput = "/io"\n', ["overlap"]),
+    ('[entry]\nkind = "container"\n[container]\ncommand = "/app/run"\n', ["[container] command = '/app/run'",
+                                                                         "a list of 1 to 256 strings"]),
+    ('[entry]\nkind = "container"\n[container]\ncommand = []\n', ["[container] command = []"]),
+    ('[entry]\nkind = "container"\n[container]\ncommand = ["", "x"]\n', ["the first not empty"]),
+    ('[entry]\nkind = "container"\n[container]\ncommand = ["/a", 1]\n', ["[container] command = ['/a', 1]"]),
+    ('[entry]\nkind = "container"\n[container]\nrun = "once"\n', ["[container] run = 'once'",
+                                                                  '"per_case" or "whole_set"']),
+    ('[entry]\nkind = "container"\n[container]\nimage = "x"\n', ["[container] has unknown key(s) image"]),
+])
+def test_bad_container_values_are_named(tmp_path, text, words):
+    with pytest.raises(ConfigError) as err:
+        load_challenge(write(tmp_path, text))
+    message = str(err.value)
+    assert str(tmp_path / "challenge.toml") in message
+    for w in words:
+        assert w in message
