@@ -29,11 +29,12 @@ import stat
 import run_guard
 from media import CDROM
 from root_disk import ENTRY_ROOT
+from system import JobError
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWPID = 0x20000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
-MS_REMOUNT, MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE = 32, 4096, 8192, 16384, 1 << 18
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 MNT_DETACH = 2
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
 DEVICES = (("null", 1, 3), ("zero", 1, 5), ("full", 1, 7), ("random", 1, 8), ("urandom", 1, 9), ("tty", 5, 0))
@@ -65,7 +66,9 @@ class Started:
 
 def start_in_root(argv, spec, layers, uid, gid, out_fd, cgroup):
     """Start `argv` in the entry's root as uid:gid, its output and errors to `out_fd`, in `cgroup`.
-    OSError (with the child's reason) when it could not be started."""
+    OSError when the image is why it could not start (no such working directory or program: the
+    command fails, as the entry's fault); JobError when the agent's own steps failed (a namespace,
+    a mount, the pivot: the judge's fault, and the job's end)."""
     libc = run_guard._libc()  # loaded here, before the fork
     env = spec.environment()
     null = os.open("/dev/null", os.O_RDONLY)
@@ -80,14 +83,17 @@ def start_in_root(argv, spec, layers, uid, gid, out_fd, cgroup):
     finally:
         os.close(read_end)
     pid = next((int(line[4:]) for line in said if line.startswith("pid ")), None)
+    faults = [line[6:] for line in said if line.startswith("fault ")]
     errors = [line[6:] for line in said if line.startswith("error ")]
     if pid is None:  # it never got as far as the command's process: whatever holds it, it ends
         os.kill(first, signal.SIGKILL)
     os.waitpid(first, 0)
-    if pid is not None and errors:
+    if pid is not None and (errors or faults):
         Started(pid).wait()  # it has exited, and came to the agent when the first child did
-    if pid is None or errors:
-        raise OSError(0, errors[0] if errors else "the command's process did not start")
+    if faults or pid is None:
+        raise JobError(f"could not start a command in the entry's root: {(faults or ['no reason given'])[0]}")
+    if errors:
+        raise OSError(0, errors[0])
     return Started(pid)
 
 
@@ -106,23 +112,29 @@ def _read_until_exec(fd):
 
 def _child(body, report):
     """Run `body` in a forked child, which never returns to the agent's code: any failure is told
-    on `report` and ends the child."""
+    on `report` ("fault": the agent's own step failed; "error": the image is why) and ends it."""
     try:
         body()
     except BaseException as exc:  # noqa: BLE001 - whatever it was, the agent is told, and this child ends
         message = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-        where = getattr(exc, "where", "")
+        kind = "error" if isinstance(exc, ImageStep) else "fault"
         try:
-            os.write(report, (f"error {where}{message}".replace("\n", " ")[:1000] + "\n").encode())
+            os.write(report, (f"{kind} {getattr(exc, 'where', '')}{message}".replace("\n", " ")[:1000] + "\n").encode())
         finally:
             os._exit(127)
     os._exit(0)
 
 
 class Step(OSError):
+    """A step of the agent's that failed, with where."""
+
     def __init__(self, errno_, where):
         OSError.__init__(self, errno_, os.strerror(errno_))
         self.where = where
+
+
+class ImageStep(Step):
+    """A step the image decides (its working directory, its program), taken as the command's user."""
 
 
 def _check(result, where):
@@ -166,7 +178,7 @@ def _second(libc, argv, env, spec, merged, uid, gid, out_fd, null, cgroup, repor
     os.setsid()
     _mount(libc, b"proc", _at(merged, ["proc"]), b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None, "mounting /proc")
     os.chdir(merged)
-    _pivot(libc)
+    _pivot(libc, SYS_PIVOT_ROOT[os.uname().machine])
     os.closerange(3, report)
     os.closerange(report + 1, 1 << 20)
     run_guard.confine(libc)
@@ -179,18 +191,18 @@ def _second(libc, argv, env, spec, merged, uid, gid, out_fd, null, cgroup, repor
     try:
         os.chdir(spec.workdir)  # as the command's user, inside its root: the image's links are its own
     except OSError as exc:
-        raise Step(exc.errno, f"the working directory {spec.workdir}: ") from None
-    os.execvpe(argv[0], argv, env)
+        raise ImageStep(exc.errno, f"the working directory {spec.workdir}: ") from None
+    try:
+        os.execvpe(argv[0], argv, env)
+    except OSError as exc:
+        raise ImageStep(exc.errno, "") from None
 
 
-def _pivot(libc):
-    """The overlay (the working directory) becomes the root, and the guest's root is detached."""
-    number = SYS_PIVOT_ROOT.get(os.uname().machine)
-    if number is not None and libc.syscall(number, b".", b".") == 0:
-        _check(libc.umount2(b".", MNT_DETACH), "detaching the guest's root")
-    else:  # a root pivot_root refuses (an initramfs's): the overlay moved over it, as switch_root does
-        _check(libc.mount(b".", b"/", None, MS_MOVE, None), "moving the entry's root")
-        os.chroot(".")
+def _pivot(libc, number):
+    """The overlay (the working directory) becomes the root, and the guest's root is detached (gone
+    from the command's mounts, not merely hidden under its root)."""
+    _check(libc.syscall(number, b".", b"."), "pivoting into the entry's root")
+    _check(libc.umount2(b".", MNT_DETACH), "detaching the guest's root")
     os.chdir("/")
 
 
