@@ -18,8 +18,8 @@ the command. No /sys. The net namespace is the VM's: a loopback and nothing else
 The entry controls every name in its root. Before the pivot the child resolves only mount points
 the agent made (root_layers.py), each part opened without following links; after it, nothing is
 resolved but by the command's own user. Nothing of the root is ever run by a process of root's:
-the child runs no program and imports nothing (an import after the pivot would read the image's
-Python) until it is the entry's user."""
+the child runs no program, and loads no module that was not loaded before the fork (an import
+after the pivot would read the image's Python), until it is the entry's user."""
 
 import os
 import select
