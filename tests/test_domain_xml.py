@@ -9,9 +9,19 @@ from pathlib import Path
 import libvirt
 import pytest
 
-from vmjudge.vm.domain_xml import DomainSpec, cdrom_xml, domain_xml, home_disk_xml
+from vmjudge.images import build
+from vmjudge.images.image import GuestImage
+from vmjudge.vm.domain_xml import (
+    ENTRY_ROOT_SERIAL,
+    ENTRY_ROOT_TARGET,
+    DomainSpec,
+    cdrom_xml,
+    domain_xml,
+    entry_root_xml,
+    home_disk_xml,
+)
 from vmjudge.vm.pinning import CpuTune, SlotCores
-from vmjudge.vm.warm import restore_xml
+from vmjudge.vm.warm import Seat, Shape, restore_xml
 
 
 def spec(**kw):
@@ -264,3 +274,35 @@ def test_a_warm_state_is_saved_without_a_home_disk_or_a_medium_and_restored_with
             .findall("disk")}
     assert ET.tostring(ET.fromstring(home_disk_xml(Path("/run/home.qcow2")))) == cold["vdb"]
     assert ET.tostring(ET.fromstring(cdrom_xml(Path("/run/job.iso")))) == cold["hdc"]
+
+
+# --- A container entry's root (#39): a read-only disk of its own, given cold and warm alike.
+
+def test_a_container_entrys_root_is_a_read_only_virtio_disk_found_by_its_serial():
+    devices = ET.fromstring(domain_xml(spec(entry_root=Path("/results/1/root.sqfs")))).find("devices")
+    disks = {d.find("target").get("dev"): d for d in devices.findall("disk")}
+    assert list(disks) == ["vda", "vdb", ENTRY_ROOT_TARGET, "hdc"]
+    root = disks[ENTRY_ROOT_TARGET]
+    assert root.find("source").get("file") == "/results/1/root.sqfs"
+    assert root.find("target").get("bus") == "virtio" and root.find("driver").get("type") == "raw"
+    assert root.find("readonly") is not None and root.find("serial").text == ENTRY_ROOT_SERIAL
+    # Relabelled by libvirt for the run (no seclabel of ours), unlike the image's root shared by every VM.
+    assert root.find("source/seclabel") is None
+    assert ENTRY_ROOT_SERIAL in (Path(build.GUEST_DIR) / "root_disk.py").read_text()  # the agent looks for it
+
+
+def test_the_entry_root_disk_passes_libvirts_schema(tmp_path):
+    path = tmp_path / "domain.xml"
+    path.write_text(domain_xml(spec(entry_root=Path("/results/1/root.sqfs"))))
+    proc = subprocess.run(["virt-xml-validate", str(path), "domain"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+
+
+def test_a_warm_state_is_the_same_for_archive_and_container_runs_and_the_root_is_given_after_the_restore():
+    seat = Seat(Path("/warm"), 0, GuestImage(Path("/img"), {"key": "k" * 20}), Shape("tcg", 1, 512), "wabc")
+    archive, container = spec(), spec(entry_root=Path("/results/1/root.sqfs"))
+    assert seat._saving_spec(container) == seat._saving_spec(archive)
+    assert seat._saving_spec(container).entry_root is None
+    cold = {d.find("target").get("dev"): ET.tostring(d) for d in ET.fromstring(domain_xml(container)).find("devices")
+            .findall("disk")}
+    assert ET.tostring(ET.fromstring(entry_root_xml(Path("/results/1/root.sqfs")))) == cold[ENTRY_ROOT_TARGET]

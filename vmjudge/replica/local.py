@@ -100,6 +100,8 @@ class LocalRunner:
         shutil.copyfile(backing, path)
 
     def run(self, stage: str, job: Job, home: Path, limits: Limits, watch: Watch | None) -> JobRun:
+        if job.entry_root is not None:  # its root would be a disk of the VM's, which the replica has not
+            raise InfrastructureError("replica", "the replica does not run a container entry's commands yet")
         nonce = secrets.token_hex(16)
         log_path = self.files.agent_log(stage, self.attempt)
         boot_timeout, silence_timeout, budget = host_timeouts(self.site, limits, job)

@@ -23,6 +23,11 @@ from .pinning import CpuTune
 CHANNEL_NAME = "org.vmjudge.data"
 HOME_TARGET = "vdb"
 CDROM_TARGET = "hdc"  # on the pc machine's IDE; a GPU VM's (q35) is on SATA
+# A container entry's root (vm/job.py Job.entry_root): read-only, after the home disk. The guest
+# names virtio disks in the order it finds them, which a hot-plug (a warm start) need not keep, so
+# the agent finds this one by its serial (guest/root_disk.py), not by its name.
+ENTRY_ROOT_TARGET = "vdc"
+ENTRY_ROOT_SERIAL = "vmjudge-entry-root"
 # The GPU's root port: bus 0 is q35's pcie-root, so the port is bus 1 and the card sits alone
 # on it (a root port has one slot), where libvirt cannot place another device.
 _GPU_ROOT_PORT = 1
@@ -65,6 +70,7 @@ class DomainSpec:
     cmdline_extra: tuple[str, ...] = field(default_factory=tuple)
     gpu: str | None = None  # the host PCI address of a GPU to pass through, as site.toml's [gpu] devices
     cputune: CpuTune | None = None  # its slot's cores (pinning.py); None leaves the VM unpinned
+    entry_root: Path | None = None  # a container entry's root file system (squashfs), a read-only disk
 
     @property
     def cmdline(self) -> str:
@@ -80,7 +86,7 @@ def _sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) ->
 
 
 def _disk(devices: ET.Element | None, path: Path | None, fmt: str, target: str, bus: str, device: str = "disk",
-          readonly: bool = False, relabel: bool = True) -> ET.Element:
+          readonly: bool = False, relabel: bool = True, serial: str | None = None) -> ET.Element:
     disk = ET.Element("disk", type="file", device=device) if devices is None else \
         _sub(devices, "disk", type="file", device=device)
     # A failed read or write on the host (disk full, I/O error) pauses the VM instead of
@@ -92,14 +98,28 @@ def _disk(devices: ET.Element | None, path: Path | None, fmt: str, target: str, 
             # Shared by every VM at once: libvirt must not chown it back and forth.
             _sub(source, "seclabel", model="dac", relabel="no")
     _sub(disk, "target", dev=target, bus=bus)
+    if serial is not None:
+        _sub(disk, "serial", serial)
     if readonly:
         _sub(disk, "readonly")
     return disk
 
 
+def _entry_root(devices: ET.Element | None, path: Path) -> ET.Element:
+    """Read-only, and relabelled by libvirt for its qemu user, which a read-only disk keeps after
+    the run (libvirt gives back no read-only disk, which other VMs might share): run_job gives it
+    back to root."""
+    return _disk(devices, path, "raw", ENTRY_ROOT_TARGET, "virtio", readonly=True, serial=ENTRY_ROOT_SERIAL)
+
+
 def home_disk_xml(path: Path) -> str:
     """The home disk alone, as a warm-started VM is given it once restored (attachDevice)."""
     return ET.tostring(_disk(None, path, "qcow2", HOME_TARGET, "virtio"), encoding="unicode")
+
+
+def entry_root_xml(path: Path) -> str:
+    """The entry-root disk alone, as a warm-started VM is given it once restored (attachDevice)."""
+    return ET.tostring(_entry_root(None, path), encoding="unicode")
 
 
 def cdrom_xml(path: Path) -> str:
@@ -173,6 +193,8 @@ def domain_xml(spec: DomainSpec) -> str:
     _disk(devices, spec.root, "raw", "vda", "virtio", readonly=True, relabel=False)
     if spec.home is not None:
         _disk(devices, spec.home, "qcow2", HOME_TARGET, "virtio")
+    if spec.entry_root is not None:
+        _entry_root(devices, spec.entry_root)
     target, bus = (CDROM_TARGET, "ide") if gpu is None else ("sda", "sata")
     _disk(devices, spec.cdrom, "raw", target, bus, device="cdrom", readonly=True)
     _sub(devices, "controller", type="usb", model="none")

@@ -81,7 +81,8 @@ def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *
     """`gpu`: the host PCI address of a GPU slot's card, passed through to this VM. `cores`: its
     slot's host cores, which the VM is pinned to (the daemon's, evaluate's and the doctor's VMs
     always are; None leaves it unpinned, for tests and benchmarks that want it so). The VM is
-    restored from a warm state when it can be (warm.py), else booted: JobRun.start says which."""
+    restored from a warm state when it can be (warm.py), else booted: JobRun.start says which.
+    A container entry's root (job.entry_root) is given to it as a read-only disk either way."""
     # Checked again just before the VM is given it; the manifest records what was lent.
     lent = {"address": gpu, "ids": lendable_card(site.gpu, gpu).ids} if gpu is not None else None
     # Read now, while `conn` is known to answer: libvirtd may restart while the VM runs, and the
@@ -90,6 +91,7 @@ def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *
     nonce = secrets.token_hex(16)
     name = domain_name(label)
     iso = Path(workdir) / f"{name}.iso"
+    entry_root = Path(job.entry_root).resolve() if job.entry_root is not None else None
     write_iso(iso, {**job.media, JOB_FILE: job.job_json(nonce, gpu=gpu is not None, seed=secrets.token_hex(32))},
               private=frozenset({JOB_FILE}))
     os.chmod(iso, PRIVATE_FILE)  # the test records: libvirt lends it to its qemu user for the run
@@ -98,7 +100,7 @@ def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *
         spec = DomainSpec(name=name, kernel=image.kernel, initrd=image.initrd, root=image.root,
                           home=Path(home_disk).resolve(), cdrom=iso, console_log=Path(console_log).resolve(),
                           accel=site.accel, vcpus=vcpus, memory_mib=memory_mib, channel=site.channel, gpu=gpu,
-                          cputune=cores.tune(vcpus) if cores is not None else None)
+                          cputune=cores.tune(vcpus) if cores is not None else None, entry_root=entry_root)
         run = _Run(conn, site, job, nonce, limits, watch, cancel, console_log)
         why = warm.why_cold(site, gpu)
         if why is None:
@@ -114,6 +116,19 @@ def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *
             os.replace(iso, keep_iso)
             os.chmod(keep_iso, 0o600)  # the domain is gone: an audit copy, test records and all
         iso.unlink(missing_ok=True)
+        if entry_root is not None:
+            give_back(entry_root)
+
+
+def give_back(path: Path) -> None:
+    """A read-only disk back to root once its domain is gone. libvirt gives its qemu user each
+    disk for a run, and gives back the writable ones after; a read-only one it leaves to the qemu
+    user for good (another VM might share it). An entry's root is the participant's image: between
+    its runs no VM's qemu may read it."""
+    try:
+        os.chown(path, 0, 0)
+    except OSError as exc:
+        log.warning("could not give %s back to root after its run: %s", path, exc)
 
 
 def _warm(run: _Run, image: GuestImage, spec: DomainSpec, lent: dict | None, hardware: dict,

@@ -2,11 +2,11 @@
 
 Under TCG a boot costs a stage 8-10 s before the entry's first command (about a second under
 KVM). A warm state is that boot done once: the image's VM booted with `vmjudge.warm=1`, its
-agent waiting to be woken (guest/wake.py), saved by libvirt. It is saved with no home disk and
-an empty CD-ROM drive, so nothing of a job or an entry is in it and no block cache of either
-can be: a stage restores it paused, puts its own job CD in the drive, attaches its own home
-disk, then resumes it and sends the wake line (the time, and fresh randomness to reseed the
-kernel's pool with before any process starts).
+agent waiting to be woken (guest/wake.py), saved by libvirt. It is saved with no home disk, no
+entry root and an empty CD-ROM drive, so nothing of a job or an entry is in it and no block
+cache of either can be: a stage restores it paused, puts its own job CD in the drive, attaches
+its own home disk (and a container entry's root), then resumes it and sends the wake line (the
+time, and fresh randomness to reseed the kernel's pool with before any process starts).
 
 libvirt restores a saved domain only under its saved name and uuid, so a state serves one VM
 at a time: each shape (accelerator, vCPUs, memory) has seats, each a state of its own, taken
@@ -43,7 +43,7 @@ from ..images.guest.wake import READY
 from ..images.image import GuestImage
 from .channel import ChannelClosed
 from .domain import DOMAIN_PREFIX, Domain
-from .domain_xml import DomainSpec, cdrom_xml, domain_xml, home_disk_xml, tune_xml
+from .domain_xml import DomainSpec, cdrom_xml, domain_xml, entry_root_xml, home_disk_xml, tune_xml
 from .libvirt_uri import is_local
 from .pty_reader import ChannelReader
 
@@ -122,8 +122,10 @@ class Seat:
         return self.directory / f"seat-{self.number}.failed"
 
     def _saving_spec(self, spec: DomainSpec) -> DomainSpec:
-        """The VM that is saved: this run's, with no home disk, an empty drive, told to wait."""
-        return replace(spec, name=self.name, home=None, cdrom=None, cmdline_extra=spec.cmdline_extra + (WARM_ARG,))
+        """The VM that is saved: this run's, with no home disk, no entry root, an empty drive, told
+        to wait: one state serves archive and container entries alike."""
+        return replace(spec, name=self.name, home=None, cdrom=None, entry_root=None,
+                       cmdline_extra=spec.cmdline_extra + (WARM_ARG,))
 
     def _identity(self, conn: libvirt.virConnect, spec: DomainSpec) -> dict:
         """What the state must have been made with to be restored here: the image, qemu, libvirt,
@@ -229,7 +231,8 @@ class Seat:
 
     def restore(self, conn: libvirt.virConnect, spec: DomainSpec) -> Domain:
         """The state restored paused with this run's console log and pinning, its job CD in the
-        drive and its home disk attached: ready to resume and wake."""
+        drive and its home disk attached (then a container entry's root, after it, as a cold boot
+        has them): ready to resume and wake."""
         self.leave_no_domain(conn)
         try:
             xml = restore_xml(conn.saveImageGetXMLDesc(str(self.state)), spec)
@@ -247,6 +250,8 @@ class Seat:
                 raise WarmFailed("a warm-started VM needs its job CD and home disk")
             domain.give(cdrom_xml(spec.cdrom), attach=False)
             domain.give(home_disk_xml(spec.home), attach=True)
+            if spec.entry_root is not None:
+                domain.give(entry_root_xml(spec.entry_root), attach=True)
         except (InfrastructureError, WarmFailed) as exc:
             domain.destroy()
             raise WarmFailed(str(exc)) from None

@@ -40,7 +40,7 @@ from system import EntryFault, JobError
 from usage import job_figures
 from wake import reseed, wait_for_wake
 
-AGENT_VERSION = "1.5"
+AGENT_VERSION = "1.6"
 
 
 def kernel_args():
@@ -89,6 +89,21 @@ def check_job(job):
                 raise JobError(f"command {i} needs a positive {key}")
         if cmd.get("user", "entry") not in ("entry", "root"):
             raise JobError(f"command {i} has unknown user {cmd.get('user')!r}")
+        if cmd.get("root") is not None:
+            check_root_command(job, i, cmd)
+
+
+def check_root_command(job, i, cmd):
+    """A command of the entry's own root: the job must have one, and the command is the entry's."""
+    from root_spec import RootSpec
+    if job.get("entry_root") is not True:
+        raise JobError(f"command {i} runs in the entry's root, and the job has none")
+    if cmd.get("user", "entry") != "entry" or cmd.get("links"):
+        raise JobError(f"command {i} runs in the entry's root: as the entry, with no links")
+    try:
+        RootSpec(cmd["root"])
+    except JobError as exc:
+        raise JobError(f"command {i}: {exc}") from None
 
 
 def greet(channel, job, found, warm=False):
@@ -119,6 +134,9 @@ def run_job(channel, job, home_ready=False):
         make_entry_cgroup()
         if job.get("install"):
             install(job["install"])
+        if job.get("entry_root") is True:  # a container entry's: its commands run in it
+            from root_disk import mount_entry_root
+            mount_entry_root()
     if job.get("raw_copy"):
         channel.send_file_raw(os.path.join(CDROM, job["raw_copy"]))
     done = 0
