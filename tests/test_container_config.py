@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from vmjudge.config import ContainerRules, load_challenge
-from vmjudge.errors import ConfigError
+from vmjudge.config import ContainerRules, load_challenge, load_site
+from vmjudge.errors import ConfigError, ImageError
+from vmjudge.replica.build import build_replica
 
 
 def write(tmp_path, text):
@@ -36,6 +37,22 @@ def test_container_keys_are_read(tmp_path):
     assert ch.container == ContainerRules("/data/in", "/data/out", ("/app/run", "--fast", ""), "whole_set")
 
 
+def test_a_container_challenge_leaves_a_file_per_record_and_submits_them_in_its_image(tmp_path):
+    ch = load_challenge(write(tmp_path, '[entry]\nkind = "container"\n'))
+    assert (ch.results.style, ch.results.pattern, ch.results.submitted) == \
+        ("files", "{record}.txt", "/submitted/{record}.txt")
+    # On the host the file is kept under the entry's directory: never joined as an absolute path.
+    assert ch.results.submitted_path("r1") == "/submitted/r1.txt" and ch.results.stored_path("r1") == "submitted/r1.txt"
+
+
+def test_the_replica_refuses_a_container_challenge_in_a_sentence(tmp_path):
+    ch = load_challenge(write(tmp_path, '[entry]\nkind = "container"\n'))
+    one_sentence = r"^x takes container entries, and the replica ISO cannot run them yet: [^.]*\.$"
+    with pytest.raises(ImageError, match=one_sentence):
+        build_replica(load_site(tmp_path / "home"), ch, tmp_path / "replica.iso", progress=lambda _: None)
+    assert not (tmp_path / "replica.iso").exists()
+
+
 @pytest.mark.parametrize("text, words", [
     ('[entry]\nkind = "docker"\n', ['[entry] kind = \'docker\'', '"archive" or "container"']),
     ('[entry]\nkind = "container"\nrequired = ["run.sh"]\n', ["[entry] required is for archive entries"]),
@@ -60,6 +77,13 @@ def test_container_keys_are_read(tmp_path):
     ('[entry]\nkind = "container"\n[container]\nrun = "once"\n', ["[container] run = 'once'",
                                                                   '"per_case" or "whole_set"']),
     ('[entry]\nkind = "container"\n[container]\nimage = "x"\n', ["[container] has unknown key(s) image"]),
+    ('[entry]\nkind = "container"\n[results]\nstyle = "answer-lines"\n', ['style = "answer-lines" is for archive',
+                                                                         'set style = "files"']),
+    ('[entry]\nkind = "container"\n[results]\nsubmitted = "submitted/{record}.txt"\n',
+     ["[results] submitted = 'submitted/{record}.txt'", "an absolute path in the image"]),
+    ('[entry]\nkind = "container"\n[results]\nsubmitted = "/s/../../{record}"\n', ["an absolute path in the image"]),
+    ('[entry]\nkind = "container"\n[results]\nsubmitted = "/proc/{record}"\n', ["not under /proc, /sys or /dev"]),
+    ('[entry]\nkind = "container"\n[results]\nsubmitted = "/s/answers.txt"\n', ["holding {record}"]),
 ])
 def test_bad_container_values_are_named(tmp_path, text, words):
     with pytest.raises(ConfigError) as err:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from .entry import RELPATH_RE, ContainerRules, EntryRules, container_rules, entry_rules
+from .entry import RELPATH_RE, ContainerRules, EntryRules, container_rules, entry_rules, image_results_path
 from .values import Section, read_toml
 
 _PACKAGE_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
@@ -105,6 +105,13 @@ class ResultsRule:
     def submitted_path(self, record: str) -> str:
         return self.submitted.format(record=record)
 
+    def stored_path(self, record: str) -> str:
+        """Where the host keeps the entry's submitted result for `record`, relative to the entry's
+        directory: `submitted_path` itself for an archive; a container entry's path in its image
+        (absolute, e.g. "/submitted/{record}.txt") without its leading "/", so that joining it to
+        a host directory can never leave that directory."""
+        return self.submitted_path(record).lstrip("/")
+
 
 @dataclass(frozen=True)
 class ScoreOptions:
@@ -119,6 +126,10 @@ class ScoreOptions:
     undefined: str = "omit"
     invalid_answers: str = "refuse"
 
+
+# A container challenge's [results] unless it says otherwise: a file per record in the output, and
+# the entry's own results for the training records at the same names under /submitted in its image.
+CONTAINER_RESULTS = ResultsRule(style="files", pattern="{record}.txt", submitted="/submitted/{record}.txt")
 
 # A challenge.toml without [score]: the default argument of the built-in scorers.
 DEFAULT_SCORE_OPTIONS = ScoreOptions()
@@ -174,7 +185,7 @@ def load_challenge(directory: Path) -> Challenge:
     entry = entry_rules(source, data)
     return Challenge(name=name, directory=directory, image=recipe, vm=shape, entry=entry,
                      container=container_rules(source, data, entry.kind),
-                     limits=_limits(source, data), results=_results(source, data), scorer=scorer,
+                     limits=_limits(source, data), results=_results(source, data, entry.kind), scorer=scorer,
                      score_options=score_options, training=_records(directory, "training"),
                      test=_records(directory, "test"))
 
@@ -238,18 +249,31 @@ def _limits(source: str, data: dict[str, Any]) -> StageLimits:
     return limits
 
 
-def _results(source: str, data: dict[str, Any]) -> ResultsRule:
+def _results(source: str, data: dict[str, Any], kind: str = "archive") -> ResultsRule:
     sec = Section(source, "results", data.get("results", {}))
-    style = sec.get("style", str, "answer-lines", lambda v: v in ("answer-lines", "files"),
+    container = kind == "container"
+    style = sec.get("style", str, "files" if container else "answer-lines", lambda v: v in ("answer-lines", "files"),
                     "\"answer-lines\" or \"files\"")
+    if container and style != "files":
+        # Each run of a container entry starts with an empty output, so no answers.txt can grow
+        # from one record to the next as next.sh's does.
+        raise ConfigError(f"{source}: [results] style = \"{style}\" is for archive entries; a container entry leaves "
+                          "one file per record in its output: set style = \"files\" with a pattern such as "
+                          "\"{record}.txt\".")
     pattern_ok = "a file name holding {record}, such as \"{record}.qrs\""
-    pattern = sec.get("pattern", str, None,
+    pattern = sec.get("pattern", str, CONTAINER_RESULTS.pattern if container else None,
                       lambda v: "{record}" in v and "/" not in v and bool(RELPATH_RE.fullmatch(v)), pattern_ok)
     if style == "files":
         if pattern is None:
             raise ConfigError(f"{source}: [results] style = \"files\" needs pattern: use {pattern_ok}.")
-        submitted = sec.get("submitted", str, None, lambda v: "{record}" in v and bool(RELPATH_RE.fullmatch(v)),
-                            "a path inside the entry holding {record}, such as \"outputs/{record}.qrs\"")
+        if container:
+            submitted = sec.get("submitted", str, CONTAINER_RESULTS.submitted, image_results_path,
+                                "an absolute path in the image holding {record}, such as "
+                                "\"/submitted/{record}.txt\" (not under /proc, /sys or /dev)")
+        else:
+            submitted = sec.get("submitted", str, None,
+                                lambda v: "{record}" in v and bool(RELPATH_RE.fullmatch(v)),
+                                "a path inside the entry holding {record}, such as \"outputs/{record}.qrs\"")
         if submitted is None:
             raise ConfigError(f"{source}: [results] style = \"files\" needs submitted, the path of the entry's "
                               "own results, such as \"outputs/{record}.qrs\".")

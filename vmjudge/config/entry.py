@@ -88,6 +88,15 @@ def _image_path(value: str) -> bool:
             and not any(value == p or value.startswith(p + "/") for p in RESERVED_PATHS))
 
 
+def image_results_path(value: str) -> bool:
+    """A container entry's submitted results ([results] submitted): an absolute path in its image
+    holding {record}, with plain parts (no "." or ".."), not where the guest mounts its own."""
+    parts = value.split("/")
+    return (value.startswith("/") and "{record}" in value and bool(RELPATH_RE.fullmatch(value[1:]))
+            and all(p not in ("", ".", "..") for p in parts[1:])
+            and not any(value == p or value.startswith(p + "/") for p in RESERVED_PATHS))
+
+
 def _command(value: list[Any]) -> bool:
     return (0 < len(value) <= COMMAND_MAX and all(isinstance(w, str) and "\0" not in w for w in value)
             and bool(value[0]))

@@ -42,6 +42,12 @@ class EntryFiles:
         return self.directory / "report.html"
 
     @property
+    def entry_root(self) -> Path:
+        """A container entry's root as stage 1 made it (stages/container.py RootRecord): its
+        squashfs under HOME/entry-roots and the image's run settings, for the quiz and the exam."""
+        return self.directory / "entry-root.json"
+
+    @property
     def exam_files(self) -> Path:
         """Stage 3's result files while it runs (style "files")."""
         return self.directory / "exam-files.partial"

@@ -117,6 +117,9 @@ BOOT = ElTorito(loader="isolinux/isolinux.bin", catalog="isolinux/boot.cat",
 
 def build_replica(site: Site, ch: Challenge, out: Path, progress: Progress = print) -> ReplicaBuild:
     started = time.monotonic()
+    if ch.entry.kind == "container":
+        raise ImageError(f"{ch.name} takes container entries, and the replica ISO cannot run them yet: participants "
+                         "can run their image on their own machine with the training set meanwhile.")
     if not ch.training:
         raise ImageError(f"{ch.directory / 'training' / 'RECORDS'} is missing or empty: the replica carries the "
                          "training set, so list one record per line.")
