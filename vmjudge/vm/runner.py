@@ -115,6 +115,7 @@ def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *
         if keep_iso is not None and iso.exists():
             os.replace(iso, keep_iso)
             os.chmod(keep_iso, 0o600)  # the domain is gone: an audit copy, test records and all
+            give_back(keep_iso)  # a read-only disk too: libvirt left it to its qemu user
         iso.unlink(missing_ok=True)
         if entry_root is not None:
             give_back(entry_root)
