@@ -52,11 +52,11 @@ def test_a_vm_that_will_not_start_with_its_card_is_the_cards_fault():
     conn = libvirt.open("test:///default")
     try:
         with pytest.raises(GpuFault) as err:
-            _start(conn, "<domain type='test'><name>broken</name></domain>", T4)  # no memory: refused
+            _start(conn, conn.getURI(), "<domain type='test'><name>broken</name></domain>", T4)  # no memory: refused
         assert (err.value.reason, err.value.address) == ("gpu-start", T4)
         assert str(err.value).startswith(f"the VM would not start with the GPU {T4}: the VM would not start")
         with pytest.raises(InfrastructureError) as plain:  # without a GPU it is libvirt's, as before
-            _start(conn, "<domain type='test'><name>broken</name></domain>", None)
+            _start(conn, conn.getURI(), "<domain type='test'><name>broken</name></domain>", None)
         assert not isinstance(plain.value, GpuFault) and plain.value.reason == "vm-start"
     finally:
         conn.close()
