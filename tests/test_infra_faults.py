@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import libvirt
 import pytest
 
 from vmjudge.queue.db import Queue
@@ -27,6 +26,7 @@ from .test_daemon import (
     add_held_challenge,
     organiser_report,
     own_domains,
+    own_running,
     stage_running,
     submit_quick,
     wait_until,
@@ -72,12 +72,6 @@ def home(site, image, conn):
     subprocess.run(["rm", "-rf", str(home)], check=True, timeout=300)
 
 
-def running_domains(conn, home: Path) -> list[str]:
-    """Own domains past their start (resumed), not ones libvirt is still creating."""
-    return [name for name in own_domains(conn, home)
-            if conn.lookupByName(name).state()[0] == libvirt.VIR_DOMAIN_RUNNING]
-
-
 def add_challenge(home: Path, site) -> None:
     (home / "images").symlink_to(site.layout.images)
     vmjudge(home, "challenge", "add", str(QUICK))  # a stage in little more than a boot
@@ -101,7 +95,7 @@ def test_libvirtd_restarting_mid_stage_or_down_between_stages_costs_the_entry_no
         # libvirtd restarts while the quiz VM runs: qemu and the channel carry on, the
         # daemon reconnects, and the stage finishes as if nothing happened.
         wait_until(lambda: stage_running(queue, first, "quiz")
-                   and running_domains(conn, home), 600, "the quiz VM to be running")
+                   and own_running(conn, home), 600, "the quiz VM to be running")
         libvirtd.stop()
         libvirtd.start()
         wait_until(lambda: queue.entry(first).state == "done", 900, "the first entry to be judged")
@@ -148,7 +142,7 @@ def test_a_vm_writing_to_a_full_host_disk_is_paused_and_its_stage_runs_again(sma
     archive = tar_of({"setup.sh": b"#!/bin/sh\nhead -c 4194304 /dev/urandom > bulk\n"}, tmp_path / "entry.tar.gz")
     entry_id = int(vmjudge(home, "submit", "hostile", str(archive)).stdout)
     with Daemon(home, log=tmp_path / "daemon.log") as daemon:
-        wait_until(lambda: stage_running(queue, entry_id, "prep") and running_domains(conn, home), 600,
+        wait_until(lambda: stage_running(queue, entry_id, "prep") and own_running(conn, home), 600,
                    "the prep VM to be running")
         with full_disk(home):
             wait_until(lambda: daemon.said("WARNING entry"), 600, "the daemon to meet the full disk")
