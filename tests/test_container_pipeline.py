@@ -26,21 +26,35 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
 
 from vmjudge.config import load_challenge
+from vmjudge.images import build
+from vmjudge.replica.local import ENTRY_ROOT as ENTRY_ROOT_REPLICA
+from vmjudge.replica.tools import tool_files
 from vmjudge.vm import domain
 
 from . import oci_images as oci
 from .cli import run_cli
 from .oci_images import Image, Layer
 from .published import wait_until_published
+from .replica_console import Console
 from .segment_images import EXAMPLE as SEGMENT
 from .segment_images import REFUSED, refused_images, sample_images
 from .test_container_root import HOSTILE, static_busybox
 from .test_pipeline import vmjudge
+from .test_replica import (
+    BOOT_TIMEOUT,
+    CHECK_TIMEOUT,
+    daemon_stage_messages,
+    iso_files,
+    readme_qemu_command,
+    sha,
+    without_figures,
+)
 from .test_segment2025 import host_dice, run_good_on_host
 
 WORDS = {"training": {"r1": "apple", "r2": "pear"}, "test": {"t1": "plum", "t2": "fig", "t3": "kiwi"}}
@@ -347,3 +361,65 @@ def test_segment2025s_samples_share_one_root(judged):
              ("good", "crash", "outside", "network", "slow", "hungry")}
     assert len(roots) == 1
 
+
+REPLICA_CASES = ("good", "mismatch")  # a prep failure is the same stage code: host-side tests
+
+
+@pytest.fixture(scope="module")
+def replica_iso(judged):
+    """The ctr challenge's replica, built by the CLI as an organiser builds it."""
+    iso = judged.home / "ctr-replica.iso"
+    proc = vmjudge(judged.home, "replica", "build", "ctr", "-o", str(iso))
+    assert "[3/3] done" in proc.stderr
+    return iso
+
+
+def test_the_replica_carries_the_judges_own_tools_and_no_test_record(judged, replica_iso):
+    files = iso_files(replica_iso)
+    for tool, path in tool_files().items():
+        assert sha(files[f"/{tool}"]) == sha(path.read_bytes()), tool
+    assert json.loads(files["/vmjudge/replica.json"])["kind"] == "container"
+    assert not [p for p in files if "/test/" in p or "/reference/" in p]
+    assert Path("/media/entry-root") == ENTRY_ROOT_REPLICA and \
+        'ENTRY_ROOT = "/media/entry-root"' in (Path(build.GUEST_DIR) / "root_disk.py").read_text()
+
+
+def test_the_replica_checks_a_saved_image_as_the_judge_did(judged, replica_iso):
+    """The README's qemu command with the images in a FAT directory; each checked by
+    `vmjudge-replica check`: stage 1 makes the root with the judge's own tools inside the replica,
+    stage 2 runs the image's command in it with the judge's agent, and the verdicts, messages and
+    reports are the judge's (but for the figures of what each run used)."""
+    entries = judged.home / "replica-entries"
+    entries.mkdir()
+    for case in REPLICA_CASES:
+        shutil.copyfile(judged.home / "work" / f"{case}-image.tar", entries / f"{case}-image.tar")
+    argv = [str(replica_iso) if a == "replica.iso" else a.replace("fat:ro:entries", f"fat:ro:{entries}")
+            for a in readme_qemu_command()]
+    console = Console(argv + ["-accel", "tcg", "-display", "none"])
+    try:
+        console.expect(r"replica# ", BOOT_TIMEOUT)
+        console.send("vmjudge-replica media; echo @@MEDIA@@ $?")
+        console.expect(r"entry\? /media/vda1/good-image.tar", 120)
+        assert console.expect(r"@@MEDIA@@ (\d+)", 120).group(1) == "0"
+        for case in REPLICA_CASES:
+            started = time.monotonic()
+            console.send(f"vmjudge-replica check --json /media/vda1/{case}-image.tar; echo @@END@@ $?")
+            body = console.expect(r"(?s)\n(\{[^\n]*\})\r?\n.*?@@END@@ (\d+)", CHECK_TIMEOUT)
+            print(f"replica check of {case}: {time.monotonic() - started:.1f} s")
+            replica, status = json.loads(body.group(1)), int(body.group(2))
+            judge = judged.show(case)
+            messages = daemon_stage_messages(judged.home, judged.ids[case])
+            assert replica["stages"]["prep"] == messages["prep"], case
+            if case == "good":
+                assert (replica["outcome"], status) == ("passed", 0), replica["report"]
+                assert replica["stages"]["quiz"] == messages["quiz"]
+                assert replica["training_scores"] is None  # the challenge ships no training/REFERENCE*
+                assert "would now go on to stage 3" in replica["report"]
+                continue
+            assert (replica["outcome"], replica["failed_stage"], replica["reason"], status) == \
+                (judge["outcome"], judge["failed_stage"], judge["reason"], 1), case
+            assert replica["stages"] == messages
+            assert without_figures(replica["report"]).split("\n", 1)[1] == \
+                without_figures(judge["report"]).split("\n", 1)[1]
+    finally:
+        console.close()
