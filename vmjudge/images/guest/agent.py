@@ -11,7 +11,8 @@ from outside.
 
 The hello frame says what GPU the VM has (gpu.py). A GPU stage's job says "gpu": true; if the
 card does not work there, the agent runs nothing and says so as the GPU's fault, which the
-host takes for the infrastructure's (the slot is taken out of service), never the entry's.
+host takes for the infrastructure's (the slot is taken out of service), never the entry's. A
+container entry's commands on such a stage see the card as a CUDA container does (root_gpu.py).
 
 On the replica ISO the same agent runs the same jobs with `--replica`: the frames go to
 its standard output (a pipe read by `vmjudge-replica check`, which prepared the home
@@ -144,14 +145,18 @@ def run_job(channel, job, home_ready=False):
         make_entry_cgroup()
         if job.get("install"):
             install(job["install"])
+        gpu_view = None
         if job.get("entry_root") is True:  # a container entry's: its commands run in it
             from root_disk import mount_entry_root
             mount_entry_root(replica_device() if home_ready else None)
+            if job.get("gpu") is True:  # the card was found working (greet): shown the toolkit's way
+                from root_gpu import find_view
+                gpu_view = find_view()
     if job.get("raw_copy"):
         channel.send_file_raw(os.path.join(CDROM, job["raw_copy"]))
     done = 0
     for index, spec in enumerate(job["commands"]):
-        status = run_command(channel, index, Command(spec, heartbeat))
+        status = run_command(channel, index, Command(spec, heartbeat), gpu_view)
         done += 1
         if status != "ok" and job.get("stop_on_failure", False):
             break
