@@ -151,6 +151,10 @@ def test_the_mha_reader_reads_what_itk_writes_and_refuses_the_rest():
         with pytest.raises(MhaError):
             read_mha(data)
         print(why, "refused")
+    # An entry's mask is read to its reference's size: one declaring more is refused before it is inflated.
+    huge = compressed.replace(b"DimSize = 2 2 2", b"DimSize = 4096 4096 4096")
+    with pytest.raises(MhaError, match="its DimSize 4096 4096 4096 is not 2 2 2"):
+        read_mha(huge, (2, 2, 2))
 
 
 def test_a_mask_of_the_wrong_shape_or_unreadable_scores_0_and_never_crashes(tmp_path):

@@ -80,20 +80,24 @@ def _int(fields: dict[str, str], key: str) -> list[int]:
         raise MhaError(f"{key} is not whole numbers: {fields[key][:80]!r}") from None
 
 
-def read_mha(data: bytes) -> Volume:
+def read_mha(data: bytes, shape: tuple[int, ...] | None = None) -> Volume:
+    """The volume in `data`; with `shape`, one of any other DimSize is refused before its voxels are
+    read or inflated (an entry's mask is read to the size of its reference, never to its own word)."""
     fields, start = _header(data)
     given = _int(fields, "NDims")
     ndims = given[0] if len(given) == 1 else 0
-    shape = tuple(_int(fields, "DimSize"))
-    if not 1 <= ndims <= 4 or len(shape) != ndims or any(n < 1 for n in shape):
+    dims = tuple(_int(fields, "DimSize"))
+    if not 1 <= ndims <= 4 or len(dims) != ndims or any(n < 1 for n in dims):
         raise MhaError(f"NDims {fields.get('NDims')!r} and DimSize {fields.get('DimSize')!r} do not describe a volume")
+    if shape is not None and dims != shape:
+        raise MhaError(f"its DimSize {' '.join(map(str, dims))} is not {' '.join(map(str, shape))}")
     element = fields.get("ElementType", "")
     if element not in TYPES:
         raise MhaError(f"ElementType {element[:40]!r} is not one of {', '.join(TYPES)}")
     if fields.get("ElementNumberOfChannels", "1").strip() != "1":
         raise MhaError("the volume has several channels per voxel: write one label per voxel")
     voxels = 1
-    for n in shape:
+    for n in dims:
         voxels *= n
     if voxels > MAX_VOXELS:
         raise MhaError(f"the volume has {voxels} voxels, more than the {MAX_VOXELS} read")
@@ -116,7 +120,7 @@ def read_mha(data: bytes) -> Volume:
         swapped.frombytes(body)
         swapped.byteswap()
         body = swapped.tobytes()
-    return Volume(shape, element, body)
+    return Volume(dims, element, body)
 
 
 def write_mha(shape: tuple[int, ...], element: str, data: bytes, spacing: tuple[float, ...] | None = None) -> bytes:
