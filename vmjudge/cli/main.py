@@ -17,6 +17,7 @@ from .. import __version__
 from ..config import Site, check_challenge_data, load_challenge
 from ..errors import VmjudgeError
 from ..images.build import build_image, find_image, newest_image
+from ..images.root_store import collect_roots
 from ..queue import retention
 from ..queue.admit import admit
 from ..queue.rows import now
@@ -304,18 +305,23 @@ def leaderboard_cmd(ctx: click.Context, challenge_name: str, late: bool, as_json
 @click.pass_context
 def gc(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
     """Remove what finished entries no longer need (entry trees, home disks, console logs,
-    kept ISOs), as site.toml's [retention] allows; reports, logs and archives stay."""
+    kept ISOs), and container roots no entry still to be judged uses, as site.toml's [retention]
+    allows; reports, logs and archives stay."""
     site = site_of(ctx)
-    removed = retention.collect(site, queue_of(site), dry_run=dry_run)
+    queue = queue_of(site)
+    removed = retention.collect(site, queue, dry_run=dry_run)
+    roots = collect_roots(site, queue, dry_run=dry_run)
     if as_json:
-        echo(json.dumps(removed.as_json(), indent=2))
+        echo(json.dumps({**removed.as_json(), "entry_roots": roots.as_json()}, indent=2))
     else:
-        for line in removed.lines():
+        for line in removed.lines() + roots.lines():
             echo(line)
-        for problem in removed.problems:
+        for problem in removed.problems + roots.problems:
             echo(problem, err=True)
         echo(removed.summary())
-    sys.exit(1 if removed.problems else 0)
+        if (said := roots.summary()) is not None:
+            echo(said)
+    sys.exit(1 if removed.problems or roots.problems else 0)
 
 
 main.add_command(rescore)

@@ -43,7 +43,7 @@ class EntryFiles:
 
     @property
     def entry_root(self) -> Path:
-        """A container entry's root as stage 1 made it (stages/container.py RootRecord): its
+        """A container entry's root as stage 1 made it (images/root_use.py): its
         squashfs under HOME/entry-roots and the image's run settings, for the quiz and the exam."""
         return self.directory / "entry-root.json"
 
