@@ -15,13 +15,19 @@ from pathlib import Path
 
 QUICK = Path(__file__).resolve().parent / "hostile" / "challenge"
 
-# Each phase's test set: record -> (the number in its file, the reference answer). The entry
-# `good` answers the number, so it is right where the two agree.
+# Each phase's test set: record -> (the number in its file, the reference answer). The corpus's
+# good entry answers the number, so it is right where the two agree: 1, 3/4 and 5/8.
 SETS = {
     "sanity": {"s1": (1, 1), "s2": (2, 2)},
     "validation": {"v1": (1, 1), "v2": (2, 2), "v3": (3, 3), "v4": (4, 0)},
-    "test": {f"t{i}": (i, i if i % 4 else 0) for i in range(1, 9)},
+    "test": {f"t{i}": (i, 0 if i in (2, 5, 7) else i) for i in range(1, 9)},
 }
+
+
+def accuracy(phase: str, answers: dict[str, str]) -> float:
+    """The score the accuracy scorer gives `answers` on the phase's reference, computed here."""
+    records = SETS[phase]
+    return sum(1 for r, (_, right) in records.items() if answers.get(r) == str(right)) / len(records)
 
 PHASES = """
 [[phase]]

@@ -31,11 +31,20 @@ from vmjudge.supervisor.slots import Slot
 
 from .cli import run_cli
 from .hostile.cases import tar_of
-from .phased import QUICK, SETS, contest_dir, contest_toml
+from .phased import QUICK, SETS, accuracy, contest_dir, contest_toml
 from .test_figures import EXAM, PREP, QUIZ
 from .test_rescore import NO_VM_ENV
 
 DAY = 86400
+
+
+def answered(phase: str, wrong: int = 0) -> dict[str, str]:
+    """What the entry answers in `phase`: each record's number, but 0 for the first `wrong`."""
+    return {r: ("0" if i < wrong else str(number)) for i, (r, (number, _)) in enumerate(SETS[phase].items())}
+
+
+def expected(phase: str, wrong: int = 0) -> float:
+    return accuracy(phase, answered(phase, wrong))
 
 
 def at(seconds: float) -> str:
@@ -99,7 +108,7 @@ class Contest:
         queue.claim_next(only=entry_id)
         run = queue.start_stage(entry_id, "exam", 0)
         records = SETS[entry.phase]
-        answers = {r: ("0" if i < wrong else str(number)) for i, (r, (number, _)) in enumerate(records.items())}
+        answers = answered(entry.phase, wrong)
         digest = put(self.site.home, encode(tuple(records), dict.fromkeys(records, "ok"), "answer-lines",
                                             answers=answers))
         counts = {"records": len(records), "completed": len(records), "failed": 0, "timed_out": 0}
@@ -190,29 +199,30 @@ def test_a_contest_end_to_end_with_every_refusal_on_the_way(contest):
     b3 = c.carry(b2, "test")
     assert c.refused("carry", "contest", str(b2), "--phase", "test") == (
         f"entry {b2} was carried into phase test already, as entry {b3}: an entry is carried into a phase once.")
-    c.judge(b3, wrong=3)  # t1..t3 wrong; t4 and t8's reference is 0: 3/8 right
-    assert c.queue.entry(b3).scores["score"] == 3 / 8
+    c.judge(b3, wrong=3)
+    score = expected("test", 3)
+    assert c.queue.entry(b3).scores["score"] == score == 4 / 8
     # The test phase's results stay hidden from participants until published.
     assert c.refused("leaderboard", "contest", "--phase", "test") == (
         "The board of phase test of contest is hidden until the organisers publish the phase's results. "
         "(`vmjudge publish contest --phase test` publishes it; --organiser shows it to you now)")
     organiser = json.loads(c.vmjudge("leaderboard", "contest", "--phase", "test", "--json", "--organiser").stdout)
-    assert [(r["owner"], r["entry_id"], r["score"]) for r in organiser] == [("bob", b3, 3 / 8)]
+    assert [(r["owner"], r["entry_id"], r["score"]) for r in organiser] == [("bob", b3, score)]
     doc = json.loads(c.vmjudge("show", str(b3), "--json").stdout)
     assert (doc["state"], doc["outcome"], doc["scores"], doc["exam"], doc["figures"], doc["scorings"]) == \
         ("done", "scored", {}, None, {}, [])
     assert (doc["phase"], doc["carried_from"], doc["feedback"]) == ("test", b2, "errors")
-    assert "0.375" not in json.dumps(doc) and "hardware" not in doc
+    assert "0.5" not in json.dumps(doc) and "hardware" not in doc
     assert doc["report"].endswith("Entry scored; its score is shown once phase test is published.\n")
     assert c.vmjudge("publish", "contest", "--phase", "test", "--by", "olga").stdout.startswith(
         "published phase test of contest at ")
     assert c.refused("publish", "contest", "--phase", "test").startswith("phase test of contest was published "
                                                                          "already, at ")
     doc = json.loads(c.vmjudge("show", str(b3), "--json").stdout)
-    assert (doc["scores"]["score"], doc["exam"]["records"], doc["feedback"]) == (3 / 8, 8, "full")
+    assert (doc["scores"]["score"], doc["exam"]["records"], doc["feedback"]) == (score, 8, "full")
     assert set(doc["figures"]) == {"prep", "quiz", "exam"}
     board = json.loads(c.vmjudge("leaderboard", "contest", "--phase", "test", "--json").stdout)
-    assert [(r["owner"], r["score"]) for r in board] == [("bob", 3 / 8)]
+    assert [(r["owner"], r["score"]) for r in board] == [("bob", score)]
     # The other boards are each phase's own.
     assert [r["owner"] for r in json.loads(c.vmjudge("leaderboard", "contest", "--phase", "validation",
                                                      "--json").stdout)] == ["bob", "alice"]
@@ -516,13 +526,14 @@ def test_the_portal_follows_the_phases(tmp_path, backend):
     assert answer.status_code == 201 and answer.json()["carried_from"] == v1 and answer.json()["phase"] == "test"
     t1 = answer.json()["id"]
     assert answer.json()["budget"] is None  # a hidden phase keeps the budget's tenths back
-    c.judge(t1, wrong=2)
+    c.judge(t1, wrong=3)  # 4/8: one number that no other entry of alice's has
     # Before publication: the test entry shows its verdict and nothing else, and its board is hidden.
     doc = client.get(f"/api/entries/{t1}", headers=bearer).json()
     assert (doc["outcome"], doc["scores"], doc["exam"], doc["figures"], doc["feedback"]) == \
         ("scored", {}, None, {}, "errors")
     rows = {e["id"]: e for e in client.get("/entries.json").json()["entries"]}
     assert (rows[t1]["phase"], rows[t1]["score"]) == ("test", None) and rows[v1]["score"] == 0.75
+    assert expected("test", 3) == 0.5
     assert "0.5" not in client.get("/entries").text.split(f'id="entry-{t1}"')[1].split("</tr>")[0]
     board = client.get("/leaderboards/contest?phase=test")
     assert "hidden until the organisers publish" in board.text and 'id="leaderboard"' not in board.text
