@@ -7,7 +7,6 @@ import json
 import logging
 import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -15,14 +14,10 @@ import click
 
 from .. import __version__
 from ..config import Site, check_challenge_data, load_challenge
-from ..errors import VmjudgeError
 from ..images.build import build_image, find_image, newest_image
 from ..queue import retention
 from ..queue.admit import admit
-from ..queue.rows import now
-from ..reports import leaderboard as lb
 from ..reports import participant, report
-from ..reports.phase_view import PhaseViews, board_phase, hidden_board
 from ..scorers.loader import load_scorer
 from ..supervisor import doctor as doctor_checks
 from ..supervisor.cores import largest_vcpus
@@ -36,6 +31,7 @@ from .gpu import gpu, slot_json, slot_line
 from .home import queue_of, site_of
 from .hosts import host_json, host_line, register
 from .image_transfer import image_export, image_import
+from .leaderboard import leaderboard_cmd
 from .owners import owner
 from .phases import carry, phases, promote, publish
 from .replica import replica
@@ -274,46 +270,6 @@ def doctor(ctx: click.Context, challenge_dir: Path | None, slots: int, as_json: 
     sys.exit(0 if all(c.ok for c in checks) else 1)
 
 
-@main.command("leaderboard")
-@click.argument("challenge_name")
-@click.option("--late", is_flag=True, help="The board of late entries.")
-@click.option("--phase", default=None, help="A contest's phase (default: the latest that has opened).")
-@click.option("--json", "as_json", is_flag=True, help="Print the board as JSON.")
-@click.option("--csv", "csv_file", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write the board to FILE as CSV.")
-@click.option("--html", "html_file", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write the board to FILE as a self-contained HTML page.")
-@click.option("--organiser", is_flag=True, help="Every scored entry at once (not from its publish time), and in "
-                                                "JSON each row's exam host and hardware: not for publishing.")
-@click.pass_context
-def leaderboard_cmd(ctx: click.Context, challenge_name: str, late: bool, phase: str | None, as_json: bool,
-                    csv_file: Path | None, html_file: Path | None, organiser: bool) -> None:
-    """Each owner's best scored entry, best first; ties go to the earlier submission. An entry counts from
-    its publish time on, as participants see it, unless --organiser; a phase's hidden board is refused
-    until the phase is published, unless --organiser."""
-
-
-    if as_json + (csv_file is not None) + (html_file is not None) > 1:
-        raise VmjudgeError("--json, --csv and --html each choose the output: give only one of them.")
-    queue = queue_of(site_of(ctx))
-    directory = queue.challenge_dir(challenge_name)
-    at = participant.now()
-    if phase is not None or (directory / "challenge.toml").is_file():  # a board needs no copy of the challenge
-        phase = board_phase(load_challenge(directory), phase, at)
-    if not organiser and not PhaseViews.load(queue).board_shown(challenge_name, phase, at):
-        raise VmjudgeError(f"{hidden_board(challenge_name, str(phase))} (`vmjudge publish {challenge_name} --phase "
-                           f"{phase}` publishes it; --organiser shows it to you now)")
-    rows = lb.leaderboard(queue, challenge_name, late, at=None if organiser else at, phase=phase)
-    if csv_file is not None:
-        lb.write_file(csv_file, lb.as_csv(rows))
-    elif html_file is not None:
-        lb.write_file(html_file, lb.as_html(challenge_name, rows, late, generated_at=now(), phase=phase))
-    elif as_json:
-        echo(json.dumps([asdict(r) for r in rows] if organiser else participant.board_rows(rows), indent=2))
-    else:
-        echo(lb.as_text(challenge_name, rows, late, phase), nl=False)
-
-
 @main.command()
 @click.option("--dry-run", is_flag=True, help="Say what would be removed; remove nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was removed as JSON.")
@@ -335,6 +291,7 @@ def gc(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
 
 
 main.add_command(rescore)
+main.add_command(leaderboard_cmd)
 main.add_command(gpu)
 main.add_command(entries)
 main.add_command(logs)

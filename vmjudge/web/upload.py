@@ -95,8 +95,8 @@ class _Parts:
     def part_begin(self) -> None:
         self.parts += 1
         if self.parts > MAX_PARTS:
-            raise HTTPException(400, f"The form holds more than {MAX_PARTS} fields: send only challenge, phase, "
-                                     "archive and late (and the page's csrf).")
+            raise HTTPException(400, f"The form holds more than {MAX_PARTS} fields: send only challenge, archive "
+                                     "and late (and the page's csrf).")
         self.headers, self.name, self.value, self.file, self.header_bytes = {}, None, bytearray(), None, 0
 
     def _count_header(self, n: int) -> None:
