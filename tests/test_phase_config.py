@@ -147,3 +147,22 @@ def test_challenge_add_checks_each_phases_sets_and_needs_no_top_level_test_set(t
     shutil.rmtree(directory / "phases" / "sanity" / "reference")
     with pytest.raises(ConfigError, match=r"phases/sanity/reference is missing: put the reference answers"):
         check_challenge_data(load_challenge(directory))
+
+
+def test_the_readmes_hecktor_contest_is_a_challenge_toml_that_loads(tmp_path):
+    """README's "Contests in phases" walks through a HECKTOR-style challenge.toml: it must be one."""
+    readme = (QUICK.parent.parent.parent / "README.md").read_text()
+    after = readme.split("**2. challenge.toml**, HECKTOR's phases", 1)[1]
+    toml = after.split("```toml\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "challenge.toml").write_text(toml)
+    ch = load_challenge(tmp_path)
+    assert (ch.name, ch.entry.kind, [p.name for p in ch.phases]) == ("hecktor", "container",
+                                                                       ["sanity", "validation", "test"])
+    sanity, validation, test = ch.phases
+    assert (sanity.feedback, sanity.max_submitted_per_owner, sanity.uploads) == ("full", 10, True)
+    assert (validation.carry, validation.max_working_per_owner, validation.board) == ("sanity", 2, "public")
+    assert (test.carry, test.entrants, test.feedback, test.board, test.max_submitted_per_owner) == \
+        ("validation", "promoted", "errors", "hidden", 1)
+    assert (test.limits.exam_total, test.limits.per_record, test.limits.vm_hours) == (86400.0, 900.0, 20.0)
+    assert test.test_dir == tmp_path / "phases" / "test" / "test"
+    assert all(p.opens is not None and p.closes is not None and p.opens < p.closes for p in ch.phases)
