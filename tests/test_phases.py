@@ -547,3 +547,41 @@ def test_the_portal_follows_the_phases(tmp_path, backend):
     assert (doc["scores"]["score"], doc["exam"]["records"], doc["feedback"]) == (0.5, 8, "full")
     assert "0.5000" in client.get("/leaderboards/contest?phase=test").text
     assert client.get("/api/challenges/contest/phases", headers=bearer).json()["phases"][2]["published"]
+
+
+def test_a_phase_for_promoted_owners_that_takes_uploads_refuses_the_others_before_storing(tmp_path, backend):
+    """A final phase with new uploads from the promoted owners only: refused, for anyone else,
+    before their archive is copied into the spool (submit) or its first byte stored (portal): a
+    broken archive gets the promotion's sentence, not the archive check's."""
+    from starlette.testclient import TestClient
+
+    from vmjudge.web.app import create_app
+
+    from .phased import write_sets
+
+    c = make_contest(tmp_path, backend)
+    (c.directory / "challenge.toml").write_text(contest_toml() + '\n[[phase]]\nname = "final"\nentrants = '
+                                                '"promoted"\nmax_submitted_per_owner = 1\n')
+    write_sets(c.directory, {"final": SETS["sanity"]})
+    spooled = sorted(p for p in c.site.layout.spool.rglob("*") if p.is_file())
+    said = ("bob was not promoted to phase final of contest: only the owners the organisers promoted from phase "
+            "test may enter it.")
+    broken = c.root / "broken-entry.tar.gz"
+    broken.write_bytes(b"not a tar.gz at all")
+    assert c.refused("submit", "contest", str(broken), "--owner", "bob", "--phase", "final") == said
+    assert c.refused("submit", "contest", str(broken), "--owner", "bob", "--phase", "sanity").startswith(
+        "broken-entry.tar.gz")  # the archive check's own sentence, where bob may enter
+    assert sorted(p for p in c.site.layout.spool.rglob("*") if p.is_file()) == spooled
+    token = c.vmjudge("owner", "add", "bob").stdout.strip().split()[-1]
+    client = TestClient(create_app(c.site, secure_cookies=False), raise_server_exceptions=False)
+    archive = broken
+    answer = client.post("/api/entries", headers={"Authorization": f"Bearer {token}"},
+                         data={"challenge": "contest", "phase": "final"},
+                         files={"archive": (archive.name, archive.read_bytes())})
+    assert (answer.status_code, answer.json()) == (409, {"error": said})
+    assert sorted(p for p in c.site.layout.spool.rglob("*") if p.is_file()) == spooled
+    c.vmjudge("promote", "contest", "--phase", "final", "--owners", "bob")
+    entry = c.submit("bob", "--phase", "final")
+    assert c.queue.entry(entry).phase == "final"
+    assert c.refused("submit", "contest", str(c.archive("bob")), "--owner", "bob", "--phase", "final") == (
+        "bob has submitted 1 entry to phase final of contest, the most it takes from one owner (1).")

@@ -243,10 +243,11 @@ def admit(site: Site, queue: Queue, name: str, ch: Challenge, archive: Path, own
     it and queue the entry (enter). `name` is the challenge as registered, `ch` its
     challenge.toml; `spool` defaults to the home's. `rate_limited`: a participant's own upload
     (the portal), held to the owner's limits (owner_limits) in the same transaction. In a
-    contest, `phase` names the phase (default: the one taking uploads now), whose window and
-    uploads are checked first, before the archive is copied."""
+    contest, `phase` names the phase (default: the one taking uploads now), whose window, uploads,
+    promotion and limits per owner are checked first, before the archive is copied."""
     chosen = upload_phase(ch, name, phase, late, time.time())
-    if chosen is not None:
+    if chosen is not None:  # refused before the archive is copied; checked again as it is queued
         upload_refusal(ch, name, chosen, late, time.time())
+        entrant_refusal(ch, name, chosen, owner, late, queue.owner_usage(name, owner, late, chosen.name))
     prepared = prepare(site, name, ch, archive, owner, spool)
     return enter(site, queue, name, ch, prepared, owner, late, spool, rate_limited, chosen)

@@ -42,7 +42,7 @@ from ..config import Challenge, Phase, load_challenge
 from ..errors import EntryError, VmjudgeError
 from ..queue.admit import Admitted, check_names, enter, owner_limits, spool_room
 from ..queue.owners import Owner
-from ..queue.phase_rules import upload_phase, upload_refusal
+from ..queue.phase_rules import entrant_refusal, upload_phase, upload_refusal
 from ..queue.rows import Usage
 from ..queue.spool import STALE
 from .failures import entry_status
@@ -148,6 +148,8 @@ class _Parts:
             upload_refusal(ch, name, phase, self.upload.late, time.time())
         self.used = self.portal.queue.owner_usage(name, self.owner.name, self.upload.late,
                                                   phase.name if phase is not None else None)
+        if phase is not None:  # promotion and the phase's limits per owner, before a byte is stored
+            entrant_refusal(ch, name, phase, self.owner.name, self.upload.late, self.used)
         owner_limits(ch.in_phase(phase.name if phase is not None else None), name, self.owner.name, self.used)
 
     def data(self, data: bytes, start: int, end: int) -> None:
