@@ -542,6 +542,10 @@ def test_the_portal_follows_the_phases(tmp_path, backend):
     assert [(p["name"], p["published"], [x["owner"] for x in p["promoted"]]) for p in phases["phases"]] == [
         ("sanity", None, []), ("validation", None, []), ("test", None, ["alice"])]
     assert "alice" in client.get("/phases/contest").text
+    boards = client.get("/leaderboards").text
+    assert all(f"/leaderboards/contest?phase={p}" in boards for p in ("sanity", "validation", "test"))
+    assert client.get("/leaderboards/contest?phase=final").status_code == 404
+    assert 'name="phase"' in client.get("/upload").text and '<option value="sanity">' in client.get("/upload").text
     c.vmjudge("publish", "contest", "--phase", "test")
     doc = client.get(f"/api/entries/{t1}", headers=bearer).json()
     assert (doc["scores"]["score"], doc["exam"]["records"], doc["feedback"]) == (0.5, 8, "full")
