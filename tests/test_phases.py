@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from vmjudge.config import load_site
+from vmjudge.config import load_challenge, load_site
 from vmjudge.config.phase import utc
+from vmjudge.queue.admit import admit
+from vmjudge.queue.carry import carry
 from vmjudge.queue.db import Queue
 from vmjudge.queue.results import encode, put
 from vmjudge.reports import participant
@@ -85,10 +87,15 @@ class Contest:
         return path
 
     def submit(self, owner: str, *args: str) -> int:
-        return int(self.vmjudge("submit", "contest", str(self.archive(owner)), "--owner", owner, *args).stdout)
+        """What `vmjudge submit contest ARCHIVE --owner OWNER [--late] [--phase P]` does, in this
+        process (the commands' own path is taken by the refusals, through the command line)."""
+        late, phase = "--late" in args, args[args.index("--phase") + 1] if "--phase" in args else None
+        return admit(self.site, self.queue, "contest", load_challenge(self.directory), self.archive(owner), owner,
+                     late, phase=phase).entry_id
 
     def carry(self, entry_id: int, phase: str) -> int:
-        return int(self.vmjudge("carry", "contest", str(entry_id), "--phase", phase).stdout)
+        """What `vmjudge carry contest ENTRY_ID --phase P` does, in this process."""
+        return carry(self.queue, "contest", load_challenge(self.directory), phase, entry_id).entry_id
 
     def judge(self, entry_id: int, wrong: int = 0, fail: bool = False, examined: bool = False) -> None:
         """Take the entry through the four stages: prep and quiz pass (or prep fails), the exam
@@ -172,7 +179,8 @@ def test_a_contest_end_to_end_with_every_refusal_on_the_way(contest):
         "validation.")
     # Scored against the sanity phase's own reference: s1 = 1, s2 = 2.
     assert c.queue.entry(a1).scores["score"] == 1.0 and c.queue.entry(b1).scores["score"] == 0.5
-    a2, b2 = c.carry(a1, "validation"), c.carry(b1, "validation")
+    a2 = int(c.vmjudge("carry", "contest", str(a1), "--phase", "validation").stdout)  # the command's own path
+    b2 = c.carry(b1, "validation")
     entry = c.queue.entry(a2)
     source = c.queue.entry(a1)
     assert (entry.phase, entry.carried_from, entry.owner, entry.state, entry.stage) == \
