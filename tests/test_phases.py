@@ -212,8 +212,8 @@ def test_a_contest_end_to_end_with_every_refusal_on_the_way(contest):
     assert c.queue.entry(b3).scores["score"] == score == 4 / 8
     # The test phase's results stay hidden from participants until published.
     assert c.refused("leaderboard", "contest", "--phase", "test") == (
-        "The board of phase test of contest is hidden until the organisers publish the phase's results. "
-        "(`vmjudge publish contest --phase test` publishes it; --organiser shows it to you now)")
+        "The board of phase test of contest is hidden until the organisers publish the phase's results "
+        "(`vmjudge publish contest --phase test` publishes it; --organiser shows it to you now).")
     organiser = json.loads(c.vmjudge("leaderboard", "contest", "--phase", "test", "--json", "--organiser").stdout)
     assert [(r["owner"], r["entry_id"], r["score"]) for r in organiser] == [("bob", b3, score)]
     doc = json.loads(c.vmjudge("show", str(b3), "--json").stdout)

@@ -158,7 +158,7 @@ def test_a_three_phase_contest(home):
     assert "hidden until the organisers publish" in hidden["board page"]
     for fmt in ((), ("--json",), ("--csv", str(home / "board.csv")), ("--html", str(home / "board.html"))):
         assert refused(home, "leaderboard", "contest", "--phase", "test", *fmt).startswith(
-            "The board of phase test of contest is hidden until the organisers publish the phase's results.")
+            "The board of phase test of contest is hidden until the organisers publish the phase's results (")
     assert not (home / "board.csv").exists() and not (home / "board.html").exists()
     phases = client.get("/api/challenges/contest/phases", headers=bearer).json()["phases"]
     assert [(p["name"], [x["owner"] for x in p["promoted"]]) for p in phases] == [
