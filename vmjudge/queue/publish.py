@@ -25,6 +25,7 @@ import time
 
 from ..pipeline import SILENT
 from .connection import Db
+from .rows import EntryRow
 
 # SQL on entries e, one parameter (now): the entry is "being examined" for participants, so
 # what its exam did (its outcome, its exam's VM time, its place back under the limits) is not
@@ -34,6 +35,12 @@ STEPS = 10  # the exam's cap in tenths: what a participant may learn of its time
 # The step for an exam whose cap no run recorded (parked before its VM measured anything):
 # one tenth of PhysioNet's one-hour cap.
 DEFAULT_CAP = 3600.0
+
+
+def being_examined(entry: EntryRow, at: float) -> bool:
+    """Whether participants see the entry as "being examined" at `at`: its exam started in this
+    evaluation and its publish time has not come (or is not known yet). EXAMINING in Python."""
+    return entry.exam_started is not None and (entry.published is None or at < entry.published)
 
 
 def tenths(used: float | None, cap: float | None) -> int | None:
