@@ -22,6 +22,7 @@ from vmjudge.queue.admit import admit
 from vmjudge.queue.carry import carry
 from vmjudge.queue.db import Queue
 from vmjudge.queue.results import encode, put
+from vmjudge.queue.publish import STEPS, tenths
 from vmjudge.reports import participant
 from vmjudge.reports.leaderboard import leaderboard
 from vmjudge.reports.phase_view import PhaseViews
@@ -423,6 +424,27 @@ def test_a_phase_that_gives_no_feedback_shows_only_that_an_entry_was_received(tm
     assert (doc["state"], doc["scores"]["score"], doc["feedback"]) == ("done", 0.5, "full")
     assert show(site, c.queue, v2)["reason"] == "setup-error"
     assert "0.5000" in page.read_text()  # report.html, written again on publication
+
+
+def test_a_phase_that_keeps_scores_back_publishes_every_outcome_at_the_exams_cap(tmp_path, backend):
+    """Under feedback "errors" participants see an entry's verdict but not its exam's time: were
+    its outcome published at its own tenth (#30), when the verdict appeared would give that time
+    away. Its entries are published at the cap, as if each exam took all of it."""
+    c = make_contest(tmp_path, backend, validation='feedback = "errors"')
+    a1 = c.submit("alice")
+    c.judge(a1, examined=True)
+    step = EXAM["stage_limit"] / STEPS
+    shown = tenths(EXAM["stage_seconds"], EXAM["stage_limit"])
+    assert shown is not None and 0 < shown < STEPS  # a phase with full feedback: the exam's own tenth
+    sanity = c.queue.entry(a1)
+    assert sanity.published - sanity.exam_started == pytest.approx(step * shown)
+    c.exams_published()
+    v1 = c.carry(a1, "validation")
+    c.judge(v1, examined=True)
+    validation = c.queue.entry(v1)
+    assert validation.published - validation.exam_started == pytest.approx(EXAM["stage_limit"])
+    assert participant.examining(validation, validation.exam_started + EXAM["stage_limit"] - 1)
+    assert not participant.examining(validation, validation.exam_started + EXAM["stage_limit"])
 
 
 def test_entries_usage_and_rescore_know_the_phase(contest):

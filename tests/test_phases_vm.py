@@ -128,6 +128,11 @@ def test_a_three_phase_contest(home):
         assert organiser["organiser"]["attempts"][0]["stage"] == "prep"  # judged again from stage 1
         exam = next(a for a in organiser["organiser"]["attempts"] if a["stage"] == "exam")
         assert exam["figures"]["stage_limit"] == 30.0  # the phase's own limit
+        # Feedback "errors": the verdict appears at the exam's cap whatever the exam took (later only
+        # when the result itself was ready later, and then at a tenth's boundary).
+        row = queue.entry(entry)
+        tenths_after = (row.published - row.exam_started) / 3.0
+        assert tenths_after >= 10 - 1e-6 and tenths_after == pytest.approx(round(tenths_after)), (owner, tenths_after)
     score = accuracy("test", {r: str(number) for r, (number, _) in SETS["test"].items()})
     assert {o: queue.entry(e).scores["score"] for o, e in test.items()} == {"alice": score, "bob": score} and \
         score == 0.625

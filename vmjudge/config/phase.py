@@ -76,6 +76,12 @@ class Phase:
         """Whether participants see less than everything of it until the organiser publishes it."""
         return self.feedback != "full" or self.board == "hidden"
 
+    @property
+    def keeps_exam_time_back(self) -> bool:
+        """Its entries' outcomes wait for the exam's cap (queue/publish.py): with scores and the
+        exam's time kept back, the moment an outcome appeared would still give that time away."""
+        return self.feedback != "full"
+
     def has_opened(self, at: float) -> bool:
         return self.opens is None or at >= self.opens
 

@@ -224,7 +224,8 @@ def enter(site: Site, queue: Queue, name: str, ch: Challenge, prepared: Prepared
             try:
                 entry_id = queue.add_entry(name, owner, late, stored.sha256, prepared.given_name, stored.path,
                                            dry_run=dry_run, admissible=admissible, size=stored.size,
-                                           phase=phase_name)
+                                           phase=phase_name,
+                                           exam_time_hidden=phase is not None and phase.keeps_exam_time_back)
             except BaseException:
                 if stored.new:
                     spool.remove(stored)

@@ -97,10 +97,10 @@ def carry(queue: Queue, name: str, ch: Challenge, phase_name: str, entry_id: int
                                           f"for phase {phase.name} of {name}: no further entry can be evaluated.")
         new_id = db.execute(
             "INSERT INTO entries (challenge, owner, late, dry_run, archive_sha256, archive_name, archive_path, "
-            "submitted_at, state, stage, archive_bytes, phase, carried_from) "
-            "VALUES (?, ?, 0, ?, ?, ?, ?, ?, 'queued', ?, 0, ?, ?) RETURNING id",
+            "submitted_at, state, stage, archive_bytes, phase, carried_from, exam_time_hidden) "
+            "VALUES (?, ?, 0, ?, ?, ?, ?, ?, 'queued', ?, 0, ?, ?, ?) RETURNING id",
             (name, source.owner, int(source.dry_run), source.archive_sha256, source.archive_name,
-             source.archive_path, now(), FIRST, phase.name, entry_id)).fetchone()[0]
+             source.archive_path, now(), FIRST, phase.name, entry_id, int(phase.keeps_exam_time_back))).fetchone()[0]
         event(db, new_id, "submitted", f"{source.archive_name} sha256 {source.archive_sha256} by {source.owner}, "
                                        f"carried from entry {entry_id} of phase {source.phase} to {phase.name}")
         event(db, entry_id, "carried", f"into phase {phase.name} as entry {new_id}")

@@ -121,8 +121,9 @@ class Queue(History):
 
     def add_entry(self, challenge: str, owner: str, late: bool, sha256: str, name: str, path: Path,
                   dry_run: bool = False, admissible: Callable[[Usage], None] | None = None, size: int = 0,
-                  phase: str | None = None) -> int:
-        """Queue an entry whose archive is stored at `path` (in a contest, to phase `phase`).
+                  phase: str | None = None, exam_time_hidden: bool = False) -> int:
+        """Queue an entry whose archive is stored at `path` (in a contest, to phase `phase`;
+        `exam_time_hidden` when that phase keeps the exam's time back, record_publish).
         `admissible`, given what the owner has used of this board, raises to refuse it; it is
         called in the same transaction as the insert, with other admissions to the board held
         off, so two submissions at once cannot both take the last place, on one host or several."""
@@ -134,10 +135,10 @@ class Queue(History):
                 self.blobs.put_file(db, sha256, path)
             entry_id = db.execute(
                 "INSERT INTO entries (challenge, owner, late, dry_run, archive_sha256, archive_name, archive_path, "
-                "submitted_at, state, stage, archive_bytes, phase) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?) "
-                "RETURNING id",
+                "submitted_at, state, stage, archive_bytes, phase, exam_time_hidden) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?) RETURNING id",
                 (challenge, owner, int(late), int(dry_run), sha256, name, str(path), now(), FIRST, size,
-                 phase)).fetchone()[0]
+                 phase, int(exam_time_hidden))).fetchone()[0]
             event(db, entry_id, "submitted", f"{name} sha256 {sha256} by {owner}" + (f" to {phase}" if phase else ""))
         return int(entry_id)
 

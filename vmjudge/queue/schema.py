@@ -203,4 +203,7 @@ MIGRATIONS = (
     # entry it was carried from (the same archive, judged again on this phase's data).
     ("entries", "phase", "TEXT"),
     ("entries", "carried_from", "BIGINT"),
+    # Its phase keeps scores and the exam's time back until published (feedback "errors" or "none"):
+    # its outcome waits for the exam's cap, so when it appears says nothing of the exam's time.
+    ("entries", "exam_time_hidden", "INTEGER NOT NULL DEFAULT 0"),
 )
