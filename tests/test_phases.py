@@ -21,8 +21,8 @@ from vmjudge.config.phase import utc
 from vmjudge.queue.admit import admit
 from vmjudge.queue.carry import carry
 from vmjudge.queue.db import Queue
-from vmjudge.queue.results import encode, put
 from vmjudge.queue.publish import STEPS, tenths
+from vmjudge.queue.results import encode, put
 from vmjudge.reports import participant
 from vmjudge.reports.leaderboard import leaderboard
 from vmjudge.reports.phase_view import PhaseViews
