@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import threading
 import time
 from contextlib import ExitStack
@@ -37,7 +36,7 @@ from vmjudge.vm.runner import make_blank_disk
 from . import oci_images as oci
 from .cli import run_cli
 from .conftest import the_test_site
-from .needs import cannot_run
+from .needs import root_making_tools
 from .oci_images import Image, Layer, file
 from .waiting import wait_for
 
@@ -56,11 +55,7 @@ submitted = "/submitted/{record}.txt"
 
 @pytest.fixture(autouse=True)
 def tools():
-    if os.geteuid() != 0:
-        cannot_run("making an entry's root keeps the image's owners, which needs root")
-    for tool in ("skopeo", "umoci", "mksquashfs", "unsquashfs"):
-        if shutil.which(tool) is None:
-            cannot_run(f"{tool} is not installed (make setup installs it)")
+    root_making_tools()
 
 
 class Home:

@@ -14,14 +14,9 @@ anywhere but the command's own layer."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
 from vmjudge.images import build
 
-from .needs import cannot_run
+from .needs import guest_script_as_root
 
 SCRIPT = r'''
 import json, os, stat, sys
@@ -148,12 +143,8 @@ print(json.dumps(result))
 
 
 def test_the_gpu_is_shown_to_a_container_as_the_toolkit_shows_it(tmp_path):
-    if os.geteuid() != 0:
-        cannot_run("the agent's mounts and device nodes are made as root")
-    proc = subprocess.run([sys.executable, "-I", "-S", "-c", SCRIPT, str(build.GUEST_DIR), str(tmp_path)],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    result = json.loads(proc.stdout)
+    result = guest_script_as_root(SCRIPT, build.GUEST_DIR, tmp_path,
+                                  "the agent's mounts and device nodes are made as root")
     driver = "usr/lib/x86_64-linux-gnu/nvidia/tesla-535"
     # Found through the guest's cache (x86-64 only, the first listing of each soname), to the real files.
     assert result["libraries"] == [["libcuda.so.535.216.03", f"{driver}/libcuda.so.535.216.03", "libcuda.so.1"],
