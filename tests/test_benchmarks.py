@@ -37,6 +37,8 @@ SPEED = ("upload_within_2x", "page_p99_within_2x")  # web_abuse's figures, which
 INVARIANTS: dict[str, Callable[[dict], bool]] = {
     "queue_bench.py": lambda d: d["every_stage_claimed_once"] and d["stages"] == 200,
     "rescore.py": lambda d: d["same_numbers_twice"] and d["entries"] == 20,
+    "image_key.py": lambda d: d["same_key"] and d["rewrite_noticed"] and d["files_read_with_known_hashes"] == 0
+    and d["mib"] == 4,
     "web.py": lambda d: d["upload"]["uploads"] == 2 and d["pages"]["entries_in_queue"] == 300,
     "web_abuse.py": lambda d: all(ok for name, ok in d["checks"].items() if name not in SPEED),
     "container.py": lambda d: d["stage1"]["all_passed"] and d["same_image_twice"]["roots_made"] == 1

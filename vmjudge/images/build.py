@@ -65,7 +65,8 @@ def recipe_document(site: Site, recipe: ImageRecipe) -> dict:
                            "pip": sorted(recipe.pip), "code": code.hexdigest()}
     if recipe.build is not None:  # the script by content, and every file it may read: a new tarball, a new image
         assert recipe.build_dir is not None
-        doc["build"] = {"script": recipe.build, "tree": build_step.tree_hash(recipe.build_dir)}
+        doc["build"] = {"script": recipe.build,
+                        "tree": build_step.tree_hash(recipe.build_dir, site.layout.tree_hashes(recipe.build_dir))}
     if recipe.gpu is not None:  # absent, not null, for a CPU image: its key stays what it was
         doc["gpu"] = gpu_driver.document(recipe.gpu)
     return doc
