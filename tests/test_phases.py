@@ -370,7 +370,8 @@ def test_promotion_takes_the_top_of_the_previous_board_as_it_orders_ties_and_is_
     assert all(set(p) == {"owner", "place", "how", "at"} for p in test["promoted"]) and "olga" not in json.dumps(doc)
     text = c.vmjudge("phases", "contest").stdout
     assert "test: open (from the start to no closing time); takes entries carried from validation, promoted owners " \
-           "only; feedback errors and board hidden until published\n  promoted: alice (place 1), top 2 of " \
+           "only; feedback errors and board hidden until published; training set phase validation's (2 records), " \
+           "whose answers a carried entry's archive holds\n  promoted: alice (place 1), top 2 of " \
            "validation, " in text
     assert c.carry(carried["carol"], "test") and c.refused("carry", "contest", str(carried["erin"]), "--phase",
                                                            "test").startswith("erin was not promoted to phase test")
