@@ -282,3 +282,12 @@ def test_a_later_phase_may_train_on_an_earlier_phases_test_records(tmp_path):
     ch = load_challenge(directory)
     check_challenge_data(ch)
     assert ch.in_phase("test").training == ("s1", "s2", "v1") and ch.in_phase("validation").training == ("r1", "r2")
+
+
+def test_the_readmes_carry_refusal_is_the_one_given(tmp_path):
+    readme = (QUICK.parent.parent.parent / "README.md").read_text()
+    said = readme.split("**Carried entries keep their training set.**", 1)[1].split("```\n…/challenge.toml: ", 1)[1]
+    said = said.split("\n", 1)[0]
+    with pytest.raises(ConfigError) as err:
+        load_challenge(contest_dir(tmp_path, test='training = "phases/test/training"'))
+    assert str(err.value) == f"{tmp_path / 'contest' / 'challenge.toml'}: {said}"
