@@ -291,3 +291,11 @@ def test_the_readmes_carry_refusal_is_the_one_given(tmp_path):
     with pytest.raises(ConfigError) as err:
         load_challenge(contest_dir(tmp_path, test='training = "phases/test/training"'))
     assert str(err.value) == f"{tmp_path / 'contest' / 'challenge.toml'}: {said}"
+
+
+def test_a_contest_without_the_challenges_training_set_is_told_as_before(tmp_path):
+    directory = contest_dir(tmp_path)
+    shutil.rmtree(directory / "training")
+    with pytest.raises(ConfigError, match=r"^.*/contest/training/RECORDS is missing or empty: list one record per "
+                                          r"line\.$"):
+        check_challenge_data(load_challenge(directory))

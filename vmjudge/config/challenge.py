@@ -277,7 +277,8 @@ def _check_no_test_in_training(ch: Challenge, later: Challenge) -> None:
 
 def _check_set(ch: Challenge, subset: str, records: tuple[str, ...]) -> None:
     where = ch.set_dir(subset)
-    if ch.phase is not None and not where.is_dir():
+    # A directory the phase names (not training/ or test/ at the top): said as the phase's.
+    if ch.phase is not None and where.resolve() != (ch.directory / subset).resolve() and not where.is_dir():
         raise ConfigError(f"{where} is missing: put phase {ch.phase.name}'s {subset} set there (its RECORDS and "
                           f"each record's files), or correct [phase {ch.phase.name}] {subset} in challenge.toml.")
     if not records:
