@@ -31,6 +31,7 @@ from vmjudge.supervisor.environment import Environment, images_sha256, manifest_
 from .cli import run_cli
 from .phased import contest_dir, write_training
 from .test_image_transfer import fake_image, home
+from .test_replica import iso_files
 from .test_rescore import NO_VM_ENV
 
 OWN = {"f1": 7, "f2": 8, "f3": 9}
@@ -47,8 +48,8 @@ def contest(root):
     return directory
 
 
-def vmjudge(site, *args: str, ok: bool = True):
-    proc = run_cli(*args, home=site.home, env=NO_VM_ENV)
+def vmjudge(site, *args: str, ok: bool = True, env: dict[str, str] = NO_VM_ENV):
+    proc = run_cli(*args, home=site.home, env=env)
     assert (proc.returncode == 0) == ok, proc.stdout + proc.stderr
     return proc
 
@@ -162,6 +163,15 @@ def test_a_phases_replica_carries_its_training_set_and_is_checked_in_it(tmp_path
     entry.mkdir()
     (entry / "answers.txt").write_text("f1,7\nf2,8\nf3,9\n")
     assert training_scores(seen, entry)["score"] == pytest.approx(2 / 3)  # against the phase's REFERENCE.csv
+    # The command writes that ISO (a stand-in image's files, so no VM is needed to look into it).
+    iso = tmp_path / "validation.iso"
+    built = vmjudge(site, "replica", "build", str(directory), "--phase", "validation", "-o", str(iso),
+                    env={"VMJUDGE_URI": NO_VM_ENV["VMJUDGE_URI"]})  # the host's PATH: ISOLINUX and GRUB's tools
+    assert built.stdout == f"{iso} {iso.stat().st_size}\n"
+    held = iso_files(iso)
+    assert {n.removeprefix("/vmjudge/challenge/") for n in held if n.startswith("/vmjudge/challenge/")} == challenge
+    assert held["/vmjudge/challenge/phases/sanity/training/f2.txt"] == b"8\n"
+    assert json.loads(held["/vmjudge/replica.json"])["phase"] == "validation"
     # A contest whose phases share everything keeps one replica, with no phase named.
     plain = load_challenge(contest_dir(tmp_path / "plain"))
     files = replica_files(plain.shared_view(None, "the replica"), fake_image(site, plain.directory))
