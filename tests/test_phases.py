@@ -539,6 +539,7 @@ def test_the_portal_follows_the_phases(tmp_path, backend):
     # The report page offers the carry; another owner's entry is not found.
     page = client.get(f"/entries/{a1}")
     assert 'id="carry-validation"' in page.text and "Choose this entry for phase validation" in page.text
+    assert "its quiz runs again on the\n  training set of this entry's phase, with the answers it holds" in page.text
     form = {"csrf": csrf_of(client, f"/entries/{a1}"), "phase": "validation"}
     assert client.post(f"/entries/{b1}/carry", data=form).status_code == 404
     carried = client.post(f"/entries/{a1}/carry", data=form)
