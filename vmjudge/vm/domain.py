@@ -168,6 +168,16 @@ class Domain:
             raise InfrastructureError("vm-start", f"libvirt gave domain {self.name} no pty for its data channel.")
         return paths[0]
 
+    def live_xml(self) -> str:
+        """The running domain's XML as libvirt holds it (its memtune, its devices, its labels)."""
+        return self._call(lambda d: d.XMLDesc(0), "reading")
+
+    def security_label(self) -> tuple[str, bool]:
+        """The label libvirt's security driver gave this domain's qemu ("" under none), and
+        whether it is enforced."""
+        label = self._call(lambda d: d.securityLabel(), "reading the label of")
+        return str(label[0] or ""), bool(label[1])
+
     def resume(self) -> None:
         try:
             self._call(lambda d: d.resume(), "resuming")
