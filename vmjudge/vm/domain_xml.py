@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config.site import PCI_ADDRESS_RE
+from .memory import hard_limit_mib
 from .pinning import CpuTune
 
 CHANNEL_NAME = "org.vmjudge.data"
@@ -152,6 +153,20 @@ def tune_xml(tune: CpuTune, vcpus: int) -> str:
     return ET.tostring(holder[0], encoding="unicode")
 
 
+def memtune_xml(spec: DomainSpec) -> str:
+    """The <memtune> element alone, as a warm-started VM is restored with it (vm/warm.py)."""
+    holder = ET.Element("domain")
+    _memtune(holder, spec)
+    return ET.tostring(holder[0], encoding="unicode")
+
+
+def _memtune(dom: ET.Element, spec: DomainSpec) -> None:
+    """qemu's own memory bounded (vm/memory.py): libvirt puts it in the qemu cgroup's limit."""
+    el = _sub(dom, "memtune")
+    limit = hard_limit_mib(spec.memory_mib, spec.accel, spec.gpu is not None)
+    _sub(el, "hard_limit", str(limit * 1024), unit="KiB")
+
+
 def _cputune(dom: ET.Element, tune: CpuTune, vcpus: int) -> None:
     """Each vCPU on its slot's cores, and qemu's emulator threads (its main loop, its I/O) on
     the same slot's: left anywhere, they would steal time from another slot's vCPUs."""
@@ -174,6 +189,7 @@ def domain_xml(spec: DomainSpec) -> str:
     dom = ET.Element("domain", type="kvm" if spec.accel == "kvm" else "qemu")
     _sub(dom, "name", spec.name)
     _sub(dom, "memory", str(spec.memory_mib), unit="MiB")
+    _memtune(dom, spec)
     _sub(dom, "vcpu", str(spec.vcpus))
     if spec.cputune is not None:
         _cputune(dom, spec.cputune, spec.vcpus)

@@ -43,7 +43,7 @@ from ..images.guest.wake import READY
 from ..images.image import GuestImage
 from .channel import ChannelClosed
 from .domain import DOMAIN_PREFIX, Domain
-from .domain_xml import DomainSpec, cdrom_xml, domain_xml, entry_root_xml, home_disk_xml, tune_xml
+from .domain_xml import DomainSpec, cdrom_xml, domain_xml, entry_root_xml, home_disk_xml, memtune_xml, tune_xml
 from .libvirt_uri import is_local
 from .pty_reader import ChannelReader
 
@@ -260,7 +260,8 @@ class Seat:
 
 def restore_xml(saved: str, spec: DomainSpec) -> str:
     """The saved domain's XML with this run's host-side parts: its console log file, its slot's
-    pinning, and no stale pty path (libvirt gives the channel a new one)."""
+    pinning, its memory bound (this judge's, whatever the state was saved with), and no stale pty
+    path (libvirt gives the channel a new one)."""
     dom = ET.fromstring(saved)
     for serial in dom.findall("./devices/serial[@type='file']"):
         source = serial.find("source")
@@ -273,6 +274,9 @@ def restore_xml(saved: str, spec: DomainSpec) -> str:
         dom.remove(old)
     if spec.cputune is not None:
         dom.append(ET.fromstring(tune_xml(spec.cputune, spec.vcpus)))
+    for old in dom.findall("memtune"):
+        dom.remove(old)
+    dom.append(ET.fromstring(memtune_xml(spec)))
     return ET.tostring(dom, encoding="unicode")
 
 

@@ -1,0 +1,29 @@
+"""How much host memory a VM's qemu may hold: the domain's <memtune><hard_limit>.
+
+libvirt writes it into the qemu process's memory cgroup (memory.max under cgroup v2,
+memory.limit_in_bytes under v1), so a qemu that an escaped entry makes allocate without end
+is killed by the host's kernel at that bound, not left to take the host's memory from every
+other slot. The bound is the guest's RAM plus what qemu holds besides, measured by
+bench/qemu_memory.py (see MARGIN_MIB); a guest cannot make qemu hold more of its RAM than it has.
+
+- Under TCG qemu also holds the code it translated: its translation cache, which qemu sizes at
+  1 GiB at most (min(1 GiB, host RAM / 8) on a 64-bit host) and fills as a guest runs new code.
+  The bound holds all of it, so no guest's code, however much, gets its qemu killed.
+- A GPU VM's qemu pins all guest RAM for the card's DMA (VFIO), and libvirt then uses the hard
+  limit as qemu's locked-memory limit too; without one it allows the guest's RAM plus 1 GiB. The
+  bound keeps that 1 GiB on top of the margin, so the card can map what it could before. Never
+  tried with a card (none is lent to these machines).
+"""
+
+from __future__ import annotations
+
+# qemu's memory beyond guest RAM and TCG's translation cache, as bench/qemu_memory.py measured it
+# (the largest of every run; see the README's "Security model"), with room for qemu's variation.
+MARGIN_MIB = 256
+TCG_CACHE_MIB = 1024  # qemu's largest translation cache on a 64-bit host
+VFIO_MIB = 1024  # libvirt's own allowance beyond guest RAM for a VFIO device's locked memory
+
+
+def hard_limit_mib(memory_mib: int, accel: str, gpu: bool) -> int:
+    """The bound of a VM of `memory_mib` under `accel`, with or without a GPU."""
+    return memory_mib + MARGIN_MIB + (TCG_CACHE_MIB if accel == "tcg" else 0) + (VFIO_MIB if gpu else 0)
