@@ -118,6 +118,7 @@ def main(args: argparse.Namespace) -> None:
     if args.smoke:
         args.runs, args.mib = 1, 1
     os.environ.setdefault("VMJUDGE_ACCEL", "tcg")
+    os.environ.setdefault("VMJUDGE_PROFILE", "trial")  # TCG on purpose, which production refuses
     site = load_site(args.home)
     image = build_image(site, ImageRecipe(), progress=lambda m: print(m, file=sys.stderr))
     conn = domain.connect(site.uri)

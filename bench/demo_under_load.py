@@ -75,6 +75,7 @@ def record_times(doc: Any, stage: str | None = None) -> list[tuple[str, float]]:
 
 def main(args: argparse.Namespace) -> None:
     os.environ.setdefault("VMJUDGE_ACCEL", "tcg")
+    os.environ.setdefault("VMJUDGE_PROFILE", "trial")  # TCG on purpose, which production refuses
     cases = SMOKE if args.smoke else {ex: tuple(EXPECTED) for ex in EXAMPLES}
     if args.hogs is None:
         args.hogs = 1 if args.smoke else os.cpu_count() or 2

@@ -91,6 +91,7 @@ def main() -> None:
     if args.smoke:
         args.records = "2"
     os.environ.setdefault("VMJUDGE_ACCEL", "tcg")
+    os.environ.setdefault("VMJUDGE_PROFILE", "trial")  # TCG on purpose, which production refuses
     site = load_site(args.home)
     site.layout.ensure()
     rows = []

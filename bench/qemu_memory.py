@@ -9,9 +9,11 @@ of Python code (new code for TCG to translate), and one warm run (a saved VM res
 exactly the guest's size), TCG's translation cache (the rwx mapping) and the rest, and its
 memory cgroup's peak charge. "rest" is what the margin must hold whatever the guest touches; under
 TCG the translation cache comes on top, up to its size (min(1 GiB, host RAM / 8), qemu's own).
+Each run reports the limit its qemu's cgroup had: the judge's own bound (none when the margin
+was first measured, before the bound existed). Exit 1 when "rest" passes the margin, or a qemu
+had no limit or passed it.
 
---smoke: the 384 MiB size alone, cold (the test suite's run). Each run reports the hard limit
-its qemu's cgroup had (none before the limits existed: how the margin was first measured).
+--smoke: the 384 MiB size alone, cold (the test suite's run).
 
 Usage: python bench/qemu_memory.py [--home DIR] [--sizes 384:1,1024:1,2048:2] [--smoke]
 """
@@ -36,6 +38,7 @@ from vmjudge.images.build import build_image
 from vmjudge.vm import domain
 from vmjudge.vm.channel import Watch
 from vmjudge.vm.job import Command, Job
+from vmjudge.vm.memory import MARGIN_MIB
 from vmjudge.vm.qemu_process import qemu_pid, read_qemu, status_fields
 from vmjudge.vm.reading import Limits
 from vmjudge.vm.runner import make_blank_disk, run_job
@@ -143,9 +146,16 @@ def main(args: argparse.Namespace) -> None:
                 print(json.dumps(runs[-1]), file=sys.stderr)
     finally:
         conn.close()
+    rest = max(x["rest_mib"] for r in runs for x in r["readings"])
+    bounded = all(r["hard_limit_mib"] is not None and max(x["vmhwm_mib"] for x in r["readings"]) <= r["hard_limit_mib"]
+                  for r in runs)
     print(json.dumps({"accel": site.accel, "host": platform.node(), "qemu": conn_version(site),
-                      "runs": runs, "max_overhead_mib": max(r["overhead_mib"] for r in runs),
-                      "max_rest_mib": max(x["rest_mib"] for r in runs for x in r["readings"])}, indent=1))
+                      "runs": runs, "max_overhead_mib": max(r["overhead_mib"] for r in runs), "max_rest_mib": rest,
+                      "margin_mib": MARGIN_MIB, "rest_within_margin": rest <= MARGIN_MIB,
+                      "every_qemu_bounded_and_within": bounded}, indent=1))
+    if rest > MARGIN_MIB or not bounded:
+        raise SystemExit(f"qemu held {rest} MiB beyond guest RAM and TCG's cache (margin {MARGIN_MIB} MiB), or a "
+                         "qemu had no hard limit or passed it: see the JSON above.")
 
 
 def conn_version(site) -> str:

@@ -126,6 +126,7 @@ def arguments() -> argparse.ArgumentParser:
 
 def main(args: argparse.Namespace) -> None:
     os.environ.setdefault("VMJUDGE_ACCEL", "tcg")
+    os.environ.setdefault("VMJUDGE_PROFILE", "trial")  # TCG on purpose, which production refuses
     site = load_site(args.home)
     if args.smoke:
         args.example, args.entries = "hostile", 1

@@ -113,6 +113,7 @@ def arguments() -> argparse.ArgumentParser:
 
 def main(args: argparse.Namespace) -> None:
     os.environ.setdefault("VMJUDGE_ACCEL", "tcg")
+    os.environ.setdefault("VMJUDGE_PROFILE", "trial")  # TCG on purpose, which production refuses
     if args.smoke:
         args.entries, args.kills = len(SMOKE_MIX), 1
     mix = SMOKE_MIX if args.smoke else tuple(MIX[i % len(MIX)] for i in range(args.entries))

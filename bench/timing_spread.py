@@ -96,6 +96,7 @@ def main(args: argparse.Namespace) -> None:
         args.runs, args.work = 1, "100000,200000"
     work = [int(w) for w in args.work.split(",")]
     os.environ.setdefault("VMJUDGE_ACCEL", "tcg")
+    os.environ.setdefault("VMJUDGE_PROFILE", "trial")  # TCG on purpose, which production refuses
     site = load_site(args.home)
     image = build_image(site, ImageRecipe(), progress=lambda m: print(m, file=sys.stderr))
     usable = usable_cores()

@@ -48,6 +48,21 @@ def the_test_site() -> Site:
     return s
 
 
+def pytest_configure(config):
+    """The suite runs guests under TCG on purpose, on hosts with no AppArmor: the trial profile,
+    for this session and every command it runs (tests/test_confinement.py sets production where it
+    shows the refusal)."""
+    os.environ["VMJUDGE_PROFILE"] = "trial"
+
+
+def pytest_sessionstart(session):
+    """Said first, whatever the verbosity: these tests judge where production would refuse."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line('vmjudge tests: profile = "trial" (VMJUDGE_PROFILE=trial): guests under TCG, judged even '
+                            "where the production profile refuses")
+
+
 def pytest_collection_finish(session):
     """Build the guest image (the first time: minutes) before any test runs, so that no test's
     timeout has to allow for it, whichever test the random order puts first."""

@@ -188,8 +188,8 @@ def test_unknown_retention_keys_and_tables_are_refused(tmp_path):
     with pytest.raises(ConfigError, match=r"\[retention\] has unknown key\(s\) spool_days: remove or correct them"):
         load_site(tmp_path)
     write(tmp_path, "[retain]\nhome_disk_days = 7\n", "site.toml")
-    with pytest.raises(ConfigError, match=r"unknown table \[retain\]: use \[site\], \[libvirt\], \[image\], \[results\], "
-                                          r"\[slots\], \[retention\], \[gpu\], \[queue\] or \[web\]\."):
+    with pytest.raises(ConfigError, match=r"unknown table \[retain\]: use \[site\], \[libvirt\], \[image\], "
+                                          r"\[results\], \[slots\], \[retention\], \[gpu\], \[queue\] or \[web\]\."):
         load_site(tmp_path)
 
 

@@ -259,7 +259,8 @@ def doctor(ctx: click.Context, challenge_dir: Path | None, slots: int, as_json: 
     else:
         checks = doctor_checks.run_checks(site, lambda: newest_image(site), slots, vcpus)
     if as_json:
-        echo(json.dumps({"ok": all(c.ok for c in checks), "checks": doctor_checks.as_json(checks)}, indent=2))
+        echo(json.dumps({"ok": all(c.ok for c in checks), "profile": site.profile,
+                         "checks": doctor_checks.as_json(checks)}, indent=2))
     else:
         for check in checks:
             echo(check.line())
