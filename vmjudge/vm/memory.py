@@ -17,8 +17,10 @@ bench/qemu_memory.py (see MARGIN_MIB); a guest cannot make qemu hold more of its
 
 from __future__ import annotations
 
-# qemu's memory beyond guest RAM and TCG's translation cache, as bench/qemu_memory.py measured it
-# (the largest of every run; see the README's "Security model"), with room for qemu's variation.
+# qemu's memory beyond guest RAM and TCG's translation cache. bench/qemu_memory.py measured 69-80 MiB
+# on 2026-11-26 (qemu 7.2 under TCG; VMs of 384 MiB to 2 GiB, 1-2 vCPUs, cold and restored, the guest's
+# memory filled): about three times that leaves room for what the bench did not do (heavy disk I/O
+# through qcow2's caches, a state being saved), and is still small beside the guest's RAM.
 MARGIN_MIB = 256
 TCG_CACHE_MIB = 1024  # qemu's largest translation cache on a 64-bit host
 VFIO_MIB = 1024  # libvirt's own allowance beyond guest RAM for a VFIO device's locked memory
