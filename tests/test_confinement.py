@@ -221,6 +221,10 @@ def test_the_production_daemon_refuses_this_machine_in_one_sentence_and_trial_ru
         "set allow_no_lsm = true under [site] in site.toml); or set profile = \"trial\" under [site] in site.toml for "
         "a host that judges no real entries (`vmjudge doctor` shows every check).\n")
     assert not (home / "daemon.lock").exists()  # refused before it took the home, so before any VM
+    archive = tmp_path / "x-entry.tar.gz"
+    archive.write_bytes(b"")
+    evaluated = run_cli("evaluate", "nosuch", str(archive), home=home, env=env)
+    assert (evaluated.returncode, evaluated.stderr) == (1, refused.stderr)  # before the entry would be queued
     trial = run_cli("daemon", "--until-idle", home=home, env={**env, "VMJUDGE_PROFILE": "trial"})
     assert trial.returncode == 0 and trial.stderr.endswith(" 0 entries ended, 0 stages run, in 0 s\n"), trial.stderr
 

@@ -23,6 +23,7 @@ from ..queue.rows import now
 from ..reports import leaderboard as lb
 from ..reports import participant, report
 from ..scorers.loader import load_scorer
+from ..supervisor import confinement
 from ..supervisor import doctor as doctor_checks
 from ..supervisor.cores import largest_vcpus
 from ..supervisor.daemon import DaemonBusy, serve
@@ -142,6 +143,9 @@ def evaluate(ctx: click.Context, challenge_name: str, archive: Path, owner: str 
 
     site = site_of(ctx)
     queue = queue_of(site)
+    why = confinement.refusal(site)  # before the entry is queued, not after (serve() asks again)
+    if why is not None:
+        raise confinement.Unconfined(why)
     entry_id = _submit(site, challenge_name, archive, owner or getpass.getuser(), False)
     echo(f"entry {entry_id}")
     try:
