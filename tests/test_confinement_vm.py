@@ -35,7 +35,8 @@ def stage_vm(conn, site, image, rundir, warm: bool) -> tuple[Observed, object]:
     job = Job(commands=(Command("fill", ("python3", "-c", FILL), 300.0), Command("alive", ("echo", "alive"), 30.0)))
     run = run_job(conn, replace(site, warm_start=warm), image, job, home_disk=home, workdir=rundir,
                   console_log=rundir / "console.log", vcpus=1, memory_mib=MEMORY, label="confined",
-                  limits=TEST_LIMITS, cores=SlotCores((0,)), on_start=lambda dom: seen.append(observe(conn, dom, False)))
+                  limits=TEST_LIMITS, cores=SlotCores((0,)),
+                  on_start=lambda dom: seen.append(observe(conn, dom, gpu=False)))
     assert len(seen) == 1
     return seen[0], run
 

@@ -165,10 +165,11 @@ def run_checks(site: Site, find_image: Callable[[], GuestImage], slots: int = 1,
 def _confinement(site: Site, seen: confinement.Observed | str) -> list[Check]:
     if isinstance(seen, confinement.Observed):
         return confinement.checks(site, seen, site.accel)
+    trial = site.profile == "trial"  # unproven is what production refuses, and trial warns of
     if not is_local(site.uri):
-        return [Check("confined", False, f"libvirt at {site.uri} runs its qemu on another machine, whose processes "
-                      "cannot be read from here: run `vmjudge doctor` on that machine.")]
-    return [Check("confined", False, f"the test VM's qemu process could not be read ({seen}).")]
+        return [Check("confined", trial, f"libvirt at {site.uri} runs its qemu on another machine, whose processes "
+                      "cannot be read from here: run `vmjudge doctor` on that machine.", warn=trial)]
+    return [Check("confined", trial, f"the test VM's qemu process could not be read ({seen}).", warn=trial)]
 
 
 def gpu_checks(gpu: GpuSite) -> list[Check]:
