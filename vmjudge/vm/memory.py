@@ -10,9 +10,10 @@ bench/qemu_memory.py (see MARGIN_MIB); a guest cannot make qemu hold more of its
   1 GiB at most (min(1 GiB, host RAM / 8) on a 64-bit host) and fills as a guest runs new code.
   The bound holds all of it, so no guest's code, however much, gets its qemu killed.
 - A GPU VM's qemu pins all guest RAM for the card's DMA (VFIO), and libvirt then uses the hard
-  limit as qemu's locked-memory limit too; without one it allows the guest's RAM plus 1 GiB. The
-  bound keeps that 1 GiB on top of the margin, so the card can map what it could before. Never
-  tried with a card (none is lent to these machines).
+  limit as qemu's locked-memory limit too (libvirt's qemumemlocktest, "pc-hardlimit+hostdev");
+  without one it allows the guest's RAM plus 1 GiB ("pc-hostdev"). The bound keeps that 1 GiB on
+  top of the margin, so the card can lock what it could before. Never tried with a card (none is
+  lent to these machines).
 """
 
 from __future__ import annotations
