@@ -135,10 +135,11 @@ def _gpu(devices: ET.Element, address: PciAddress) -> None:
     # managed='no': the card stays bound to vfio-pci on the host for good (the preflight checks
     # it), so libvirt never unbinds or rebinds it between entries; vfio-pci resets it when qemu
     # lets it go. No <memoryBacking><locked/>: VFIO pins all guest RAM itself when it maps it for
-    # the card's DMA, and libvirt raises qemu's memlock limit to the guest's memory plus 1 GiB
-    # whenever a VFIO hostdev is present (qemuDomainGetMemLockLimitBytes; libvirt's
-    # qemumemlocktest "pc-hostdev"). <locked/> would add nothing VFIO needs, and without a
-    # <memtune><hard_limit> it lifts that limit to unlimited ("pc-locked+hostdev").
+    # the card's DMA, and libvirt raises qemu's memlock limit whenever a VFIO hostdev is present: to
+    # the guest's memory plus 1 GiB (qemuDomainGetMemLockLimitBytes; libvirt's qemumemlocktest
+    # "pc-hostdev"), or, as every judge domain has one, to its <memtune><hard_limit>
+    # ("pc-hardlimit+hostdev"), which memory.py sizes to keep that 1 GiB. <locked/> would add
+    # nothing VFIO needs.
     hostdev = _sub(devices, "hostdev", mode="subsystem", type="pci", managed="no")
     _sub(hostdev, "driver", name="vfio")
     source = _sub(hostdev, "source")
