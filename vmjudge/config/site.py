@@ -143,7 +143,7 @@ def default_accel() -> str:
 
 
 def load_site(home: Path | None = None) -> Site:
-    """site.toml in the home directory, then VMJUDGE_URI / VMJUDGE_ACCEL from the environment."""
+    """site.toml in the home directory, then VMJUDGE_URI / VMJUDGE_ACCEL / VMJUDGE_PROFILE from the environment."""
     home = Path(home) if home is not None else default_home()
     path = Layout(home).site_toml
     data = read_toml(path) if path.exists() else {}
