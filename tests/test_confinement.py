@@ -242,7 +242,7 @@ def test_allow_no_lsm_is_the_production_daemons_first_line(tmp_path):
         "or SELinux profile, so an entry that escapes its guest may open whatever the qemu user may.")
 
 
-def test_trial_and_remote_refusals_read_nothing(tmp_path):
-    """A trial site is never refused, and asks libvirt nothing (the suite's daemons start as before)."""
+def test_a_trial_site_is_never_refused_and_asks_libvirt_nothing(tmp_path):
+    """Not even a libvirt that does not answer: the suite's daemons start as before."""
     assert confinement.refusal(Site(home=tmp_path, accel="tcg", profile="trial",
                                     uri="qemu:///system?socket=/nonexistent")) is None
