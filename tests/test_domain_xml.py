@@ -18,6 +18,7 @@ from vmjudge.vm.domain_xml import (
     cdrom_xml,
     domain_xml,
     entry_root_xml,
+    hard_limit_kib,
     home_disk_xml,
 )
 from vmjudge.vm.memory import MARGIN_MIB, TCG_CACHE_MIB, VFIO_MIB, hard_limit_mib
@@ -81,10 +82,9 @@ def test_paths_are_escaped_by_the_library():
 
 
 # The CPU domain as main generated it before the GPU domain existed: a GPU option must leave
-# every existing VM exactly as it was, byte for byte. #33 added the one <memtune> (vm/memory.py).
+# every existing VM exactly as it was, byte for byte (its memory bound is set once it runs: memory.py).
 CPU_XML_KVM_VIRTIO = (
-    '<domain type="kvm"><name>vmj-e1-prep-0a1b</name><memory unit="MiB">2048</memory>'
-    f'<memtune><hard_limit unit="KiB">{(2048 + MARGIN_MIB) * 1024}</hard_limit></memtune><vcpu>2</vcpu>'
+    '<domain type="kvm"><name>vmj-e1-prep-0a1b</name><memory unit="MiB">2048</memory><vcpu>2</vcpu>'
     '<os><type arch="x86_64" machine="pc">hvm</type><kernel>/img/vmlinuz</kernel><initrd>/img/initrd.img</initrd>'
     '<cmdline>console=ttyS0 quiet loglevel=3 panic=1 oops=panic vmjudge.channel=virtio</cmdline></os>'
     '<features><acpi /></features><cpu mode="host-passthrough" /><clock offset="utc" />'
@@ -102,8 +102,7 @@ CPU_XML_KVM_VIRTIO = (
     '</devices></domain>'
 )
 CPU_XML_TCG_UART = (
-    '<domain type="qemu"><name>vmj-e1-prep-0a1b</name><memory unit="MiB">2048</memory>'
-    f'<memtune><hard_limit unit="KiB">{(2048 + MARGIN_MIB + TCG_CACHE_MIB) * 1024}</hard_limit></memtune><vcpu>2</vcpu>'
+    '<domain type="qemu"><name>vmj-e1-prep-0a1b</name><memory unit="MiB">2048</memory><vcpu>2</vcpu>'
     '<os><type arch="x86_64" machine="pc">hvm</type><kernel>/img/vmlinuz</kernel><initrd>/img/initrd.img</initrd>'
     '<cmdline>console=ttyS0 quiet loglevel=3 panic=1 oops=panic vmjudge.channel=uart a=1</cmdline></os>'
     '<features><acpi /></features><clock offset="utc" />'
@@ -188,13 +187,9 @@ def test_gpu_domain_has_no_network_usb_graphics_or_balloon():
 
 
 def test_gpu_domain_is_the_cpu_domain_but_for_the_gpu():
-    """Everything but the machine, the CD-ROM's bus, the GPU itself and VFIO's locked-memory
-    allowance in the memory bound is the CPU domain's, to the byte."""
+    """Everything but the machine, the CD-ROM's bus and the GPU itself is the CPU domain's, to the byte."""
     for kw in ({}, {"channel": "uart", "memory_mib": 16384, "vcpus": 4}):
         gpu = ET.fromstring(domain_xml(spec(gpu=GPU, **kw)))
-        limit = gpu.find("memtune/hard_limit")
-        assert int(limit.text) == (kw.get("memory_mib", 2048) + MARGIN_MIB + VFIO_MIB) * 1024
-        limit.text = str(int(limit.text) - VFIO_MIB * 1024)
         gpu.find("os/type").set("machine", "pc")
         devices = gpu.find("devices")
         for el in devices.findall("controller[@type='pci']") + devices.findall("hostdev"):
@@ -315,36 +310,31 @@ def test_a_warm_state_is_the_same_for_archive_and_container_runs_and_the_root_is
     assert ET.tostring(ET.fromstring(entry_root_xml(Path("/results/1/root.sqfs")))) == cold[ENTRY_ROOT_TARGET]
 
 
-# --- qemu's own memory bounded (#33): <memtune><hard_limit>, cold, saved and restored alike.
+# --- qemu's own memory bounded (#33): set on the running domain (Domain.bound_memory), so no start
+# or restore XML carries a <memtune>, whose hard limit libvirt would also make qemu's locked-memory
+# rlimit (memory.py); a state libvirt saved with its bound is restored without it, then bounded.
 
 @pytest.mark.parametrize("kw, mib", [
     ({"memory_mib": 384, "accel": "kvm"}, 384 + MARGIN_MIB),
     ({"memory_mib": 1024, "accel": "tcg"}, 1024 + MARGIN_MIB + TCG_CACHE_MIB),
     ({"memory_mib": 16384, "accel": "kvm", "gpu": GPU}, 16384 + MARGIN_MIB + VFIO_MIB),
 ])
-def test_each_domain_bounds_qemus_memory(kw, mib):
-    dom = ET.fromstring(domain_xml(spec(**kw)))
-    limits = dom.findall("memtune/hard_limit")
-    assert [(el.get("unit"), int(el.text)) for el in limits] == [("KiB", mib * 1024)]
+def test_each_domain_has_its_bound_and_no_memtune_to_start_from(kw, mib):
+    assert hard_limit_kib(spec(**kw)) == mib * 1024
     assert hard_limit_mib(kw["memory_mib"], kw["accel"], "gpu" in kw) == mib
+    assert ET.fromstring(domain_xml(spec(**kw))).find("memtune") is None
 
 
-def test_a_restore_has_the_judges_bound_whatever_the_state_was_saved_with():
-    """A state libvirt saved before the bound existed (recorded: tests/confinement/saved-domain.xml,
-    `virsh save-image-dumpxml` of a real warm state) gets it, and a saved bound is replaced, so a
-    restored VM is bounded as a cold one is."""
+def test_a_restore_starts_without_the_bound_the_state_was_saved_with():
+    """libvirt saves the live XML, the bound its VM ran under included (added here to the recorded
+    tests/confinement/saved-domain.xml, `virsh save-image-dumpxml` of a real warm state, made before
+    the bound existed); the restore's XML leaves it out, and the runner bounds the restored domain."""
     recorded = (Path(__file__).parent / "confinement" / "saved-domain.xml").read_text()
-    assert ET.fromstring(recorded).find("memtune") is None
+    saved = ET.fromstring(recorded)
+    ET.SubElement(ET.SubElement(saved, "memtune"), "hard_limit", unit="KiB").text = str(hard_limit_kib(spec()))
     run = spec(accel="tcg", vcpus=1, memory_mib=1024)
-    want = [str((1024 + MARGIN_MIB + TCG_CACHE_MIB) * 1024)]
-    restored = ET.fromstring(restore_xml(recorded, run))
-    assert [el.text for el in restored.findall("memtune/hard_limit")] == want
-    stale = ET.fromstring(recorded)
-    ET.SubElement(ET.SubElement(stale, "memtune"), "hard_limit", unit="KiB").text = "1"
-    again = ET.fromstring(restore_xml(ET.tostring(stale, encoding="unicode"), run))
-    assert [el.text for el in again.findall("memtune/hard_limit")] == want
-    saved = ET.fromstring(domain_xml(spec(accel="tcg", vcpus=1, memory_mib=1024, home=None, cdrom=None)))
-    assert [el.text for el in saved.findall("memtune/hard_limit")] == want  # the state is made bounded too
+    for xml in (recorded, ET.tostring(saved, encoding="unicode")):
+        assert ET.fromstring(restore_xml(xml, run)).find("memtune") is None
 
 
 def test_the_restored_domain_passes_libvirts_schema(tmp_path):

@@ -151,8 +151,8 @@ def _devices_check(site: Site, q: QemuProcess, gpu: bool) -> Check:
 def _memory_check(site: Site, seen: Observed) -> Check:
     q = seen.qemu
     if seen.hard_limit_kib is None:
-        return Check("memory", False, "the domain has no <memtune><hard_limit>: this vmjudge did not write it; "
-                     "reinstall it.")
+        return Check("memory", False, "the running test VM has no <memtune><hard_limit>, which the judge sets on "
+                     "every domain before its guest runs: a vmjudge bug; report it.")
     want = seen.hard_limit_kib * 1024
     if q.memory_limit != want:
         got = "none" if q.memory_limit is None else f"{q.memory_limit // 2**20} MiB ({q.limit_file})"

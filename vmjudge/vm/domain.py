@@ -168,6 +168,17 @@ class Domain:
             raise InfrastructureError("vm-start", f"libvirt gave domain {self.name} no pty for its data channel.")
         return paths[0]
 
+    def bound_memory(self, kib: int) -> None:
+        """qemu's memory cgroup capped at `kib` (the domain's <memtune><hard_limit>, live), while the
+        domain is still paused: vm/memory.py says why it is not in the XML it started from."""
+        try:
+            self._call(lambda d: d.setMemoryParameters({libvirt.VIR_DOMAIN_MEMORY_HARD_LIMIT: kib},
+                                                       libvirt.VIR_DOMAIN_AFFECT_LIVE), "bounding the memory of")
+        except libvirt.libvirtError as exc:
+            raise InfrastructureError("vm-start", f"libvirt would not bound the memory of domain {self.name} "
+                                      f"({exc.get_error_message()}): enable the memory cgroup controller "
+                                      "(cgroup_controllers in /etc/libvirt/qemu.conf) and restart libvirtd.") from None
+
     def live_xml(self) -> str:
         """The running domain's XML as libvirt holds it (its memtune, its devices, its labels)."""
         return self._call(lambda d: d.XMLDesc(0), "reading")

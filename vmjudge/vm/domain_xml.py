@@ -137,9 +137,9 @@ def _gpu(devices: ET.Element, address: PciAddress) -> None:
     # lets it go. No <memoryBacking><locked/>: VFIO pins all guest RAM itself when it maps it for
     # the card's DMA, and libvirt raises qemu's memlock limit whenever a VFIO hostdev is present: to
     # the guest's memory plus 1 GiB (qemuDomainGetMemLockLimitBytes; libvirt's qemumemlocktest
-    # "pc-hostdev"), or, as every judge domain has one, to its <memtune><hard_limit>
-    # ("pc-hardlimit+hostdev"), which memory.py sizes to keep that 1 GiB. <locked/> would add
-    # nothing VFIO needs.
+    # "pc-hostdev"); the judge's memory bound (memory.py) is set on the running domain, which
+    # leaves that limit as it is. <locked/> would add nothing VFIO needs, and without a
+    # <memtune><hard_limit> in this XML it lifts that limit to unlimited ("pc-locked+hostdev").
     hostdev = _sub(devices, "hostdev", mode="subsystem", type="pci", managed="no")
     _sub(hostdev, "driver", name="vfio")
     source = _sub(hostdev, "source")
@@ -154,18 +154,10 @@ def tune_xml(tune: CpuTune, vcpus: int) -> str:
     return ET.tostring(holder[0], encoding="unicode")
 
 
-def memtune_xml(spec: DomainSpec) -> str:
-    """The <memtune> element alone, as a warm-started VM is restored with it (vm/warm.py)."""
-    holder = ET.Element("domain")
-    _memtune(holder, spec)
-    return ET.tostring(holder[0], encoding="unicode")
-
-
-def _memtune(dom: ET.Element, spec: DomainSpec) -> None:
-    """qemu's own memory bounded (vm/memory.py): libvirt puts it in the qemu cgroup's limit."""
-    el = _sub(dom, "memtune")
-    limit = hard_limit_mib(spec.memory_mib, spec.accel, spec.gpu is not None)
-    _sub(el, "hard_limit", str(limit * 1024), unit="KiB")
+def hard_limit_kib(spec: DomainSpec) -> int:
+    """qemu's memory bound for this VM (memory.py), which the runner sets on the started domain
+    (Domain.bound_memory) rather than in this XML: see memory.py for why."""
+    return hard_limit_mib(spec.memory_mib, spec.accel, spec.gpu is not None) * 1024
 
 
 def _cputune(dom: ET.Element, tune: CpuTune, vcpus: int) -> None:
@@ -190,7 +182,6 @@ def domain_xml(spec: DomainSpec) -> str:
     dom = ET.Element("domain", type="kvm" if spec.accel == "kvm" else "qemu")
     _sub(dom, "name", spec.name)
     _sub(dom, "memory", str(spec.memory_mib), unit="MiB")
-    _memtune(dom, spec)
     _sub(dom, "vcpu", str(spec.vcpus))
     if spec.cputune is not None:
         _cputune(dom, spec.cputune, spec.vcpus)

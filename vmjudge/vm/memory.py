@@ -3,17 +3,22 @@
 libvirt writes it into the qemu process's memory cgroup (memory.max under cgroup v2,
 memory.limit_in_bytes under v1), so a qemu that an escaped entry makes allocate without end
 is killed by the host's kernel at that bound, not left to take the host's memory from every
-other slot. The bound is the guest's RAM plus what qemu holds besides, measured by
-bench/qemu_memory.py (see MARGIN_MIB); a guest cannot make qemu hold more of its RAM than it has.
+other slot. It is set on each domain once started (or restored) and still paused, before the
+guest runs (Domain.bound_memory, libvirt's setMemoryParameters), not written in the XML it starts
+from: given a hard limit there, libvirt also raises qemu's locked-memory rlimit to it for every
+VM (its qemumemlocktest, "pc-hardlimit"), which a libvirtd without CAP_SYS_RESOURCE cannot do,
+and then no VM starts at all (tried: these machines' container has no CAP_SYS_RESOURCE). Set live,
+it is the cgroup's limit alone, the same on every host. The bound is the guest's RAM plus what qemu
+holds besides, measured by bench/qemu_memory.py (see MARGIN_MIB); a guest cannot make qemu hold more
+of its RAM than it has.
 
 - Under TCG qemu also holds the code it translated: its translation cache, which qemu sizes at
   1 GiB at most (min(1 GiB, host RAM / 8) on a 64-bit host) and fills as a guest runs new code.
   The bound holds all of it, so no guest's code, however much, gets its qemu killed.
-- A GPU VM's qemu pins all guest RAM for the card's DMA (VFIO), and libvirt then uses the hard
-  limit as qemu's locked-memory limit too (libvirt's qemumemlocktest, "pc-hardlimit+hostdev");
-  without one it allows the guest's RAM plus 1 GiB ("pc-hostdev"). The bound keeps that 1 GiB on
-  top of the margin, so the card can lock what it could before. Never tried with a card (none is
-  lent to these machines).
+- A GPU VM's qemu pins all guest RAM for the card's DMA (VFIO); libvirt allows it to lock the
+  guest's RAM plus 1 GiB ("pc-hostdev"), a limit the live bound leaves as it is. The bound keeps
+  that 1 GiB on top of the margin, so whatever qemu may lock for the card also fits its cgroup.
+  Never tried with a card (none is lent to these machines).
 """
 
 from __future__ import annotations

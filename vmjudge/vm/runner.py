@@ -31,7 +31,7 @@ from ..images.iso import write_iso
 from . import warm
 from .channel import FrameStream, Watch
 from .domain import DOMAIN_PREFIX, Domain
-from .domain_xml import DomainSpec, domain_xml
+from .domain_xml import DomainSpec, domain_xml, hard_limit_kib
 from .gpu_preflight import lendable_card
 from .hardware import fingerprint
 from .job import JOB_FILE, Job
@@ -112,8 +112,8 @@ def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *
                 return warm_run
             log.warning("%s boots cold: %s", name, warm_run)
             why = warm_run
-        return run.go(lambda: _start(conn, domain_xml(spec), gpu), {"mode": "cold", "why": why}, lent, hardware,
-                      iso_sha)
+        return run.go(lambda: _start(conn, domain_xml(spec), gpu, hard_limit_kib(spec)), {"mode": "cold", "why": why},
+                      lent, hardware, iso_sha)
     finally:
         if keep_iso is not None and iso.exists():
             os.replace(iso, keep_iso)
@@ -219,15 +219,22 @@ class _Run:
                     reader.close()
 
 
-def _start(conn: libvirt.virConnect, xml: str, gpu: str | None) -> Domain:
-    """A VM that will not start with a GPU lent to it is the card's or its host's doing (its
-    group not viable, a reset that failed, the card gone): the slot's fault, not libvirt's."""
+def _start(conn: libvirt.virConnect, xml: str, gpu: str | None, limit_kib: int) -> Domain:
+    """Started paused and its memory bounded before the guest runs. A VM that will not start with a
+    GPU lent to it is the card's or its host's doing (its group not viable, a reset that failed,
+    the card gone): the slot's fault, not libvirt's."""
     try:
-        return Domain.start_paused(conn, xml)
+        started = Domain.start_paused(conn, xml)
     except InfrastructureError as exc:
         if gpu is None:
             raise
         raise GpuFault("gpu-start", f"the VM would not start with the GPU {gpu}: {exc}", gpu) from None
+    try:
+        started.bound_memory(limit_kib)
+    except InfrastructureError:
+        started.destroy()
+        raise
+    return started
 
 
 @dataclass(frozen=True)

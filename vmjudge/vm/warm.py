@@ -43,7 +43,7 @@ from ..images.guest.wake import READY
 from ..images.image import GuestImage
 from .channel import ChannelClosed
 from .domain import DOMAIN_PREFIX, Domain
-from .domain_xml import DomainSpec, cdrom_xml, domain_xml, entry_root_xml, home_disk_xml, memtune_xml, tune_xml
+from .domain_xml import DomainSpec, cdrom_xml, domain_xml, entry_root_xml, hard_limit_kib, home_disk_xml, tune_xml
 from .libvirt_uri import is_local
 from .pty_reader import ChannelReader
 
@@ -206,6 +206,7 @@ class Seat:
         except InfrastructureError as exc:
             raise WarmFailed(f"could not make a warm state: {exc}") from None
         try:
+            domain.bound_memory(hard_limit_kib(spec))
             reader = ChannelReader(domain.channel_pty(spec.channel))
             try:
                 domain.resume()
@@ -246,6 +247,7 @@ class Seat:
             self.discard()  # another qemu or libvirt, or a damaged file: made again next time
             raise WarmFailed(str(exc)) from None
         try:
+            domain.bound_memory(hard_limit_kib(spec))
             if spec.cdrom is None or spec.home is None:
                 raise WarmFailed("a warm-started VM needs its job CD and home disk")
             domain.give(cdrom_xml(spec.cdrom), attach=False)
@@ -260,8 +262,9 @@ class Seat:
 
 def restore_xml(saved: str, spec: DomainSpec) -> str:
     """The saved domain's XML with this run's host-side parts: its console log file, its slot's
-    pinning, its memory bound (this judge's, whatever the state was saved with), and no stale pty
-    path (libvirt gives the channel a new one)."""
+    pinning, no stale pty path (libvirt gives the channel a new one), and no memory bound: libvirt
+    saves the one the VM ran under, and restoring with it would raise qemu's locked-memory limit
+    (vm/memory.py); the restored domain is bounded as a cold one is, once restored."""
     dom = ET.fromstring(saved)
     for serial in dom.findall("./devices/serial[@type='file']"):
         source = serial.find("source")
@@ -276,7 +279,6 @@ def restore_xml(saved: str, spec: DomainSpec) -> str:
         dom.append(ET.fromstring(tune_xml(spec.cputune, spec.vcpus)))
     for old in dom.findall("memtune"):
         dom.remove(old)
-    dom.append(ET.fromstring(memtune_xml(spec)))
     return ET.tostring(dom, encoding="unicode")
 
 
