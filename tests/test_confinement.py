@@ -124,7 +124,7 @@ def test_this_machine_under_trial_warns_of_tcg_and_no_security_model_and_passes_
         assert said[name].startswith("ok  "), said[name]
     assert said["user"].endswith("qemu runs as libvirt-qemu (uid 64055): an entry that escapes the guest is no root")
     assert said["boundary"].startswith("warn  boundary   tcg: qemu emulates every guest instruction")
-    assert said["boundary"].endswith('(profile = "trial": not refused)')
+    assert said["boundary"].endswith('in site.toml (profile = "trial": not refused).')
     assert said["lsm"].startswith("warn  lsm        security model none: no AppArmor or SELinux confines qemu")
     assert "apt-get install apparmor" in said["lsm"] and 'profile = "trial": not refused' in said["lsm"]
     assert said["memory"].endswith(f"capped at {LIMIT_KIB // 1024} MiB (the guest's 1024 MiB and qemu's own; "

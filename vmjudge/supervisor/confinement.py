@@ -88,7 +88,7 @@ def checks(site: Site, seen: Observed, accel: str) -> list[Check]:
     trial = site.profile == "trial"
 
     def refused(name: str, detail: str, fix: str) -> Check:
-        return Check(name, trial, f"{detail}: {fix}." + (TRIAL if trial else ""), warn=trial)
+        return Check(name, trial, f"{detail}: {fix}" + (TRIAL if trial else "") + ".", warn=trial)
 
     q = seen.qemu
     found = [
