@@ -85,7 +85,7 @@ def recover(site: Site, queue: Queue) -> None:
         for name in domain.leftover_domains(conn, prefix=f"{domain.DOMAIN_PREFIX}{site.domain_tag}-"):
             log.warning("destroying leftover domain %s", name)
             try:
-                domain.Domain(conn.lookupByName(name)).destroy()
+                domain.Domain(conn.lookupByName(name)).destroy_leftover()
             except Exception as exc:  # noqa: BLE001 - a domain that vanished meanwhile is fine
                 log.warning("could not destroy %s: %s", name, exc)
         for name in warm.recover(conn, site):

@@ -44,6 +44,10 @@ def connect(uri: str) -> libvirt.virConnect:
 # infrastructure failure. qemu keeps running meanwhile, and so does the data channel.
 RECONNECT_WINDOW = 60.0
 
+# How long a dead run's leftover domain may stay busy with a libvirt call of its before it is
+# destroyed all the same: a restore or hot-plug takes seconds, even under TCG on a busy host.
+LEFTOVER_SETTLE = 60.0
+
 
 def unreachable(uri: str) -> str | None:
     """Why libvirt at `uri` cannot be used right now, or None when it answers."""
@@ -72,13 +76,24 @@ class Domain:
         self.reconnects = 0
 
     @classmethod
-    def start_paused(cls, conn: libvirt.virConnect, xml: str) -> Domain:
+    def start_paused(cls, conn: libvirt.virConnect, xml: str, uri: str | None = None) -> Domain:
         """Start paused so the host can open the channel before the guest writes to it:
-        qemu drops what a pty port is sent while nobody has it open."""
+        qemu drops what a pty port is sent while nobody has it open. A connection that died
+        (libvirtd restarted since the stage began, as when a warm start broke off and this is its
+        cold boot) is replaced by one of the domain's own on `uri`, not taken for the VM's fault."""
+        own = None
+        if uri is not None and not _alive(conn):
+            log.warning("the libvirt connection died; opening another to start the VM")
+            conn = own = connect(uri)
         try:
-            return cls(conn.createXML(xml, libvirt.VIR_DOMAIN_START_PAUSED), uri=conn.getURI())
+            made = cls(conn.createXML(xml, libvirt.VIR_DOMAIN_START_PAUSED), uri=uri or conn.getURI())
         except libvirt.libvirtError as exc:
+            if own is not None:
+                with contextlib.suppress(libvirt.libvirtError):
+                    own.close()
             raise InfrastructureError("vm-start", f"the VM would not start: {exc.get_error_message()}") from None
+        made._own_conn = own
+        return made
 
     @classmethod
     def restore_paused(cls, conn: libvirt.virConnect, state: Path, xml: str, name: str) -> Domain:
@@ -236,6 +251,23 @@ class Domain:
                 return False
             time.sleep(poll)
         return True
+
+    def destroy_leftover(self, settle: float = LEFTOVER_SETTLE, poll: float = 0.05) -> None:
+        """Destroy a dead run's domain once no libvirt call on it is still under way. libvirt goes
+        on with a killed client's call (a restore, a disk hot-plug) after the client is gone, and
+        libvirtd 9.0 crashed (a segfault in its qemu driver, every VM of the host orphaned) when a
+        destroy landed in the middle of one: seen in the full run of 2026-11-26, a daemon killed
+        while its VM was being restored and the next daemon's recovery destroying it."""
+        deadline = time.monotonic() + settle
+        while time.monotonic() < deadline:
+            try:
+                state = self._dom.controlInfo()[0]
+            except libvirt.libvirtError:
+                break  # gone, or libvirt cannot say: destroy() copes with either
+            if state not in (libvirt.VIR_DOMAIN_CONTROL_JOB, libvirt.VIR_DOMAIN_CONTROL_OCCUPIED):
+                break
+            time.sleep(poll)
+        self.destroy()
 
     def destroy(self) -> None:
         try:

@@ -112,8 +112,8 @@ def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *
                 return warm_run
             log.warning("%s boots cold: %s", name, warm_run)
             why = warm_run
-        return run.go(lambda: _start(conn, domain_xml(spec), gpu, hard_limit_kib(spec)), {"mode": "cold", "why": why},
-                      lent, hardware, iso_sha)
+        return run.go(lambda: _start(conn, site.uri, domain_xml(spec), gpu, hard_limit_kib(spec)),
+                      {"mode": "cold", "why": why}, lent, hardware, iso_sha)
     finally:
         if keep_iso is not None and iso.exists():
             os.replace(iso, keep_iso)
@@ -219,12 +219,12 @@ class _Run:
                     reader.close()
 
 
-def _start(conn: libvirt.virConnect, xml: str, gpu: str | None, limit_kib: int) -> Domain:
+def _start(conn: libvirt.virConnect, uri: str, xml: str, gpu: str | None, limit_kib: int) -> Domain:
     """Started paused and its memory bounded before the guest runs. A VM that will not start with a
     GPU lent to it is the card's or its host's doing (its group not viable, a reset that failed,
     the card gone): the slot's fault, not libvirt's."""
     try:
-        started = Domain.start_paused(conn, xml)
+        started = Domain.start_paused(conn, xml, uri)
     except InfrastructureError as exc:
         if gpu is None:
             raise

@@ -228,7 +228,7 @@ class Seat:
     def leave_no_domain(self, conn: libvirt.virConnect) -> None:
         """A domain under the seat's name while the seat is held is a killed run's: gone."""
         with contextlib.suppress(libvirt.libvirtError):
-            Domain(conn.lookupByName(self.name)).destroy()
+            Domain(conn.lookupByName(self.name)).destroy_leftover()
 
     def restore(self, conn: libvirt.virConnect, spec: DomainSpec) -> Domain:
         """The state restored paused with this run's console log and pinning, its job CD in the
@@ -320,7 +320,7 @@ def recover(conn: libvirt.virConnect, site: Site) -> list[str]:
             except BlockingIOError:
                 continue  # a live run's
             try:
-                Domain(conn.lookupByName(name)).destroy()
+                Domain(conn.lookupByName(name)).destroy_leftover()
             except libvirt.libvirtError:
                 continue
             gone.append(name)
