@@ -16,13 +16,17 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
+import libvirt
 import pytest
 
 from vmjudge.config import Site
+from vmjudge.errors import InfrastructureError
 from vmjudge.supervisor import confinement
 from vmjudge.supervisor.confinement import Observed, checks, problems
+from vmjudge.vm.domain import Domain
 from vmjudge.vm.memory import hard_limit_mib
 from vmjudge.vm.qemu_process import NotFound, memory_limit, qemu_pid, read_qemu
+from vmjudge.vm.runner import _start
 from vmjudge.vm.security import dac_ids, lsm, sandboxed, security_models
 
 from .cli import run_cli
@@ -114,6 +118,73 @@ def test_libvirts_capabilities_name_its_security_driver_and_qemus_user():
     assert dac_ids(root, "kvm") == (0, 0)
     assert sandboxed((FILES / "cmdline-warm-cpu.txt").read_text().splitlines())
     assert not sandboxed((FILES / "cmdline-no-sandbox.txt").read_text().splitlines())
+
+
+# --- The bound, set on the paused domain: libvirt's own test driver takes it as the qemu driver does
+# (into the live <memtune>), and refuses it on a domain that does not run.
+
+TEST_DOMAIN = "<domain type='test'><name>{}</name><memory>524288</memory><os><type>hvm</type></os></domain>"
+
+
+def test_the_bound_goes_into_the_live_domain_and_a_refusal_is_the_judges_failure():
+    conn = libvirt.open("test:///default")
+    try:
+        running = Domain(conn.createXML(TEST_DOMAIN.format("vmj-bounded"), 0))
+        running.bound_memory(LIMIT_KIB)
+        assert f"<hard_limit unit='KiB'>{LIMIT_KIB}</hard_limit>" in running.live_xml()
+        running.destroy()
+        stopped = Domain(conn.defineXML(TEST_DOMAIN.format("vmj-stopped")))
+        with pytest.raises(InfrastructureError) as err:
+            stopped.bound_memory(LIMIT_KIB)
+        assert err.value.reason == "vm-start"
+        assert str(err.value).startswith("libvirt would not bound the memory of domain vmj-stopped (")
+        assert "no VM runs unbounded" in str(err.value) and "cgroup_controllers" in str(err.value)
+    finally:
+        for name in conn.listDefinedDomains():
+            if name == "vmj-stopped":
+                conn.lookupByName(name).undefine()
+        conn.close()
+
+
+class Unboundable:
+    """A started domain whose bound libvirt refuses (as its qemu driver does with no memory cgroup
+    controller): the libvirt calls are the point, so they are recorded."""
+
+    def __init__(self):
+        self.calls: list[str] = []
+
+    def name(self) -> str:
+        return "vmj-unboundable"
+
+    def connect(self) -> Unboundable:
+        return self
+
+    def isAlive(self) -> int:
+        return 1
+
+    def createXML(self, xml: str, flags: int) -> Unboundable:
+        self.calls.append("start paused" if flags == libvirt.VIR_DOMAIN_START_PAUSED else "start")
+        return self
+
+    def setMemoryParameters(self, params: dict, flags: int) -> int:
+        self.calls.append(f"bound {params[libvirt.VIR_DOMAIN_MEMORY_HARD_LIMIT]}")
+        raise libvirt.libvirtError("Requested operation is not valid: cgroup memory controller is not mounted")
+
+    def destroy(self) -> int:
+        self.calls.append("destroy")
+        return 0
+
+
+@pytest.mark.parametrize("gpu", [None, "0000:65:00.0"])
+def test_a_vm_whose_bound_is_refused_never_runs_and_the_stage_fails_as_infrastructure(gpu):
+    """Started paused, refused its bound, destroyed before anything resumed it; an
+    InfrastructureError (retried, never the entry's), not a GPU fault even with a card lent."""
+    dom = Unboundable()
+    with pytest.raises(InfrastructureError) as err:
+        _start(dom, "qemu:///system", "<domain/>", gpu, LIMIT_KIB)  # type: ignore[arg-type]
+    assert dom.calls == ["start paused", f"bound {LIMIT_KIB}", "destroy"]
+    assert type(err.value) is InfrastructureError and err.value.reason == "vm-start"
+    assert str(err.value).startswith("libvirt would not bound the memory of domain vmj-unboundable (")
 
 
 # --- doctor's lines, each branch.

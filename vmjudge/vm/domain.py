@@ -185,14 +185,17 @@ class Domain:
 
     def bound_memory(self, kib: int) -> None:
         """qemu's memory cgroup capped at `kib` (the domain's <memtune><hard_limit>, live), while the
-        domain is still paused: vm/memory.py says why it is not in the XML it started from."""
+        domain is still paused: vm/memory.py says why it is not in the XML it started from. A bound
+        libvirt will not set is the judge's failure, never skipped: the caller destroys the VM
+        before its guest runs (libvirt's qemu driver refuses it when the memory controller is missing)."""
         try:
             self._call(lambda d: d.setMemoryParameters({libvirt.VIR_DOMAIN_MEMORY_HARD_LIMIT: kib},
                                                        libvirt.VIR_DOMAIN_AFFECT_LIVE), "bounding the memory of")
         except libvirt.libvirtError as exc:
             raise InfrastructureError("vm-start", f"libvirt would not bound the memory of domain {self.name} "
-                                      f"({exc.get_error_message()}): enable the memory cgroup controller "
-                                      "(cgroup_controllers in /etc/libvirt/qemu.conf) and restart libvirtd.") from None
+                                      f"({exc.get_error_message()}), and no VM runs unbounded: when libvirt names "
+                                      "the memory cgroup, enable that controller (cgroup_controllers in "
+                                      "/etc/libvirt/qemu.conf) and restart libvirtd.") from None
 
     def live_xml(self) -> str:
         """The running domain's XML as libvirt holds it (its memtune, its devices, its labels)."""
