@@ -11,6 +11,7 @@ machine (TCG, no security driver) reads libvirt, starts no VM, and says why in o
 
 from __future__ import annotations
 
+import re
 import shutil
 import tempfile
 from dataclasses import replace
@@ -297,7 +298,8 @@ def test_the_production_daemon_refuses_this_machine_in_one_sentence_and_trial_ru
     evaluated = run_cli("evaluate", "nosuch", str(archive), home=home, env=env)
     assert (evaluated.returncode, evaluated.stderr) == (1, refused.stderr)  # before the entry would be queued
     trial = run_cli("daemon", "--until-idle", home=home, env={**env, "VMJUDGE_PROFILE": "trial"})
-    assert trial.returncode == 0 and trial.stderr.endswith(" 0 entries ended, 0 stages run, in 0 s\n"), trial.stderr
+    assert trial.returncode == 0 and re.fullmatch(r"\S+ 0 entries ended, 0 stages run, in \d+ s\n", trial.stderr), \
+        trial.stderr  # the seconds are the daemon's start-up on a busy host: not the point
 
 
 def test_allow_no_lsm_is_the_production_daemons_first_line(tmp_path):
