@@ -24,6 +24,7 @@ from vmjudge.config import Site
 from vmjudge.errors import InfrastructureError
 from vmjudge.supervisor import confinement
 from vmjudge.supervisor.confinement import Observed, checks, problems
+from vmjudge.vm.devices import xml_kinds
 from vmjudge.vm.domain import Domain
 from vmjudge.vm.memory import hard_limit_mib
 from vmjudge.vm.qemu_process import NotFound, memory_limit, qemu_pid, read_qemu
@@ -36,6 +37,9 @@ FILES = Path(__file__).parent / "confinement"
 PID = 4242
 NAME = "vmj-w2cf16f-03418c3ed7-tcg-1c-1024m-0"
 LIMIT_KIB = hard_limit_mib(1024, "tcg", False) * 1024
+# A running judge domain's devices as libvirt gives them back (the recorded warm state's XML is its
+# live XML when it was saved), then the home disk and the job CD a warm start gives it.
+LIVE_DEVICES = (*xml_kinds((FILES / "saved-domain.xml").read_text()), "disk/disk/virtio")
 
 
 def proc_tree(tmp_path: Path, status: str, cmdline: str = "cmdline-warm-cpu.txt") -> tuple[Path, Path, Path]:
@@ -64,7 +68,7 @@ def observed(tmp_path: Path, status: str = "status-libvirt-qemu", cmdline: str =
     qemu = read_qemu(qemu_pid(NAME, run_dir=run, proc=proc), proc=proc, cgroups=cgroups)
     models = security_models((FILES / capabilities).read_text())
     return Observed(qemu=qemu, lsm=lsm(models), label=label, enforcing=enforcing, hard_limit_kib=LIMIT_KIB,
-                    memory_mib=1024, gpu=False)
+                    memory_mib=1024, gpu=False, live_devices=LIVE_DEVICES)
 
 
 def lines(site: Site, seen: Observed, accel: str = "tcg") -> dict[str, str]:
@@ -80,7 +84,7 @@ def production(tmp_path: Path, **kw) -> Site:
 def test_the_recorded_qemu_of_this_machine_reads_as_confined(tmp_path):
     seen = observed(tmp_path)
     q = seen.qemu
-    assert (q.pid, q.uid, q.gid, q.cap_eff, q.no_new_privs, q.seccomp) == (PID, 64055, 64055, 0, 1, 2)
+    assert (q.pid, q.uid, q.gid, q.cap_eff, q.cap_prm, q.no_new_privs, q.seccomp) == (PID, 64055, 64055, 0, 0, 1, 2)
     assert q.memory_limit == LIMIT_KIB * 1024 and q.limit_file.endswith(".libvirt-qemu/memory.limit_in_bytes")
     assert "-nodefaults" in q.argv and f"guest={NAME},debug-threads=on" in q.argv
     assert seen.lsm == "none"
@@ -220,12 +224,17 @@ def test_qemu_as_root_without_its_sandbox_fails_each_line_with_its_qemu_conf_key
     assert said["user"] == ("FAIL  user       qemu runs as root: an entry that escapes the guest is root on this host: "
                             'set user = "libvirt-qemu" and group = "libvirt-qemu" in /etc/libvirt/qemu.conf and '
                             "restart libvirtd.")
-    assert said["caps"].startswith("FAIL  caps       qemu holds capabilities (CapEff 000001ffffffffff)")
+    assert said["caps"].startswith("FAIL  caps       qemu holds capabilities (CapEff 000001ffffffffff, "
+                                   "CapPrm 000001ffffffffff)")
     assert "clear_emulator_capabilities = 1" in said["caps"]
     assert said["nnp"].startswith("FAIL  nnp        NoNewPrivs 0") and "seccomp_sandbox = 1" in said["nnp"]
     assert said["seccomp"] == ("FAIL  seccomp    Seccomp 0: qemu runs without its system-call filter: set "
                                "seccomp_sandbox = 1 in /etc/libvirt/qemu.conf and restart libvirtd.")
     assert said["devices"].startswith("ok  ")  # -sandbox is no device: the allow-list is about what the VM has
+    regained = lines(production(tmp_path), replace(seen := observed(tmp_path), qemu=replace(seen.qemu,
+                                                                                         cap_prm=0x400)), "kvm")
+    assert regained["caps"].startswith("FAIL  caps       qemu holds capabilities (CapEff 0000000000000000, CapPrm "
+                                       "0000000000000400)")  # none effective, but one it may make so again
 
 
 def test_apparmor_confining_qemu_passes_and_one_in_complain_mode_fails(tmp_path):
@@ -244,8 +253,11 @@ def test_a_device_off_the_list_and_a_missing_bound_fail(tmp_path):
     nic = replace(seen, qemu=replace(seen.qemu, argv=(*seen.qemu.argv, "-netdev", "user,id=n0", "-device",
                                                       "e1000,netdev=n0")))
     said = lines(production(tmp_path), nic, "kvm")
-    assert said["devices"].startswith("FAIL  devices    qemu's command line has what a judge VM must not: "
-                                      "-device e1000, -netdev:")
+    assert said["devices"].startswith("FAIL  devices    qemu's command line or running domain has what a judge VM "
+                                      "must not: -device e1000, -netdev:")
+    plugged = lines(production(tmp_path), replace(seen, live_devices=(*seen.live_devices, "interface")), "kvm")
+    assert plugged["devices"].startswith("FAIL  devices    qemu's command line or running domain has what a judge VM "
+                                         "must not: <interface> in the running domain:")  # given after the start
     unbound = lines(production(tmp_path), replace(seen, qemu=replace(seen.qemu, memory_limit=None, limit_file=None)))
     assert unbound["memory"].startswith(f"FAIL  memory     the domain's hard limit is {LIMIT_KIB // 1024} MiB but "
                                         "qemu's memory cgroup limit is none")

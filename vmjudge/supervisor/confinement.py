@@ -28,7 +28,7 @@ import libvirt
 from ..config import Site
 from ..errors import ConfigError, InfrastructureError, VmjudgeError
 from ..vm import domain as vm_domain
-from ..vm.devices import qemu_devices, unlisted_qemu
+from ..vm.devices import qemu_devices, unlisted_kinds, unlisted_qemu, xml_kinds
 from ..vm.domain_xml import DomainSpec, domain_xml
 from ..vm.qemu_process import QemuProcess, qemu_pid, read_qemu
 from ..vm.security import SecurityModel, dac_ids, lsm, planned_argv, sandboxed, security_models
@@ -62,6 +62,9 @@ class Observed:
     hard_limit_kib: int | None  # the live domain's <memtune><hard_limit>
     memory_mib: int
     gpu: bool
+    # The live domain's devices (devices.xml_kinds): those given to it after qemu started (a warm
+    # start's home disk and a container entry's root, hot-plugged) are here and not in qemu.argv.
+    live_devices: tuple[str, ...] = ()
 
 
 def observe(conn: libvirt.virConnect, dom: vm_domain.Domain, gpu: bool) -> Observed:
@@ -71,8 +74,10 @@ def observe(conn: libvirt.virConnect, dom: vm_domain.Domain, gpu: bool) -> Obser
     limit = live.find("memtune/hard_limit")
     memory = live.find("memory")
     label, enforcing = dom.security_label()
+    devices = tuple(xml_kinds(ET.tostring(live, encoding="unicode")))
     return Observed(qemu=qemu, lsm=lsm(security_models(conn.getCapabilities())), label=label, enforcing=enforcing,
-                    hard_limit_kib=_kib(limit), memory_mib=(_kib(memory) or 0) // 1024, gpu=gpu)
+                    hard_limit_kib=_kib(limit), memory_mib=(_kib(memory) or 0) // 1024, gpu=gpu,
+                    live_devices=devices)
 
 
 def _kib(el: ET.Element | None) -> int | None:
@@ -98,8 +103,9 @@ def checks(site: Site, seen: Observed, accel: str) -> list[Check]:
         Check("user", True, f"qemu runs as {_user(q.uid)} (uid {q.uid}): an entry that escapes the guest is no root")
         if q.uid != 0 else refused("user", "qemu runs as root: an entry that escapes the guest is root on this host",
                                    FIX_USER),
-        Check("caps", True, "qemu holds no capabilities (CapEff 0)") if q.cap_eff == 0 else
-        refused("caps", f"qemu holds capabilities (CapEff {q.cap_eff:016x}): an escaped entry may use them", FIX_CAPS),
+        Check("caps", True, "qemu holds no capabilities (CapEff 0, CapPrm 0)") if q.cap_eff == q.cap_prm == 0 else
+        refused("caps", f"qemu holds capabilities (CapEff {q.cap_eff:016x}, CapPrm {q.cap_prm:016x}): an escaped "
+                "entry may use them", FIX_CAPS),
         Check("nnp", True, "NoNewPrivs 1: nothing qemu runs can gain privileges (setuid, file capabilities)")
         if q.no_new_privs == 1 else refused("nnp", "NoNewPrivs 0: a program qemu runs could gain privileges "
                                             "(qemu sets it with its seccomp filter)", FIX_SECCOMP),
@@ -107,7 +113,7 @@ def checks(site: Site, seen: Observed, accel: str) -> list[Check]:
               "process-spawning and resource-control system calls") if q.seccomp == 2 else
         refused("seccomp", f"Seccomp {q.seccomp}: qemu runs without its system-call filter", FIX_SECCOMP),
         _lsm_check(site, seen),
-        _devices_check(site, q, seen.gpu),
+        _devices_check(site, seen),
         _memory_check(site, seen),
     ]
     return found
@@ -137,15 +143,21 @@ def _lsm_check(site: Site, seen: Observed) -> Check:
                  f"open whatever the qemu user may: {FIX_LSM}.")
 
 
-def _devices_check(site: Site, q: QemuProcess, gpu: bool) -> Check:
-    extra = unlisted_qemu(q.argv, gpu)
+def _devices_check(site: Site, seen: Observed) -> Check:
+    """qemu's command line (what it started with) and the running domain's XML (what it has now,
+    devices given after the start included), each against the allow-list."""
+    q = seen.qemu
+    extra = unlisted_qemu(q.argv, seen.gpu) + [f"<{k}> in the running domain"
+                                                for k in unlisted_kinds(seen.live_devices, implicit=True)]
     if extra:
-        return Check("devices", site.profile == "trial", f"qemu's command line has what a judge VM must not: "
-                     f"{', '.join(extra)}: a libvirt hook or qemu.conf setting adds it; remove it.",
+        return Check("devices", site.profile == "trial", f"qemu's command line or running domain has what a judge VM "
+                     f"must not: {', '.join(extra)}: a libvirt hook or qemu.conf setting adds it; remove it.",
                      warn=site.profile == "trial")
     counts = Counter(qemu_devices(q.argv))
     listed = ", ".join(f"{d} ×{n}" if n > 1 else d for d, n in sorted(counts.items()))
-    return Check("devices", True, f"qemu has only the judge's devices ({listed}), -nodefaults, no NIC, USB or display")
+    disks = sum(1 for k in seen.live_devices if k.startswith("disk/"))
+    return Check("devices", True, f"qemu has only the judge's devices ({listed}; {disks} drives in the running "
+                 "domain), -nodefaults, no NIC, USB or display")
 
 
 def _memory_check(site: Site, seen: Observed) -> Check:

@@ -87,8 +87,14 @@ def _kind(el: ET.Element) -> str:
 
 def unlisted_xml(xml: str, implicit: bool = False) -> list[str]:
     """The devices of `xml` off the allow-list; `implicit` for an XML libvirt gave back."""
+    return unlisted_kinds(xml_kinds(xml), implicit)
+
+
+def unlisted_kinds(kinds: Iterable[str], implicit: bool = False) -> list[str]:
+    """The kinds (xml_kinds) off the allow-list, each once; `implicit` for an XML libvirt gave back
+    (a running domain's: what was hot-plugged into it is there, and not on qemu's command line)."""
     allowed = XML_DEVICES | (XML_IMPLICIT if implicit else frozenset())
-    return [k for k in xml_kinds(xml) if k not in allowed]
+    return _once(k for k in kinds if k not in allowed)
 
 
 def qemu_devices(argv: Sequence[str]) -> list[str]:

@@ -33,6 +33,7 @@ class QemuProcess:
     uid: int  # the real uid: libvirt's `user` in qemu.conf
     gid: int
     cap_eff: int  # effective capabilities, as the bit mask /proc shows in hex
+    cap_prm: int  # permitted: what it could make effective again (capset), so none either
     no_new_privs: int  # 1: no exec can ever gain privileges (setuid, file capabilities)
     seccomp: int  # 0 none, 1 strict, 2 a filter (qemu's -sandbox)
     argv: tuple[str, ...]
@@ -70,8 +71,9 @@ def read_qemu(pid: int, proc: Path = PROC, cgroups: Path = CGROUPS) -> QemuProce
         raise NotFound(f"qemu process {pid} could not be read ({exc})") from None
     limit, where = memory_limit(cgroup, cgroups)
     return QemuProcess(pid=pid, uid=int(status["Uid"].split()[0]), gid=int(status["Gid"].split()[0]),
-                       cap_eff=int(status["CapEff"], 16), no_new_privs=int(status.get("NoNewPrivs", "0")),
-                       seccomp=int(status.get("Seccomp", "0")), argv=argv, memory_limit=limit, limit_file=where)
+                       cap_eff=int(status["CapEff"], 16), cap_prm=int(status["CapPrm"], 16),
+                       no_new_privs=int(status.get("NoNewPrivs", "0")), seccomp=int(status.get("Seccomp", "0")),
+                       argv=argv, memory_limit=limit, limit_file=where)
 
 
 def memory_limit(cgroup: str, cgroups: Path = CGROUPS) -> tuple[int | None, str | None]:
