@@ -7,10 +7,18 @@ import os
 
 import pytest
 
+from vmjudge.supervisor.checks import Check
+
 from .test_image_build import vmjudge
 
 
-def test_doctor_boots_a_job_and_passes(site, image, conn):
+def test_doctor_boots_a_job_and_passes_and_reads_the_running_test_vms_qemu(site, image, conn):
+    """One doctor run (a VM boot each costs the suite's time), read as its JSON and as the lines the
+    text output prints from the same checks. #33: after its test boot, a line each for what confines
+    the test VM's qemu, read from /proc while it ran. On this machine: qemu as libvirt-qemu with no
+    capabilities, NoNewPrivs 1, Seccomp 2, only the judge's devices, its memory capped; TCG and
+    security model none are warnings under the suite's trial profile (production fails them:
+    tests/test_confinement.py)."""
     proc = vmjudge("--home", str(site.home), "doctor", "--challenge", "examples/minimal", "--json")
     report = json.loads(proc.stdout)
     assert proc.returncode == 0 and report["ok"], proc.stdout + proc.stderr
@@ -20,18 +28,9 @@ def test_doctor_boots_a_job_and_passes(site, image, conn):
     assert checks["accel"]["detail"].startswith(f"{site.accel}: test job booted")
     assert "interfaces: lo only" in checks["accel"]["detail"]
     assert report["profile"] == "trial"  # the suite's (conftest.py): what production refuses is a warning
-
-
-def test_doctor_reads_the_running_test_vms_qemu(site, image, conn):
-    """#33: after its test boot, a line each for what confines the test VM's qemu, read from /proc
-    while it ran. On this machine: qemu as libvirt-qemu with no capabilities, NoNewPrivs 1, Seccomp 2,
-    only the judge's devices, its memory capped; TCG and security model none are warnings under the
-    suite's trial profile (production fails them: tests/test_confinement.py)."""
-    proc = vmjudge("--home", str(site.home), "doctor", "--challenge", "examples/minimal")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    lines = {line.split()[1]: line for line in proc.stdout.splitlines()}
+    lines = {c["name"]: Check(**c).line() for c in report["checks"]}  # what `doctor` without --json prints
     assert lines["user"].startswith("ok    user       qemu runs as libvirt-qemu (uid ")
-    assert lines["caps"] == "ok    caps       qemu holds no capabilities (CapEff 0)"
+    assert lines["caps"] == "ok    caps       qemu holds no capabilities (CapEff 0, CapPrm 0)"
     assert lines["nnp"].startswith("ok    nnp        NoNewPrivs 1: nothing qemu runs can gain privileges")
     assert lines["seccomp"].startswith("ok    seccomp    Seccomp 2: qemu's filter (-sandbox on)")
     assert lines["devices"].startswith("ok    devices    qemu has only the judge's devices (")
@@ -41,7 +40,7 @@ def test_doctor_reads_the_running_test_vms_qemu(site, image, conn):
                                             "does not hold TCG to be a security boundary")
     assert lines["lsm"].startswith(("warn  lsm        security model none: no AppArmor or SELinux confines qemu",
                                     "ok    lsm        apparmor confines qemu as libvirt-"))
-    names = [line.split()[1] for line in proc.stdout.splitlines()]
+    names = [c["name"] for c in report["checks"]]
     assert names[names.index("accel"):] == ["accel", "boundary", "user", "caps", "nnp", "seccomp", "lsm", "devices",
                                             "memory"]
 
