@@ -19,6 +19,7 @@ import pytest
 
 from vmjudge.config import ImageRecipe, Site, load_site
 from vmjudge.config.layout import RunDir
+from vmjudge.config.site import profile_line
 from vmjudge.errors import InfrastructureError
 from vmjudge.images.build import build_image
 from vmjudge.vm import domain
@@ -59,8 +60,7 @@ def pytest_sessionstart(session):
     """Said first, whatever the verbosity: these tests judge where production would refuse."""
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
-        reporter.write_line('vmjudge tests: profile = "trial" (VMJUDGE_PROFILE=trial): guests under TCG, judged even '
-                            "where the production profile refuses")
+        reporter.write_line(profile_line("vmjudge tests"))
 
 
 def pytest_collection_finish(session):

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from vmjudge.config.site import profile_line
+
 from .host_lock import LOCK_ENV, exclusive_host
 
 REPO = Path(__file__).resolve().parents[1]
@@ -78,6 +80,8 @@ def smoke(script: str, *args: str) -> dict:
     proc = subprocess.run([sys.executable, f"bench/{script}", "--smoke", *args], cwd=REPO, capture_output=True,
                           text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert proc.returncode == 0, f"bench/{script} --smoke exited {proc.returncode}:\n{proc.stderr[-4000:]}"
+    if script in BOOTS_VMS:  # under TCG on purpose: the trial profile, which they say first
+        assert proc.stderr.splitlines()[0] == profile_line(script), proc.stderr[:2000]
     doc = json.loads(proc.stdout)
     assert INVARIANTS[script](doc), json.dumps(doc, indent=1)[-4000:]
     return doc

@@ -193,6 +193,17 @@ def load_site(home: Path | None = None) -> Site:
                 allow_no_lsm=allow_no_lsm)
 
 
+def profile_line(what: str) -> str:
+    """The first line of the test suite, a benchmark or the demo: they run guests under TCG on
+    purpose, with VMJUDGE_PROFILE=trial, and say so before anything else, so that no one takes
+    their runs for what a production host would allow."""
+    env = os.environ.get("VMJUDGE_PROFILE")
+    if env == "trial":
+        return (f'{what}: profile = "trial" (VMJUDGE_PROFILE=trial): it judges even where the production profile '
+                "refuses (TCG, no AppArmor); not for real entries")
+    return f"{what}: profile {'from VMJUDGE_PROFILE=' + env if env else 'as site.toml says'}"
+
+
 def _profile(source: str, data: dict[str, Any]) -> tuple[str, bool]:
     """[site] profile, which VMJUDGE_PROFILE overrides (the test suite, the benchmarks and the demo
     set it to "trial": they judge under TCG on purpose), and allow_no_lsm."""
