@@ -28,6 +28,7 @@ from vmjudge.vm.reading import JobRun, Limits
 from vmjudge.vm.runner import make_blank_disk, run_job
 
 from .host_lock import HostBusy, exclusive_host
+from .libvirtd import Libvirtd
 
 TEST_HOME = Path(os.environ.get("VMJUDGE_TEST_HOME", "/var/tmp/vmjudge-test"))
 # The limits of a test's VM run unless the test gives its own.
@@ -141,8 +142,17 @@ def conn(site):
 
 @pytest.fixture(autouse=True)
 def nothing_left_behind(request):
-    """After every test: no vmj- domain, no scratch file (only for tests that used VMs)."""
+    """After every test: no vmj- domain, no scratch file (only for tests that used VMs); and the
+    libvirtd that answered before it still answers. A libvirtd that died in a test (a segfault,
+    2026-11-26) would otherwise fail every VM test after it, hiding which one it was: that test
+    fails, naming it, and libvirtd is started again for the rest."""
+    uri = request.getfixturevalue("site").uri if "site" in request.fixturenames else None
+    answered = uri is not None and domain.unreachable(uri) is None
     yield
+    if answered and domain.unreachable(uri) is not None:
+        Libvirtd(uri).start()
+        pytest.fail(f"libvirtd stopped answering at {uri} during this test and was started again; "
+                    "look for its crash in the kernel log (dmesg) and /var/log/libvirt/libvirtd.log.")
     if "conn" not in request.fixturenames:
         return
     conn = request.getfixturevalue("conn")
