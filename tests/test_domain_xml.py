@@ -21,7 +21,7 @@ from vmjudge.vm.domain_xml import (
     hard_limit_kib,
     home_disk_xml,
 )
-from vmjudge.vm.memory import MARGIN_MIB, TCG_CACHE_MIB, VFIO_MIB, hard_limit_mib
+from vmjudge.vm.memory import MARGIN_MIB, TCG_BOOKKEEPING_MIB, TCG_CACHE_MIB, VFIO_MIB, hard_limit_mib
 from vmjudge.vm.pinning import CpuTune, SlotCores
 from vmjudge.vm.warm import Seat, Shape, restore_xml
 
@@ -316,7 +316,7 @@ def test_a_warm_state_is_the_same_for_archive_and_container_runs_and_the_root_is
 
 @pytest.mark.parametrize("kw, mib", [
     ({"memory_mib": 384, "accel": "kvm"}, 384 + MARGIN_MIB),
-    ({"memory_mib": 1024, "accel": "tcg"}, 1024 + MARGIN_MIB + TCG_CACHE_MIB),
+    ({"memory_mib": 1024, "accel": "tcg"}, 1024 + MARGIN_MIB + TCG_CACHE_MIB + TCG_BOOKKEEPING_MIB),
     ({"memory_mib": 16384, "accel": "kvm", "gpu": GPU}, 16384 + MARGIN_MIB + VFIO_MIB),
 ])
 def test_each_domain_has_its_bound_and_no_memtune_to_start_from(kw, mib):
