@@ -8,7 +8,13 @@ guest runs (Domain.bound_memory, libvirt's setMemoryParameters), not written in 
 from: given a hard limit there, libvirt also raises qemu's locked-memory rlimit to it for every
 VM (its qemumemlocktest, "pc-hardlimit"), which a libvirtd without CAP_SYS_RESOURCE cannot do,
 and then no VM starts at all (tried: these machines' container has no CAP_SYS_RESOURCE). Set live,
-it is the cgroup's limit alone, the same on every host. The bound is the guest's RAM plus what qemu
+it is the cgroup's limit alone, the same on every host (tried on 2026-11-26, libvirt 9.0: a cold VM
+bounded live, paused and then running, kept qemu's locked-memory limit at the host's 8 MiB). The VM
+booted to be saved as a warm state is not bounded: libvirt saves the live XML, and a state carrying a
+hard limit fails to restore wherever the restore's XML keeps it ("cannot limit locked memory of
+process ... Operation not permitted"), as in a CI run where another checkout sharing the images'
+directory restored such a state (vm/warm.py drops any it finds, then bounds the restored VM). It runs
+the judge's own image to its agent's ready frame, no entry. The bound is the guest's RAM plus what qemu
 holds besides, measured by bench/qemu_memory.py (see MARGIN_MIB); a guest cannot make qemu hold more
 of its RAM than it has.
 

@@ -206,7 +206,12 @@ class Seat:
         except InfrastructureError as exc:
             raise WarmFailed(f"could not make a warm state: {exc}") from None
         try:
-            domain.bound_memory(hard_limit_kib(spec))
+            # Not bounded (Domain.bound_memory): libvirt saves the live XML, a bound included, and a
+            # restore whose XML keeps it (another checkout's, sharing the states) has libvirt raise
+            # the restored qemu's locked-memory limit to it, which a libvirtd without CAP_SYS_RESOURCE
+            # cannot: that restore fails and its stage boots cold (vm/memory.py). This VM runs the
+            # judge's own image to its agent's ready frame, no entry; each run's restored VM is
+            # bounded before its guest resumes (restore).
             reader = ChannelReader(domain.channel_pty(spec.channel))
             try:
                 domain.resume()
@@ -262,9 +267,10 @@ class Seat:
 
 def restore_xml(saved: str, spec: DomainSpec) -> str:
     """The saved domain's XML with this run's host-side parts: its console log file, its slot's
-    pinning, no stale pty path (libvirt gives the channel a new one), and no memory bound: libvirt
-    saves the one the VM ran under, and restoring with it would raise qemu's locked-memory limit
-    (vm/memory.py); the restored domain is bounded as a cold one is, once restored."""
+    pinning, no stale pty path (libvirt gives the channel a new one), and no memory bound: the states
+    this judge makes carry none (Seat._make), but libvirt saved the bound of a VM that ran under one
+    (states made by older versions of it), and restoring with it would raise qemu's locked-memory
+    limit (vm/memory.py); the restored domain is bounded as a cold one is, once restored."""
     dom = ET.fromstring(saved)
     for serial in dom.findall("./devices/serial[@type='file']"):
         source = serial.find("source")
