@@ -30,8 +30,8 @@ REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = {p.name: 'if __name__ == "__main__":' in p.read_text() for p in (REPO / "bench").glob("*.py")}
 BENCHMARKS = sorted(name for name, runs in SCRIPTS.items() if runs)
 # The benchmarks that boot VMs; every other one runs on the host alone.
-BOOTS_VMS = ("boot.py", "demo_under_load.py", "fairness.py", "gpu_image.py", "hostile_memory.py", "octave.py",
-             "qemu_memory.py", "records.py", "soak.py", "timing_spread.py")
+BOOTS_VMS = ("boot.py", "container.py", "demo_under_load.py", "fairness.py", "gpu_image.py", "hostile_memory.py",
+             "octave.py", "qemu_memory.py", "records.py", "soak.py", "timing_spread.py")
 HOST_ONLY = sorted(set(BENCHMARKS) - set(BOOTS_VMS))
 SPEED = ("upload_within_2x", "page_p99_within_2x")  # web_abuse's figures, which a smoke run does not hold it to
 
@@ -39,8 +39,13 @@ SPEED = ("upload_within_2x", "page_p99_within_2x")  # web_abuse's figures, which
 INVARIANTS: dict[str, Callable[[dict], bool]] = {
     "queue_bench.py": lambda d: d["every_stage_claimed_once"] and d["stages"] == 200,
     "rescore.py": lambda d: d["same_numbers_twice"] and d["entries"] == 20,
+    "image_key.py": lambda d: d["same_key"] and d["rewrite_noticed"] and d["files_read_with_known_hashes"] == 0
+    and d["mib"] == 4,
     "web.py": lambda d: d["upload"]["uploads"] == 2 and d["pages"]["entries_in_queue"] == 300,
     "web_abuse.py": lambda d: all(ok for name, ok in d["checks"].items() if name not in SPEED),
+    "container.py": lambda d: d["stage1"]["all_passed"] and d["same_image_twice"]["roots_made"] == 1
+    and d["same_image_twice"]["second_reused"] is True and len(d["stage1"]["archive_seconds"]) == 1
+    and d["image"]["payload_bytes"] == 2 << 20,
     "boot.py": lambda d: d["boot"]["runs"] == 1 and d["warm"]["runs"] == 1 and d["channel"]["payload_mib"] == 1,
     "demo_under_load.py": lambda d: d["met"] and d["entries"] == 1 and d["hogs"] == 1,
     "fairness.py": lambda d: d["met"],

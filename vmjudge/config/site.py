@@ -28,6 +28,9 @@ class Retention:
     home_disk_days: int | None = None  # results/ID/home.qcow2 and any overlay left beside it
     console_log_days: int | None = None  # results/ID/console-*.log
     media_days: int | None = None  # results/ID/*.iso, kept with [results] keep_media
+    # HOME/entry-roots: a container image's root that no entry still to be judged uses, this many
+    # days after its last use (images/root_store.py)
+    entry_root_days: int | None = None
 
 
 # domain:bus:slot.function as sysfs and `lspci -D` write it: slots 00-1f, functions 0-7.

@@ -140,6 +140,27 @@ CREATE TABLE IF NOT EXISTS owners (
     created_at TEXT NOT NULL,
     revoked_at TEXT                    -- set by `owner revoke`: the token and its sessions stop at once
 );
+-- A contest's phases (challenge.toml [[phase]], issue 40): the owners the organiser promoted into
+-- a phase, and when a phase's results were published to participants. Both are the organiser's
+-- acts, recorded with who did them and when.
+CREATE TABLE IF NOT EXISTS promotions (
+    challenge TEXT NOT NULL,
+    phase TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    place INTEGER,                     -- the owner's rank on the board promoted from; NULL: chosen by name
+    how TEXT NOT NULL,                 -- "top 15 of validation" or "chosen"
+    promoted_by TEXT NOT NULL,
+    promoted_at TEXT NOT NULL,
+    PRIMARY KEY (challenge, phase, owner)
+);
+CREATE TABLE IF NOT EXISTS publications (
+    challenge TEXT NOT NULL,
+    phase TEXT NOT NULL,
+    published_by TEXT NOT NULL,
+    published_at TEXT NOT NULL,
+    at DOUBLE PRECISION NOT NULL,      -- epoch seconds: participants see the phase in full from then
+    PRIMARY KEY (challenge, phase)
+);
 """
 # Columns added after the first release: (table, column, definition) for homes made before.
 MIGRATIONS = (
@@ -178,4 +199,11 @@ MIGRATIONS = (
     # Issue 30: a stage run of the organiser's batch work (an entry queued again by `rescore
     # --rerun-stages`): its VM time is recorded but never charged to the entry's owner.
     ("stage_runs", "organiser", "INTEGER NOT NULL DEFAULT 0"),
+    # Issue 40: the contest phase an entry belongs to (NULL: a challenge without phases), and the
+    # entry it was carried from (the same archive, judged again on this phase's data).
+    ("entries", "phase", "TEXT"),
+    ("entries", "carried_from", "BIGINT"),
+    # Its phase keeps scores and the exam's time back until published (feedback "errors" or "none"):
+    # its outcome waits for the exam's cap, so when it appears says nothing of the exam's time.
+    ("entries", "exam_time_hidden", "INTEGER NOT NULL DEFAULT 0"),
 )

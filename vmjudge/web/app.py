@@ -28,6 +28,7 @@ from .failures import HANDLERS, LastResort
 from .gate import Gate
 from .organiser import Organiser
 from .pages import Pages
+from .phase_pages import PhasePages
 from .portal import HERE, Portal, templates
 from .refusal import refusal
 from .secret import session_key
@@ -66,7 +67,9 @@ def create_app(site: Site, secure_cookies: bool = True, queue: Queue | None = No
         except VmjudgeError:  # the queue is down: the handler answers 503 before it reads a byte, and
             return UNKNOWN_CAP  # an archive is still capped by its challenge's max_size as it streams
 
-    routes = [*Pages(portal).routes(), *Organiser(portal).routes(), *Api(portal).routes(),
+    api = Api(portal)
+    routes = [*Pages(portal).routes(), *Organiser(portal).routes(), *api.routes(),
+              *PhasePages(portal, api.caller).routes(),
               Mount("/static", StaticFiles(directory=HERE / "static"), name="static")]
     middleware = [Middleware(SecurityHeaders), Middleware(LastResort),
                   Middleware(BodyIdle, seconds=site.web.body_timeout),
