@@ -30,6 +30,7 @@ from ..queue.connection import QueueUnavailable
 from ..queue.db import Queue
 from ..queue.rows import EntryRow
 from ..vm import domain, warm
+from . import confinement
 from .cores import core_plan
 from .environment import Environment
 from .evaluate import run_stage
@@ -105,8 +106,16 @@ def serve(site: Site, queue: Queue, slots: int, until_idle: bool, only: int | No
     """Run queued stages until stopped (or, with until_idle, until nothing is queued or running).
     `only` restricts the daemon to one entry (vmjudge evaluate); `progress` hears each stage's
     start and end, and is asked for a summary at the end."""
-    # Before anything else, and before any VM: a site whose slots do not fit the cores is
-    # refused in one sentence, and an overcommitted one says first that its timings are not comparable.
+    # Before anything else, and before any VM: under the production profile, a host that does not
+    # confine qemu (TCG, qemu as root, no seccomp, no security driver) is refused in one sentence,
+    # and allow_no_lsm is named first; then a site whose slots do not fit the cores is refused in
+    # one sentence, and an overcommitted one says first that its timings are not comparable.
+    why = confinement.refusal(site)
+    if why is not None:
+        raise confinement.Unconfined(why)
+    said = confinement.notice(site)
+    if said is not None:
+        log.warning("%s", said)
     plan = core_plan(site, queue, slots)
     if plan.shared:
         log.warning("%s", plan.notice())

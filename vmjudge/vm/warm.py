@@ -43,7 +43,7 @@ from ..images.guest.wake import READY
 from ..images.image import GuestImage
 from .channel import ChannelClosed
 from .domain import DOMAIN_PREFIX, Domain
-from .domain_xml import DomainSpec, cdrom_xml, domain_xml, entry_root_xml, home_disk_xml, tune_xml
+from .domain_xml import DomainSpec, cdrom_xml, domain_xml, entry_root_xml, hard_limit_kib, home_disk_xml, tune_xml
 from .libvirt_uri import is_local
 from .pty_reader import ChannelReader
 
@@ -220,6 +220,12 @@ class Seat:
         except InfrastructureError as exc:
             raise WarmFailed(f"could not make a warm state: {exc}") from None
         try:
+            # Not bounded (Domain.bound_memory): libvirt saves the live XML, a bound included, and a
+            # restore whose XML keeps it (another checkout's, sharing the states) has libvirt raise
+            # the restored qemu's locked-memory limit to it, which a libvirtd without CAP_SYS_RESOURCE
+            # cannot: that restore fails and its stage boots cold (vm/memory.py). This VM runs the
+            # judge's own image to its agent's ready frame, no entry; each run's restored VM is
+            # bounded before its guest resumes (restore).
             reader = ChannelReader(domain.channel_pty(spec.channel))
             try:
                 domain.resume()
@@ -260,6 +266,7 @@ class Seat:
             self.discard()  # another qemu or libvirt, or a damaged file: made again next time
             raise WarmFailed(str(exc)) from None
         try:
+            domain.bound_memory(hard_limit_kib(spec))
             if spec.cdrom is None or spec.home is None:
                 raise WarmFailed("a warm-started VM needs its job CD and home disk")
             domain.give(cdrom_xml(spec.cdrom), attach=False)
@@ -274,7 +281,11 @@ class Seat:
 
 def restore_xml(saved: str, spec: DomainSpec) -> str:
     """The saved domain's XML with this run's host-side parts: its console log file, its slot's
-    pinning, and no stale pty path (libvirt gives the channel a new one)."""
+    pinning, no stale pty path (libvirt gives the channel a new one), and no memory bound: the states
+    this judge makes carry none (Seat._make), but libvirt saved the bound of a VM that ran under one
+    (older versions of it made such states; their records' maker_sha256 has them made again, and this
+    holds should one be restored all the same), and restoring with it would raise qemu's locked-memory
+    limit (vm/memory.py); the restored domain is bounded as a cold one is, once restored."""
     dom = ET.fromstring(saved)
     for serial in dom.findall("./devices/serial[@type='file']"):
         source = serial.find("source")
@@ -287,6 +298,8 @@ def restore_xml(saved: str, spec: DomainSpec) -> str:
         dom.remove(old)
     if spec.cputune is not None:
         dom.append(ET.fromstring(tune_xml(spec.cputune, spec.vcpus)))
+    for old in dom.findall("memtune"):
+        dom.remove(old)
     return ET.tostring(dom, encoding="unicode")
 
 
