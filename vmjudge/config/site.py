@@ -15,6 +15,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from .layout import Layout
+from .notify import NotifySite, read_notify
 from .values import Section, read_toml
 
 
@@ -110,6 +111,7 @@ class Site:
     # [slots] overcommit: let slots × vCPUs exceed the usable cores, the slots then sharing them
     # (vm/pinning.py), and timings no longer comparable between entries. Off, such a site is refused.
     overcommit: bool = False
+    notify: NotifySite = field(default_factory=NotifySite)  # [notify]: who hears of what (issue 35)
 
     @property
     def domain_tag(self) -> str:
@@ -170,11 +172,12 @@ def load_site(home: Path | None = None) -> Site:
     gpu = _gpu(source, data)
     queue = _queue(source, data)
     web = _web(source, data)
+    notify = read_notify(source, data)
     for key in data:
         if isinstance(data[key], dict) and key not in ("libvirt", "image", "results", "slots", "retention", "gpu",
-                                                       "queue", "web"):
+                                                       "queue", "web", "notify"):
             raise ConfigError(f"{source}: unknown table [{key}]: use [libvirt], [image], [results], [slots], "
-                              "[retention], [gpu], [queue] or [web].")
+                              "[retention], [gpu], [queue], [web] or [notify].")
     env_accel = os.environ.get("VMJUDGE_ACCEL")
     if env_accel:
         if env_accel not in ("kvm", "tcg"):
@@ -183,7 +186,7 @@ def load_site(home: Path | None = None) -> Site:
     uri = os.environ.get("VMJUDGE_URI") or uri
     return Site(home=home, uri=uri, accel=accel, channel=channel, mirror=mirror, security_mirror=security,
                 suite=suite, boot_timeout=boot, silence_timeout=silence, warm_start=warm, keep_media=keep_media,
-                retention=retention, gpu=gpu, queue=queue, overcommit=overcommit, web=web)
+                retention=retention, gpu=gpu, queue=queue, overcommit=overcommit, web=web, notify=notify)
 
 
 def _queue(source: str, data: dict[str, Any]) -> QueueSite:
