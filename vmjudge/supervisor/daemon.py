@@ -5,7 +5,7 @@ table a second daemon under the same host name. At start it destroys leftover vm
 and puts stages that this host's dead daemon left running back in the queue, to be run again.
 Its heartbeat (heartbeat.py) keeps its claims and takes back those of hosts that died; with
 several hosts it claims only stages of challenges whose files and image it holds as
-registered (environment.py).
+registered (environment.py). Its sender (notifier.py) delivers the outbox's notifications.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from .cores import core_plan
 from .environment import Environment
 from .evaluate import run_stage
 from .heartbeat import Heartbeat
+from .notifier import Notifier
 from .progress import Progress
 from .slots import Slot, SlotPool
 
@@ -118,9 +119,12 @@ def serve(site: Site, queue: Queue, slots: int, until_idle: bool, only: int | No
     restore = _stop_on_signals(stop)
     running: dict[Future, tuple[Slot, EntryRow, float]] = {}
     heartbeat = Heartbeat(site, queue, busy=lambda: len(running))
+    notifier: Notifier | None = None
     try:
+        notifier = Notifier(site, queue)  # a secret file others may read stops the daemon here
         slot_pool = SlotPool(site, queue, slots, plan)
         heartbeat.start(slots, len(slot_pool.gpus))
+        notifier.start()  # its own thread: a slow mail server never holds a slot or a claim
         recover(site, queue)
         libvirt_up = _LibvirtWatch(site.uri)
         environment = Environment(site, queue)
@@ -161,6 +165,8 @@ def serve(site: Site, queue: Queue, slots: int, until_idle: bool, only: int | No
         if progress:
             progress.summary()
     finally:
+        if notifier is not None:
+            notifier.stop()
         heartbeat.stop()
         restore()
         lock.release()
