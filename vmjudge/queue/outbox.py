@@ -133,10 +133,13 @@ def claim(database: Database, host: str, hold: float, at: float | None = None) -
     a try (a sender killed mid-send used one); None when none is due. Several hosts claiming at
     once each get another row."""
     at = time.time() if at is None else at
+    due = "state = ? AND next_try <= ? AND not_before <= ? AND (claim_until IS NULL OR claim_until < ?)"
+    with database.connect() as db:  # a look first: an idle sender takes no write lock (SQLite has one)
+        if db.execute(f"SELECT 1 FROM outbox WHERE {due} LIMIT 1", (PENDING, at, at, at)).fetchone() is None:
+            return None
     with database.transaction() as db:
         row = db.execute("UPDATE outbox SET claimed_by = ?, claim_until = ?, tries = tries + 1 WHERE id = (SELECT id "
-                         "FROM outbox WHERE state = ? AND next_try <= ? AND not_before <= ? AND (claim_until IS NULL "
-                         "OR claim_until < ?) ORDER BY id LIMIT 1" + database.dialect.skip_locked_row
+                         f"FROM outbox WHERE {due} ORDER BY id LIMIT 1" + database.dialect.skip_locked_row
                          + ") RETURNING *", (host, at + hold, PENDING, at, at, at)).fetchone()
     return None if row is None else OutboxRow.from_row(row)
 

@@ -86,11 +86,13 @@ class Notifier:
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop after the message in hand (its connections are bounded by timeout_seconds); one
-        cut short is claimed again when its hold runs out."""
+        """Stop after the message in hand, waiting for it no longer than one step's timeout: a
+        mail server that hangs does not hold the daemon's exit. A message cut short is claimed
+        again when its hold runs out (README "Notifications": a copy may then arrive twice,
+        with one delivery id)."""
         self._stop.set()
         if self._thread.is_alive():
-            self._thread.join(self.hold)
+            self._thread.join(self.notify.timeout_seconds)
 
     def _run(self) -> None:
         while not self._stop.is_set():
