@@ -94,7 +94,7 @@ def test_a_judged_entrys_message_waits_for_its_publish_time_and_says_only_what_t
             ("owner", "ana", entry_id, PENDING, entry.published)
         assert entry.published > time.time()  # the exam's first tenth has not passed yet
         assert not notifier.once()  # not due: nothing is claimed, nothing sent
-        assert owner_message(queue, row, entry.published - 0.01, None) is None  # being examined until then
+        assert owner_message(queue, row, entry.published - 0.01, None) == entry.published  # being examined till then
         wait_for(notifier.once, CAP, "the message's sending at the publish time")
         [(at, to, mail)] = server.mailbox.mails
     assert at >= entry.published and to == ["ana@example.org"]

@@ -5,7 +5,10 @@ the others (participant.py): it is made from the allow-listed line of "my entrie
 (participant.entry_row: verdict and score, at the entry's phase's feedback level), seen at the
 moment it is sent, and never before the entry's publish time. Before then the entry is "being
 examined" to every participant document, and None is returned: the sender tries again later,
-so when a message arrives tells no more than when the portal would have shown the verdict.
+so when a message arrives tells no more than when the portal would have shown the verdict. An
+entry of a contest phase that gives no feedback until published ("none") is only "received" to
+its owner, whatever became of it: its message waits for the phase's publication, since its
+arrival alone would tell that the entry has ended.
 
 The organisers' messages are not built here: they carry the judge's own reasons, written with
 the event (queue/outbox.py).
@@ -20,14 +23,22 @@ from . import participant
 from .phase_view import PhaseViews
 
 
-def owner_message(queue: Queue, row: OutboxRow, at: float, portal_url: str | None) -> Message | None:
-    """The message of an owner's outbox row as seen at `at`; None while the entry is being
-    examined (or was queued again since: the row is then stale, `stale` says so)."""
+# How long a message kept back by its phase's feedback waits before the publication is looked for again.
+LOOK_AGAIN = 60.0
+
+
+def owner_message(queue: Queue, row: OutboxRow, at: float, portal_url: str | None) -> Message | float:
+    """The message of an owner's outbox row as seen at `at`, or, while participants may not yet
+    see the entry's end, when to look again: its publish time while it is being examined, a
+    while later while its phase gives no feedback (or it was queued again since; the sender
+    drops such a row, `stale`)."""
     assert row.entry_id is not None
     entry = queue.entry(row.entry_id)
-    if stale(queue, row) or participant.examining(entry, at) or entry.state not in ("done", "parked"):
-        return None
+    if participant.examining(entry, at):
+        return max(at, entry.published or at + LOOK_AGAIN)
     feedback = PhaseViews.load(queue).feedback(entry, at)
+    if stale(queue, row) or feedback == participant.NONE or entry.state not in ("done", "parked"):
+        return at + LOOK_AGAIN
     line = participant.entry_row(entry, at, feedback)  # the allow-listed document: nothing else is read
     score = line.get("score")
     phase = f", phase {line['phase']}" if line.get("phase") else ""

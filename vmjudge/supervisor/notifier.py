@@ -125,8 +125,8 @@ class Notifier:
         except VmjudgeError as exc:
             settle(database, row, host, DROPPED, str(exc))
             return
-        if message is None:  # not to be seen yet: back to waiting, the try not counted
-            settle(database, row, host, PENDING, None, now + self.idle, tried=False)
+        if not isinstance(message, Message):  # not to be seen yet: waits until then, the try not counted
+            settle(database, row, host, PENDING, None, message, tried=False)
             return
         delivered, errors, permanent = list(row.delivered), [], True
         for target in (t for t in targets if t.key not in row.delivered):
@@ -151,8 +151,9 @@ class Notifier:
         else:
             settle(database, row, host, PENDING, error, now + retry_delay(self.notify, row.tries))
 
-    def _prepare(self, row: OutboxRow, now: float) -> tuple[Message | None, list[Target]]:
-        """The message and its addresses; VmjudgeError when it has none to go to (dropped)."""
+    def _prepare(self, row: OutboxRow, now: float) -> tuple[Message | float, list[Target]]:
+        """The message (or when to look again: reports/notice.py) and its addresses; VmjudgeError
+        when it has none to go to (dropped)."""
         notify = self.notify
         if row.audience == OWNER:
             owner = Owners(self.queue.database).get(row.owner or "")
