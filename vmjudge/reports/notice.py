@@ -22,7 +22,6 @@ from ..queue.outbox import OutboxRow
 from . import participant
 from .phase_view import PhaseViews
 
-
 # How long a message kept back by its phase's feedback waits before the publication is looked for again.
 LOOK_AGAIN = 60.0
 
