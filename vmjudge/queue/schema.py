@@ -165,7 +165,7 @@ CREATE TABLE IF NOT EXISTS publications (
 -- it, sent by one daemon's sender, tried again with backoff, then failed for `notify list`.
 CREATE TABLE IF NOT EXISTS outbox (
     id {id},
-    kind TEXT NOT NULL,                -- entry-judged | entry-parked | gpu-out | gpu-back | digest
+    kind TEXT NOT NULL,                -- entry-judged | entry-parked | gpu-out | host-down | ... | digest
     audience TEXT NOT NULL,            -- owner (the entry's, by the email it gave) | organisers
     owner TEXT,
     entry_id BIGINT,
@@ -187,6 +187,11 @@ CREATE TABLE IF NOT EXISTS outbox (
 );
 CREATE INDEX IF NOT EXISTS outbox_due ON outbox(state, next_try);
 CREATE INDEX IF NOT EXISTS outbox_condition ON outbox(audience, condition);
+CREATE TABLE IF NOT EXISTS notify_conditions (  -- conditions.py: each one's state as last told
+    name TEXT PRIMARY KEY,             -- "host judge2", "daemon judge1"
+    state TEXT NOT NULL,               -- down | up | stopped | error | running
+    changed DOUBLE PRECISION NOT NULL
+);
 """
 # Columns added after the first release: (table, column, definition) for homes made before.
 MIGRATIONS = (

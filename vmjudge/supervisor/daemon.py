@@ -26,6 +26,7 @@ from typing import TextIO
 from ..config import Site
 from ..config.layout import Layout
 from ..errors import VmjudgeError
+from ..queue.conditions import daemon_failed, daemon_started
 from ..queue.connection import QueueUnavailable
 from ..queue.db import Queue
 from ..queue.rows import EntryRow
@@ -125,6 +126,7 @@ def serve(site: Site, queue: Queue, slots: int, until_idle: bool, only: int | No
         slot_pool = SlotPool(site, queue, slots, plan)
         heartbeat.start(slots, len(slot_pool.gpus))
         notifier.start()  # its own thread: a slow mail server never holds a slot or a claim
+        daemon_started(queue.database, queue.host)  # "back to normal" after a stop by an error
         recover(site, queue)
         libvirt_up = _LibvirtWatch(site.uri)
         environment = Environment(site, queue)
@@ -164,12 +166,26 @@ def serve(site: Site, queue: Queue, slots: int, until_idle: bool, only: int | No
                 _ended(fut, slot, entry, began, progress)
         if progress:
             progress.summary()
+    except Exception as exc:
+        if notifier is not None:
+            _tell_failure(queue, notifier, exc)
+        raise
     finally:
         if notifier is not None:
             notifier.stop()
         heartbeat.stop()
         restore()
         lock.release()
+
+
+def _tell_failure(queue: Queue, notifier: Notifier, exc: Exception) -> None:
+    """The daemon stops because of an error: the organisers' message is written and, as no
+    sender of this host will run until it is started again, sent now if it can be (bounded)."""
+    try:
+        daemon_failed(queue.database, queue.host, f"{type(exc).__name__}: {exc}")
+        notifier.flush()
+    except QueueUnavailable as unavailable:
+        log.error("could not tell the organisers that the daemon stops (%s)", unavailable)
 
 
 def _waiting(queue: Queue, only: int | None, models: tuple[str, ...], environment: Environment) -> bool:

@@ -5,7 +5,8 @@ It runs in a thread of its own, so a slot busy with a VM, or the main loop hashi
 challenge, never lets a claim lapse. Every beat: this host's row (slots busy), its leases
 moved on, every lease that ran out queued again (whoever held it), and with several hosts,
 entries whose home disk is on a host gone longer than the grace period started again from
-stage 1. A queue that cannot be reached is said once and tried again at the next beat; if it
+stage 1, and the organisers are told of a host gone down or back (queue/conditions.py). A queue
+that cannot be reached is said once and tried again at the next beat; if it
 stays away longer than a lease, the other hosts take this host's stages, and the stale-claim
 check keeps its results from being recorded.
 """
@@ -19,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..config import Site
+from ..queue.conditions import watch_hosts
 from ..queue.connection import QueueUnavailable
 from ..queue.db import Queue
 
@@ -81,6 +83,8 @@ class Heartbeat:
                 log.warning("entry %d: the host running its stage stopped renewing its claim; the stage is "
                             "queued again", entry_id)
             if queue.shared:
+                for name in watch_hosts(queue.database, queue.host, self.site.queue.lease):
+                    log.warning("host %s: down or back; the organisers are told", name)
                 for entry_id in queue.leases.restart_lost_homes(self.site.queue.grace):
                     log.warning("entry %d: the host holding its home disk is gone; it starts again from stage 1",
                                 entry_id)

@@ -110,6 +110,13 @@ class Notifier:
             if not busy:
                 self._stop.wait(self.idle)
 
+    def flush(self) -> None:
+        """Send what is due now, in this thread, for no longer than the messages' hold (the
+        daemon stopping because of an error: its own message is among them)."""
+        deadline = time.monotonic() + self.hold
+        while time.monotonic() < deadline and self.once():
+            pass
+
     def once(self, at: float | None = None) -> bool:
         """Deliver the next due message, if any; whether there was one."""
         row = claim(self.queue.database, self.queue.host, self.hold, at)
