@@ -138,3 +138,14 @@ def test_a_signed_body_never_goes_in_the_clear_off_this_machine(url):
         webhook.post(url, SECRET, MESSAGE, timeout=1)
     assert refused.value.permanent
 
+
+
+def test_a_line_break_in_a_subject_adds_no_header():
+    """An owner or archive name is the participant's choice: a line break in it must not become
+    a header of the judge's email (Bcc, say)."""
+    sneaky = Message(kind="test", subject="Entry 7 by eve\r\nBcc: spy@example.org", text="x\n", delivery="d1")
+    with SmtpServer() as server:
+        smtp.send(SmtpSite(host="127.0.0.1", port=server.port, security="none"), "ana@example.org", sneaky, 5)
+        [(_, to, mail)] = server.mailbox.mails
+    assert to == ["ana@example.org"] and mail["Bcc"] is None
+    assert mail["Subject"] == "Entry 7 by eve Bcc: spy@example.org"

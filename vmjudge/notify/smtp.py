@@ -25,7 +25,7 @@ def email(site: SmtpSite, to: str, message: Message) -> EmailMessage:
     mail = EmailMessage()
     mail["From"] = site.sender
     mail["To"] = to
-    mail["Subject"] = message.subject
+    mail["Subject"] = " ".join(message.subject.split())  # a name with a line break cannot add a header
     mail["Date"] = formatdate(usegmt=True)
     mail["Message-ID"] = f"<{message.delivery}@vmjudge>"
     mail.set_content(message.text)
