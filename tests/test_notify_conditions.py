@@ -12,7 +12,7 @@ import pytest
 
 from vmjudge.config import QueueSite
 from vmjudge.errors import InfrastructureError
-from vmjudge.queue.conditions import daemon_started, watch_hosts
+from vmjudge.queue.conditions import daemon_started, watch_disk, watch_hosts
 from vmjudge.queue.db import Queue
 from vmjudge.queue.outbox import HOUR, SENT, listing
 from vmjudge.supervisor.daemon import serve
@@ -83,3 +83,24 @@ def test_a_daemon_stopped_by_an_error_tells_the_organisers_at_once(tmp_path):
         # Within the hour of the first message: "back" goes in the condition's digest, at the hour's end.
         assert len(rows) == 2 and rows[0].kind == "digest" and rows[0].not_before == rows[1].not_before + HOUR
         assert rows[0].body.endswith(" The vmjudge daemon of a runs again.") and rows[0].events == 1
+
+
+def test_the_homes_disk_short_of_space_and_freed_is_told_once_each(tmp_path):
+    site = replace(notifier_site(tmp_path, 1), notify=replace(notifier_site(tmp_path, 1).notify, disk_free_percent=5))
+    queue = Queue(tmp_path / "queue.db", host="a")
+    now = time.time()
+    assert not watch_disk(queue.database, "a", 40.0, 5, "The home's disk", now)
+    assert watch_disk(queue.database, "a", 3.2, 5, "The home's disk", now + 1)
+    assert not watch_disk(queue.database, "a", 2.0, 5, "The home's disk", now + 2)
+    [low] = listing(queue.database)
+    assert low.kind == "disk-low" and low.body.startswith("The home's disk on a has 3.2 % free, below the 5 % of "
+                                                          "[notify] disk_free_percent")
+    assert watch_disk(queue.database, "a", 30.0, 5, "The home's disk", now + HOUR + 2)
+    assert listing(queue.database)[0].body == "The home's disk on a has 30.0 % free again."
+    # The heartbeat measures the real disk: with a threshold of 99.99 % any real disk is short of it.
+    beat = Heartbeat(replace(site, notify=replace(site.notify, disk_free_percent=99.99)), Queue(tmp_path / "q2.db",
+                                                                                                  host="a"), lambda: 0)
+    beat.watch_home()
+    beat.watch_home()
+    [told] = listing(beat.queue.database)
+    assert told.kind == "disk-low" and f"The home's disk ({tmp_path})" in told.body

@@ -52,6 +52,8 @@ def test_a_whole_notify_table(tmp_path):
     ('[notify]\nmax_tries = 0\n', "[notify] max_tries = 0 is not allowed: use a whole number from 1 to 100."),
     ('[notify]\ntimeout_seconds = "fast"\n', "[notify] timeout_seconds = 'fast' is not allowed: use seconds"),
     ('[notify]\nwebhook_secret_file = "secret.txt"\n', "[notify] webhook_secret_file = 'secret.txt' is not allowed"),
+    ('[notify]\ndisk_free_percent = 100\n',
+     "[notify] disk_free_percent = 100 is not allowed: use a percentage above 0 and below 100."),
     ('[notify]\nretries = 3\n', "[notify] has unknown key(s) retries: remove or correct them."),
     ('[notify.smtp]\nport = 25\n', "[notify.smtp] has no host, which is not allowed: name the SMTP server."),
     ('[notify.smtp]\nhost = "smtp.example.org"\nsecurity = "none"\n',

@@ -94,6 +94,7 @@ class NotifySite:
     retry_seconds: float = 60.0
     give_up_hours: float = 24.0
     timeout_seconds: float = 20.0
+    disk_free_percent: float | None = None  # tell the organisers when the home's disk has less free; None: never
 
     @property
     def email(self) -> bool:
@@ -130,6 +131,8 @@ def read_notify(source: str, data: dict[str, Any]) -> NotifySite:
                               "hours from 0 to 168"),
         timeout_seconds=sec.get("timeout_seconds", float, NotifySite.timeout_seconds, lambda v: 0.1 <= v <= 300,
                                 "seconds from 0.1 to 300"),
+        disk_free_percent=sec.get("disk_free_percent", float, None, lambda v: 0 < v < 100,
+                                  "a percentage above 0 and below 100"),
         smtp=_smtp(source, smtp_data) if smtp_data is not None else None)
     sec.done()
     if notify.webhooks and notify.webhook_secret_file is None:

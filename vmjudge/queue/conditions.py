@@ -1,8 +1,9 @@
 """Organisers' conditions that begin and end (issue 35): another host down and back, a daemon
-stopped by an error and running again. Each one's state as last told is kept in
-notify_conditions, so a condition is told when it begins and again when it is over ("back to
-normal"), never at every heartbeat that still sees it; with several hosts watching, the check
-and the message are one transaction under one lock, so one host tells it.
+stopped by an error and running again, the home's disk short of space and freed. Each one's
+state as last told is kept in notify_conditions, so a condition is told when it begins and
+again when it is over ("back to normal"), never at every heartbeat that still sees it; with
+several hosts watching, the check and the message are one transaction under one lock, so one
+host tells it.
 """
 
 from __future__ import annotations
@@ -75,3 +76,26 @@ def daemon_started(database: Database, host: str, at: float | None = None) -> No
             organiser_event(db, condition, f"the daemon of {host}", f"The vmjudge daemon of {host} runs again.", at,
                             kind="daemon-back")
             _record(db, condition, RUNNING, at)
+
+
+def watch_disk(database: Database, host: str, free_percent: float, threshold: float, what: str,
+               at: float | None = None) -> bool:
+    """Tell the organisers when `what` (the home's disk of `host`) has less than `threshold` %
+    free, and when it has enough again; whether a message was written."""
+    at = time.time() if at is None else at
+    condition = f"disk {host}"
+    state = "low" if free_percent < threshold else "ok"
+    with database.transaction() as db:
+        before = _told(db, condition)
+        if state == before or (before is None and state == "ok"):
+            if before is None:
+                _record(db, condition, state, at)
+            return False
+        if state == "low":
+            line = (f"{what} on {host} has {free_percent:.1f} % free, below the {threshold:g} % of [notify] "
+                    "disk_free_percent: free space (`vmjudge gc` removes what finished entries no longer need).")
+        else:
+            line = f"{what} on {host} has {free_percent:.1f} % free again."
+        organiser_event(db, condition, f"{what} on {host}", line, at, kind=f"disk-{state}")
+        _record(db, condition, state, at)
+    return True

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
 from ..config import Site
-from ..queue.conditions import watch_hosts
+from ..queue.conditions import watch_disk, watch_hosts
 from ..queue.connection import QueueUnavailable
 from ..queue.db import Queue
 
@@ -74,6 +75,20 @@ class Heartbeat:
         while not self._stop.wait(self.interval):
             self.beat()
 
+    def watch_home(self) -> None:
+        """The home's disk (the spool, results, the SQLite queue): the organisers hear when its free
+        space falls below [notify] disk_free_percent, and when it is back above."""
+        try:
+            usage = shutil.disk_usage(self.site.home)
+        except OSError as exc:
+            log.warning("cannot read the free space of %s: %s", self.site.home, exc)
+            return
+        free = 100.0 * usage.free / usage.total if usage.total else 100.0
+        assert self.site.notify.disk_free_percent is not None
+        if watch_disk(self.queue.database, self.queue.host, free, self.site.notify.disk_free_percent,
+                      f"The home's disk ({self.site.home})"):
+            log.warning("the home's disk has %.1f %% free; the organisers are told", free)
+
     def beat(self) -> None:
         queue = self.queue
         try:
@@ -82,6 +97,8 @@ class Heartbeat:
             for entry_id in queue.leases.expire():
                 log.warning("entry %d: the host running its stage stopped renewing its claim; the stage is "
                             "queued again", entry_id)
+            if self.site.notify.disk_free_percent is not None:
+                self.watch_home()
             if queue.shared:
                 for name in watch_hosts(queue.database, queue.host, self.site.queue.lease):
                     log.warning("host %s: down or back; the organisers are told", name)

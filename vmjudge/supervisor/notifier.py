@@ -21,7 +21,7 @@ from ..config import Site
 from ..config.notify import NotifySite
 from ..errors import VmjudgeError
 from ..notify import smtp, webhook
-from ..notify.message import DeliveryError, Message
+from ..notify.message import Message
 from ..notify.secrets import credentials, webhook_secret
 from ..queue.connection import QueueUnavailable
 from ..queue.db import Queue
@@ -139,8 +139,9 @@ class Notifier:
         for target in (t for t in targets if t.key not in row.delivered):
             try:
                 said = target.send(message)
-            except (DeliveryError, VmjudgeError) as exc:
-                errors.append(f"{target.key}: {exc}")
+            except Exception as exc:  # noqa: BLE001 - a DeliveryError says whether to try again; any other fails again
+                errors.append(f"{target.key}: {exc}" if isinstance(exc, VmjudgeError)
+                              else f"{target.key}: {type(exc).__name__}: {exc}")
                 permanent = permanent and getattr(exc, "permanent", True)
                 continue
             log.info("notification %d (%s) to %s: %s", row.id, row.kind, target.key, said)
