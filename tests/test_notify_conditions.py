@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from vmjudge.config import QueueSite
-from vmjudge.errors import InfrastructureError
+from vmjudge.errors import InfrastructureError, VmjudgeError
 from vmjudge.queue.conditions import daemon_started, watch_disk, watch_hosts
 from vmjudge.queue.db import Queue
 from vmjudge.queue.outbox import HOUR, SENT, listing
@@ -104,3 +104,15 @@ def test_the_homes_disk_short_of_space_and_freed_is_told_once_each(tmp_path):
     beat.watch_home()
     [told] = listing(beat.queue.database)
     assert told.kind == "disk-low" and f"The home's disk ({tmp_path})" in told.body
+
+
+def test_a_daemon_refused_at_its_start_is_not_a_daemon_stopped_by_an_error(tmp_path):
+    """Its host's name held by a live daemon elsewhere: the refusal is the command's to print,
+    and the organisers are not told that a daemon stopped, since none ran."""
+    site = replace(notifier_site(tmp_path, 1), uri="qemu+unix:///system?socket=/nonexistent/libvirt", overcommit=True)
+    site.layout.ensure()
+    queue = Queue(site.layout.queue_db, host="a")
+    register(queue, "a", lease=60)  # another machine's live daemon, as host a
+    with pytest.raises(VmjudgeError, match="another vmjudge daemon is running as host 'a'"):
+        serve(site, queue, 1, until_idle=True)
+    assert listing(queue.database) == []

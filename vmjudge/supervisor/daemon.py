@@ -121,12 +121,14 @@ def serve(site: Site, queue: Queue, slots: int, until_idle: bool, only: int | No
     running: dict[Future, tuple[Slot, EntryRow, float]] = {}
     heartbeat = Heartbeat(site, queue, busy=lambda: len(running))
     notifier: Notifier | None = None
+    started = False  # a failure before this host's daemon ran (its name taken, say) is the caller's to show
     try:
         notifier = Notifier(site, queue)  # a secret file others may read stops the daemon here
         slot_pool = SlotPool(site, queue, slots, plan)
         heartbeat.start(slots, len(slot_pool.gpus))
         notifier.start()  # its own thread: a slow mail server never holds a slot or a claim
         daemon_started(queue.database, queue.host)  # "back to normal" after a stop by an error
+        started = True
         recover(site, queue)
         libvirt_up = _LibvirtWatch(site.uri)
         environment = Environment(site, queue)
@@ -167,7 +169,7 @@ def serve(site: Site, queue: Queue, slots: int, until_idle: bool, only: int | No
         if progress:
             progress.summary()
     except Exception as exc:
-        if notifier is not None:
+        if notifier is not None and started:
             _tell_failure(queue, notifier, exc)
         raise
     finally:
