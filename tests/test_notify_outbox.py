@@ -19,6 +19,7 @@ import pytest
 
 from vmjudge.config import Site
 from vmjudge.config.notify import NotifySite, SmtpSite
+from vmjudge.queue.connection import QueueUnavailable
 from vmjudge.queue.db import Queue
 from vmjudge.queue.outbox import DROPPED, FAILED, HOUR, PENDING, SENT, claim, listing, organiser_event
 from vmjudge.queue.owners import Owners
@@ -267,7 +268,8 @@ def test_a_process_killed_between_the_event_and_the_send_leaves_the_message_to_t
         queue.finish_stage(queue.start_stage(entry_id, stage, 0), "passed", "ok", {}, next_stage=nxt)
     child = textwrap.dedent(f"""
         import os, signal
-        from vmjudge.queue.db import Queue
+        from vmjudge.queue.connection import QueueUnavailable
+from vmjudge.queue.db import Queue
         queue = Queue({str(queue_location)!r}, host="a")
         for stage, nxt in (("exam", "score"), ("score", None)):
             queue.claim_next(only={entry_id})
@@ -340,3 +342,22 @@ def test_a_message_another_host_is_claiming_is_skipped_not_waited_for(pg_url):
     other.join(20)
     assert not waited, "b's claim waited for the row a was claiming"
     assert got["b"] is not None and got["b"].id != held and got["b"].claimed_by == "b"
+
+
+def test_a_queue_that_fails_while_a_message_is_prepared_drops_nothing(queue, tmp_path, monkeypatch):
+    entry_id = new_entry(queue, tmp_path)
+    park(queue, entry_id)
+
+    def unavailable(self, name):
+        raise QueueUnavailable("the queue database cannot be used now (its server restarts)")
+    with SmtpServer() as server:
+        notifier = Notifier(notifier_site(tmp_path, server.port), queue)
+        with monkeypatch.context() as patched:
+            patched.setattr(Owners, "get", unavailable)
+            with pytest.raises(QueueUnavailable):
+                notifier.once()
+        owners_row = [r for r in listing(queue.database) if r.audience == "owner"][0]
+        assert owners_row.state == PENDING and owners_row.claimed_by == "a"  # held, not dropped
+        while notifier.once(at=owners_row.claim_until + 1):  # its hold over: claimed again and sent
+            pass
+        assert len(server.mailbox.to("ana@example.org")) == 1

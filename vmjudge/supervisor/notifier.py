@@ -129,6 +129,8 @@ class Notifier:
         host, database, now = self.queue.host, self.queue.database, time.time()
         try:
             message, targets = self._prepare(row, now)
+        except QueueUnavailable:
+            raise  # not the message's fault: it is claimed again once its hold runs out
         except VmjudgeError as exc:
             settle(database, row, host, DROPPED, str(exc))
             return
