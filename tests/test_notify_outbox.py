@@ -268,8 +268,7 @@ def test_a_process_killed_between_the_event_and_the_send_leaves_the_message_to_t
         queue.finish_stage(queue.start_stage(entry_id, stage, 0), "passed", "ok", {}, next_stage=nxt)
     child = textwrap.dedent(f"""
         import os, signal
-        from vmjudge.queue.connection import QueueUnavailable
-from vmjudge.queue.db import Queue
+        from vmjudge.queue.db import Queue
         queue = Queue({str(queue_location)!r}, host="a")
         for stage, nxt in (("exam", "score"), ("score", None)):
             queue.claim_next(only={entry_id})
