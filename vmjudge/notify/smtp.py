@@ -9,19 +9,20 @@ import smtplib
 import ssl
 from email.message import EmailMessage
 from email.utils import formatdate
+from pathlib import Path
 
 from ..config.notify import SmtpSite
 from .message import DeliveryError, Message
 from .secrets import credentials
 
 
-def tls_context(ca_file: object) -> ssl.SSLContext:
+def tls_context(ca_file: Path | None) -> ssl.SSLContext:
     context = ssl.create_default_context(cafile=str(ca_file) if ca_file else None)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     return context
 
 
-def email(site: SmtpSite, to: str, message: Message) -> EmailMessage:
+def mail_of(site: SmtpSite, to: str, message: Message) -> EmailMessage:
     mail = EmailMessage()
     mail["From"] = site.sender
     mail["To"] = to
@@ -48,7 +49,7 @@ def send(site: SmtpSite, to: str, message: Message, timeout: float) -> str:
                 client.starttls(context=tls_context(site.ca_file))
             if login is not None:
                 client.login(*login)
-            refused = client.send_message(email(site, to, message))
+            refused = client.send_message(mail_of(site, to, message))
             if refused:
                 raise DeliveryError(f"{where} refused {to}: {refused[to]}", permanent=True)
             return f"accepted by {where}"
