@@ -34,6 +34,7 @@ from .home import queue_of, site_of
 from .hosts import host_json, host_line, register
 from .image_transfer import image_export, image_import
 from .leaderboard import leaderboard_cmd
+from .notify import notify
 from .owners import owner
 from .phases import carry, phases, promote, publish
 from .replica import replica
@@ -310,6 +311,7 @@ main.add_command(usage)
 main.add_command(service)
 main.add_command(replica)
 main.add_command(owner)
+main.add_command(notify)
 main.add_command(web)
 main.add_command(phases)
 main.add_command(carry)

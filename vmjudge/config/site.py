@@ -15,6 +15,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from .layout import Layout
+from .notify import NotifySite, read_notify
 from .values import Section, read_toml
 
 
@@ -118,6 +119,7 @@ class Site:
     profile: str = "production"
     # [site] allow_no_lsm: production without AppArmor or SELinux (the daemon names it first).
     allow_no_lsm: bool = False
+    notify: NotifySite = field(default_factory=NotifySite)  # [notify]: who hears of what (issue 35)
 
     @property
     def domain_tag(self) -> str:
@@ -179,11 +181,12 @@ def load_site(home: Path | None = None) -> Site:
     gpu = _gpu(source, data)
     queue = _queue(source, data)
     web = _web(source, data)
+    notify = read_notify(source, data)
     for key in data:
         if isinstance(data[key], dict) and key not in ("site", "libvirt", "image", "results", "slots", "retention",
-                                                       "gpu", "queue", "web"):
+                                                       "gpu", "queue", "web", "notify"):
             raise ConfigError(f"{source}: unknown table [{key}]: use [site], [libvirt], [image], [results], [slots], "
-                              "[retention], [gpu], [queue] or [web].")
+                              "[retention], [gpu], [queue], [web] or [notify].")
     env_accel = os.environ.get("VMJUDGE_ACCEL")
     if env_accel:
         if env_accel not in ("kvm", "tcg"):
@@ -193,7 +196,7 @@ def load_site(home: Path | None = None) -> Site:
     return Site(home=home, uri=uri, accel=accel, channel=channel, mirror=mirror, security_mirror=security,
                 suite=suite, boot_timeout=boot, silence_timeout=silence, warm_start=warm, keep_media=keep_media,
                 retention=retention, gpu=gpu, queue=queue, overcommit=overcommit, web=web, profile=profile,
-                allow_no_lsm=allow_no_lsm)
+                allow_no_lsm=allow_no_lsm, notify=notify)
 
 
 def profile_line(what: str) -> str:
