@@ -41,11 +41,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from tests import oci_images as oci  # noqa: E402
-from tests.host_lock import run_holding_host  # noqa: E402
+from tests.host_lock import run_holding_host, trial_guests  # noqa: E402
 from vmjudge.archive.checks import check_container  # noqa: E402
 from vmjudge.config import load_challenge, load_site  # noqa: E402
 from vmjudge.config.layout import Layout  # noqa: E402
-from vmjudge.config.site import profile_line  # noqa: E402
 from vmjudge.queue.db import Queue  # noqa: E402
 from vmjudge.supervisor.evaluate import run_stage  # noqa: E402
 from vmjudge.supervisor.slots import Slot  # noqa: E402
@@ -242,9 +241,7 @@ def arguments() -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> None:
-    os.environ.setdefault("VMJUDGE_ACCEL", "tcg")
-    os.environ.setdefault("VMJUDGE_PROFILE", "trial")  # TCG on purpose, which production refuses
-    print(profile_line(Path(sys.argv[0]).name), file=sys.stderr)
+    trial_guests()
     size = (2 if args.smoke else args.size_mib) << 20
     site = load_site(args.home)
     site.layout.ensure()
