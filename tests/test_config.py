@@ -189,7 +189,7 @@ def test_unknown_retention_keys_and_tables_are_refused(tmp_path):
         load_site(tmp_path)
     write(tmp_path, "[retain]\nhome_disk_days = 7\n", "site.toml")
     with pytest.raises(ConfigError, match=r"unknown table \[retain\]: use \[libvirt\], \[image\], \[results\], "
-                                          r"\[slots\], \[retention\], \[gpu\], \[queue\] or \[web\]\."):
+                                          r"\[slots\], \[vm\], \[retention\], \[gpu\], \[queue\] or \[web\]\."):
         load_site(tmp_path)
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from .cpu import CPU_ALLOWED, HOST_PASSTHROUGH, GuestCpu, default_cpu, is_cpu_setting
 from .layout import Layout
 from .values import Section, read_toml
 
@@ -107,6 +108,13 @@ class Site:
     # [slots] overcommit: let slots × vCPUs exceed the usable cores, the slots then sharing them
     # (vm/pinning.py), and timings no longer comparable between entries. Off, such a site is refused.
     overcommit: bool = False
+    # [vm] cpu: what every guest's CPU is (config/cpu.py); None: the accelerator's default, host-passthrough
+    # under KVM, "max" under TCG.
+    cpu: str | None = None
+
+    @property
+    def guest_cpu(self) -> GuestCpu:
+        return GuestCpu(self.cpu or default_cpu(self.accel))
 
     @property
     def domain_tag(self) -> str:
@@ -163,14 +171,17 @@ def load_site(home: Path | None = None) -> Site:
     slots = Section(source, "slots", data.get("slots", {}))
     overcommit = slots.get("overcommit", bool, False, allowed="true or false")
     slots.done()
+    vm = Section(source, "vm", data.get("vm", {}))
+    cpu = vm.get("cpu", str, None, is_cpu_setting, CPU_ALLOWED)
+    vm.done()
     retention = _retention(source, data)
     gpu = _gpu(source, data)
     queue = _queue(source, data)
     web = _web(source, data)
     for key in data:
-        if isinstance(data[key], dict) and key not in ("libvirt", "image", "results", "slots", "retention", "gpu",
-                                                       "queue", "web"):
-            raise ConfigError(f"{source}: unknown table [{key}]: use [libvirt], [image], [results], [slots], "
+        if isinstance(data[key], dict) and key not in ("libvirt", "image", "results", "slots", "vm", "retention",
+                                                       "gpu", "queue", "web"):
+            raise ConfigError(f"{source}: unknown table [{key}]: use [libvirt], [image], [results], [slots], [vm], "
                               "[retention], [gpu], [queue] or [web].")
     env_accel = os.environ.get("VMJUDGE_ACCEL")
     if env_accel:
@@ -178,7 +189,10 @@ def load_site(home: Path | None = None) -> Site:
             raise ConfigError(f"VMJUDGE_ACCEL={env_accel!r} is not allowed: use \"kvm\" or \"tcg\".")
         accel = env_accel
     uri = os.environ.get("VMJUDGE_URI") or uri
-    return Site(home=home, uri=uri, accel=accel, channel=channel, mirror=mirror, security_mirror=security,
+    if cpu == HOST_PASSTHROUGH and accel != "kvm":
+        raise ConfigError(f"{source}: [vm] cpu = \"host-passthrough\" is not allowed under {accel}: only KVM can pass "
+                          "the host's CPU through; use \"max\", a level such as \"x86-64-v3\" or a CPU model.")
+    return Site(cpu=cpu, home=home, uri=uri, accel=accel, channel=channel, mirror=mirror, security_mirror=security,
                 suite=suite, boot_timeout=boot, silence_timeout=silence, warm_start=warm, keep_media=keep_media,
                 retention=retention, gpu=gpu, queue=queue, overcommit=overcommit, web=web)
 

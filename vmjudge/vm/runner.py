@@ -100,7 +100,8 @@ def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *
         spec = DomainSpec(name=name, kernel=image.kernel, initrd=image.initrd, root=image.root,
                           home=Path(home_disk).resolve(), cdrom=iso, console_log=Path(console_log).resolve(),
                           accel=site.accel, vcpus=vcpus, memory_mib=memory_mib, channel=site.channel, gpu=gpu,
-                          cputune=cores.tune(vcpus) if cores is not None else None, entry_root=entry_root)
+                          cputune=cores.tune(vcpus) if cores is not None else None, entry_root=entry_root,
+                          cpu=site.cpu)
         run = _Run(conn, site, job, nonce, limits, watch, cancel, console_log)
         why = warm.why_cold(site, gpu)
         if why is None:
