@@ -31,6 +31,7 @@ from ..queue.db import Queue
 from ..queue.rows import EntryRow
 from ..vm import domain, warm
 from .cores import core_plan
+from .cpu_gate import refuse_unfit_site
 from .environment import Environment
 from .evaluate import run_stage
 from .heartbeat import Heartbeat
@@ -108,6 +109,7 @@ def serve(site: Site, queue: Queue, slots: int, until_idle: bool, only: int | No
     # Before anything else, and before any VM: a site whose slots do not fit the cores is
     # refused in one sentence, and an overcommitted one says first that its timings are not comparable.
     plan = core_plan(site, queue, slots)
+    refuse_unfit_site(site)  # a [vm] cpu this host cannot give: refused too, before any VM
     if plan.shared:
         log.warning("%s", plan.notice())
     lock = DaemonLock(site.home)
