@@ -6,6 +6,7 @@ queries under TCG: no domain is started); the queue is a real one with real entr
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from vmjudge.supervisor.daemon import serve
 from vmjudge.supervisor.environment import Environment
 from vmjudge.vm.cpu_offer import CpuOffer
 
+from .cli import run_cli
 from .needs import cannot_run
 
 
@@ -93,3 +95,18 @@ def test_a_daemon_on_a_site_the_host_cannot_give_refuses_before_any_work(tmp_pat
         serve(site, queue, slots=1, until_idle=True)
     assert queue.entry(eid).state == "queued"  # nothing was claimed
     refuse_unfit_site(tcg_site(tmp_path / "fine", "x86-64-v3"))  # this qemu's TCG has AVX2: no refusal
+
+
+def test_doctor_prints_what_guests_get_and_whether_a_challenge_is_reached(tmp_path):
+    """Its cpu line comes from libvirt alone; no image exists here, so no test boot is tried."""
+    ch = tmp_path / "c"
+    register(Queue(tmp_path / "queue.db", host="judge1"), tmp_path / "c", "needs4", "x86-64-v4")
+    env = {"VMJUDGE_ACCEL": "tcg", "VMJUDGE_URI": "qemu:///system"}
+    plain = run_cli("doctor", "--json", home=tmp_path / "home", env=env)
+    [cpu] = [c for c in json.loads(plain.stdout)["checks"] if c["name"] == "cpu"]
+    assert cpu["ok"] and cpu["detail"].startswith('cpu = "max" under tcg: x86-64-v3 (libvirt\'s nearest model ')
+    assert cpu["detail"].endswith("; AVX, AVX2, FMA: yes, yes, yes)")
+    needs = run_cli("doctor", "--challenge", str(ch / "needs4"), home=tmp_path / "home", env=env)
+    line = next(ln for ln in needs.stdout.splitlines() if ln.split()[1:2] == ["cpu"])
+    assert line.startswith("FAIL  cpu") and "challenge needs4 needs guests of x86-64-v4" in line
+    assert needs.returncode == 1 and "the test boot was not tried" in needs.stdout

@@ -255,7 +255,8 @@ def doctor(ctx: click.Context, challenge_dir: Path | None, slots: int, as_json: 
     vcpus = largest_vcpus(queue_of(site), (challenge_.vm.vcpus,) if challenge_ is not None else ())
     if challenge_ is not None:
         recipe = challenge_.image
-        checks = doctor_checks.run_checks(site, lambda: find_image(site, recipe), slots, vcpus)
+        level = (challenge_.name, challenge_.vm.cpu_level) if challenge_.vm.cpu_level else None
+        checks = doctor_checks.run_checks(site, lambda: find_image(site, recipe), slots, vcpus, level)
     else:
         checks = doctor_checks.run_checks(site, lambda: newest_image(site), slots, vcpus)
     if as_json:
