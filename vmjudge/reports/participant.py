@@ -50,7 +50,8 @@ QUIZ_FIGURES = {**PREP_FIGURES, "stage_seconds": LEAF, "stage_limit": LEAF, "slo
                 "records": [{"record": LEAF, **USAGE}]}
 EXAM_FIGURES = {"time_tenths": LEAF, "time_cap_seconds": LEAF, "memory_tenths": LEAF, "memory_cap": LEAF}
 HARDWARE = {"host": LEAF, "cpu": LEAF, "host_cores": LEAF, "kernel": LEAF, "qemu": LEAF, "libvirt": LEAF,
-            "vcpus": LEAF, "memory_mib": LEAF, "accel": LEAF, "gpu": LEAF}
+            "vcpus": LEAF, "memory_mib": LEAF, "accel": LEAF, "gpu": LEAF,
+            "guest_cpu": {"setting": LEAF, "model": LEAF, "level": LEAF, "flags": [LEAF]}}
 # An entry's report (show --json, GET /api/entries/ID). The archive's sha256 is the
 # participant's own file: a receipt of what was judged.
 ENTRY = {"id": LEAF, "challenge": LEAF, "owner": LEAF, "late": LEAF, "archive_name": LEAF, "archive_sha256": LEAF,

@@ -33,7 +33,7 @@ from .channel import FrameStream, Watch
 from .domain import DOMAIN_PREFIX, Domain
 from .domain_xml import DomainSpec, domain_xml
 from .gpu_preflight import lendable_card
-from .hardware import fingerprint
+from .hardware import fingerprint, guest_cpu
 from .job import JOB_FILE, Job
 from .pinning import SlotCores
 from .pty_reader import ChannelReader
@@ -196,9 +196,10 @@ class _Run:
             if ended == "bye" and not domain.wait_stopped(POWEROFF_GRACE):
                 log.warning("domain %s did not power off after its last frame; destroying it", domain.name)
             check_agent_error(transcript, lent["address"] if lent else None)
+            ran_on = {**hardware, "guest_cpu": guest_cpu(self.site.guest_cpu.setting, transcript.hello)}
             return JobRun(domain=domain.name, transcript=transcript, iso_sha256=iso_sha,
                           boot_seconds=reading.boot_seconds, total_seconds=time.monotonic() - started, ended=ended,
-                          gpu=lent, hardware=hardware, cpu_seconds=cpu_seconds, start=how)
+                          gpu=lent, hardware=ran_on, cpu_seconds=cpu_seconds, start=how)
         except InfrastructureError as exc:
             hello = stream.transcript.hello
             # No hello, or one without this job's nonce: the agent never read the job (its CD unseen).
