@@ -260,7 +260,8 @@ def readme_qemu_command() -> list[str]:
     """The qemu line participants are told to run, from the README's "For participants" section."""
     text = (REPO / "README.md").read_text()
     section = text.split("## For participants", 1)[1].split("\n## ", 1)[0]
-    line = next(ln.strip() for ln in section.splitlines() if ln.strip().startswith("qemu-system-x86_64 -m 2048 -cpu max -cdrom"))
+    line = next(ln.strip() for ln in section.splitlines()
+                if ln.strip().startswith("qemu-system-x86_64 -m 2048 -cpu max -cdrom"))
     return shlex.split(line)
 
 
