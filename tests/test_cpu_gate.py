@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
+import tarfile
 from pathlib import Path
 
 import libvirt
@@ -21,8 +23,9 @@ from vmjudge.supervisor.daemon import serve
 from vmjudge.supervisor.environment import Environment
 from vmjudge.vm.cpu_offer import CpuOffer
 
-from .cli import run_cli
+from .cli import REPO, run_cli
 from .needs import cannot_run
+from .test_image_transfer import fake_image, home
 
 
 @pytest.fixture(autouse=True)
@@ -110,3 +113,32 @@ def test_doctor_prints_what_guests_get_and_whether_a_challenge_is_reached(tmp_pa
     line = next(ln for ln in needs.stdout.splitlines() if ln.split()[1:2] == ["cpu"])
     assert line.startswith("FAIL  cpu") and "challenge needs4 needs guests of x86-64-v4" in line
     assert needs.returncode == 1 and "the test boot was not tried" in needs.stdout
+
+
+def test_challenge_add_and_evaluate_say_when_this_host_will_not_take_a_challenge(tmp_path):
+    """The hostile corpus's small challenge asking for x86-64-v4, on a home whose image is a stand-in
+    (no build): `challenge add` warns, and `evaluate` ends at once with the entry queued and says
+    why, without a VM (TCG's max here is x86-64-v3)."""
+    ch = tmp_path / "hostile"
+    shutil.copytree(REPO / "tests" / "hostile" / "challenge", ch)
+    with open(ch / "challenge.toml", "a") as f:
+        f.write('\n[image]\n')
+    toml = (ch / "challenge.toml").read_text().replace("[vm]\n", '[vm]\ncpu_level = "x86-64-v4"\n')
+    (ch / "challenge.toml").write_text(toml)
+    env = {"VMJUDGE_ACCEL": "tcg", "VMJUDGE_URI": "qemu:///system"}
+    site = home(tmp_path / "home")
+    fake_image(site, ch)
+    added = run_cli("challenge", "add", str(ch), home=site.home, env=env)
+    assert added.returncode == 0, added.stderr
+    assert ("challenge hostile needs guests of x86-64-v4, and this host's get x86-64-v3 (cpu = \"max\" under tcg): "
+            "set a higher [vm] cpu in site.toml, or let a host that has it take them: this host's daemon will take "
+            "none of its stages.") in added.stderr
+    archive = tmp_path / "good-entry.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for p in sorted((REPO / "tests" / "hostile" / "good").iterdir()):
+            tar.add(p, arcname=p.name)
+    ran = run_cli("evaluate", "hostile", str(archive), home=site.home, env=env, timeout=120)
+    assert ran.returncode == 1, ran.stderr
+    assert ran.stderr.strip().endswith("stays queued: challenge hostile needs guests of x86-64-v4, and this host's "
+                                       "get x86-64-v3 (cpu = \"max\" under tcg): set a higher [vm] cpu in site.toml, "
+                                       "or let a host that has it take them.")
