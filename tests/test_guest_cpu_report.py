@@ -9,7 +9,7 @@ import json
 
 from vmjudge.images.guest.cpu import read_cpu
 from vmjudge.queue.db import Queue
-from vmjudge.vm.hardware import MAX_FLAGS, guest_cpu, line
+from vmjudge.vm.hardware import MAX_FLAGS, below_level, guest_cpu, line
 
 from . import test_hardware
 from .cli import run_cli
@@ -82,3 +82,16 @@ def test_show_and_the_organisers_board_print_the_guests_cpu(tmp_path, monkeypatc
     older = {k: v for k, v in HARDWARE.items() if k != "guest_cpu"}
     assert "guest CPU" not in line(older)
     assert line({**older, "guest_cpu": {"setting": "max"}}).endswith('guest CPU not reported (cpu = "max")')
+
+
+def test_a_guest_below_the_challenges_level_is_the_infrastructures_failure_not_the_entrys(tmp_path):
+    """VmRunner raises InfrastructureError("guest-cpu", this) after such a run: the gate trusted libvirt's word."""
+    info = tmp_path / "cpuinfo"
+    info.write_text(CPUINFO)
+    v3 = guest_cpu("max", {"cpu": read_cpu(str(info))})
+    assert below_level(v3, "x86-64-v3") is None and below_level(v3, "x86-64-v1") is None
+    said = below_level(v3, "x86-64-v4")
+    assert said == ("the guest's CPU is x86-64-v3, below the challenge's cpu_level x86-64-v4 (it lacks avx512f, "
+                    "avx512bw, avx512cd, avx512dq, avx512vl), although libvirt said cpu = \"max\" would reach it")
+    assert below_level({"setting": "max"}, "x86-64-v4") is None  # an agent before 1.7 reported nothing
+    assert below_level(None, "x86-64-v4") is None

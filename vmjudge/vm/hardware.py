@@ -27,7 +27,7 @@ from typing import Any
 import libvirt
 
 from ..config import Site
-from ..config.cpu import level_of
+from ..config.cpu import level_of, missing, rank
 from .libvirt_uri import is_local
 
 UNKNOWN = "unknown"
@@ -129,6 +129,18 @@ def guest_cpu(setting: str, hello: dict[str, Any] | None) -> dict[str, Any]:
     found["flags"] = flags
     found["level"] = level_of(frozenset(flags))
     return found
+
+
+def below_level(guest: dict[str, Any] | None, level: str) -> str | None:
+    """Why a guest that reported its CPU (`guest_cpu`'s result) did not reach a challenge's
+    [vm] cpu_level, or None: a host whose libvirt described its guests wrongly must not judge the
+    challenge's entries, whose failures there would be the CPU's, not theirs. A guest that reported
+    nothing (an agent before 1.7) is not held to it."""
+    if not guest or "flags" not in guest or rank(guest.get("level")) >= rank(level):
+        return None
+    lacks = ", ".join(missing(level, frozenset(guest["flags"])))
+    return (f"the guest's CPU is {guest.get('level') or 'below x86-64-v1'}, below the challenge's cpu_level {level} "
+            f"(it lacks {lacks}), although libvirt said cpu = \"{guest.get('setting')}\" would reach it")
 
 
 def cpu_phrase(guest: dict[str, Any] | None) -> str:

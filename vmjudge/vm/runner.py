@@ -33,7 +33,7 @@ from .channel import FrameStream, Watch
 from .domain import DOMAIN_PREFIX, Domain
 from .domain_xml import DomainSpec, domain_xml
 from .gpu_preflight import lendable_card
-from .hardware import fingerprint, guest_cpu
+from .hardware import below_level, fingerprint, guest_cpu
 from .job import JOB_FILE, Job
 from .pinning import SlotCores
 from .pty_reader import ChannelReader
@@ -248,6 +248,7 @@ class VmRunner:
     cancel: threading.Event | None = None
     gpu: str | None = None  # the GPU slot's card (its host PCI address), lent to every VM of the stage
     cores: SlotCores | None = None  # the slot's host cores, every VM of the stage pinned to them
+    cpu_level: str | None = None  # the challenge's [vm] cpu_level: a guest below it is the infrastructure's failure
 
     def new_home(self, path: Path, size_mib: int) -> None:
         make_blank_disk(path, size_mib)
@@ -260,7 +261,11 @@ class VmRunner:
         console = files.console_log(stage, self.attempt)
         keep_iso = files.media(stage, self.attempt) if self.site.keep_media else None
         with self.site.layout.stage_run_dir(self.entry_id, stage) as rd:
-            return run_job(self.conn, self.site, self.image, job, home_disk=home, workdir=rd.path,
-                           console_log=console, vcpus=self.vcpus, memory_mib=self.memory_mib,
-                           label=f"{self.site.domain_tag}-e{self.entry_id}-{stage}", limits=limits, watch=watch,
-                           keep_iso=keep_iso, cancel=self.cancel, gpu=self.gpu, cores=self.cores)
+            ran = run_job(self.conn, self.site, self.image, job, home_disk=home, workdir=rd.path,
+                          console_log=console, vcpus=self.vcpus, memory_mib=self.memory_mib,
+                          label=f"{self.site.domain_tag}-e{self.entry_id}-{stage}", limits=limits, watch=watch,
+                          keep_iso=keep_iso, cancel=self.cancel, gpu=self.gpu, cores=self.cores)
+        short = below_level((ran.hardware or {}).get("guest_cpu"), self.cpu_level) if self.cpu_level else None
+        if short is not None:  # the gate (supervisor/cpu_gate.py) trusted libvirt's word; the guest says otherwise
+            raise InfrastructureError("guest-cpu", short)
+        return ran
