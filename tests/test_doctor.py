@@ -15,7 +15,8 @@ def test_doctor_boots_a_job_and_passes(site, image, conn):
     report = json.loads(proc.stdout)
     assert proc.returncode == 0 and report["ok"], proc.stdout + proc.stderr
     checks = {c["name"]: c for c in report["checks"]}
-    assert set(checks) == {"qemu", "libvirt", "home", "cores", "image", "accel"}
+    assert set(checks) == {"qemu", "libvirt", "cpu", "home", "cores", "image", "accel"}
+    assert checks["cpu"]["detail"].startswith(f'cpu = "{site.guest_cpu.setting}" under {site.accel}: ')
     assert checks["accel"]["detail"].startswith(f"{site.accel}: test job booted")
     assert "interfaces: lo only" in checks["accel"]["detail"]
 
