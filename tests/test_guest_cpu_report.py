@@ -53,7 +53,7 @@ def test_the_host_keeps_a_checked_bounded_copy_with_its_level(tmp_path):
                                                                          *[f"x{i}" for i in range(10 * MAX_FLAGS)]]}})
     assert len(odd["model"]) == 120 and "<b>" not in odd["flags"] and 7 not in odd["flags"]
     assert len(odd["flags"]) < MAX_FLAGS and odd["level"] is None
-    # An agent before 1.7 sent no report: the setting alone, and the line says so.
+    # An agent before 1.8 sent no report: the setting alone, and the line says so.
     assert guest_cpu("max", {"agent": "1.6"}) == {"setting": "max"}
     assert guest_cpu("max", {"cpu": "avx2"}) == {"setting": "max"}
     assert guest_cpu("max", None) == {"setting": "max"}
@@ -93,5 +93,5 @@ def test_a_guest_below_the_challenges_level_is_the_infrastructures_failure_not_t
     said = below_level(v3, "x86-64-v4")
     assert said == ("the guest's CPU is x86-64-v3, below the challenge's cpu_level x86-64-v4 (it lacks avx512f, "
                     "avx512bw, avx512cd, avx512dq, avx512vl), although libvirt said cpu = \"max\" would reach it")
-    assert below_level({"setting": "max"}, "x86-64-v4") is None  # an agent before 1.7 reported nothing
+    assert below_level({"setting": "max"}, "x86-64-v4") is None  # an agent before 1.8 reported nothing
     assert below_level(None, "x86-64-v4") is None

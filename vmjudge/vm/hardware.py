@@ -114,7 +114,7 @@ def fingerprint(conn: libvirt.virConnect, site: Site, vcpus: int, memory_mib: in
 
 def guest_cpu(setting: str, hello: dict[str, Any] | None) -> dict[str, Any]:
     """The guest's CPU for the manifest: `setting` (site.toml's [vm] cpu) and, from the agent's
-    hello (agent 1.7 on), the model and flags its kernel reported and their x86-64 level. What the
+    hello (agent 1.8 on), the model and flags its kernel reported and their x86-64 level. What the
     guest sends is bounded and checked here: a hello without a readable report gives the setting
     alone."""
     found: dict[str, Any] = {"setting": setting}
@@ -135,7 +135,7 @@ def below_level(guest: dict[str, Any] | None, level: str) -> str | None:
     """Why a guest that reported its CPU (`guest_cpu`'s result) did not reach a challenge's
     [vm] cpu_level, or None: a host whose libvirt described its guests wrongly must not judge the
     challenge's entries, whose failures there would be the CPU's, not theirs. A guest that reported
-    nothing (an agent before 1.7) is not held to it."""
+    nothing (an agent before 1.8) is not held to it."""
     if not guest or "flags" not in guest or rank(guest.get("level")) >= rank(level):
         return None
     lacks = ", ".join(missing(level, frozenset(guest["flags"])))

@@ -42,7 +42,7 @@ from system import EntryFault, JobError
 from usage import job_figures
 from wake import reseed, wait_for_wake
 
-AGENT_VERSION = "1.7"
+AGENT_VERSION = "1.8"
 
 
 def kernel_args():
