@@ -21,7 +21,7 @@ sys.path.insert(0, str(REPO))
 
 from tests.host_lock import HostBusy, exclusive_host  # noqa: E402
 from vmjudge.config import ImageRecipe, load_site  # noqa: E402
-from vmjudge.config.site import Site  # noqa: E402
+from vmjudge.config.site import Site, profile_line  # noqa: E402
 from vmjudge.images.build import build_image, image_key  # noqa: E402
 from vmjudge.images.image import FILES, GuestImage  # noqa: E402
 
@@ -42,6 +42,8 @@ def parse_args(doc: str, default_home: Path) -> tuple[argparse.Namespace, Site]:
                          "that still run its code: what the test suite runs")
     args = ap.parse_args()
     os.environ.setdefault("VMJUDGE_ACCEL", "tcg")
+    os.environ.setdefault("VMJUDGE_PROFILE", "trial")  # TCG on purpose, which production refuses
+    print(profile_line(Path(sys.argv[0]).name), file=sys.stderr)
     site = load_site(args.home)
     site.layout.ensure()
     return args, site

@@ -3,11 +3,15 @@ bad value refused with the file, the key and what is allowed."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+from pathlib import Path
+
 import pytest
 
-from vmjudge.config import ContainerRules, load_challenge, load_site
-from vmjudge.errors import ConfigError, ImageError
-from vmjudge.replica.build import build_replica
+from vmjudge.config import ContainerRules, load_challenge
+from vmjudge.errors import ConfigError
+from vmjudge.replica.tools import TOOLS, tool_files
 
 
 def write(tmp_path, text):
@@ -45,12 +49,19 @@ def test_a_container_challenge_leaves_a_file_per_record_and_submits_them_in_its_
     assert ch.results.submitted_path("r1") == "/submitted/r1.txt" and ch.results.stored_path("r1") == "submitted/r1.txt"
 
 
-def test_the_replica_refuses_a_container_challenge_in_a_sentence(tmp_path):
-    ch = load_challenge(write(tmp_path, '[entry]\nkind = "container"\n'))
-    one_sentence = r"^x takes container entries, and the replica ISO cannot run them yet: [^.]*\.$"
-    with pytest.raises(ImageError, match=one_sentence):
-        build_replica(load_site(tmp_path / "home"), ch, tmp_path / "replica.iso", progress=lambda _: None)
-    assert not (tmp_path / "replica.iso").exists()
+def test_the_replica_of_a_container_challenge_carries_the_judges_own_tools():
+    """The tools stage 1 makes a root with, and every library they load (with the loader), as this
+    host has them: the replica runs the judge's very binaries (tests/test_container_pipeline.py
+    boots one)."""
+    files = tool_files()
+    for tool in TOOLS:
+        assert files[f"vmjudge/tools/bin/{tool}"] == Path(shutil.which(tool)).resolve()
+    libraries = {name.rsplit("/", 1)[1]: path for name, path in files.items() if "/lib/" in name}
+    assert {"ld-linux-x86-64.so.2", "libc.so.6"} <= set(libraries)
+    for name, path in libraries.items():
+        assert path.is_file() and not path.is_symlink(), name
+    listed = subprocess.run(["ldd", shutil.which("mksquashfs")], capture_output=True, text=True, check=True).stdout
+    assert {line.split()[0] for line in listed.splitlines() if "=>" in line} <= set(libraries)
 
 
 @pytest.mark.parametrize("text, words", [

@@ -10,7 +10,14 @@ infrastructure retry); what a command writes outside its output has no effect on
 record or on the submitted results; a wrong submitted result is a mismatch showing both sides; a
 link where a submitted result should be is refused at prep; the dry-run label ends at the quiz;
 an image whose sh and python3 print "hacked" is judged as usual; and the same image twice (or
-the same layers under another config) makes its root once."""
+the same layers under another config) makes its root once.
+
+The same run judges examples/segment2025's sample images (tests/segment_images.py: Debian's
+python3 from the judge's own root, no Docker): the good one scores the Dice the host computes from
+the same masks; a crash, a mask left outside /output, a download, a timeout and a model larger
+than memory each get their verdict, never an infrastructure failure; the hostile image's layers
+are neutralised (it checks so from inside), and those admission refuses are refused by submit,
+each saying why, with nothing queued."""
 
 from __future__ import annotations
 
@@ -19,17 +26,36 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
 
+from vmjudge.config import load_challenge
+from vmjudge.images import build
+from vmjudge.replica.local import ENTRY_ROOT as ENTRY_ROOT_REPLICA
+from vmjudge.replica.tools import tool_files
 from vmjudge.vm import domain
 
 from . import oci_images as oci
+from .cli import run_cli
 from .oci_images import Image, Layer
 from .published import wait_until_published
+from .replica_console import Console
+from .segment_images import EXAMPLE as SEGMENT
+from .segment_images import REFUSED, refused_images, sample_images
 from .test_container_root import HOSTILE, static_busybox
 from .test_pipeline import vmjudge
+from .test_replica import (
+    BOOT_TIMEOUT,
+    CHECK_TIMEOUT,
+    daemon_stage_messages,
+    iso_files,
+    readme_qemu_command,
+    sha,
+    without_figures,
+)
+from .test_segment2025 import host_dice, run_good_on_host
 
 WORDS = {"training": {"r1": "apple", "r2": "pear"}, "test": {"t1": "plum", "t2": "fig", "t3": "kiwi"}}
 REFERENCE = {"t1": "PLUM", "t2": "FIG", "t3": "LIME"}  # t3's label is not kiwi's: a good entry scores 2/3
@@ -83,7 +109,16 @@ EXPECT = {
     "mismatch": ("ctr", "failed", "quiz", "quiz-mismatch"),
     "link": ("ctr", "failed", "prep", "bad-image"),
     "whole-set": ("ctr-set", "scored", None, None),
+    "seg-good": ("segment2025", "scored", None, None),
+    "seg-crash": ("segment2025", "failed", "quiz", "quiz-error"),
+    "seg-outside": ("segment2025", "failed", "quiz", "quiz-mismatch"),
+    "seg-network": ("segment2025", "failed", "quiz", "quiz-error"),
+    "seg-slow": ("segment2025", "failed", "quiz", "quiz-timeout"),
+    "seg-hungry": ("segment2025", "failed", "quiz", "quiz-error"),
+    "seg-hostile": ("segment2025", "dry-run", None, None),
 }
+# The slowest first (the quizzes that wait out their time), so they run beside the others.
+SLOWEST = ("seg-slow", "slow")
 
 
 def challenge(path: Path, name: str, run: str) -> Path:
@@ -145,8 +180,8 @@ def images(busybox: Layer, hostile: Layer) -> dict[str, Image]:
 
 
 class Judged:
-    def __init__(self, home: Path, ids: dict[str, int]):
-        self.home, self.ids = home, ids
+    def __init__(self, home: Path, ids: dict[str, int], refused: dict[str, tuple[int, str, int]]):
+        self.home, self.ids, self.refused = home, ids, refused
         self._shown: dict[tuple[int, bool], dict] = {}
 
     def show(self, name: str, organiser: bool = False) -> dict:
@@ -171,21 +206,31 @@ def judged(site, image, conn):
     work.mkdir()
     vmjudge(home, "challenge", "add", str(challenge(work / "ctr", "ctr", "per_case")))
     vmjudge(home, "challenge", "add", str(challenge(work / "ctr-set", "ctr-set", "whole_set")))
+    vmjudge(home, "challenge", "add", str(SEGMENT))
     busybox = Layer.of(busybox_members(), compression=None)
     hostile = Layer.of(busybox_members(sh=HOSTILE.encode()), compression=None)
     built = images(busybox, hostile)
+    archives = {name: oci.docker_save(work / f"{name}-image.tar", image) for name, image in built.items()}
+    archives["good-again"] = archives["good"]
+    archives.update({f"seg-{name}": path for name, path in sample_images(image.root, work / "segment").items()})
     ids = {}
-    # The slowest first (the quiz that waits out its time), so it runs beside the others.
-    for name in sorted([*built, "good-again"], key=lambda n: n != "slow"):
-        archive = work / f"{'good' if name == 'good-again' else name}-image.tar"
-        if not archive.exists():
-            oci.docker_save(archive, built[name])
-        ids[name] = int(vmjudge(home, "submit", EXPECT[name][0], str(archive), "--owner", name).stdout)
+    for name in sorted(archives, key=lambda n: SLOWEST.index(n) if n in SLOWEST else len(SLOWEST)):
+        ids[name] = int(vmjudge(home, "submit", EXPECT[name][0], str(archives[name]), "--owner", name).stdout)
+    refused = {name: submit_refused(home, path) for name, path in refused_images(work / "refused").items()}
     vmjudge(home, "daemon", "--slots", "2", "--until-idle")
     wait_until_published(home)
-    yield Judged(home, ids)
+    yield Judged(home, ids, refused)
     assert domain.leftover_domains(conn) == []
     shutil.rmtree(home)
+
+
+def submit_refused(home: Path, archive: Path) -> tuple[int, str, int]:
+    """`vmjudge submit` of an image admission must refuse: its status, its sentence, and how many
+    entries the queue gained."""
+    before = json.loads(vmjudge(home, "entries", "--json").stdout)["total"]
+    proc = run_cli("submit", "segment2025", str(archive), "--owner", "mallory", home=home)
+    after = json.loads(vmjudge(home, "entries", "--json").stdout)["total"]
+    return proc.returncode, proc.stderr, after - before
 
 
 @pytest.mark.parametrize("name", list(EXPECT))
@@ -273,3 +318,108 @@ def test_each_root_is_made_once_and_recorded_in_the_prep_manifest(judged):
     said = {name: next(line for line in judged.show(name)["report"].splitlines() if line.startswith("Stage 1"))
             for name in ("good", "good-again")}
     assert said["good"] == said["good-again"] and "ready" in said["good"], said
+
+
+def test_segment2025s_good_image_scores_the_dice_the_host_computes(judged, tmp_path):
+    ch = load_challenge(SEGMENT)
+    masks: dict[str, bytes | None] = {r: run_good_on_host("test", r, tmp_path) for r in ch.test}
+    doc = judged.show("seg-good")
+    assert doc["scores"]["score"] == host_dice(SEGMENT / "reference", masks), doc["report"]
+    assert doc["exam"] == {"records": 3, "completed": 3, "failed": 0, "timed_out": 0}
+    assert "All 2 training records reproduced the submitted answers." in doc["report"]
+
+
+def test_segment2025s_bad_images_say_why(judged):
+    network = judged.show("seg-network")["report"]
+    assert "Network is unreachable" in network and "the image's command on case01: failed (exit status 2)" in network
+    crash = judged.show("seg-crash")["report"]
+    assert "FileNotFoundError" in crash and "/app/model/weights.pt" in crash
+    outside = judged.show("seg-outside")["report"]  # its mask went to /tmp/output; its writes were refused
+    assert "the image's command on case01: no output file case01.mha. Entry not scored." in outside
+    for said in ("/input/case01.pt.mha: Read-only file system", "/app/good/inference.py: Permission denied",
+                 "/submitted/case01.mha: Permission denied", "/etc/passwd: Permission denied"):
+        assert f"could not write {said}" in outside, outside
+    assert f"the image's command on case01: timed out after {load_challenge(SEGMENT).limits.per_record:g} s" in \
+        judged.show("seg-slow")["report"]
+    hungry = [a for a in judged.show("seg-hungry", organiser=True)["organiser"]["attempts"] if a["stage"] == "quiz"]
+    assert hungry[0]["figures"]["commands"][0]["oom_kills"] >= 1, hungry
+
+
+def test_segment2025s_hostile_layers_are_neutralised_or_refused(judged):
+    doc = judged.show("seg-hostile")
+    said = "/app/hostile/suid setuid: False; /app/hostile/escape: No such file or directory; " \
+           "/dev/sda exists: False; /output is a link: False"
+    assert said in (judged.home / "results" / str(judged.ids["seg-hostile"]) / "quiz.log").read_text()
+    root = judged.prep_manifest("seg-hostile")["entry_root"]
+    assert (root["devices_removed"], root["setid_cleared"]) == (1, 1) and "Dry run completed" in doc["report"]
+    for name, (status, said, queued) in judged.refused.items():
+        assert (status, queued) == (1, 0) and REFUSED[name] in said, (name, said)
+
+
+def test_segment2025s_samples_share_one_root(judged):
+    roots = {judged.prep_manifest(f"seg-{n}")["entry_root"]["digest"] for n in
+             ("good", "crash", "outside", "network", "slow", "hungry")}
+    assert len(roots) == 1
+
+
+REPLICA_CASES = ("good", "mismatch")  # a prep failure is the same stage code: host-side tests
+
+
+@pytest.fixture(scope="module")
+def replica_iso(judged):
+    """The ctr challenge's replica, built by the CLI as an organiser builds it."""
+    iso = judged.home / "ctr-replica.iso"
+    proc = vmjudge(judged.home, "replica", "build", "ctr", "-o", str(iso))
+    assert "[3/3] done" in proc.stderr
+    return iso
+
+
+def test_the_replica_carries_the_judges_own_tools_and_no_test_record(judged, replica_iso):
+    files = iso_files(replica_iso)
+    for tool, path in tool_files().items():
+        assert sha(files[f"/{tool}"]) == sha(path.read_bytes()), tool
+    assert json.loads(files["/vmjudge/replica.json"])["kind"] == "container"
+    assert not [p for p in files if "/test/" in p or "/reference/" in p]
+    assert Path("/media/entry-root") == ENTRY_ROOT_REPLICA and \
+        'ENTRY_ROOT = "/media/entry-root"' in (Path(build.GUEST_DIR) / "root_disk.py").read_text()
+
+
+def test_the_replica_checks_a_saved_image_as_the_judge_did(judged, replica_iso):
+    """The README's qemu command with the images in a FAT directory; each checked by
+    `vmjudge-replica check`: stage 1 makes the root with the judge's own tools inside the replica,
+    stage 2 runs the image's command in it with the judge's agent, and the verdicts, messages and
+    reports are the judge's (but for the figures of what each run used)."""
+    entries = judged.home / "replica-entries"
+    entries.mkdir()
+    for case in REPLICA_CASES:
+        shutil.copyfile(judged.home / "work" / f"{case}-image.tar", entries / f"{case}-image.tar")
+    argv = [str(replica_iso) if a == "replica.iso" else a.replace("fat:ro:entries", f"fat:ro:{entries}")
+            for a in readme_qemu_command()]
+    console = Console(argv + ["-accel", "tcg", "-display", "none"])
+    try:
+        console.expect(r"replica# ", BOOT_TIMEOUT)
+        console.send("vmjudge-replica media; echo @@MEDIA@@ $?")
+        console.expect(r"entry\? /media/vda1/good-image.tar", 120)
+        assert console.expect(r"@@MEDIA@@ (\d+)", 120).group(1) == "0"
+        for case in REPLICA_CASES:
+            started = time.monotonic()
+            console.send(f"vmjudge-replica check --json /media/vda1/{case}-image.tar; echo @@END@@ $?")
+            body = console.expect(r"(?s)\n(\{[^\n]*\})\r?\n.*?@@END@@ (\d+)", CHECK_TIMEOUT)
+            print(f"replica check of {case}: {time.monotonic() - started:.1f} s")
+            replica, status = json.loads(body.group(1)), int(body.group(2))
+            judge = judged.show(case)
+            messages = daemon_stage_messages(judged.home, judged.ids[case])
+            assert replica["stages"]["prep"] == messages["prep"], case
+            if case == "good":
+                assert (replica["outcome"], status) == ("passed", 0), replica["report"]
+                assert replica["stages"]["quiz"] == messages["quiz"]
+                assert replica["training_scores"] is None  # the challenge ships no training/REFERENCE*
+                assert "would now go on to stage 3" in replica["report"]
+                continue
+            assert (replica["outcome"], replica["failed_stage"], replica["reason"], status) == \
+                (judge["outcome"], judge["failed_stage"], judge["reason"], 1), case
+            assert replica["stages"] == messages
+            assert without_figures(replica["report"]).split("\n", 1)[1] == \
+                without_figures(judge["report"]).split("\n", 1)[1]
+    finally:
+        console.close()

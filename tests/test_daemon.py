@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import libvirt
@@ -111,6 +112,38 @@ def test_a_killed_daemon_leaves_nothing_behind_and_the_stage_runs_again(home, co
     assert (doc["state"], doc["outcome"]) == ("done", "dry-run")
     quiz = [(a["attempt"], a["status"], a["reason"]) for a in doc["organiser"]["attempts"] if a["stage"] == "quiz"]
     assert quiz == [(1, "infra", "daemon-stopped"), (2, "dry-run", None)]
+    assert domain.leftover_domains(conn) == [] and list((home / "run").iterdir()) == []
+
+
+def test_a_daemon_killed_while_its_vm_is_restored_leaves_libvirtd_running(home, conn, site):
+    """SIGKILL in the second a warm restore takes: the restore is a child's of its own session
+    (domain.restore_paused), which finishes it, so libvirt never aborts a dead client's restore,
+    the abort libvirtd 9.0 segfaulted on (2026-11-26). A race by nature: before the change it
+    crashed libvirtd in some runs, not all; after it, none may."""
+    entry_id = submit_quick(home, dryrun=True)
+    queue = Queue(home / "queue.db")
+    daemon = start_daemon(home)
+    try:
+        deadline = time.monotonic() + 300
+        while not (stage_running(queue, entry_id, "quiz") and own_domains(conn, home)):
+            assert daemon.poll() is None and time.monotonic() < deadline, "no quiz VM being restored"
+            time.sleep(0.01)  # polling for the condition: the window is a fraction of a second
+    finally:
+        daemon.send_signal(signal.SIGKILL)
+        daemon.wait()
+    was_running = own_running(conn, home)
+    def busy() -> bool:
+        states = []
+        for name in own_domains(conn, home):
+            with contextlib.suppress(libvirt.libvirtError):
+                states.append(conn.lookupByName(name).controlInfo()[0] != libvirt.VIR_DOMAIN_CONTROL_OK)
+        return any(states)
+
+    wait_until(lambda: not busy(), 120, "libvirt to finish the killed daemon's calls")
+    assert domain.unreachable(site.uri) is None, "libvirtd died after the daemon was killed mid-restore"
+    vmjudge(home, "daemon", "--until-idle")
+    doc = organiser_report(home, entry_id)
+    assert (doc["state"], doc["outcome"]) == ("done", "dry-run"), was_running
     assert domain.leftover_domains(conn) == [] and list((home / "run").iterdir()) == []
 
 

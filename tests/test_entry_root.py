@@ -9,7 +9,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import shutil
 import stat
 import subprocess
 import threading
@@ -25,7 +24,7 @@ from vmjudge.images.root_tools import run_tool
 
 from . import oci_images as oci
 from .layer_stacks import named_stack, random_stack
-from .needs import cannot_run
+from .needs import root_making_tools
 from .oci_images import Image, Layer, device, directory, file, hardlink, symlink
 
 GIB = 1 << 30
@@ -33,11 +32,7 @@ GIB = 1 << 30
 
 @pytest.fixture(autouse=True)
 def tools():
-    if os.geteuid() != 0:
-        cannot_run("making an entry's root keeps the image's owners, which needs root")
-    for tool in ("skopeo", "umoci", "mksquashfs", "unsquashfs"):
-        if shutil.which(tool) is None:
-            cannot_run(f"{tool} is not installed (make setup installs it)")
+    root_making_tools()
 
 
 def make_root(tmp_path: Path, archive: Path, **kw):

@@ -19,6 +19,7 @@ import pytest
 from starlette.routing import Mount, Route
 
 from vmjudge.queue import publish
+from vmjudge.queue.db import Queue
 from vmjudge.queue.rows import Scoring, stamp
 from vmjudge.reports import participant
 from vmjudge.reports.leaderboard import leaderboard
@@ -52,14 +53,15 @@ def test_an_exam_with_no_figures_is_published_on_the_default_step():
     assert publish.publish_time(0.0, None, None, 500.0) == 720.0  # tenths of an hour: 6 min steps
 
 
-def judge(queue, eid, exam_figures=EXAM, scores=None, scoring=None):
+def judge(queue, eid, exam_figures=EXAM, scores=None, scoring=None, exam_counts=COUNTS):
     """prep, quiz and exam passed, then stage 4 scores (all through the queue's own calls)."""
     for stage, figs, nxt in (("prep", PREP, "quiz"), ("quiz", QUIZ, "exam"), ("exam", exam_figures, "score")):
         queue.claim_next(only=eid)
         run = queue.start_stage(eid, stage, 0)
-        queue.finish_stage(run, "passed", f"{stage} ok" if stage != "exam" else "8 test records: 8 completed.",
+        queue.finish_stage(run, "passed", f"{stage} ok" if stage != "exam" else
+                           f"8 test records: {exam_counts['completed']} completed.",
                            {"stage": stage, "iso_sha256": "f" * 64}, next_stage=nxt, figures=figs,
-                           exam=COUNTS if stage == "exam" else None)
+                           exam=exam_counts if stage == "exam" else None)
     queue.claim_next(only=eid)
     run = queue.start_stage(eid, "score", 0)
     scores = scores or {"score": 0.75}
@@ -179,9 +181,12 @@ def conforms(value, spec, where="") -> list[str]:
 # The portal: every route, classified; the participant's answers checked against the list
 
 PARTICIPANT_GETS = {"/entries": None, "/entries.json": participant.ENTRY_LIST, "/entries/{entry_id}": None,
-                    "/upload": None, "/leaderboards": None, "/leaderboards/{challenge}": None}
-API_GETS = {"/api/entries": participant.ENTRY_LIST, "/api/entries/{entry_id}": participant.ENTRY}
-POSTS = {"/upload", "/api/entries"}  # a participant's upload: answered in SUBMITTED or a page
+                    "/upload": None, "/leaderboards": None, "/leaderboards/{challenge}": None,
+                    "/phases/{challenge}": None, "/settings": None}  # /settings: the owner's own address (#35)
+API_GETS = {"/api/entries": participant.ENTRY_LIST, "/api/entries/{entry_id}": participant.ENTRY,
+            "/api/challenges/{challenge}/phases": participant.PHASES}
+# A participant's upload, or an entry carried into a contest's phase: answered in SUBMITTED or a page.
+POSTS = {"/upload", "/api/entries", "/entries/{entry_id}/carry", "/api/entries/{entry_id}/carry"}
 PUBLIC = {"/", "/signin", "/signout", "/static"}
 ORGANISER = {"/organiser/entries", "/organiser/parked", "/organiser/entries/{entry_id}",
              "/organiser/entries/{entry_id}/logs"}
@@ -222,7 +227,7 @@ def participant_answers(web, eid, client, token) -> dict[str, str]:
         answers[url] = client.get(url).text
         answers[url + "?late=1"] = client.get(url + "?late=1").text
     for path in API_GETS:
-        url = path.replace("{entry_id}", str(eid))
+        url = path.replace("{entry_id}", str(eid)).replace("{challenge}", "af2017")
         answers[url] = client.get(url, headers=bearer).text
     return answers
 
@@ -242,7 +247,7 @@ def test_every_route_is_classified_and_the_participants_answers_hold_to_the_list
     assert all("0.75" in answers[p] for p in ("/entries", f"/entries/{eid}", "/leaderboards/af2017"))
     for path, spec in {**PARTICIPANT_GETS, **API_GETS}.items():
         if spec is not None:
-            url = path.replace("{entry_id}", str(eid))
+            url = path.replace("{entry_id}", str(eid)).replace("{challenge}", "af2017")
             assert conforms(json.loads(answers[url]), spec) == [], url
     posted = upload(client, web.tar("y-entry.tar.gz"), "big")
     assert posted.status_code == 201
@@ -290,3 +295,57 @@ def test_what_an_owner_has_used_counts_the_exam_from_its_publish_time(queue_loca
     used = queue.owner_usage("c", "alice", False)
     assert (used.scored, used.pending, used.waiting) == (1, 0, 0)
     assert used.vm_seconds == pytest.approx(before_exam + runs["exam"].vm_seconds)
+
+
+# #40: a contest's phase that keeps its results back until the organiser publishes it
+
+def phase_pair(queue_location, tmp_path, feedback: str):
+    """Entries of a contest's test phase (feedback `feedback`) judged alike up to the exam, then
+    different in everything the exam could drive: its time and figures (in different tenths),
+    its counts, its score; each exam's own publish time has come, the phase is not published."""
+    from .phased import contest_dir
+    directory = contest_dir(tmp_path)
+    text = (directory / "challenge.toml").read_text().replace('feedback = "errors"', f'feedback = "{feedback}"')
+    (directory / "challenge.toml").write_text(text)
+    queue = Queue(queue_location)
+    queue.add_challenge("contest", directory, "key")
+    ids = []
+    for owner, exam, counts, score in (
+            ("owner-a", EXAM, COUNTS, 0.25),
+            ("owner-b", {**EXAM, "stage_seconds": 3000.0}, {**COUNTS, "completed": 5, "failed": 3}, 0.95)):
+        archive = tmp_path / f"{owner}-entry.zip"
+        archive.write_bytes(owner.encode())
+        eid = queue.add_entry("contest", owner, False, hashlib.sha256(owner.encode()).hexdigest(), archive.name,
+                              archive, phase="test")
+        judge(queue, eid, exam, {"score": score}, exam_counts=counts)
+        ids.append(eid)
+    with queue.database.transaction() as db:  # the exams' publish times have come; the phase's has not
+        db.execute("UPDATE entries SET published = ?", (time.time() - 1,))
+    return queue, ids
+
+
+@pytest.mark.parametrize("feedback", ["errors", "none"])
+def test_before_its_phase_is_published_two_entries_look_the_same_whatever_their_exams_did(
+        queue_location, tmp_path, feedback):
+    from vmjudge.reports.phase_view import PhaseViews
+    queue, (a, b) = phase_pair(queue_location, tmp_path, feedback)
+    views = PhaseViews.load(queue)
+    docs, rows = {}, {}
+    for eid in (a, b):
+        entry = queue.entry(eid)
+        doc = show(None, queue, eid, at=time.time())
+        assert (doc["scores"], doc["exam"], doc["figures"], doc["scorings"], doc["feedback"]) == ({}, None, {}, [],
+                                                                                                 feedback)
+        assert "hardware" not in doc and "budget" not in doc
+        docs[eid] = normalised(doc, entry)
+        row = participant.entry_row(entry, time.time(), views.feedback(entry, time.time()))
+        rows[eid] = json.dumps({**row, "id": "*", "archive_name": "*", "submitted_at": "*"}, sort_keys=True)
+        assert row["score"] is None
+    assert docs[a] == docs[b] and rows[a] == rows[b]
+    assert not views.board_shown("contest", "test", time.time())
+    # Published: the documents are the full reports, and differ as the exams did.
+    queue.phases.publish("contest", "test", "olga")
+    after = {eid: show(None, queue, eid, at=time.time()) for eid in (a, b)}
+    assert [after[e]["scores"]["score"] for e in (a, b)] == [0.25, 0.95]
+    assert (after[a]["figures"]["exam"]["time_tenths"], after[b]["figures"]["exam"]["time_tenths"]) == (4, 9)
+    assert PhaseViews.load(queue).board_shown("contest", "test", time.time())

@@ -6,14 +6,9 @@ a process of its own, so that no guest module is imported into pytest's."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
 from vmjudge.images import build
 
-from .needs import cannot_run
+from .needs import guest_script_as_root
 
 SCRIPT = '''
 import json, os, stat, sys, time
@@ -65,12 +60,8 @@ print(json.dumps(result))
 
 
 def test_mount_points_hide_the_images_links_and_removal_follows_none(tmp_path):
-    if os.geteuid() != 0:
-        cannot_run("the agent's layers are made as root (owners, trusted.overlay xattrs)")
-    proc = subprocess.run([sys.executable, "-I", "-S", "-c", SCRIPT, str(build.GUEST_DIR), str(tmp_path)],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    result = json.loads(proc.stdout)
+    result = guest_script_as_root(SCRIPT, build.GUEST_DIR, tmp_path,
+                                  "the agent's layers are made as root (owners, trusted.overlay xattrs)")
     # The mount points: root's, opaque, their own mode; on the way, an image's directory keeps its
     # owner and mode (and is not opaque: its files show), one it lacks is root's 0755.
     assert result["made"] == {"tmp": ["drwxrwxrwt", 0, True], "output": ["drwxr-xr-x", 0, True],

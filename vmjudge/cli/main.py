@@ -7,7 +7,6 @@ import json
 import logging
 import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -15,14 +14,13 @@ import click
 
 from .. import __version__
 from ..config import Site, check_challenge_data, load_challenge
-from ..errors import VmjudgeError
 from ..images.build import build_image, find_image, newest_image
+from ..images.root_store import collect_roots
 from ..queue import retention
 from ..queue.admit import admit
-from ..queue.rows import now
-from ..reports import leaderboard as lb
 from ..reports import participant, report
 from ..scorers.loader import load_scorer
+from ..supervisor import confinement
 from ..supervisor import doctor as doctor_checks
 from ..supervisor.cores import largest_vcpus
 from ..supervisor.cpu_gate import CpuGate
@@ -36,7 +34,10 @@ from .gpu import gpu, slot_json, slot_line
 from .home import queue_of, site_of
 from .hosts import host_json, host_line, register
 from .image_transfer import image_export, image_import
+from .leaderboard import leaderboard_cmd
+from .notify import notify
 from .owners import owner
+from .phases import carry, phases, promote, publish
 from .replica import replica
 from .rescore import rescore
 from .service import service
@@ -89,19 +90,22 @@ def challenge_add(ctx: click.Context, challenge_dir: Path, replace: bool) -> Non
     load_scorer(ch.scorer)
     image_ = build_image(site, ch.image, progress=lambda m: echo(m, err=True))
     done = register(site, queue_of(site), ch, image_, replace)
-    echo(f"{done}: {len(ch.training)} training and {len(ch.test)} test records, "
-               f"scorer {ch.scorer}" + (f", its VM stages in GPU slots (gpu = \"{ch.vm.gpu}\")" if ch.vm.gpu else ""))
+    tests = (f"{len(ch.test)} test records" if not ch.phases else
+             "phases " + ", ".join(f"{p.name} ({len(p.test)} test records)" for p in ch.phases))
+    echo(f"{done}: {len(ch.training)} training and {tests}, "
+         f"scorer {ch.scorer}" + (f", its VM stages in GPU slots (gpu = \"{ch.vm.gpu}\")" if ch.vm.gpu else ""))
     short = CpuGate(site).shortfall(ch.name, str(challenge_dir))
     if short is not None:
         echo(f"{short}: this host's daemon will take none of its stages.", err=True)
 
 
-def _submit(site: Site, name: str, archive: Path, owner: str, late: bool) -> int:
+def _submit(site: Site, name: str, archive: Path, owner: str, late: bool, phase: str | None = None) -> int:
     """Admit the entry (checks, entry limit, spool, queue); say on stderr how many scored
     entries the owner has left, so that stdout stays the entry id alone."""
 
     queue = queue_of(site)
-    admitted = admit(site, queue, name, load_challenge(queue.challenge_dir(name)), archive, owner, late)
+    admitted = admit(site, queue, name, load_challenge(queue.challenge_dir(name)), archive, owner, late,
+                     phase=phase)
     for line in (admitted.remaining_line(), admitted.budget_line()):
         if line is not None:
             echo(line, err=True)
@@ -113,11 +117,13 @@ def _submit(site: Site, name: str, archive: Path, owner: str, late: bool) -> int
 @click.argument("archive", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--owner", default=None, help="Who submits (default: the current user).")
 @click.option("--late", is_flag=True, help="A late entry, ranked apart from the official ones.")
+@click.option("--phase", default=None, help="A contest's phase (default: the one taking uploads now).")
 @click.pass_context
-def submit(ctx: click.Context, challenge_name: str, archive: Path, owner: str | None, late: bool) -> None:
+def submit(ctx: click.Context, challenge_name: str, archive: Path, owner: str | None, late: bool,
+           phase: str | None) -> None:
     """Queue ARCHIVE (NAME-entry.zip or NAME-entry.tar.gz) for CHALLENGE_NAME; prints the entry id."""
 
-    entry_id = _submit(site_of(ctx), challenge_name, archive, owner or getpass.getuser(), late)
+    entry_id = _submit(site_of(ctx), challenge_name, archive, owner or getpass.getuser(), late, phase)
     echo(str(entry_id))
 
 
@@ -139,14 +145,18 @@ def daemon(ctx: click.Context, slots: int, until_idle: bool, quiet: bool) -> Non
 @click.argument("challenge_name")
 @click.argument("archive", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--owner", default=None)
+@click.option("--phase", default=None, help="A contest's phase (default: the one taking uploads now).")
 @click.pass_context
-def evaluate(ctx: click.Context, challenge_name: str, archive: Path, owner: str | None) -> None:
+def evaluate(ctx: click.Context, challenge_name: str, archive: Path, owner: str | None, phase: str | None) -> None:
     """Submit ARCHIVE and evaluate it in the foreground, as PhysioNet's `evaluate` did."""
 
 
     site = site_of(ctx)
     queue = queue_of(site)
-    entry_id = _submit(site, challenge_name, archive, owner or getpass.getuser(), False)
+    why = confinement.refusal(site)  # before the entry is queued, not after (serve() asks again)
+    if why is not None:
+        raise confinement.Unconfined(why)
+    entry_id = _submit(site, challenge_name, archive, owner or getpass.getuser(), False, phase)
     echo(f"entry {entry_id}")
     try:
         serve(site, queue, 1, until_idle=True, only=entry_id,
@@ -269,46 +279,12 @@ def doctor(ctx: click.Context, challenge_dir: Path | None, slots: int, as_json: 
     else:
         checks = doctor_checks.run_checks(site, lambda: newest_image(site), slots, vcpus)
     if as_json:
-        echo(json.dumps({"ok": all(c.ok for c in checks), "checks": doctor_checks.as_json(checks)}, indent=2))
+        echo(json.dumps({"ok": all(c.ok for c in checks), "profile": site.profile,
+                         "checks": doctor_checks.as_json(checks)}, indent=2))
     else:
         for check in checks:
             echo(check.line())
     sys.exit(0 if all(c.ok for c in checks) else 1)
-
-
-@main.command("leaderboard")
-@click.argument("challenge_name")
-@click.option("--late", is_flag=True, help="The board of late entries.")
-@click.option("--json", "as_json", is_flag=True, help="Print the board as JSON.")
-@click.option("--csv", "csv_file", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write the board to FILE as CSV.")
-@click.option("--html", "html_file", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write the board to FILE as a self-contained HTML page.")
-@click.option("--organiser", is_flag=True, help="Every scored entry at once (not from its publish time), and in "
-                                                "JSON each row's exam host and hardware: not for publishing.")
-@click.pass_context
-def leaderboard_cmd(ctx: click.Context, challenge_name: str, late: bool, as_json: bool, csv_file: Path | None,
-                    html_file: Path | None, organiser: bool) -> None:
-    """Each owner's best scored entry, best first; ties go to the earlier submission. An entry counts from
-    its publish time on, as participants see it, unless --organiser."""
-
-
-    if as_json + (csv_file is not None) + (html_file is not None) > 1:
-        raise VmjudgeError("--json, --csv and --html each choose the output: give only one of them.")
-    queue = queue_of(site_of(ctx))
-    queue.challenge_dir(challenge_name)
-    rows = lb.leaderboard(queue, challenge_name, late, at=None if organiser else participant.now())
-    if csv_file is not None:
-        lb.write_file(csv_file, lb.as_csv(rows))
-    elif html_file is not None:
-        lb.write_file(html_file, lb.as_html(challenge_name, rows, late, generated_at=now()))
-    elif as_json:
-        echo(json.dumps([asdict(r) for r in rows] if organiser else participant.board_rows(rows), indent=2))
-    else:
-        echo(lb.as_text(challenge_name, rows, late), nl=False)
-        if organiser:
-            for line in lb.exam_lines(rows):
-                echo(line)
 
 
 @main.command()
@@ -317,21 +293,27 @@ def leaderboard_cmd(ctx: click.Context, challenge_name: str, late: bool, as_json
 @click.pass_context
 def gc(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
     """Remove what finished entries no longer need (entry trees, home disks, console logs,
-    kept ISOs), as site.toml's [retention] allows; reports, logs and archives stay."""
+    kept ISOs), and container roots no entry still to be judged uses, as site.toml's [retention]
+    allows; reports, logs and archives stay."""
     site = site_of(ctx)
-    removed = retention.collect(site, queue_of(site), dry_run=dry_run)
+    queue = queue_of(site)
+    removed = retention.collect(site, queue, dry_run=dry_run)
+    roots = collect_roots(site, queue, dry_run=dry_run)
     if as_json:
-        echo(json.dumps(removed.as_json(), indent=2))
+        echo(json.dumps({**removed.as_json(), "entry_roots": roots.as_json()}, indent=2))
     else:
-        for line in removed.lines():
+        for line in removed.lines() + roots.lines():
             echo(line)
-        for problem in removed.problems:
+        for problem in removed.problems + roots.problems:
             echo(problem, err=True)
         echo(removed.summary())
-    sys.exit(1 if removed.problems else 0)
+        if (said := roots.summary()) is not None:
+            echo(said)
+    sys.exit(1 if removed.problems or roots.problems else 0)
 
 
 main.add_command(rescore)
+main.add_command(leaderboard_cmd)
 main.add_command(gpu)
 main.add_command(entries)
 main.add_command(logs)
@@ -339,6 +321,11 @@ main.add_command(usage)
 main.add_command(service)
 main.add_command(replica)
 main.add_command(owner)
+main.add_command(notify)
 main.add_command(web)
+main.add_command(phases)
+main.add_command(carry)
+main.add_command(promote)
+main.add_command(publish)
 image.add_command(image_export)
 image.add_command(image_import)

@@ -7,19 +7,21 @@ the value and what is allowed, before any VM or image build is started.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
 from .cpu import LEVEL_ALLOWED, LEVELS
 from .entry import RELPATH_RE, ContainerRules, EntryRules, container_rules, entry_rules, image_results_path
+from .limits import StageLimits, stage_limits
+from .phase import Phase, read_phases
+from .records import read_records, record_files
 from .values import Section, read_toml
 
 _PACKAGE_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
 _PIP_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?((==|>=|<=|~=|!=|<|>)[A-Za-z0-9.*+!_-]+)?$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-_RECORD_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 
 
 # Debian's archive areas; "main" is where the base system comes from, so it is always one of them.
@@ -63,36 +65,6 @@ class VmShape:
     # The least CPU level (config/cpu.py) its entries may be given: a host whose guests get less takes none of
     # its stages (supervisor/environment.py), so an entry built for AVX2 never meets a CPU without it.
     cpu_level: str | None = None
-
-
-@dataclass(frozen=True)
-class StageLimits:
-    """Seconds and bytes; PhysioNet's values are the defaults."""
-
-    setup: float = 300.0
-    per_record: float = 40.0
-    quiz_total: float = 4100.0
-    exam_total: float = 3600.0
-    output: int = 1 << 20  # bytes of each command's output kept from its start (the head)
-    output_tail: int = 64 << 10  # and from its end (the tail)
-    stage_output: int = 64 << 20  # bytes of output a stage's log keeps, all its commands together
-    # bytes of result files one stage keeps (style "files"); a file beyond it is not kept and
-    # that record gets no answer
-    stage_results: int = 256 << 20
-    # VM hours each owner may use on each board (official, late): a budget beside the entry
-    # count; None: no budget
-    vm_hours: float | None = None
-    # What one owner may do to this challenge through the portal (vmjudge web; `vmjudge submit`
-    # is the organiser's and is held to none of these), on both boards together, each checked
-    # before an upload's body is stored and again in the transaction that queues it. On by
-    # default, at what a public contest would want: an entry takes minutes of VM time to judge,
-    # and its archive stays in the spool for good (re-scoring and re-running need it).
-    # Entries accepted in any hour, counted from the queue's entries.
-    submissions_per_hour: int = 10
-    # Entries waiting or running at once (dry runs included: they run VMs too).
-    pending_per_owner: int = 3
-    # Bytes of archives the owner's entries keep in the spool, all of them ever accepted.
-    spool_bytes_per_owner: int = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -153,21 +125,53 @@ class Challenge:
     score_options: ScoreOptions = field(default_factory=ScoreOptions)
     training: tuple[str, ...] = ()
     test: tuple[str, ...] = ()
+    phases: tuple[Phase, ...] = ()  # [[phase]], in the contest's order; () for a challenge without phases
+    # The phase this copy is seen in (in_phase): its test set, reference and limits replace the challenge's.
+    phase: Phase | None = None
 
     @property
     def reference_dir(self) -> Path:
-        return self.directory / "reference"
+        return self.phase.reference_dir if self.phase is not None else self.directory / "reference"
+
+    def set_dir(self, subset: str) -> Path:
+        """Where a record set's RECORDS and files are: training/, test/, or the phase's test set."""
+        if subset == "test" and self.phase is not None:
+            return self.phase.test_dir
+        return self.directory / subset
 
     def record_files(self, subset: str, record: str) -> list[Path]:
         """The files of one record (RECORD.*), which are linked beside next.sh."""
-        return sorted(p for p in (self.directory / subset).glob(f"{record}.*") if p.is_file())
+        return record_files(self.set_dir(subset), record)
+
+    def phase_named(self, name: str) -> Phase:
+        for phase in self.phases:
+            if phase.name == name:
+                return phase
+        if not self.phases:
+            raise ConfigError(f"challenge {self.name} has no phases, so there is no phase {name!r}: leave out "
+                              "--phase.")
+        raise ConfigError(f"challenge {self.name} has no phase {name!r}: its phases are "
+                          f"{', '.join(p.name for p in self.phases)}.")
+
+    def in_phase(self, name: str | None) -> Challenge:
+        """The challenge as an entry of phase `name` is judged: the phase's test set, reference,
+        limits and scored-entry limit (None: the challenge itself)."""
+        if name is None:
+            return self
+        phase = self.phase_named(name)
+        return replace(self, phase=phase, test=phase.test, limits=phase.limits,
+                       entry=replace(self.entry, max_scored_per_owner=phase.max_scored_per_owner))
+
+    def before(self, phase: Phase) -> Phase | None:
+        """The phase before `phase` in the contest (the board owners are promoted from)."""
+        return self.phases[phase.position - 1] if phase.position > 0 else None
 
 
 def load_challenge(directory: Path) -> Challenge:
     directory = Path(directory).resolve()
     source = str(directory / "challenge.toml")
     data = read_toml(directory / "challenge.toml")
-    top = Section(source, "top level", {k: v for k, v in data.items() if not isinstance(v, dict)})
+    top = Section(source, "top level", {k: v for k, v in data.items() if not isinstance(v, dict) and k != "phase"})
     name = top.get("name", str, None, lambda v: bool(_NAME_RE.fullmatch(v)),
                    "letters, digits, '.', '_' and '-', at most 64 characters")
     if name is None:
@@ -188,11 +192,12 @@ def load_challenge(directory: Path) -> Challenge:
                           f"gpu = \"{GPU_DRIVERS[0]}\" to [image].")
     scorer, score_options = _scorer(source, data)
     entry = entry_rules(source, data)
+    limits = stage_limits(source, "limits", data.get("limits", {}))
     return Challenge(name=name, directory=directory, image=recipe, vm=shape, entry=entry,
-                     container=container_rules(source, data, entry.kind),
-                     limits=_limits(source, data), results=_results(source, data, entry.kind), scorer=scorer,
-                     score_options=score_options, training=_records(directory, "training"),
-                     test=_records(directory, "test"))
+                     container=container_rules(source, data, entry.kind), limits=limits,
+                     results=_results(source, data, entry.kind), scorer=scorer, score_options=score_options,
+                     training=read_records(directory / "training"), test=read_records(directory / "test"),
+                     phases=read_phases(source, directory, data, limits, entry))
 
 
 def _image_recipe(source: str, directory: Path, data: dict[str, Any]) -> ImageRecipe:
@@ -221,37 +226,6 @@ def _image_recipe(source: str, directory: Path, data: dict[str, Any]) -> ImageRe
         raise ConfigError(f"{source}: [image] build_timeout is set but there is no build script: "
                           "add build = \"image/build.sh\" or remove build_timeout.")
     return recipe
-
-
-def _limits(source: str, data: dict[str, Any]) -> StageLimits:
-    sec = Section(source, "limits", data.get("limits", {}))
-    seconds = "seconds from 1 to 604800"
-
-    def secs(key: str, default: float) -> float:
-        return sec.get(key, float, default, lambda v: 1 <= v <= 604800, seconds)
-
-    limits = StageLimits(setup=secs("setup", 300.0), per_record=secs("per_record", 40.0),
-                         quiz_total=secs("quiz_total", 4100.0), exam_total=secs("exam_total", 3600.0),
-                         output=sec.get("output", int, 1 << 20, lambda v: 1024 <= v <= 1 << 30,
-                                        "bytes from 1024 to 1073741824"),
-                         output_tail=sec.get("output_tail", int, 64 << 10, lambda v: 0 <= v <= 1 << 30,
-                                             "bytes from 0 to 1073741824"),
-                         stage_output=sec.get("stage_output", int, 64 << 20, lambda v: 1024 <= v <= 1 << 40,
-                                              "bytes from 1024 to 1099511627776"),
-                         stage_results=sec.get("stage_results", int, 256 << 20, lambda v: 1024 <= v <= 1 << 40,
-                                               "bytes from 1024 to 1099511627776"),
-                         vm_hours=sec.get("vm_hours", float, None, lambda v: 0 < v <= 100000,
-                                          "hours from 0 to 100000, or leave the key out for no budget"),
-                         submissions_per_hour=sec.get("submissions_per_hour", int, StageLimits.submissions_per_hour,
-                                                      lambda v: 1 <= v <= 100000, "a whole number from 1 to 100000"),
-                         pending_per_owner=sec.get("pending_per_owner", int, StageLimits.pending_per_owner,
-                                                   lambda v: 1 <= v <= 100000, "a whole number from 1 to 100000"),
-                         spool_bytes_per_owner=sec.get("spool_bytes_per_owner", int,
-                                                       StageLimits.spool_bytes_per_owner,
-                                                       lambda v: 1 <= v <= 1 << 50,
-                                                       "a number of bytes from 1 to 1125899906842624"))
-    sec.done()
-    return limits
 
 
 def _results(source: str, data: dict[str, Any], kind: str = "archive") -> ResultsRule:
@@ -304,34 +278,27 @@ def _scorer(source: str, data: dict[str, Any]) -> tuple[str, ScoreOptions]:
     return scorer, options
 
 
-def _records(directory: Path, subset: str) -> tuple[str, ...]:
-    """RECORDS of training/ or test/ (empty when the directory is absent; `challenge add` insists)."""
-    path = directory / subset / "RECORDS"
-    if not path.exists():
-        return ()
-    names = [line.strip() for line in path.read_text().splitlines() if line.strip()]
-    for name in names:
-        if not _RECORD_RE.fullmatch(name):
-            raise ConfigError(f"{path} lists {name!r}, which is not a usable record name: use letters, digits, "
-                              "'_' and '-'.")
-    if len(set(names)) != len(names):
-        raise ConfigError(f"{path} lists a record twice: each record must appear once.")
-    return tuple(names)
-
-
 def check_challenge_data(ch: Challenge) -> None:
-    """What `challenge add` insists on beyond the toml: both sets present, every record with files,
-    and no reference answer among the test records' files."""
-    for subset, records in (("training", ch.training), ("test", ch.test)):
-        if not records:
-            raise ConfigError(f"{ch.directory / subset / 'RECORDS'} is missing or empty: list one record per line.")
-        for record in records:
-            if not ch.record_files(subset, record):
-                raise ConfigError(f"record {record} in {subset}/RECORDS has no files {subset}/{record}.*: "
-                                  "add them or remove the record.")
-    if not ch.reference_dir.is_dir():
-        raise ConfigError(f"{ch.reference_dir} is missing: put the reference answers for the test set there.")
-    _check_no_answers_in_test(ch)
+    """What `challenge add` insists on beyond the toml: both sets present (with phases, each
+    phase's test set), every record with files, and no reference answer among the test records'
+    files."""
+    _check_set(ch, "training", ch.training)
+    for view in [ch.in_phase(p.name) for p in ch.phases] or [ch]:
+        _check_set(view, "test", view.test)
+        if not view.reference_dir.is_dir():
+            raise ConfigError(f"{view.reference_dir} is missing: put the reference answers for the test set there.")
+        _check_no_answers_in_test(view)
+
+
+def _check_set(ch: Challenge, subset: str, records: tuple[str, ...]) -> None:
+    where = ch.set_dir(subset)
+    if not records:
+        raise ConfigError(f"{where / 'RECORDS'} is missing or empty: list one record per line.")
+    shown = where.relative_to(ch.directory)
+    for record in records:
+        if not ch.record_files(subset, record):
+            raise ConfigError(f"record {record} in {shown}/RECORDS has no files {shown}/{record}.*: "
+                              "add them or remove the record.")
 
 
 def _check_no_answers_in_test(ch: Challenge) -> None:
@@ -339,11 +306,12 @@ def _check_no_answers_in_test(ch: Challenge) -> None:
     it; a file named like one under reference/ (PhysioNet's test/100.atr beside reference/100.atr)
     is most likely the answer itself."""
     answers = {p.name for p in ch.reference_dir.rglob("*") if p.is_file()}
-    clashes = sorted(f"test/{f.name}" for record in ch.test for f in ch.record_files("test", record)
+    shown = ch.set_dir("test").relative_to(ch.directory)
+    clashes = sorted(f"{shown}/{f.name}" for record in ch.test for f in ch.record_files("test", record)
                      if f.name in answers)
     if clashes:
-        shown = ", ".join(clashes[:5]) + (f" and {len(clashes) - 5} more" if len(clashes) > 5 else "")
-        raise ConfigError(f"{shown} {'has' if len(clashes) == 1 else 'have'} the name of a reference answer under "
-                          f"{ch.reference_dir}, and test records' files go into the VM, where entries can read them: "
-                          "keep the answers under reference/ only, remove them from test/, and add the challenge "
-                          "again.")
+        shown_clashes = ", ".join(clashes[:5]) + (f" and {len(clashes) - 5} more" if len(clashes) > 5 else "")
+        raise ConfigError(f"{shown_clashes} {'has' if len(clashes) == 1 else 'have'} the name of a reference answer "
+                          f"under {ch.reference_dir}, and test records' files go into the VM, where entries can read "
+                          f"them: keep the answers under {ch.reference_dir.relative_to(ch.directory)}/ only, remove "
+                          f"them from {shown}/, and add the challenge again.")

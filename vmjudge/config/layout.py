@@ -8,6 +8,7 @@ results archive) is closed to everyone else (0700; see private.py).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 import shutil
@@ -43,7 +44,7 @@ class EntryFiles:
 
     @property
     def entry_root(self) -> Path:
-        """A container entry's root as stage 1 made it (stages/container.py RootRecord): its
+        """A container entry's root as stage 1 made it (images/root_use.py): its
         squashfs under HOME/entry-roots and the image's run settings, for the quiz and the exam."""
         return self.directory / "entry-root.json"
 
@@ -129,6 +130,13 @@ class Layout:
         images they were made from: HOME/warm, or beside the directory HOME/images links to (homes
         that share their images share these too)."""
         return self.images.resolve().parent / "warm"
+
+    def tree_hashes(self, directory: Path) -> Path:
+        """What the last pass over a challenge's image/ directory found of each file (stat
+        signature, sha256; images/build_step.tree_hash), so finding its image reads no file that
+        did not change. Hidden in the images' directory, as its locks and builds under way are."""
+        named = hashlib.sha256(str(directory.resolve()).encode(errors="surrogateescape")).hexdigest()[:20]
+        return self.images / ".trees" / f"{named}.json"
 
     @property
     def results(self) -> Path:

@@ -28,6 +28,8 @@ from .gpu_slots import GpuSlots
 from .history import History, add_exam_results, add_scoring
 from .hosts import Hosts
 from .leases import Leases
+from .outbox import entry_ended
+from .phases import PhaseRecords
 from .publish import record_exam_start, record_publish
 from .requeue import event, requeue_or_park
 from .rows import EntryRow, Scoring, StageRun, Usage, now, stamp
@@ -71,6 +73,7 @@ class Queue(History):
         self.hosts = Hosts(self.database)
         self.leases = Leases(self.database)
         self.blobs = Blobs(self.database)
+        self.phases = PhaseRecords(self.database)  # a contest's promotions and publications
 
     # challenges
 
@@ -118,23 +121,26 @@ class Queue(History):
     # entries
 
     def add_entry(self, challenge: str, owner: str, late: bool, sha256: str, name: str, path: Path,
-                  dry_run: bool = False, admissible: Callable[[Usage], None] | None = None, size: int = 0) -> int:
-        """Queue an entry whose archive is stored at `path`. `admissible`, given what the owner
-        has used of this board, raises to refuse it; it is called in the
-        same transaction as the insert, with other admissions to the board held off, so two
-        submissions at once cannot both take the last place, on one host or several."""
+                  dry_run: bool = False, admissible: Callable[[Usage], None] | None = None, size: int = 0,
+                  phase: str | None = None, exam_time_hidden: bool = False) -> int:
+        """Queue an entry whose archive is stored at `path` (in a contest, to phase `phase`;
+        `exam_time_hidden` when that phase keeps the exam's time back, record_publish).
+        `admissible`, given what the owner has used of this board, raises to refuse it; it is
+        called in the same transaction as the insert, with other admissions to the board held
+        off, so two submissions at once cannot both take the last place, on one host or several."""
         with self._transaction() as db:
             if admissible is not None:  # both boards: the rate limit counts them together
                 db.lock(f"admit {challenge} {owner}")
-                admissible(owner_usage(db, challenge, owner, late))
+                admissible(owner_usage(db, challenge, owner, late, phase))
             if self.shared:  # no file is shared between hosts: the archive's bytes go with the entry
                 self.blobs.put_file(db, sha256, path)
             entry_id = db.execute(
                 "INSERT INTO entries (challenge, owner, late, dry_run, archive_sha256, archive_name, archive_path, "
-                "submitted_at, state, stage, archive_bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?) "
-                "RETURNING id",
-                (challenge, owner, int(late), int(dry_run), sha256, name, str(path), now(), FIRST, size)).fetchone()[0]
-            event(db, entry_id, "submitted", f"{name} sha256 {sha256} by {owner}")
+                "submitted_at, state, stage, archive_bytes, phase, exam_time_hidden) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?) RETURNING id",
+                (challenge, owner, int(late), int(dry_run), sha256, name, str(path), now(), FIRST, size,
+                 phase, int(exam_time_hidden))).fetchone()[0]
+            event(db, entry_id, "submitted", f"{name} sha256 {sha256} by {owner}" + (f" to {phase}" if phase else ""))
         return int(entry_id)
 
     def entry(self, entry_id: int) -> EntryRow:
@@ -144,15 +150,16 @@ class Queue(History):
             raise VmjudgeError(f"there is no entry {entry_id}: `vmjudge status` lists the entries.")
         return EntryRow.from_row(row)
 
-    def owner_usage(self, challenge: str, owner: str, late: bool) -> Usage:
-        """What `owner` has used of one board of `challenge`, for the entry limit and the budget.
+    def owner_usage(self, challenge: str, owner: str, late: bool, phase: str | None = None) -> Usage:
+        """What `owner` has used of one board of `challenge` (of phase `phase` in a contest), for
+        the entry limits and the budget.
 
         Pending entries are queued or running and may yet be scored, so they count until they
         end otherwise; a declared dry run never can be scored and never counts. Failed, dry-run
         and parked entries do not count. Every stage run's charged VM time counts, whatever
         its entry became, but the organiser's re-runs never do (fair_share.py says why)."""
         with self._connect() as db:
-            return owner_usage(db, challenge, owner, late)
+            return owner_usage(db, challenge, owner, late, phase)
 
     def entries(self, states: tuple[str, ...] | None = None) -> list[EntryRow]:
         with self._connect() as db:
@@ -317,6 +324,7 @@ class Queue(History):
                            (outcome, failed_stage, reason, json.dumps(scores) if scores is not None else None,
                             now(), run.entry_id))
                 record_publish(db, run.entry_id)
+                entry_ended(db, run.entry_id)  # its owner's message, sent from its publish time
                 event(db, run.entry_id, "done", f"{run.stage} {status}: {outcome} {reason or ''}".strip())
 
     def infra_failure(self, run: StageRun, reason: str, message: str, manifest: dict[str, Any]) -> bool:

@@ -3,7 +3,9 @@
 It holds the judge's image files as they are (root.sqfs, vmlinuz, initrd.img and their
 manifest, byte for byte), ISOLINUX (BIOS) and GRUB (UEFI, efi.py) to boot them with the
 kernel argument vmjudge.replica, the pure-Python part of vmjudge and its entry points for
-`vmjudge-replica check`, and the challenge's training set.
+`vmjudge-replica check`, and the challenge's training set; for a container challenge also the
+judge's own skopeo, umoci and squashfs tools with their libraries (tools.py), with which stage 1
+makes the image's root there as the judge makes it.
 Only files named here go on it: challenge.toml, training/RECORDS, each training record's
 files and training/REFERENCE*; never test/ or reference/. The same inputs give the same bytes
 (the ISO writer pins dates and orders names). One of the inputs is the CPU level the judge's VMs
@@ -30,6 +32,7 @@ from ..vm import cpu_offer, domain
 from .boot_config import ISOLINUX_CFG
 from .cpu_match import judge_cpu, readme_text
 from .efi import efi_image_bytes
+from .tools import tool_files
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 BOOT_DIR = Path(__file__).resolve().parent / "boot"
@@ -114,7 +117,7 @@ def replica_files(ch: Challenge, image: GuestImage, cpu: dict[str, Any] | None =
         "vmjudge/greeting.txt": BOOT_DIR / "greeting.txt",
         "vmjudge/manifest.json": image.directory / "manifest.json",
         "vmjudge/challenge/challenge.toml": ch.directory / "challenge.toml",
-        "vmjudge/replica.json": (json.dumps({"challenge": ch.name, "image": image.key,
+        "vmjudge/replica.json": (json.dumps({"challenge": ch.name, "image": image.key, "kind": ch.entry.kind,
                                              "sha256": image.manifest["sha256"], "cpu": cpu,
                                              "training_records": len(ch.training)}, indent=1, sort_keys=True)
                                  + "\n").encode(),
@@ -130,6 +133,8 @@ def replica_files(ch: Challenge, image: GuestImage, cpu: dict[str, Any] | None =
         files[f"vmjudge/python/{name}"] = path
     for name, data in package_metadata().items():
         files[f"vmjudge/python/{name}"] = data
+    if ch.entry.kind == "container":
+        files.update(tool_files())
     return files
 
 
@@ -141,9 +146,6 @@ BOOT = ElTorito(loader="isolinux/isolinux.bin", catalog="isolinux/boot.cat",
 
 def build_replica(site: Site, ch: Challenge, out: Path, progress: Progress = print) -> ReplicaBuild:
     started = time.monotonic()
-    if ch.entry.kind == "container":
-        raise ImageError(f"{ch.name} takes container entries, and the replica ISO cannot run them yet: participants "
-                         "can run their image on their own machine with the training set meanwhile.")
     if not ch.training:
         raise ImageError(f"{ch.directory / 'training' / 'RECORDS'} is missing or empty: the replica carries the "
                          "training set, so list one record per line.")

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..archive.checks import check_archive
+from ..archive.checks import check_archive, check_container
 from ..config import Challenge, Site, load_challenge
 from ..errors import EntryError, VmjudgeError
 from ..files import sha256_file
@@ -75,7 +75,7 @@ def training_scores(ch: Challenge, entry_dir: Path) -> dict[str, float] | None:
     else:
         files = {}
         for r in ch.training:
-            p = entry_dir / rule.submitted_path(r)
+            p = entry_dir / rule.stored_path(r)
             files[r] = p.read_bytes() if p.is_file() else None
         results = ExamResults(records=ch.training, files=files)
     return load_scorer(ch.scorer)(results, training)
@@ -94,20 +94,29 @@ def check(entry: Path, replica_dir: Path = REPLICA_DIR, work: Path = WORK, score
     home = work / f"check-{os.getpid()}"
     home.mkdir(parents=True)
     site = Site(home=home, uri="replica", accel="replica")
-    if entry.is_dir():
+    container = ch.entry.kind == "container"
+    if entry.is_dir() and not container:
         archive = _archive_directory(entry, home)
         progress(f"{entry} is a directory: checking it as the archive {archive.name}")
     elif entry.is_file():
         archive = entry
+    elif container:
+        raise EntryError("no-entry", f"{entry} is not a file: give the path of your saved image (NAME-image.tar or "
+                         "NAME-image.tar.gz, from `docker save`); `vmjudge-replica media` lists them.")
     else:
         raise EntryError("no-entry", f"{entry} does not exist: give the path of your entry archive "
                          "(NAME-entry.zip or NAME-entry.tar.gz) or directory; `vmjudge-replica media` lists them.")
-    check_archive(ch, ch.name, archive)
+    if container:
+        check_container(ch, ch.name, archive)
+    else:
+        check_archive(ch, ch.name, archive)
     queue = Queue(site.layout.queue_db)
     queue.add_challenge(ch.name, ch.directory, image.key)
     entry_id = queue.add_entry(ch.name, "participant", False, sha256_file(archive), archive.name, archive.resolve())
-    titles = {"prep": "stage 1 (prep): unpacking, installing, setup.sh",
-              "quiz": f"stage 2 (quiz): next.sh on {len(ch.training)} training records"}
+    titles = {"prep": "stage 1 (prep): the image's root file system (skopeo, umoci, mksquashfs)" if container
+              else "stage 1 (prep): unpacking, installing, setup.sh",
+              "quiz": f"stage 2 (quiz): {'the image' if container else 'next.sh'} on {len(ch.training)} training "
+                      "records"}
     for stage in PIPELINE[:2]:  # up to the quiz: the replica has no test records
         row = queue.entry(entry_id)
         if row.state != "queued":
@@ -160,7 +169,8 @@ def print_report(result: dict) -> None:
 
 def media(root: Path = MEDIA_ROOT) -> list[Path]:
     """Mount every attached disk and CD (not the replica CD) read-only under /media/NAME, and
-    list what looks like an entry: *entry.zip, *entry.tar.gz, or a directory with next.sh."""
+    list what looks like an entry: *entry.zip, *entry.tar.gz, a directory with next.sh, or a
+    saved image, *image.tar or *image.tar.gz."""
     mounted_devs = {line.split()[0] for line in Path("/proc/mounts").read_text().splitlines()}
     replica_dev = next((line.split()[0] for line in Path("/proc/mounts").read_text().splitlines()
                         if line.split()[1] == "/media/replica"), None)
@@ -186,7 +196,8 @@ def media(root: Path = MEDIA_ROOT) -> list[Path]:
     for base in sorted(p for p in root.iterdir() if p.is_dir() and os.path.ismount(p) and p.name not in
                        ("replica", "cdrom")):
         found.extend(path for path in sorted(base.rglob("*"))
-                     if (path.is_file() and path.name.endswith(("entry.zip", "entry.tar.gz")))
+                     if (path.is_file() and path.name.endswith(("entry.zip", "entry.tar.gz", "image.tar",
+                                                                "image.tar.gz")))
                      or (path.is_dir() and (path / "next.sh").is_file()))
     return found
 

@@ -1,6 +1,6 @@
 """The leaderboard: each owner's best scored entry, ranked by its "score"; a tie goes to the
 earlier submission. Late entries are ranked on a board of their own and never on the
-official one.
+official one, and each phase of a contest has boards of its own.
 
 A board shown to participants counts an entry only from its publish time (participant.py):
 a row appearing the moment an exam ends would time the exam. Its rows carry what
@@ -45,12 +45,15 @@ class Row:
     exam_hardware: dict[str, Any] | None = None
 
 
-def leaderboard(queue: Queue, challenge: str, late: bool = False, at: float | None = None) -> list[Row]:
+def leaderboard(queue: Queue, challenge: str, late: bool = False, at: float | None = None,
+                phase: str | None = None) -> list[Row]:
     """The board as participants see it `at` (an entry counts from its publish time on:
-    participant.py), or, with `at` None, the organiser's, with every scored entry at once."""
+    participant.py), or, with `at` None, the organiser's, with every scored entry at once. In a
+    contest, the board of one phase: its entries alone (whether participants may see it at
+    all is phase_view.py's to say)."""
     best: dict[str, tuple[tuple[float, str, int], EntryRow]] = {}
     for e in queue.entries(("done",)):
-        if e.challenge != challenge or e.late != late or e.outcome != "scored" or not e.scores:
+        if e.challenge != challenge or e.late != late or e.phase != phase or e.outcome != "scored" or not e.scores:
             continue
         if at is not None and examining(e, at):
             continue
@@ -90,14 +93,14 @@ def _value(row: Row, name: str) -> str:
     return "" if value is None else f"{value:.4f}"
 
 
-def title(challenge: str, late: bool) -> str:
-    return f"{challenge} {'late ' if late else ''}leaderboard"
+def title(challenge: str, late: bool, phase: str | None = None) -> str:
+    return f"{challenge} {f'phase {phase} ' if phase else ''}{'late ' if late else ''}leaderboard"
 
 
-def as_text(challenge: str, rows: list[Row], late: bool = False) -> str:
+def as_text(challenge: str, rows: list[Row], late: bool = False, phase: str | None = None) -> str:
     names = columns(rows)
     widths = [max(8, len(n)) for n in names]
-    head = title(challenge, late)
+    head = title(challenge, late, phase)
     lines = [head, "=" * len(head),
              "  ".join([f"{'rank':>4}", *(f"{n:>{w}}" for n, w in zip(names, widths, strict=True)), f"{'entry':>6}",
                         "owner"])]
@@ -132,7 +135,8 @@ _CSS = ("body{font-family:sans-serif;max-width:60em;margin:2em auto;padding:0 1e
         "tbody tr:first-child{font-weight:bold}caption{text-align:left;color:#666;padding:.5em 0}")
 
 
-def as_html(challenge: str, rows: list[Row], late: bool = False, generated_at: str = "") -> str:
+def as_html(challenge: str, rows: list[Row], late: bool = False, generated_at: str = "", phase: str | None = None
+            ) -> str:
     e = html.escape
     names = columns(rows)
     head = "".join(f"<th scope='col'{cls}>{e(h)}</th>" for h, cls in
@@ -151,8 +155,8 @@ def as_html(challenge: str, rows: list[Row], late: bool = False, generated_at: s
     return ("<!doctype html><html lang='en'><head><meta charset='utf-8'>"
             "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; style-src 'unsafe-inline'\">"
             "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-            f"<title>{e(title(challenge, late))}</title><style>{_CSS}</style></head><body>"
-            f"<h1>{e(title(challenge, late))}</h1>"
+            f"<title>{e(title(challenge, late, phase))}</title><style>{_CSS}</style></head><body>"
+            f"<h1>{e(title(challenge, late, phase))}</h1>"
             f"<table id='leaderboard'><caption>{caption}</caption><thead><tr>{head}</tr></thead>"
             f"<tbody>{body}</tbody></table></body></html>\n")
 

@@ -1,11 +1,9 @@
 """A container entry between its stages (#39): the root stage 1 made, and the job the quiz and
 the exam run in it. Shared here so that no stage imports another.
 
-Stage 1 keeps what it made in the entry's files (EntryFiles.entry_root, the judge's own 0600
-file): the squashfs under HOME/entry-roots, its size, and the image's run settings (ENTRYPOINT,
-CMD, environment, working directory, user), read from the image by admission's checks. The quiz
-and the exam read it back and find the squashfs as it was; a root that went missing is the
-judge's loss, never the entry's.
+Stage 1 keeps what it made in the entry's files (images/root_use.py). The quiz and the exam read
+it back and find the squashfs as it was; a root that went missing is the judge's loss, never the
+entry's.
 
 What runs: `[container] command`, else the image's ENTRYPOINT followed by its CMD. With `run =
 "per_case"` once per record, the record's files (RECORD.*) at `input`, its result left in
@@ -18,52 +16,30 @@ parsing file names.
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from .. import private
 from ..archive.container_image import ImageConfig
 from ..errors import InfrastructureError
+from ..images.root_use import RootUse
 from ..vm.job import Command, InRoot, Job
 from .context import StageContext
 from .records import RESULT_FILE_LIMIT, RecordRuns
 
 
-@dataclass(frozen=True)
-class RootRecord:
-    """The root stage 1 made for the entry, and how its image runs."""
-
-    squashfs: Path
-    digest: str
-    squashfs_bytes: int
-    config: ImageConfig
-
-    def save(self, path: Path) -> None:
-        private.write_text(path, json.dumps({"squashfs": str(self.squashfs), "digest": self.digest,
-                                             "squashfs_bytes": self.squashfs_bytes,
-                                             "config": self.config.as_dict()}, indent=1))
-
-    @classmethod
-    def load(cls, ctx: StageContext) -> RootRecord:
-        """The entry's root as stage 1 recorded it, checked to be there still. Its loss is the
-        judge's (InfrastructureError): the entry runs again from stage 1 once the organiser looks."""
-        path = ctx.files.entry_root
-        try:
-            doc: dict[str, Any] = json.loads(path.read_text())
-            c = doc["config"]
-            record = cls(Path(doc["squashfs"]), str(doc["digest"]), int(doc["squashfs_bytes"]),
-                         ImageConfig(tuple(c["entrypoint"]), tuple(c["cmd"]), tuple(c["env"]), str(c["workdir"]),
-                                     str(c["user"])))
-            size = record.squashfs.stat().st_size
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise InfrastructureError("entry-root-missing", f"entry {ctx.entry.id}'s root, recorded by its stage 1 in "
-                                      f"{path}, cannot be found ({exc}): run the entry again from stage 1.") from exc
-        if size != record.squashfs_bytes:
-            raise InfrastructureError("entry-root-missing", f"entry {ctx.entry.id}'s root {record.squashfs} is "
-                                      f"{size} bytes, not the {record.squashfs_bytes} stage 1 made.")
-        return record
+def recorded_root(ctx: StageContext) -> RootUse:
+    """The entry's root as stage 1 recorded it, checked to be there still. Its loss is the
+    judge's (InfrastructureError): the entry runs again from stage 1 once the organiser looks."""
+    path = ctx.files.entry_root
+    try:
+        record = RootUse.read(path)
+        size = record.squashfs.stat().st_size
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InfrastructureError("entry-root-missing", f"entry {ctx.entry.id}'s root, recorded by its stage 1 in "
+                                  f"{path}, cannot be found ({exc}): run the entry again from stage 1.") from exc
+    if size != record.squashfs_bytes:
+        raise InfrastructureError("entry-root-missing", f"entry {ctx.entry.id}'s root {record.squashfs} is "
+                                  f"{size} bytes, not the {record.squashfs_bytes} stage 1 made.")
+    return record
 
 
 def command_argv(ctx: StageContext, config: ImageConfig) -> tuple[str, ...]:
@@ -71,7 +47,7 @@ def command_argv(ctx: StageContext, config: ImageConfig) -> tuple[str, ...]:
     return rules.command if rules is not None and rules.command else config.command
 
 
-def container_runs(ctx: StageContext, subset: str, records: tuple[str, ...], root: RootRecord,
+def container_runs(ctx: StageContext, subset: str, records: tuple[str, ...], root: RootUse,
                    stage_limit: float) -> RecordRuns:
     """The image's command over `records` of `subset` (see the module's docstring)."""
     ch = ctx.challenge

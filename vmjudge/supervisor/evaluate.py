@@ -78,7 +78,8 @@ def _in_slot(queue: Queue, site: Site, entry: EntryRow, stage: Stage, run: Stage
 
 def _run(queue: Queue, site: Site, entry: EntryRow, stage: Stage, run: StageRun, slot: Slot,
          cancel: threading.Event | None) -> StageOutcome:
-    challenge = load_challenge(queue.challenge_dir(entry.challenge))
+    # In a contest, the entry's phase: its test set, reference and limits.
+    challenge = load_challenge(queue.challenge_dir(entry.challenge)).in_phase(entry.phase)
     if not stage.in_vm:  # stage 4: on the host only, from the archived results
         found = archived_results(queue, site.home, entry.id)
         ctx = StageContext(site=site, challenge=challenge, image=None, entry=entry, attempt=run.attempt,

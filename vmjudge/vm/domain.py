@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import subprocess
+import tempfile
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
@@ -47,6 +49,10 @@ RECONNECT_WINDOW = 60.0
 # How long a dead run's leftover domain may stay busy with a libvirt call of its before it is
 # destroyed all the same: a restore or hot-plug takes seconds, even under TCG on a busy host.
 LEFTOVER_SETTLE = 60.0
+
+# How long a restore may take before the run gives it up: seconds for a state of a few GiB, even
+# under TCG on a busy host. Past it, the child is killed, which is what the child is there to avoid.
+RESTORE_TIMEOUT = 300.0
 
 
 def unreachable(uri: str) -> str | None:
@@ -96,14 +102,34 @@ class Domain:
         return made
 
     @classmethod
-    def restore_paused(cls, conn: libvirt.virConnect, state: Path, xml: str, name: str) -> Domain:
+    def restore_paused(cls, conn: libvirt.virConnect, state: Path, xml: str, name: str,
+                       timeout: float = RESTORE_TIMEOUT) -> Domain:
         """A saved domain back, paused (vm/warm.py): `xml` is its saved XML with this run's host
-        paths; libvirt keeps the saved name and uuid, so one saved state runs once at a time."""
-        try:
-            conn.restoreFlags(str(state), xml, libvirt.VIR_DOMAIN_SAVE_PAUSED)
-            return cls(conn.lookupByName(name), uri=conn.getURI())
-        except libvirt.libvirtError as exc:
+        paths; libvirt keeps the saved name and uuid, so one saved state runs once at a time.
+
+        The restore is asked by a child process in a session of its own (virsh), not on the
+        daemon's connection: libvirt 9.0 aborts a restore whose client dies, and its libvirtd
+        segfaulted as that abort ended (twice on 2026-11-26, a daemon SIGKILLed 0.1 s into a
+        restore). A daemon killed now leaves the child to finish; the restored domain is then
+        a leftover like any other, which the next daemon's recovery destroys."""
+        uri = conn.getURI()
+        with tempfile.NamedTemporaryFile("w", prefix="vmjudge-restore-", suffix=".xml") as definition:
+            definition.write(xml)
+            definition.flush()
+            try:
+                proc = subprocess.run(["virsh", "-q", "-c", uri, "restore", str(state), "--xml", definition.name,
+                                       "--paused"], capture_output=True, text=True, timeout=timeout,
+                                      start_new_session=True)
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                raise InfrastructureError("vm-restore", f"libvirt would not restore {state.name}: {exc}") from None
+        if proc.returncode != 0:
+            said = proc.stderr.strip().removeprefix("error: ").replace("\nerror: ", "; ")[-2000:]
             raise InfrastructureError("vm-restore", f"libvirt would not restore {state.name}: "
+                                      f"{said or f'virsh exited {proc.returncode}'}")
+        try:
+            return cls(conn.lookupByName(name), uri=uri)
+        except libvirt.libvirtError as exc:
+            raise InfrastructureError("vm-restore", f"libvirt restored {state.name} but has no domain {name}: "
                                       f"{exc.get_error_message()}") from None
 
     def save(self, state: Path) -> None:
@@ -182,6 +208,30 @@ class Domain:
         if not paths:
             raise InfrastructureError("vm-start", f"libvirt gave domain {self.name} no pty for its data channel.")
         return paths[0]
+
+    def bound_memory(self, kib: int) -> None:
+        """qemu's memory cgroup capped at `kib` (the domain's <memtune><hard_limit>, live), while the
+        domain is still paused: vm/memory.py says why it is not in the XML it started from. A bound
+        libvirt will not set is the judge's failure, never skipped: the caller destroys the VM
+        before its guest runs (libvirt's qemu driver refuses it when the memory controller is missing)."""
+        try:
+            self._call(lambda d: d.setMemoryParameters({libvirt.VIR_DOMAIN_MEMORY_HARD_LIMIT: kib},
+                                                       libvirt.VIR_DOMAIN_AFFECT_LIVE), "bounding the memory of")
+        except libvirt.libvirtError as exc:
+            raise InfrastructureError("vm-start", f"libvirt would not bound the memory of domain {self.name} "
+                                      f"({exc.get_error_message()}), and no VM runs unbounded: when libvirt names "
+                                      "the memory cgroup, enable that controller (cgroup_controllers in "
+                                      "/etc/libvirt/qemu.conf) and restart libvirtd.") from None
+
+    def live_xml(self) -> str:
+        """The running domain's XML as libvirt holds it (its memtune, its devices, its labels)."""
+        return self._call(lambda d: d.XMLDesc(0), "reading")
+
+    def security_label(self) -> tuple[str, bool]:
+        """The label libvirt's security driver gave this domain's qemu ("" under none), and
+        whether it is enforced."""
+        label = self._call(lambda d: d.securityLabel(), "reading the label of")
+        return str(label[0] or ""), bool(label[1])
 
     def resume(self) -> None:
         try:

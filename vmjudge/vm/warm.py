@@ -12,7 +12,7 @@ libvirt restores a saved domain only under its saved name and uuid, so a state s
 at a time: each shape (accelerator, vCPUs, memory) has seats, each a state of its own, taken
 under a lock for the whole run; a run that finds every seat busy boots cold. States live beside
 the images (Layout.warm), by image key and shape, each with a record naming the image, the
-hypervisor, libvirt and domain XML that made it, and its sha256; a record that names another
+hypervisor, libvirt, domain XML and code that made it, and its sha256; a record that names another
 (or is a day old) is remade, a state whose hash differs is refused. Whatever goes wrong before
 the restored agent says hello sends the stage to a cold boot: never the entry's fault, never a
 failed stage.
@@ -43,7 +43,7 @@ from ..images.guest.wake import READY
 from ..images.image import GuestImage
 from .channel import ChannelClosed
 from .domain import DOMAIN_PREFIX, Domain
-from .domain_xml import DomainSpec, cdrom_xml, domain_xml, entry_root_xml, home_disk_xml, tune_xml
+from .domain_xml import DomainSpec, cdrom_xml, domain_xml, entry_root_xml, hard_limit_kib, home_disk_xml, tune_xml
 from .libvirt_uri import is_local
 from .pty_reader import ChannelReader
 
@@ -57,6 +57,9 @@ MAX_AGE = 24 * 3600.0
 FAILED_WAIT = 600.0  # after a state could not be made, the seat's runs boot cold this long
 # A restored agent says hello within seconds; one that has not within this is given up for a cold boot.
 HELLO_TIMEOUT = 30.0
+# The modules whose code decides what a saved state holds beyond its XML (what is set on the live
+# domain before it is saved, how it is woken): a state made by other code of them is made again.
+MAKERS = ("warm.py", "domain.py", "domain_xml.py")
 
 
 class WarmFailed(Exception):
@@ -89,6 +92,17 @@ def why_cold(site: Site, gpu: str | None) -> str | None:
     if not is_local(site.uri):
         return "warm starts need libvirt on this machine (the saved states are this machine's files)"
     return None
+
+
+def maker_sha256() -> str:
+    """The code that makes and restores states: another version of it (an upgrade, or another
+    checkout sharing the images' directory) may have set on the live domain what its XML does not
+    say (a CI run restored a state whose saved <memtune> this code never asks for, and libvirt could
+    not start it), so its states are made again rather than trusted."""
+    digest = hashlib.sha256()
+    for name in MAKERS:
+        digest.update(name.encode() + b"\0" + (Path(__file__).parent / name).read_bytes())
+    return digest.hexdigest()
 
 
 def wake_line() -> bytes:
@@ -133,12 +147,12 @@ class Seat:
         xml = domain_xml(replace(self._saving_spec(spec), console_log=Path("/console.log"), cputune=None))
         return {"image": self.image.key, "image_sha256": self.image.manifest["sha256"],
                 "hypervisor": conn.getVersion(), "libvirt": conn.getLibVersion(), "shape": asdict(self.shape),
-                "xml_sha256": hashlib.sha256(xml.encode()).hexdigest()}
+                "xml_sha256": hashlib.sha256(xml.encode()).hexdigest(), "maker_sha256": maker_sha256()}
 
     def ready(self, conn: libvirt.virConnect, site: Site, spec: DomainSpec) -> dict:
         """Make sure the seat holds a state to restore: made now when missing, older than
-        MAX_AGE, or made for another image, qemu, libvirt or VM (what the manifest's start says).
-        WarmFailed when it cannot be made, or when the state on disk is not the one its record
+        MAX_AGE, or made for another image, qemu, libvirt, VM or version of this code (what the
+        manifest's start says). WarmFailed when it cannot be made, or when the state on disk is not the one its record
         hashed."""
         try:
             record = json.loads(self.record.read_text())
@@ -151,7 +165,7 @@ class Seat:
             self._check(record)
             return {"state": "saved", "made": record.get("made")}
         why = "missing" if record is None else "older than a day" if age is None or age >= MAX_AGE \
-            else "made for another image, qemu, libvirt or VM"
+            else "made for another image, qemu, libvirt, VM or version of this code"
         self._not_failing_lately()
         log.info("making warm state %s (%s)", self.state, why)
         started = time.monotonic()
@@ -206,6 +220,12 @@ class Seat:
         except InfrastructureError as exc:
             raise WarmFailed(f"could not make a warm state: {exc}") from None
         try:
+            # Not bounded (Domain.bound_memory): libvirt saves the live XML, a bound included, and a
+            # restore whose XML keeps it (another checkout's, sharing the states) has libvirt raise
+            # the restored qemu's locked-memory limit to it, which a libvirtd without CAP_SYS_RESOURCE
+            # cannot: that restore fails and its stage boots cold (vm/memory.py). This VM runs the
+            # judge's own image to its agent's ready frame, no entry; each run's restored VM is
+            # bounded before its guest resumes (restore).
             reader = ChannelReader(domain.channel_pty(spec.channel))
             try:
                 domain.resume()
@@ -246,6 +266,7 @@ class Seat:
             self.discard()  # another qemu or libvirt, or a damaged file: made again next time
             raise WarmFailed(str(exc)) from None
         try:
+            domain.bound_memory(hard_limit_kib(spec))
             if spec.cdrom is None or spec.home is None:
                 raise WarmFailed("a warm-started VM needs its job CD and home disk")
             domain.give(cdrom_xml(spec.cdrom), attach=False)
@@ -260,7 +281,11 @@ class Seat:
 
 def restore_xml(saved: str, spec: DomainSpec) -> str:
     """The saved domain's XML with this run's host-side parts: its console log file, its slot's
-    pinning, and no stale pty path (libvirt gives the channel a new one)."""
+    pinning, no stale pty path (libvirt gives the channel a new one), and no memory bound: the states
+    this judge makes carry none (Seat._make), but libvirt saved the bound of a VM that ran under one
+    (older versions of it made such states; their records' maker_sha256 has them made again, and this
+    holds should one be restored all the same), and restoring with it would raise qemu's locked-memory
+    limit (vm/memory.py); the restored domain is bounded as a cold one is, once restored."""
     dom = ET.fromstring(saved)
     for serial in dom.findall("./devices/serial[@type='file']"):
         source = serial.find("source")
@@ -273,6 +298,8 @@ def restore_xml(saved: str, spec: DomainSpec) -> str:
         dom.remove(old)
     if spec.cputune is not None:
         dom.append(ET.fromstring(tune_xml(spec.cputune, spec.vcpus)))
+    for old in dom.findall("memtune"):
+        dom.remove(old)
     return ET.tostring(dom, encoding="unicode")
 
 

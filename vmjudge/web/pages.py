@@ -1,5 +1,6 @@
 """The participant's pages: sign in and out, upload an entry, my entries (refreshed by
-static/entries.js from /entries.json), an entry's report, and the boards.
+static/entries.js from /entries.json), an entry's report, and the boards (a contest's: one per
+phase, a hidden one until its phase is published).
 
 Every page is built from reports/participant.py's documents, seen now (an entry being
 examined shows nothing of its exam until its publish time): a report is its text, through
@@ -17,6 +18,7 @@ from starlette.routing import Route
 from ..queue.listing import EntryFilter
 from ..reports import leaderboard as lb
 from ..reports import participant
+from ..reports.phase_view import PhaseViews, board_phase, hidden_board
 from ..reports.report import show
 from .entries import entries_page, entry_number, page_number, pages_of
 from .portal import Portal
@@ -63,7 +65,8 @@ class Pages:
         owner = self.portal.participant(request)
         page = page_number(request)
         found = entries_page(self.portal, EntryFilter(owner=owner.name), page)
-        doc = participant.entry_list(found.entries, found.total, page, None, participant.now())
+        doc = participant.entry_list(found.entries, found.total, page, None, participant.now(),
+                                     PhaseViews.load(self.portal.queue).feedback)
         return self.portal.page(request, "entries.html", rows=doc["entries"], page=page, pages=pages_of(found),
                                 total=found.total)
 
@@ -71,18 +74,27 @@ class Pages:
         owner = self.portal.participant(request)
         page = page_number(request)
         found = entries_page(self.portal, EntryFilter(owner=owner.name), page)
-        return JSONResponse(participant.entry_list(found.entries, found.total, page, None, participant.now()))
+        return JSONResponse(participant.entry_list(found.entries, found.total, page, None, participant.now(),
+                                                   PhaseViews.load(self.portal.queue).feedback))
 
     def report(self, request: Request) -> Response:
         owner = self.portal.participant(request)
         entry_id = entry_number(request)
-        self.portal.own_entry(owner, entry_id)
-        doc = show(self.portal.site, self.portal.queue, entry_id)
-        return self.portal.page(request, "report.html", entry_id=entry_id, report=doc["report"])
+        entry = self.portal.own_entry(owner, entry_id)
+        views = PhaseViews.load(self.portal.queue)
+        doc = show(self.portal.site, self.portal.queue, entry_id, views=views)
+        ch = views.challenge(entry.challenge)
+        # "Choose for phase P": the phases that take entries carried from this one's phase
+        carries = [p.name for p in ch.phases if entry.phase and p.carry == entry.phase] if ch is not None else []
+        return self.portal.page(request, "report.html", entry_id=entry_id, report=doc["report"], carries=carries)
 
     def upload_form(self, request: Request) -> Response:
         self.portal.participant(request)
-        return self.portal.page(request, "upload.html", challenges=self.portal.challenge_names())
+        views = PhaseViews.load(self.portal.queue)
+        names = self.portal.challenge_names()
+        phases = {name: [p.name for p in ch.phases if p.uploads]
+                  for name in names if (ch := views.challenge(name)) is not None and ch.phases}
+        return self.portal.page(request, "upload.html", challenges=names, phases=phases)
 
     async def upload(self, request: Request) -> Response:
         owner = await anyio.to_thread.run_sync(self.portal.participant, request, limiter=self.portal.upload_io)
@@ -93,7 +105,10 @@ class Pages:
 
     def boards(self, request: Request) -> Response:
         self.portal.participant(request)
-        return self.portal.page(request, "boards.html", challenges=self.portal.challenge_names())
+        views = PhaseViews.load(self.portal.queue)
+        names = self.portal.challenge_names()
+        phases = {name: [p.name for p in ch.phases] for name in names if (ch := views.challenge(name)) is not None}
+        return self.portal.page(request, "boards.html", challenges=names, phases=phases)
 
     def board(self, request: Request) -> Response:
         self.portal.participant(request)
@@ -101,7 +116,17 @@ class Pages:
         if challenge not in self.portal.challenge_names():
             raise HTTPException(404, f"There is no challenge named {challenge!r}.")
         late = request.query_params.get("late") == "1"
-        rows = lb.leaderboard(self.portal.queue, challenge, late, at=participant.now())
+        views, at = PhaseViews.load(self.portal.queue), participant.now()
+        ch = views.challenge(challenge)
+        asked = request.query_params.get("phase") or None
+        if asked is not None and (ch is None or asked not in [p.name for p in ch.phases]):
+            raise HTTPException(404, f"{challenge} has no phase {asked[:40]!r}.")
+        phase = board_phase(ch, asked, at) if ch is not None else None
+        title = lb.title(challenge, late, phase)
+        if not views.board_shown(challenge, phase, at):
+            return self.portal.page(request, "board.html", challenge=challenge, late=late, rows=[], columns=[],
+                                    title=title, phase=phase, hidden=hidden_board(challenge, str(phase)))
+        rows = lb.leaderboard(self.portal.queue, challenge, late, at=at, phase=phase)
         return self.portal.page(request, "board.html", challenge=challenge, late=late,
-                                rows=participant.board_rows(rows), columns=lb.columns(rows),
-                                title=lb.title(challenge, late))
+                                rows=participant.board_rows(rows), columns=lb.columns(rows), title=title, phase=phase,
+                                hidden=None)

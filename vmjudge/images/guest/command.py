@@ -65,13 +65,15 @@ class OutputCap:
         return self.total - self.kept - len(self.ring)
 
 
-def run_command(channel, index, cmd):
+def run_command(channel, index, cmd, gpu=None):
+    """Run one command and frame what it did; `gpu`: a GPU stage's view for a command in the entry's
+    root (root_gpu.py)."""
     channel.send_json("start", {"index": index, "name": cmd.name})
     entry = pwd.getpwnam("entry")
     as_entry = cmd.user == "entry"
     started = time.monotonic()
     try:
-        place = Root(index, cmd, entry) if cmd.root is not None else Home(cmd, entry)
+        place = Root(index, cmd, entry, gpu) if cmd.root is not None else Home(cmd, entry)
     except PlaceError as exc:
         return end_without_running(channel, index, str(exc))
     user = place.user  # whom the sweep ends: the entry user, or the user an entry's root runs as

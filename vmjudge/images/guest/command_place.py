@@ -40,25 +40,26 @@ class Home:
 
 
 class Root:
-    def __init__(self, index, cmd, entry):
+    def __init__(self, index, cmd, entry, gpu=None):
         from root_disk import image_ids
         from root_layers import Layers
         from root_spec import RootError, RootSpec
         self.spec = RootSpec(cmd.root)
         try:
             uid, gid = image_ids(self.spec.user, entry)
-            self.layers = Layers(index, self.spec, uid, gid)
+            self.layers = Layers(index, self.spec, uid, gid, gpu)
         except RootError as exc:
             raise PlaceError(str(exc)) from None
         except OSError as exc:  # Layers: a home disk full of the entry's own writing
             raise PlaceError(f"could not make the command's layers on the home disk: {exc.strerror}") from None
         self.user = pwd.struct_passwd(("image", "x", uid, gid, "", "/", "/bin/sh"))
         self.files = self.layers.path("output")
+        self.gpu_devices = gpu.devices if gpu else ()
 
     def start(self, cmd, write_fd, cgroup):
         from root_start import start_in_root
         return start_in_root(cmd.argv, self.spec, self.layers, self.user.pw_uid, self.user.pw_gid, write_fd,
-                             cgroup.path)
+                             cgroup.path, self.gpu_devices)
 
     def ended(self, cgroup):
         """The backstop to the sweep by user: whatever is left in the command's cgroup."""

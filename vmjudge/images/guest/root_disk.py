@@ -37,8 +37,10 @@ def find_disk(seconds=20):
     return dev
 
 
-def mount_entry_root():
-    dev = find_disk()
+def mount_entry_root(device=None):
+    """The root mounted at ENTRY_ROOT: from the disk with its serial (the judge's VM), or from
+    `device`, a read-only loop device of its squashfs that the replica's runner made."""
+    dev = device or find_disk()
     with open(dev, "rb") as f:
         if f.read(4) != b"hsqs":
             raise JobError(f"the entry root's disk {dev} holds no squashfs file system")

@@ -53,11 +53,12 @@ def open_scratch():
 
 
 class Layers:
-    def __init__(self, index, spec, uid, gid):
+    def __init__(self, index, spec, uid, gid, gpu=None):
         self.scratch = open_scratch()
         self.name = f"command-{index}-{time.monotonic_ns()}"
+        self.gpu_binds = []  # [(parts in the root, the guest's file)]: a GPU stage's driver files (root_gpu.py)
         try:
-            self._make(spec, uid, gid)
+            self._make(spec, uid, gid, gpu)
         except OSError as exc:
             self.remove()
             if exc.errno in (errno.ENOSPC, errno.EDQUOT):
@@ -79,7 +80,7 @@ class Layers:
         in the home's top directory (valid in this process and in its children)."""
         return f"/proc/self/fd/{self.scratch}/{self.name}/{part}"
 
-    def _make(self, spec, uid, gid):
+    def _make(self, spec, uid, gid, gpu):
         os.mkdir(self.name, 0o700, dir_fd=self.scratch)
         top = os.open(self.name, DIRECTORY, dir_fd=self.scratch)
         lower = os.open(ENTRY_ROOT, DIRECTORY)
@@ -94,6 +95,13 @@ class Layers:
                 for parts, mode in ((["tmp"], 0o1777), (["dev"], 0o755), (["proc"], 0o755),
                                     (spec.input, 0o755), (spec.output, 0o755)):
                     mount_point(upper, lower, parts, mode)
+                if gpu:
+                    libdir = gpu.libdir(lower)
+                    self.gpu_binds = gpu.binds(libdir)
+                    for parts, _ in self.gpu_binds:
+                        mount_point(upper, lower, parts, 0o644, last="file")
+                    for parts, target in gpu.links(libdir):
+                        mount_point(upper, lower, parts, 0o777, last=target)
             finally:
                 os.close(upper)
             output = os.open("output", DIRECTORY, dir_fd=top)
@@ -115,17 +123,37 @@ class Layers:
             os.close(self.scratch)
 
 
-def mount_point(upper, lower, parts, mode):
+def mount_point(upper, lower, parts, mode, last="directory"):
     """Make each directory of `parts` in the upper directory `upper`. The last is the mount point:
     root's, `mode`, and opaque (the image's entries under it hidden). One on the way that is a
     directory in the image gets the image's owner and mode, so that the image's directory looks
     as it did; one that the image lacks, or has as something else, is root's, 0755. A directory
-    already made (a shared part of two paths) is kept as it is."""
+    already made (a shared part of two paths) is kept as it is. With `last` "file", the last is an
+    empty file of root's (a file's mount point), and with any other string a link to that target:
+    either hides what the image has at that path."""
+    if last != "directory":
+        *on_the_way, name = parts
+        here = _directories(upper, lower, on_the_way) if on_the_way else os.dup(upper)
+        try:
+            if last == "file":
+                os.close(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode,
+                                 dir_fd=here))
+            else:
+                os.symlink(last, name, dir_fd=here)
+        finally:
+            os.close(here)
+        return
+    os.close(_directories(upper, lower, parts, mode))
+
+
+def _directories(upper, lower, parts, mode=None):
+    """mount_point's directories (the last a mount point when `mode` is given, else a directory on
+    the way like the others); a descriptor of the last, which the caller closes."""
     here = os.dup(upper)
     image = os.dup(lower)  # the same place in the image while it has directories there, else -1
     try:
         for i, part in enumerate(parts):
-            last = i == len(parts) - 1
+            last = mode is not None and i == len(parts) - 1
             in_image = None
             if image >= 0:
                 try:
@@ -154,8 +182,11 @@ def mount_point(upper, lower, parts, mode):
                 os.fchmod(here, stat.S_IMODE(in_image.st_mode))
             else:
                 os.fchmod(here, 0o755)
+        made_here, here = here, -1
+        return made_here
     finally:
-        os.close(here)
+        if here >= 0:
+            os.close(here)
         if image >= 0:
             os.close(image)
 

@@ -64,7 +64,7 @@ class Started:
         return self.returncode
 
 
-def start_in_root(argv, spec, layers, uid, gid, out_fd, cgroup):
+def start_in_root(argv, spec, layers, uid, gid, out_fd, cgroup, gpu_devices=()):
     """Start `argv` in the entry's root as uid:gid, its output and errors to `out_fd`, in `cgroup`.
     OSError when the image is why it could not start (no such working directory or program: the
     command fails, as the entry's fault); JobError when the agent's own steps failed (a namespace,
@@ -75,7 +75,8 @@ def start_in_root(argv, spec, layers, uid, gid, out_fd, cgroup):
     read_end, write_end = os.pipe()  # close-on-exec: end of file once the command runs
     first = os.fork()
     if first == 0:
-        _child(lambda: _first(libc, argv, env, spec, layers, uid, gid, out_fd, null, cgroup, write_end), write_end)
+        _child(lambda: _first(libc, argv, env, spec, layers, uid, gid, out_fd, null, cgroup, write_end, gpu_devices),
+               write_end)
     os.close(write_end)
     os.close(null)
     try:
@@ -143,7 +144,7 @@ def _check(result, where):
     return result
 
 
-def _first(libc, argv, env, spec, layers, uid, gid, out_fd, null, cgroup, report):
+def _first(libc, argv, env, spec, layers, uid, gid, out_fd, null, cgroup, report, gpu_devices=()):
     """The first child, root in the agent's namespaces: new namespaces, the mounts, the command's
     process forked, its pid told. It never touches a name of the image's."""
     os.umask(0)
@@ -156,7 +157,8 @@ def _first(libc, argv, env, spec, layers, uid, gid, out_fd, null, cgroup, report
     options = f"lowerdir={ENTRY_ROOT},upperdir={layers.path('upper')},workdir={layers.path('work')}," \
               f"{OVERLAY_OPTIONS}"
     _mount(libc, b"overlay", merged, b"overlay", MS_NOSUID | MS_NODEV, options, "mounting the entry's root")
-    _dev(libc, merged)
+    _dev(libc, merged, gpu_devices)
+    gpu_binds(libc, merged, layers.gpu_binds)
     _input(libc, merged, spec)
     _bind(libc, layers.path("output"), merged, spec.output, MS_NOSUID | MS_NODEV, "binding the output")
     pid = os.fork()
@@ -230,17 +232,25 @@ def _bind(libc, source, merged, parts, flags, where):
     _mount(libc, None, _at(merged, parts), None, MS_REMOUNT | MS_BIND | flags, None, where)
 
 
-def _dev(libc, merged):
+def _dev(libc, merged, gpu_devices=()):
+    """The command's /dev: DEVICES, and on a GPU stage the GPU's nodes as the guest has them (root_gpu.py)."""
     _mount(libc, b"tmpfs", _at(merged, ["dev"]), b"tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k,nr_inodes=64",
            "mounting /dev")
     dev = os.open(_at(merged, ["dev"]), os.O_RDONLY | os.O_DIRECTORY)
-    for name, major, minor in DEVICES:
+    for name, major, minor in (*DEVICES, *gpu_devices):
         os.mknod(name, stat.S_IFCHR | 0o666, os.makedev(major, minor), dir_fd=dev)
     for name, target in DEV_LINKS:
         os.symlink(target, name, dir_fd=dev)
     os.mkdir("shm", 0o1777, dir_fd=dev)
     os.close(dev)
     _mount(libc, b"shm", _at(merged, ["dev", "shm"]), b"tmpfs", MS_NOSUID | MS_NODEV, SHM_OPTIONS, "mounting /dev/shm")
+
+
+def gpu_binds(libc, merged, binds):
+    """A GPU stage's driver files (root_gpu.py), each bound read-only on the file the command's
+    layers made for it (root_layers.py): never on a name of the image's."""
+    for parts, source in binds:
+        _bind(libc, source, merged, parts, MS_RDONLY | MS_NOSUID | MS_NODEV, f"binding the GPU's {parts[-1]}")
 
 
 def _input(libc, merged, spec):

@@ -19,7 +19,7 @@ from ...queue.results import encode_chunks, put_chunks
 from ...vm.channel import CommandResult, Watch
 from ...vm.reading import JobRun, Limits
 from ..answers import parse_answer_lines
-from ..container import RootRecord, container_runs
+from ..container import container_runs, recorded_root
 from ..context import StageContext, StageOutcome
 from ..figures import measured
 from ..records import RecordRuns, record_runs
@@ -65,7 +65,7 @@ def run(ctx: StageContext) -> StageOutcome:
     records = ch.test
     files_style = ch.results.style == "files"
     if ch.entry.kind == "container":
-        runs = container_runs(ctx, "test", records, RootRecord.load(ctx), ch.limits.exam_total)
+        runs = container_runs(ctx, "test", records, recorded_root(ctx), ch.limits.exam_total)
     else:
         runs = record_runs(ctx, "test", records, collect_each=files_style)
     overlay = ctx.files.overlay("exam")

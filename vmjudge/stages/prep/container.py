@@ -18,9 +18,9 @@ from pathlib import Path
 from ... import private
 from ...archive.checks import check_container
 from ...errors import EntryError
-from ...images.entry_root import entry_root
+from ...images.entry_root import held_root
 from ...images.root_files import ResultBounds, read_submitted
-from ..container import RootRecord
+from ...images.root_use import RootUse
 from ..context import StageContext, StageOutcome
 from ..records import RESULT_FILE_LIMIT
 
@@ -33,16 +33,17 @@ def run_container(ctx: StageContext) -> StageOutcome:
     try:
         image = check_container(ch, ctx.entry.challenge, archive, given_name=ctx.entry.archive_name)
         manifest["entry_image"] = image.as_dict()
-        root = entry_root(ctx.site.layout, archive, image, ch.entry.max_unpacked)
-        # reused: the organiser's alone; a participant told so would learn that someone had
-        # submitted an image with the same layers.
-        manifest["entry_root"] = {**root.manifest(), "reused": root.reused, "path": str(root.path)}
-        private.fresh_dir(ctx.entry_dir)
-        found = read_submitted(root.path, {r: ch.results.submitted_path(r) for r in ch.training}, ctx.entry_dir,
-                               bounds)
+        # The root's lock is held until the entry's use of it is recorded: gc never removes it between.
+        with held_root(ctx.site.layout, archive, image, ch.entry.max_unpacked) as root:
+            # reused: the organiser's alone; a participant told so would learn that someone had
+            # submitted an image with the same layers.
+            manifest["entry_root"] = {**root.manifest(), "reused": root.reused, "path": str(root.path)}
+            private.fresh_dir(ctx.entry_dir)
+            found = read_submitted(root.path, {r: ch.results.submitted_path(r) for r in ch.training},
+                                   ctx.entry_dir, bounds)
+            RootUse(root.path, root.digest, root.squashfs_bytes, image.config).save(ctx.files.entry_root)
     except EntryError as exc:
         return StageOutcome("failed", f"{exc} Entry not scored.", reason=exc.reason, manifest=manifest)
-    RootRecord(root.path, root.digest, root.squashfs_bytes, image.config).save(ctx.files.entry_root)
     ctx.home_disk.unlink(missing_ok=True)
     ctx.jobs.new_home(ctx.home_disk, ch.vm.home_mib)  # formatted in the quiz's VM, on its overlay
     return StageOutcome("passed", f"The image's root file system is ready ({root.files} files, "

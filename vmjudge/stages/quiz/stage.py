@@ -18,7 +18,7 @@ from ...scorers.loader import answer_check
 from ...vm.channel import CommandResult, Watch
 from ...vm.reading import JobRun, Limits
 from ..answers import parse_answer_lines, read_answer_lines, refused_line
-from ..container import RootRecord, container_runs
+from ..container import container_runs, recorded_root
 from ..context import DRYRUN_LABEL_MESSAGE, DRYRUN_MESSAGE, StageContext, StageOutcome, output_text
 from ..figures import measured
 from ..records import RecordRuns, record_runs
@@ -146,7 +146,7 @@ def run(ctx: StageContext) -> StageOutcome:
         return refused
     records = ch.training
     if ch.entry.kind == "container":
-        runs = container_runs(ctx, "training", records, RootRecord.load(ctx), ch.limits.quiz_total)
+        runs = container_runs(ctx, "training", records, recorded_root(ctx), ch.limits.quiz_total)
     else:
         runs = record_runs(ctx, "training", records, collect_each=True)
     job = replace(runs.job, stop_on_failure=True)

@@ -6,7 +6,8 @@
   var table = document.getElementById("entries");
   if (!table) { return; }
   var page = table.getAttribute("data-page") || "1";
-  var ended = function (state) { return state === "done" || state === "parked"; };
+  // "received": a phase that gives no feedback until it is published; reload the page after that.
+  var ended = function (state) { return state === "done" || state === "parked" || state === "received"; };
 
   function cell(row, name, text) {
     var td = row.querySelector("td." + name);
