@@ -29,10 +29,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from tests.example_cases import CASES as EXPECTED  # noqa: E402
-from tests.host_lock import run_holding_host  # noqa: E402
+from tests.host_lock import run_holding_host, trial_guests  # noqa: E402
 from vmjudge.config import load_challenge  # noqa: E402
 from vmjudge.config.layout import Layout  # noqa: E402
-from vmjudge.config.site import profile_line  # noqa: E402
 
 EXAMPLES = ("beats2014", "af2017", "alarms2015")
 SMOKE = {"af2017": ("dryrun",)}
@@ -75,9 +74,7 @@ def record_times(doc: Any, stage: str | None = None) -> list[tuple[str, float]]:
 
 
 def main(args: argparse.Namespace) -> None:
-    os.environ.setdefault("VMJUDGE_ACCEL", "tcg")
-    os.environ.setdefault("VMJUDGE_PROFILE", "trial")  # TCG on purpose, which production refuses
-    print(profile_line(Path(sys.argv[0]).name), file=sys.stderr)
+    trial_guests()
     cases = SMOKE if args.smoke else {ex: tuple(EXPECTED) for ex in EXAMPLES}
     if args.hogs is None:
         args.hogs = 1 if args.smoke else os.cpu_count() or 2

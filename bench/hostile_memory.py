@@ -29,11 +29,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.host_lock import HostBusy, exclusive_host  # noqa: E402
+from tests.host_lock import HostBusy, exclusive_host, trial_guests  # noqa: E402
 from tests.hostile.cases import NEXT_SH, WIDE_NEXT, tar_of, wide_challenge  # noqa: E402
 from vmjudge.config import load_site  # noqa: E402
 from vmjudge.config.layout import Layout  # noqa: E402
-from vmjudge.config.site import profile_line  # noqa: E402
 
 PEAK_RSS = ("import resource, subprocess, sys; rc = subprocess.call(sys.argv[1:]); "
             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); sys.exit(rc)")
@@ -91,9 +90,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.smoke:
         args.records = "2"
-    os.environ.setdefault("VMJUDGE_ACCEL", "tcg")
-    os.environ.setdefault("VMJUDGE_PROFILE", "trial")  # TCG on purpose, which production refuses
-    print(profile_line(Path(sys.argv[0]).name), file=sys.stderr)
+    trial_guests()
     site = load_site(args.home)
     site.layout.ensure()
     rows = []

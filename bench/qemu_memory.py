@@ -31,10 +31,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.host_lock import run_holding_host
+from tests.host_lock import run_holding_host, trial_guests
 from vmjudge.config import ImageRecipe, load_site
 from vmjudge.config.layout import RunDir
-from vmjudge.config.site import profile_line
 from vmjudge.images.build import build_image
 from vmjudge.vm import domain
 from vmjudge.vm.channel import Watch
@@ -130,9 +129,7 @@ def arguments() -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> None:
-    os.environ.setdefault("VMJUDGE_ACCEL", "tcg")
-    os.environ.setdefault("VMJUDGE_PROFILE", "trial")  # TCG on purpose, which production refuses
-    print(profile_line(Path(sys.argv[0]).name), file=sys.stderr)
+    trial_guests()
     site = load_site(args.home)
     image = build_image(site, ImageRecipe(), progress=lambda m: print(m, file=sys.stderr))
     sizes = [(384, 1)] if args.smoke else [tuple(int(x) for x in s.split(":")) for s in args.sizes.split(",")]

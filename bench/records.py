@@ -32,10 +32,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.host_lock import run_holding_host  # noqa: E402
+from tests.host_lock import run_holding_host, trial_guests  # noqa: E402
 from vmjudge.config import load_challenge, load_site  # noqa: E402
 from vmjudge.config.layout import Layout, RunDir  # noqa: E402
-from vmjudge.config.site import profile_line  # noqa: E402
 from vmjudge.images.build import build_image  # noqa: E402
 from vmjudge.stages.context import script_argv  # noqa: E402
 from vmjudge.vm import domain  # noqa: E402
@@ -126,9 +125,7 @@ def arguments() -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> None:
-    os.environ.setdefault("VMJUDGE_ACCEL", "tcg")
-    os.environ.setdefault("VMJUDGE_PROFILE", "trial")  # TCG on purpose, which production refuses
-    print(profile_line(Path(sys.argv[0]).name), file=sys.stderr)
+    trial_guests()
     site = load_site(args.home)
     if args.smoke:
         args.example, args.entries = "hostile", 1

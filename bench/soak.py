@@ -33,10 +33,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.host_lock import run_holding_host  # noqa: E402
+from tests.host_lock import run_holding_host, trial_guests  # noqa: E402
 from tests.hostile.cases import CASES  # noqa: E402
 from vmjudge.config.layout import Layout  # noqa: E402
-from vmjudge.config.site import profile_line  # noqa: E402
 from vmjudge.queue.db import Queue  # noqa: E402
 
 CHALLENGE = REPO / "tests" / "hostile" / "challenge"
@@ -113,9 +112,7 @@ def arguments() -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> None:
-    os.environ.setdefault("VMJUDGE_ACCEL", "tcg")
-    os.environ.setdefault("VMJUDGE_PROFILE", "trial")  # TCG on purpose, which production refuses
-    print(profile_line(Path(sys.argv[0]).name), file=sys.stderr)
+    trial_guests()
     if args.smoke:
         args.entries, args.kills = len(SMOKE_MIX), 1
     mix = SMOKE_MIX if args.smoke else tuple(MIX[i % len(MIX)] for i in range(args.entries))

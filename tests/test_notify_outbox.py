@@ -41,7 +41,7 @@ def notifier_site(tmp_path: Path, smtp_port: int, webhooks: tuple[str, ...] = ()
     notify = NotifySite(organisers=("ops@example.org",), webhooks=webhooks, webhook_secret_file=secret,
                         smtp=SmtpSite(host="127.0.0.1", port=smtp_port, security="none", sender="judge@localhost"),
                         portal_url="https://judge.example.org", **{"retry_seconds": 0.05, **kw})
-    return Site(home=tmp_path, notify=notify)
+    return Site(home=tmp_path, notify=notify, profile="trial")  # as the suite's sites: not a confinement test
 
 
 def new_entry(queue: Queue, tmp_path: Path, owner: str = "ana") -> int:

@@ -38,6 +38,7 @@ from .job import JOB_FILE, Job
 from .pinning import SlotCores
 from .pty_reader import ChannelReader
 from .reading import DEFAULT_LIMITS, POWEROFF_GRACE, JobRun, Limits, Reading, check_agent_error, host_timeouts
+from .warm_rules import why_cold
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +107,7 @@ def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *
                           cputune=cores.tune(vcpus) if cores is not None else None, entry_root=entry_root,
                           cpu=site.cpu)
         run = _Run(conn, site, job, nonce, limits, watch, cancel, console_log, on_start)
-        why = warm.why_cold(site, gpu)
+        why = why_cold(site, gpu)
         if why is None:
             warm_run = _warm(run, image, spec, lent, hardware, iso_sha)
             if isinstance(warm_run, JobRun):

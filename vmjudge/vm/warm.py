@@ -44,8 +44,8 @@ from ..images.image import GuestImage
 from .channel import ChannelClosed
 from .domain import DOMAIN_PREFIX, Domain
 from .domain_xml import DomainSpec, cdrom_xml, domain_xml, entry_root_xml, hard_limit_kib, home_disk_xml, tune_xml
-from .libvirt_uri import is_local
 from .pty_reader import ChannelReader
+from .warm_rules import maker_sha256
 
 log = logging.getLogger(__name__)
 
@@ -57,9 +57,6 @@ MAX_AGE = 24 * 3600.0
 FAILED_WAIT = 600.0  # after a state could not be made, the seat's runs boot cold this long
 # A restored agent says hello within seconds; one that has not within this is given up for a cold boot.
 HELLO_TIMEOUT = 30.0
-# The modules whose code decides what a saved state holds beyond its XML (what is set on the live
-# domain before it is saved, how it is woken): a state made by other code of them is made again.
-MAKERS = ("warm.py", "domain.py", "domain_xml.py")
 
 
 class WarmFailed(Exception):
@@ -77,32 +74,6 @@ class Shape:
     @property
     def key(self) -> str:
         return f"{self.accel}-{self.vcpus}c-{self.memory_mib}m"
-
-
-def why_cold(site: Site, gpu: str | None) -> str | None:
-    """Why a run cannot start warm at all, or None when it may."""
-    if not site.warm_start:
-        return "warm starts are off in site.toml ([libvirt] warm_start = false)"
-    if gpu is not None:
-        return "a GPU stage boots cold: a VM with a passed-through (VFIO) device cannot be saved or restored"
-    if site.channel != "virtio":
-        return "warm starts need the virtio data channel (the agent is woken through it)"
-    if not site.uri.startswith("qemu"):
-        return "warm starts need libvirt's qemu driver"
-    if not is_local(site.uri):
-        return "warm starts need libvirt on this machine (the saved states are this machine's files)"
-    return None
-
-
-def maker_sha256() -> str:
-    """The code that makes and restores states: another version of it (an upgrade, or another
-    checkout sharing the images' directory) may have set on the live domain what its XML does not
-    say (a CI run restored a state whose saved <memtune> this code never asks for, and libvirt could
-    not start it), so its states are made again rather than trusted."""
-    digest = hashlib.sha256()
-    for name in MAKERS:
-        digest.update(name.encode() + b"\0" + (Path(__file__).parent / name).read_bytes())
-    return digest.hexdigest()
 
 
 def wake_line() -> bytes:
