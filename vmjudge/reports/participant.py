@@ -85,7 +85,8 @@ SUBMITTED = {"id": LEAF, "owner": LEAF, "late": LEAF, "dry_run": LEAF, "phase": 
 # promotion's place on a board that participants cannot see yet is left out.
 PROMOTED = {"owner": LEAF, "place": LEAF, "how": LEAF, "at": LEAF}
 PHASE = {"name": LEAF, "opens": LEAF, "closes": LEAF, "state": LEAF, "takes": LEAF, "carry": LEAF,
-         "entrants": LEAF, "feedback": LEAF, "board": LEAF, "published": LEAF, "promoted": [PROMOTED]}
+         "entrants": LEAF, "feedback": LEAF, "board": LEAF, "published": LEAF, "training": LEAF,
+         "promoted": [PROMOTED]}
 PHASES = {"challenge": LEAF, "phases": [PHASE]}
 ERROR = {"error": LEAF}
 

@@ -12,9 +12,11 @@ left out the same way (cpu_gate.py).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,12 +38,23 @@ def manifest_sha256(image: GuestImage) -> str:
     return sha256_file(image.directory / "manifest.json")
 
 
-def what_differs(registered: dict[str, Any], data: dict[str, str], image_sha256: str) -> list[str]:
+def images_sha256(images: Sequence[GuestImage]) -> str:
+    """What the queue records of a challenge's images (Challenge.recipes): the one image's
+    manifest_sha256, as before contests had phases; for a contest whose phases run in images of
+    their own, one sha256 over theirs, in the phases' order, so that the one column still
+    holds off a host that lacks any of them."""
+    hashes = [manifest_sha256(image) for image in images]
+    return hashes[0] if len(hashes) == 1 else hashlib.sha256(" ".join(hashes).encode()).hexdigest()
+
+
+def what_differs(registered: dict[str, Any], data: dict[str, str], image_sha256: str, images: int = 1) -> list[str]:
     """What differs between a registered challenge (a queue.challenges() row) and a copy with
-    these part hashes and image: the parts by name, then the image; empty when nothing does."""
+    these part hashes and `images` images (images_sha256): the parts by name, then the images;
+    empty when nothing does."""
     said = differences(json.loads(registered["data_sha256"]), data) if registered["data_sha256"] else []
     if registered["image_sha256"] and registered["image_sha256"] != image_sha256:
-        said.append(f"the image differs ({image_sha256[:12]} here, {registered['image_sha256'][:12]} registered: "
+        what = "the image differs" if images == 1 else f"its phases' {images} images differ"
+        said.append(f"{what} ({image_sha256[:12]} here, {registered['image_sha256'][:12]} registered: "
                     "copy it with `vmjudge image export` and `vmjudge image import`)")
     return said
 
@@ -54,10 +67,10 @@ def mismatch(site: Site, row: dict[str, Any]) -> str | None:
         return (f"challenge {name}: this host has no copy at {here}: copy the challenge directory there, or run "
                 "`vmjudge challenge add DIR` with where it is on this host")
     try:
-        image = find_image(site, load_challenge(here).image)
+        images = [find_image(site, recipe) for recipe in load_challenge(here).recipes]
     except VmjudgeError as exc:
         return f"challenge {name}: {exc}"
-    differs = what_differs(row, fingerprint(here), manifest_sha256(image))
+    differs = what_differs(row, fingerprint(here), images_sha256(images), len(images))
     if differs:
         return (f"challenge {name}: this host's copy at {here} is not the one registered ({'; '.join(differs)}): "
                 "copy it again from the host that registered it")
