@@ -22,8 +22,9 @@ from ..config import QueueSite
 from ..errors import VmjudgeError
 from ..pipeline import FIRST, HOME_STAGES, SILENT, VM_STAGES
 from .blobs import Blobs
+from .claim import heads, take, take_one
 from .connection import Database, Db, open_database
-from .fair_share import FAIR_ORDER, USAGE_BY_OWNER, charge, usage_args
+from .fair_share import USAGE_BY_OWNER, charge, usage_args
 from .gpu_slots import GpuSlots
 from .history import History, add_exam_results, add_scoring
 from .hosts import Hosts
@@ -193,21 +194,35 @@ class Queue(History):
         claiming at once each get another entry: a row one is claiming is skipped by the
         others, never waited for."""
         slot_where, slot_args = _slot_filter(gpu)
-        where, args = self._runnable(only, challenges)
+        where, args = self._runnable(None, challenges)
+        where, args = slot_where + where, slot_args + args
         at = time.time()
+        skip_locked = self.database.dialect.skip_locked
         with self._transaction() as db:
-            row = db.execute(
-                "UPDATE entries SET state = 'running', lease_owner = ?, lease_run = NULL, lease_until = ? "
-                "WHERE id = (SELECT e.id FROM entries e JOIN challenges c ON c.name = e.challenge "
-                f"LEFT JOIN ({USAGE_BY_OWNER}) u ON u.owner = e.owner "
-                "WHERE e.state = 'queued' AND e.not_before <= ?" + slot_where + where
-                + f" ORDER BY {FAIR_ORDER} LIMIT 1" + self.database.dialect.skip_locked + ") RETURNING *",
-                (self.host, at + self.lease, *usage_args(at, self.fair_window), at, *slot_args, *args,
-                 FIRST)).fetchone()
+            if only:
+                row = db.execute(take_one(where, skip_locked), (self.host, at + self.lease, only, at, *args)).fetchone()
+            else:
+                row = self._take_fairly(db, where, args, at)
             if row is None:
                 return None
             event(db, row["id"], "running", f"{row['stage']} by {self.host}")
         return EntryRow.from_row(row)
+
+    def _take_fairly(self, db: Db, where: str, args: tuple[Any, ...], at: float) -> Any:
+        """Within the claim's transaction: the owners' heads in fair order (claim.py), participants'
+        work before the organiser's batch, and the first one that can still be taken; None."""
+        skip_locked = self.database.dialect.skip_locked
+        for batch in (0, 1):
+            owners = db.execute(heads(where, USAGE_BY_OWNER),
+                                (batch, batch, batch, at, *args, *usage_args(at, self.fair_window))).fetchall()
+            for owner in owners:  # more than the first only when other hosts hold its every stage
+                if owner["head"] is None:  # nothing of this owner's that this slot may run now
+                    continue
+                row = db.execute(take(where, skip_locked),
+                                 (self.host, at + self.lease, batch, owner["owner"], at, *args)).fetchone()
+                if row is not None:
+                    return row
+        return None
 
     def waiting(self, only: int | None = None, gpu: tuple[str, ...] | None = None,
                 challenges: tuple[str, ...] | None = None) -> bool:

@@ -1,0 +1,74 @@
+"""The claim's SQL: fair share's choice (fair_share.py) at a cost that does not grow with the
+number of ready stages.
+
+Sorting every ready stage by its owner's use at each claim made a claim's cost grow with the
+queue (issue 36: 82 claims/s on SQLite with 10,000 ready, and a queue of 100,000 never drained
+in the bench's 15 minutes). The order is (batch, owner's use, begun before new, oldest), and
+within one owner and one kind of work (participant's or batch) it is the index's own order. So
+a claim looks at owners, not stages:
+1. the owners with a stage queued as this kind of work, found by a walk of the index
+   entries_ready from one owner to the next (a seek per owner: no stage is read but the first
+   of each owner);
+2. each one's head: its first stage in (begun before new, oldest) order that this slot may run
+   (not waiting out a retry, of a kind this slot takes, on this host's disk...), by the same
+   index, so one seek when nothing is held back;
+3. those heads in fair order, the owners' use read from what the queue keeps per owner (hours in
+   owner_usage, running stages in owner_running: running.py), a row per owner too; an owner
+   whose every stage this slot may not run has no head and is passed over.
+Then the first head is claimed in the same transaction. On PostgreSQL the claim's UPDATE takes
+the owner's head again with FOR UPDATE SKIP LOCKED, so hosts claiming at once each get another
+stage (the next of the same owner, or the next owner's when that owner has none left unlocked).
+
+Participants' work comes first: the organiser's batch is looked at only when no participant's
+stage can be taken.
+"""
+
+from __future__ import annotations
+
+from ..pipeline import FIRST
+
+# Begun before new: false (0) sorts first on both databases. Written as the index entries_ready
+# writes it (schema.py), so the planner walks that index instead of sorting.
+NEW = f"(e.stage = '{FIRST}')"
+INDEX = f"CREATE INDEX IF NOT EXISTS entries_ready ON entries(batch, owner, (stage = '{FIRST}'), id) " \
+        "WHERE state = 'queued'"
+
+
+# An owner's head as one number that sorts as (begun before new, oldest): a begun stage's id less
+# 2**62, a new one's id (ids stay far below 2**62). One number, so that one seek per owner gives
+# both, and the claim need not read the head's row again to sort.
+_KEY = f"e.id - CASE WHEN {NEW} THEN 0 ELSE 4611686018427387904 END"
+
+
+def heads(where: str, usage: str) -> str:
+    """The owners with a stage queued as one kind of work (a batch value), in fair order, each
+    with its head's key (NULL: none this slot may run): the claim tries them in turn. `where`:
+    the slot's and host's conditions on entries e joined with challenges c; `usage`:
+    fair_share.USAGE_BY_OWNER. Parameters: batch, batch, batch, now, where's, usage's."""
+    return ("WITH RECURSIVE o(owner) AS ("
+            "SELECT (SELECT owner FROM entries WHERE state = 'queued' AND batch = ? ORDER BY owner LIMIT 1) UNION ALL "
+            "SELECT (SELECT n.owner FROM entries n WHERE n.state = 'queued' AND n.batch = ? AND n.owner > o.owner "
+            "ORDER BY n.owner LIMIT 1) FROM o WHERE o.owner IS NOT NULL), "
+            f"h(owner, head) AS (SELECT o.owner, (SELECT {_KEY} FROM entries e "
+            "JOIN challenges c ON c.name = e.challenge WHERE e.state = 'queued' AND e.batch = ? "
+            "AND e.owner = o.owner AND e.not_before <= ?" + where
+            + f" ORDER BY {NEW}, e.id LIMIT 1) FROM o WHERE o.owner IS NOT NULL) "
+            f"SELECT h.owner AS owner, h.head AS head FROM h LEFT JOIN ({usage}) u ON u.owner = h.owner "
+            "ORDER BY COALESCE(u.used, 0), h.head")
+
+
+def take(where: str, skip_locked: str) -> str:
+    """The claim of an owner's head, found again by the index (on PostgreSQL past the rows other
+    claims hold). Parameters: host, lease until, batch, owner, now, where's."""
+    return ("UPDATE entries SET state = 'running', lease_owner = ?, lease_run = NULL, lease_until = ? "
+            "WHERE id = (SELECT e.id FROM entries e JOIN challenges c ON c.name = e.challenge "
+            "WHERE e.state = 'queued' AND e.batch = ? AND e.owner = ? AND e.not_before <= ?" + where
+            + f" ORDER BY {NEW}, e.id LIMIT 1{skip_locked}) RETURNING *")
+
+
+def take_one(where: str, skip_locked: str) -> str:
+    """The claim of one given entry (`vmjudge run`, the tests' `only`): no order to keep.
+    Parameters: host, lease until, the entry's id, now, where's."""
+    return ("UPDATE entries SET state = 'running', lease_owner = ?, lease_run = NULL, lease_until = ? "
+            "WHERE id = (SELECT e.id FROM entries e JOIN challenges c ON c.name = e.challenge "
+            "WHERE e.id = ? AND e.state = 'queued' AND e.not_before <= ?" + where + f"{skip_locked}) RETURNING *")
