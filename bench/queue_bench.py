@@ -76,11 +76,13 @@ import platform  # noqa: E402
 import re  # noqa: E402
 import shutil  # noqa: E402
 import sqlite3  # noqa: E402
+import statistics  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 from collections import Counter  # noqa: E402
-from collections.abc import Iterator, Sequence  # noqa: E402
+from collections.abc import Callable, Iterator, Sequence  # noqa: E402
 from contextlib import AbstractContextManager, contextmanager  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
 from queue import Empty  # noqa: E402 - the standard library's
 from typing import Any  # noqa: E402
 from urllib.parse import parse_qs, urlsplit  # noqa: E402
@@ -92,7 +94,9 @@ from tests.pg_server import _as_postgres, _bin, fresh_database, postgres_server 
 from vmjudge.pipeline import FIRST  # noqa: E402
 from vmjudge.queue.connection import Database, Db, open_database  # noqa: E402
 from vmjudge.queue.db import Queue  # noqa: E402
+from vmjudge.queue.listing import EntryFilter, find_entries, queue_status  # noqa: E402
 from vmjudge.queue.rows import now  # noqa: E402
+from vmjudge.reports.leaderboard import leaderboard  # noqa: E402
 
 CHALLENGE = "bench"
 ARCHIVE = b"PK\x05\x06" + bytes(18)  # an empty zip: the archive every entry shares
@@ -148,15 +152,23 @@ class Explained(Exception):
 
 
 class ExplainingDb:
-    """A Db that EXPLAINs the claim's UPDATE instead of running it."""
+    """A Db that EXPLAINs the claim's statements: the owners' heads (run as well) and the UPDATE
+    that takes one (not run)."""
 
     def __init__(self, db: Db):
         self.db = db
+        self.scans: list[str] = []
+
+    def explain(self, sql: str, args: Sequence[Any]) -> None:
+        rows = self.db.execute("EXPLAIN " + sql, args).fetchall()
+        self.scans += [re.sub(r"\s*\(cost=.*", "", row[0]).strip(" ->") for row in rows if "Scan" in row[0]]
 
     def execute(self, sql: str, args: Sequence[Any] = ()) -> Any:
+        if sql.startswith("WITH RECURSIVE o(owner)"):
+            self.explain(sql, args)
         if sql.startswith("UPDATE entries SET state = 'running'"):
-            rows = self.db.execute("EXPLAIN " + sql, args).fetchall()
-            raise Explained([re.sub(r"\s*\(cost=.*", "", row[0]).strip(" ->") for row in rows if "Scan" in row[0]])
+            self.explain(sql, args)
+            raise Explained(self.scans)
         return self.db.execute(sql, args)
 
 
@@ -190,33 +202,55 @@ def claim_plan(location: str) -> list[str]:
 # the claimers
 
 
-def claimer(location: str, host: str, go: Any, results: Any) -> None:
-    """One daemon's claims: connect, say ready, wait for go, then claim until nothing is left."""
+def claimer(location: str, host: str, go: Any, results: Any, limit: int | None = None) -> None:
+    """One daemon's claims: connect, say ready, wait for go, then claim until nothing is left (or
+    `limit` claims are made), timing each claim_next."""
     try:
         queue = Queue(location, host=host)
-        with queue.database.connect():  # PostgreSQL: this process's connection, made before the clock starts
+        with queue.database.connect():  # this process's connection, made before the clock starts
             pass
         results.put(("ready", host, None))
         go.wait()
-        ids = []
-        while (entry := queue.claim_next()) is not None:
+        ids, latencies = [], []
+        while limit is None or len(ids) < limit:
+            started = time.perf_counter()
+            entry = queue.claim_next()
+            latencies.append(time.perf_counter() - started)
+            if entry is None:
+                break
             queue.start_stage(entry.id, FIRST, 0)
             ids.append(entry.id)
-        results.put(("done", host, (ids, time.monotonic())))
+        results.put(("done", host, (ids, time.monotonic(), latencies)))
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which fails the run with it
         results.put(("failed", host, f"{type(exc).__name__}: {exc}"))
 
 
-def measure(location: str, k: int) -> tuple[float, dict[str, list[int]]]:
-    """K claimer processes emptying the queue at `location`; (seconds, host -> ids claimed)."""
+@dataclass
+class Measured:
+    seconds: float  # from go to the last claimer done
+    got: dict[str, list[int]]  # claimer -> entry ids it claimed
+    latencies: list[float]  # every claim_next's seconds, the last (empty) one of each claimer included
+
+    @property
+    def claims(self) -> int:
+        return sum(len(ids) for ids in self.got.values())
+
+    def percentile(self, p: float) -> float:
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
+
+
+def measure(location: str, k: int, limit: int | None = None) -> Measured:
+    """K claimer processes emptying the queue at `location` (or taking `limit` claims each)."""
     ctx = multiprocessing.get_context("spawn")
     go, results = ctx.Event(), ctx.Queue()
-    procs = {f"c{i}": ctx.Process(target=claimer, args=(location, f"c{i}", go, results), daemon=True)
+    procs = {f"c{i}": ctx.Process(target=claimer, args=(location, f"c{i}", go, results, limit), daemon=True)
              for i in range(k)}
     for p in procs.values():
         p.start()
     ready: set[str] = set()
     got: dict[str, list[int]] = {}
+    latencies: list[float] = []
     finished: list[float] = []
     started = time.monotonic()
     try:
@@ -237,19 +271,21 @@ def measure(location: str, k: int) -> tuple[float, dict[str, list[int]]]:
                     started = time.monotonic()
                     go.set()
             else:
-                got[host], ended = said
+                got[host], ended, theirs = said
                 finished.append(ended)
+                latencies += theirs
     finally:
         for p in procs.values():
             p.join(timeout=10 if len(got) == k else 0)
             if p.exitcode is None:
                 p.terminate()
                 p.join()
-    return max(finished) - started, got
+    return Measured(max(finished) - started, got, latencies)
 
 
-def check(location: str, n: int, got: dict[str, list[int]]) -> None:
-    """Every entry claimed once, by the claimer that says so, with one stage run each."""
+def check(location: str, n: int, got: dict[str, list[int]], drained: bool = True) -> None:
+    """No entry claimed twice, each claim by the claimer that says so with one stage run; when
+    the claimers emptied the queue, every one of the `n` entries claimed."""
     queue = Queue(location, host="check")
     with queue.database.connect() as db:
         entries = {row[0] for row in db.execute("SELECT id FROM entries").fetchall()}
@@ -260,11 +296,11 @@ def check(location: str, n: int, got: dict[str, list[int]]) -> None:
     dupes = [i for i, c in Counter(claimed).items() if c > 1]
     if dupes:
         raise BenchFailed(f"{len(dupes)} stage(s) were claimed twice (entry {dupes[0]} first).")
-    if set(claimed) != entries or len(claimed) != n or len(entries) != n:
+    if len(entries) != n or (drained and (set(claimed) != entries or len(claimed) != n)):
         raise BenchFailed(f"the claimers got {len(claimed)} stages of {len(entries)} entries "
                           f"({len(entries - set(claimed))} never claimed), not {n}.")
-    if runs != n:
-        raise BenchFailed(f"stage_runs holds {runs} rows after {n} claims.")
+    if runs != len(claimed):
+        raise BenchFailed(f"stage_runs holds {runs} rows after {len(claimed)} claims.")
     if twice:
         raise BenchFailed(f"{len(twice)} entry(ies) have two stage runs (entry {twice[0][0]} first).")
     wrong = [i for host, ids in got.items() for i in ids if hosts.get(i) != host]
@@ -282,7 +318,91 @@ def durable(server: str) -> None:
                   f"-c listen_addresses='' -k {socket_dir} -c fsync=on -c max_connections=200", "restart"])
 
 
+# listing at scale
+
+
+def fill_listing(location: str, n: int, archive: Path) -> float:
+    """A queue at `location` of `n` entries of 97 owners as a busy challenge ends: 1 in 100 queued,
+    the rest done and scored, each with its exam's stage run (what a board row reads); seconds."""
+    started = time.perf_counter()
+    queue = Queue(location, host="setup")
+    queue.add_challenge(CHALLENGE, archive.parent, "bench-image")
+    database = queue.database
+    mark = "%s" if database.dialect.name == "postgresql" else "?"
+    at = now()
+    rows = [(CHALLENGE, f"team{i % 97}", ARCHIVE_SHA256, archive.name, str(archive), at, "queued", FIRST, None, None)
+            if i % 100 == 0 else (CHALLENGE, f"team{i % 97}", ARCHIVE_SHA256, archive.name, str(archive), at, "done",
+                                  None, "scored", json.dumps({"score": (i * 7919 % 1000) / 1000}))
+            for i in range(n)]
+    with database.transaction() as db:
+        if queue.shared:
+            queue.blobs.put_file(db, ARCHIVE_SHA256, archive)
+        cursor = db.raw.cursor()
+        cursor.executemany(
+            "INSERT INTO entries (challenge, owner, late, dry_run, archive_sha256, archive_name, archive_path, "
+            f"submitted_at, state, stage, outcome, scores) VALUES ({mark}, {mark}, 0, 0, {', '.join([mark] * 8)})",
+            rows)
+        cursor.execute("SELECT id FROM entries WHERE state = 'done' ORDER BY id")
+        done = [row[0] for row in cursor.fetchall()]
+        cursor.executemany("INSERT INTO stage_runs (entry_id, stage, attempt, host, slot, started_at, finished_at, "
+                           f"status, manifest) VALUES ({mark}, 'exam', 1, 'bench', 0, {mark}, {mark}, 'passed', "
+                           "'{}')",
+                           [(i, at, at) for i in done])
+    if database.dialect.name == "postgresql":
+        with database.connect() as db:
+            db.execute("VACUUM ANALYZE")  # as autovacuum leaves a table that grew by 100,000 rows
+    return time.perf_counter() - started
+
+
+def timed(what: Callable[[], Any], repeats: int) -> dict[str, float]:
+    """`what` run `repeats` times: its best and median milliseconds."""
+    seconds = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        what()
+        seconds.append(time.perf_counter() - started)
+    return {"best_ms": round(min(seconds) * 1000, 2), "median_ms": round(statistics.median(seconds) * 1000, 2)}
+
+
+def listing_times(location: str, repeats: int) -> dict[str, dict[str, float]]:
+    """What the organiser's and participants' listings read, in this process (no interpreter start):
+    `vmjudge entries` (its first page of 50, an owner's done ones, page 100), `status --json`, the
+    portal's "my entries" (25 a page) and the leaderboards (the organiser's, and participants' now)."""
+    queue = Queue(location, host="listing")
+    database = queue.database
+    return {
+        "entries": timed(lambda: find_entries(database, EntryFilter(), limit=50), repeats),
+        "entries_owner_done": timed(lambda: find_entries(database, EntryFilter(owner="team5", states=("done",)),
+                                                         limit=50), repeats),
+        "entries_page_100": timed(lambda: find_entries(database, EntryFilter(), limit=50, offset=99 * 50), repeats),
+        "status_json": timed(lambda: json.dumps(status_document(queue)), repeats),
+        "portal_my_entries": timed(lambda: find_entries(database, EntryFilter(owner="team5"), limit=25), repeats),
+        "leaderboard_organiser": timed(lambda: leaderboard(queue, CHALLENGE), repeats),
+        "leaderboard_participants": timed(lambda: leaderboard(queue, CHALLENGE, at=time.time()), repeats),
+    }
+
+
+def status_document(queue: Queue) -> dict[str, Any]:
+    """`vmjudge status --json`'s entries part, as the command reads it."""
+    found = queue_status(queue.database)
+    return {"active": [{"id": e.id, "challenge": e.challenge, "owner": e.owner, "state": e.state, "stage": e.stage}
+                       for e in found.active], "done": found.done}
+
+
 # the run
+
+
+def new_location(backend: str, base: Path, server: str, made: int) -> str:
+    if backend == "sqlite":
+        return str(base / f"queue-{made}.sqlite")
+    return fresh_database(server, f"bench_{made}")
+
+
+def forget(location: str) -> None:
+    """A measured SQLite queue's files, removed (a PostgreSQL database stays until the server goes)."""
+    if not location.startswith("postgresql"):
+        for suffix in ("", "-wal", "-shm"):
+            Path(location + suffix).unlink(missing_ok=True)
 
 
 def main() -> int:
@@ -290,25 +410,34 @@ def main() -> int:
     parser.add_argument("--stages", type=int, default=10_000, help="queued stages to claim per measurement")
     parser.add_argument("--rounds", type=int, default=1, help="measurements of each figure; the best counts")
     parser.add_argument("--claimers", default="1,2,4", help="claimer counts, comma-separated (1 is always added)")
+    parser.add_argument("--ready", default="1000,10000,100000",
+                        help="ready stages of the sweep, comma-separated ('' for no sweep)")
+    parser.add_argument("--ready-claimers", type=int, default=4, help="claimer processes at each size of the sweep")
+    parser.add_argument("--ready-claims", type=int, default=1000, help="claims made (in all) at each size")
+    parser.add_argument("--listing", type=int, default=100_000, help="entries of the listing queue (0: none)")
     parser.add_argument("--dir", type=Path, default=Path("/var/tmp"), help="where the SQLite file goes")
     parser.add_argument("--pg-fsync", choices=("on", "off"), default="on",
                         help="PostgreSQL's fsync (the tests' server has it off); on: commits reach the disk")
     parser.add_argument("--pg-stats", choices=("none", "full"), default="none",
                         help="PostgreSQL's statistics: none, or taken of the full queue (VACUUM ANALYZE)")
     parser.add_argument("--json-only", action="store_true", help="no progress on stderr")
-    parser.add_argument("--smoke", action="store_true", help="200 stages, one round: seconds, the same checks")
+    parser.add_argument("--smoke", action="store_true",
+                        help="200 stages, a sweep of 100 and 200 ready, 300 listed, one round: seconds, "
+                             "the same checks")
     args = parser.parse_args()
     if args.smoke:
-        args.stages, args.rounds = 200, 1
+        args.stages, args.rounds, args.ready, args.ready_claims, args.listing = 200, 1, "100,200", 40, 300
     counts = sorted({1, *(int(k) for k in args.claimers.split(","))})
+    sizes = [int(size) for size in args.ready.split(",") if size]
     quiet, n = args.json_only, args.stages
     base = Path(tempfile.mkdtemp(prefix="bench-queue-", dir=args.dir))
     archive = base / "bench-entry.zip"
     archive.write_bytes(ARCHIVE)
     backends = ("sqlite", "postgresql")
-    times: dict[str, dict[int, list[float]]] = {b: {k: [] for k in counts} for b in backends}
+    runs: dict[str, dict[int, list[Measured]]] = {b: {k: [] for k in counts} for b in backends}
+    sweep: dict[str, dict[int, list[Measured]]] = {b: {size: [] for size in sizes} for b in backends}
     setup: dict[str, list[float]] = {b: [] for b in backends}
-    spread: dict[str, dict[int, list[int]]] = {b: {} for b in backends}
+    listed: dict[str, dict[str, Any]] = {}
     plans: set[tuple[str, ...]] = set()
     started = time.perf_counter()
     try:
@@ -320,25 +449,42 @@ def main() -> int:
                       for name in ("server_version", "fsync", "synchronous_commit")}
             made = 0
             for r in range(args.rounds):
-                for k in counts:
+                for k in counts:  # throughput: K claimers empty a queue of --stages
                     for backend in backends:
                         made += 1
-                        if backend == "sqlite":
-                            location = str(base / f"queue-{made}.sqlite")
-                        else:
-                            location = fresh_database(server, f"bench_{made}")
+                        location = new_location(backend, base, server, made)
                         setup[backend].append(build(location, n, archive, analyze=args.pg_stats == "full"))
                         if backend == "postgresql":
                             plans.add(tuple(claim_plan(location)))
-                        seconds, got = measure(location, k)
-                        check(location, n, got)
-                        times[backend][k].append(seconds)
-                        spread[backend][k] = sorted(len(ids) for ids in got.values())
-                        say(quiet, f"round {r + 1}, {backend}, {k} claimer(s): {seconds:.2f} s, "
-                                   f"{n / seconds:.0f} claims/s (claims per claimer: {spread[backend][k]})")
-                        if backend == "sqlite":
-                            for suffix in ("", "-wal", "-shm"):
-                                Path(location + suffix).unlink(missing_ok=True)
+                        got = measure(location, k)
+                        check(location, n, got.got)
+                        runs[backend][k].append(got)
+                        say(quiet, f"round {r + 1}, {backend}, {k} claimer(s): {got.seconds:.2f} s, "
+                                   f"{n / got.seconds:.0f} claims/s, p99 claim {got.percentile(0.99) * 1000:.1f} ms "
+                                   f"(claims per claimer: {sorted(len(ids) for ids in got.got.values())})")
+                        forget(location)
+                for size in sizes:  # latency: --ready-claims claims from a queue of each size
+                    for backend in backends:
+                        made += 1
+                        location = new_location(backend, base, server, made)
+                        build(location, size, archive, analyze=args.pg_stats == "full")
+                        got = measure(location, args.ready_claimers, -(-args.ready_claims // args.ready_claimers))
+                        check(location, size, got.got, drained=False)
+                        sweep[backend][size].append(got)
+                        say(quiet, f"round {r + 1}, {backend}, {size} ready, {args.ready_claimers} claimer(s): "
+                                   f"{got.claims / got.seconds:.0f} claims/s, p50 {got.percentile(0.5) * 1000:.1f} ms, "
+                                   f"p99 {got.percentile(0.99) * 1000:.1f} ms")
+                        forget(location)
+            if args.listing:
+                for backend in backends:
+                    made += 1
+                    location = new_location(backend, base, server, made)
+                    seconds = fill_listing(location, args.listing, archive)
+                    listed[backend] = {"setup_seconds": round(seconds, 2), **listing_times(location, 5)}
+                    say(quiet, f"{backend}, {args.listing} entries: " + ", ".join(
+                        f"{name} {t['median_ms']:.1f} ms" for name, t in listed[backend].items()
+                        if isinstance(t, dict)))
+                    forget(location)
     except BenchFailed as exc:
         print(f"bench/queue_bench.py: {exc}", file=sys.stderr)
         return 1
@@ -346,17 +492,36 @@ def main() -> int:
         shutil.rmtree(base, ignore_errors=True)
 
     figures: dict[str, dict[str, Any]] = {}
-    for backend, by_k in times.items():
-        one = n / min(by_k[1])
-        figures[backend] = {str(k): {"seconds": round(min(ts), 3), "claims_per_second": round(n / min(ts), 1),
-                                     "ratio_vs_1": round(n / min(ts) / one, 3),
-                                     "all_seconds": [round(t, 3) for t in ts],
-                                     "claims_per_claimer": spread[backend][k]} for k, ts in by_k.items()}
+    for backend, by_k in runs.items():
+        one = n / min(m.seconds for m in by_k[1])
+        figures[backend] = {}
+        for k, measured in by_k.items():
+            best = min(measured, key=lambda m: m.seconds)
+            figures[backend][str(k)] = {
+                "seconds": round(best.seconds, 3), "claims_per_second": round(n / best.seconds, 1),
+                "ratio_vs_1": round(n / best.seconds / one, 3), "all_seconds": [round(m.seconds, 3) for m in measured],
+                "p50_claim_ms": round(best.percentile(0.5) * 1000, 2),
+                "p99_claim_ms": round(best.percentile(0.99) * 1000, 2),
+                "claims_per_claimer": sorted(len(ids) for ids in best.got.values())}
+    swept: dict[str, dict[str, Any]] = {}
+    for backend, by_size in sweep.items():
+        swept[backend] = {}
+        for size, measured in by_size.items():
+            best = min(measured, key=lambda m: m.percentile(0.99))
+            swept[backend][str(size)] = {"claims": best.claims,
+                                         "claims_per_second": round(best.claims / best.seconds, 1),
+                                         "p50_claim_ms": round(best.percentile(0.5) * 1000, 2),
+                                         "p99_claim_ms": round(best.percentile(0.99) * 1000, 2)}
+        if len(sizes) > 1:
+            swept[backend]["p99_largest_vs_smallest"] = round(
+                swept[backend][str(sizes[-1])]["p99_claim_ms"] / swept[backend][str(sizes[0])]["p99_claim_ms"], 2)
     print(json.dumps({
         "benchmark": "queue-claims", "smoke": args.smoke, "stages": n, "rounds": args.rounds,
         "what": "K processes each looping claim_next() + start_stage(id, 'prep', 0) until the queue is empty; "
-                "seconds from go to the last one done (best round), claims/s = stages / seconds",
-        "sqlite": {"settings": "WAL, synchronous=FULL, BEGIN IMMEDIATE, a connection per operation",
+                "seconds from go to the last one done (best round), claims/s = stages / seconds; p50/p99 of "
+                "claim_next alone. ready: --ready-claimers processes making --ready-claims claims in all from a "
+                "queue of each size (97 owners, fair share), best round by p99",
+        "sqlite": {"settings": "WAL, synchronous=FULL, BEGIN IMMEDIATE, a connection per process kept open",
                    "setup_seconds": round(max(setup["sqlite"]), 2), "claimers": figures["sqlite"]},
         "postgresql": {"settings": f"unix socket, fsync={pg['fsync']}, synchronous_commit="
                                    f"{pg['synchronous_commit']}, READ COMMITTED, a connection per process",
@@ -364,6 +529,8 @@ def main() -> int:
                        "setup_seconds": round(max(setup["postgresql"]), 2), "claimers": figures["postgresql"]},
         "postgresql_vs_sqlite": {str(k): round(figures["postgresql"][str(k)]["claims_per_second"]
                                                / figures["sqlite"][str(k)]["claims_per_second"], 3) for k in counts},
+        "ready": {"claimers": args.ready_claimers, "claims": args.ready_claims, **swept},
+        "listing": {"entries": args.listing, "what": "milliseconds in this process, best and median of 5", **listed},
         "every_stage_claimed_once": True,
         "total_seconds": round(time.perf_counter() - started, 1),
         "host": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),

@@ -114,17 +114,18 @@ def test_a_queue_made_before_gains_the_index_and_the_running_table_with_what_run
     assert running(again) == {}  # and the trigger is there to take it out
 
 
-def test_the_claim_walks_the_index_and_sorts_only_owners(tmp_path):
+@pytest.mark.parametrize("least", [True, False])
+def test_the_claim_walks_the_index_and_sorts_only_owners(tmp_path, least):
     """SQLite's plan of the owners' heads: the entries are only searched by index (a seek per
-    owner), never scanned; the only sort is of the owners' heads."""
+    owner), never scanned; the only sort is of the owners."""
     queue = Queue(tmp_path / "queue.db")
     with queue.database.connect() as db:
-        plan = [r[3] for r in db.execute("EXPLAIN QUERY PLAN " + heads("", USAGE_BY_OWNER),
+        plan = [r[3] for r in db.execute("EXPLAIN QUERY PLAN " + heads("", USAGE_BY_OWNER, least),
                                          (0, 0, 0, 0.0, 0, 0.0)).fetchall()]
     entries = [step for step in plan if " e " in f" {step} " or " n " in f" {step} " or "entries" in step]
     assert entries and all(step.startswith("SEARCH") for step in entries), plan
     assert any("entries_ready" in step for step in entries), plan
-    assert NEW in heads("", USAGE_BY_OWNER)
+    assert NEW in heads("", USAGE_BY_OWNER, least)
 
 
 def test_sqlite_keeps_one_connection_per_thread_with_the_same_settings(tmp_path):

@@ -9,12 +9,13 @@ a claim looks at owners, not stages:
 1. the owners with a stage queued as this kind of work, found by a walk of the index
    entries_ready from one owner to the next (a seek per owner: no stage is read but the first
    of each owner);
-2. each one's head: its first stage in (begun before new, oldest) order that this slot may run
-   (not waiting out a retry, of a kind this slot takes, on this host's disk...), by the same
-   index, so one seek when nothing is held back;
-3. those heads in fair order, the owners' use read from what the queue keeps per owner (hours in
-   owner_usage, running stages in owner_running: running.py), a row per owner too; an owner
-   whose every stage this slot may not run has no head and is passed over.
+2. their use, read from what the queue keeps per owner (hours in owner_usage, running stages in
+   owner_running: running.py), a row per owner too;
+3. the heads of those who used the least: each one's first stage in (begun before new, oldest)
+   order that this slot may run (not waiting out a retry, of a kind this slot takes, on this
+   host's disk...), by the same index, so one seek when nothing is held back. Only when none of
+   them has one (or, on PostgreSQL, other hosts hold all they have) are every owner's heads
+   looked for, in fair order, the owners with none passed over.
 Then the first head is claimed in the same transaction. On PostgreSQL the claim's UPDATE takes
 the owner's head again with FOR UPDATE SKIP LOCKED, so hosts claiming at once each get another
 stage (the next of the same owner, or the next owner's when that owner has none left unlocked).
@@ -40,21 +41,23 @@ INDEX = f"CREATE INDEX IF NOT EXISTS entries_ready ON entries(batch, owner, (sta
 _KEY = f"e.id - CASE WHEN {NEW} THEN 0 ELSE 4611686018427387904 END"
 
 
-def heads(where: str, usage: str) -> str:
+def heads(where: str, usage: str, least: bool) -> str:
     """The owners with a stage queued as one kind of work (a batch value), in fair order, each
-    with its head's key (NULL: none this slot may run): the claim tries them in turn. `where`:
-    the slot's and host's conditions on entries e joined with challenges c; `usage`:
-    fair_share.USAGE_BY_OWNER. Parameters: batch, batch, batch, now, where's, usage's."""
+    with its head's key (NULL: none this slot may run): the claim tries them in turn. `least`:
+    only the owners who used the least, so that the heads of the others are not looked for (the
+    claim asks again for every owner when none of those has a stage it can take). `where`: the
+    slot's and host's conditions on entries e joined with challenges c; `usage`:
+    fair_share.USAGE_BY_OWNER. Parameters: batch, batch, usage's, batch, now, where's."""
     return ("WITH RECURSIVE o(owner) AS ("
             "SELECT (SELECT owner FROM entries WHERE state = 'queued' AND batch = ? ORDER BY owner LIMIT 1) UNION ALL "
             "SELECT (SELECT n.owner FROM entries n WHERE n.state = 'queued' AND n.batch = ? AND n.owner > o.owner "
             "ORDER BY n.owner LIMIT 1) FROM o WHERE o.owner IS NOT NULL), "
-            f"h(owner, head) AS (SELECT o.owner, (SELECT {_KEY} FROM entries e "
-            "JOIN challenges c ON c.name = e.challenge WHERE e.state = 'queued' AND e.batch = ? "
-            "AND e.owner = o.owner AND e.not_before <= ?" + where
-            + f" ORDER BY {NEW}, e.id LIMIT 1) FROM o WHERE o.owner IS NOT NULL) "
-            f"SELECT h.owner AS owner, h.head AS head FROM h LEFT JOIN ({usage}) u ON u.owner = h.owner "
-            "ORDER BY COALESCE(u.used, 0), h.head")
+            f"w(owner, used) AS (SELECT o.owner, COALESCE(u.used, 0) FROM o LEFT JOIN ({usage}) u "
+            "ON u.owner = o.owner WHERE o.owner IS NOT NULL) "
+            f"SELECT w.owner AS owner, (SELECT {_KEY} FROM entries e JOIN challenges c ON c.name = e.challenge "
+            "WHERE e.state = 'queued' AND e.batch = ? AND e.owner = w.owner AND e.not_before <= ?" + where
+            + f" ORDER BY {NEW}, e.id LIMIT 1) AS head FROM w"
+            + (" WHERE w.used = (SELECT MIN(used) FROM w)" if least else "") + " ORDER BY w.used, head")
 
 
 def take(where: str, skip_locked: str) -> str:

@@ -213,15 +213,16 @@ class Queue(History):
         work before the organiser's batch, and the first one that can still be taken; None."""
         skip_locked = self.database.dialect.skip_locked
         for batch in (0, 1):
-            owners = db.execute(heads(where, USAGE_BY_OWNER),
-                                (batch, batch, batch, at, *args, *usage_args(at, self.fair_window))).fetchall()
-            for owner in owners:  # more than the first only when other hosts hold its every stage
-                if owner["head"] is None:  # nothing of this owner's that this slot may run now
-                    continue
-                row = db.execute(take(where, skip_locked),
-                                 (self.host, at + self.lease, batch, owner["owner"], at, *args)).fetchone()
-                if row is not None:
-                    return row
+            for least in (True, False):
+                owners = db.execute(heads(where, USAGE_BY_OWNER, least),
+                                    (batch, batch, *usage_args(at, self.fair_window), batch, at, *args)).fetchall()
+                for owner in owners:
+                    if owner["head"] is None:  # nothing of this owner's that this slot may run now
+                        continue
+                    row = db.execute(take(where, skip_locked),
+                                     (self.host, at + self.lease, batch, owner["owner"], at, *args)).fetchone()
+                    if row is not None:
+                        return row
         return None
 
     def waiting(self, only: int | None = None, gpu: tuple[str, ...] | None = None,
@@ -303,6 +304,18 @@ class Queue(History):
         with self._connect() as db:
             rows = db.execute("SELECT * FROM stage_runs WHERE entry_id = ? ORDER BY id", (entry_id,)).fetchall()
         return [StageRun.from_row(r) for r in rows]
+
+    def last_passed(self, entry_ids: list[int], stage: str) -> dict[int, StageRun]:
+        """Each entry's last passed run of `stage`, for many entries in a few queries (a board's
+        rows each show where their exam ran: one query per row cost a board 10 ms per 100 owners)."""
+        found: dict[int, StageRun] = {}
+        with self._connect() as db:
+            for start in range(0, len(entry_ids), 500):
+                some = tuple(entry_ids[start:start + 500])
+                for r in db.execute(f"SELECT * FROM stage_runs WHERE stage = ? AND status = 'passed' AND "
+                                    f"{_in('entry_id', some)} ORDER BY id", (stage, *some)).fetchall():
+                    found[r["entry_id"]] = StageRun.from_row(r)
+        return found
 
     def finish_stage(self, run: StageRun, status: str, message: str, manifest: dict[str, Any],
                      reason: str | None = None, next_stage: str | None = None,
