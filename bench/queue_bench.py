@@ -1,42 +1,50 @@
-"""Benchmark: claims per second on the queue, SQLite against PostgreSQL, 1, 2 and 4 claimers (JSON on stdout).
+"""Benchmark: claims per second on the queue, SQLite against PostgreSQL, 1, 2 and 4 claimers, a sweep of queue
+sizes, and the listings at 100,000 entries (JSON on stdout).
 
 What is measured: how fast claimers take queued stages off one queue, as daemons do. A queue
-holds N (default 10 000) entries queued at stage prep of one challenge. K claimers (1, 2, 4),
-each a separate process (multiprocessing, spawn) with its own `Queue(location, host="cI")`,
-loop `claim_next()` then `start_stage(id, "prep", 0)` (a claim as the daemon makes it: the
-lease and its event in one transaction, then the stage run that holds the entry in another)
-until nothing is left, and record the ids they got. `seconds` runs from the moment all K,
-started and connected, are told to go until the last one finds the queue empty; claims/s =
-N / seconds. Nothing else is timed. Before each measurement a queue is built afresh, in one
-transaction, with the columns `add_entry` writes and its "submitted" events (on PostgreSQL also
-the one blob row of the archive all entries share, as a shared queue stores it): `add_entry`
-one by one would cost a synced transaction per entry on SQLite.
+holds N (default 10 000) entries queued at stage prep of one challenge, of 97 owners. K claimers
+(1, 2, 4), each a separate process (multiprocessing, spawn) with its own `Queue(location,
+host="cI")`, loop `claim_next()` then `start_stage(id, "prep", 0)` (a claim as the daemon makes
+it: the lease and its event in one transaction, then the stage run that holds the entry in
+another) until nothing is left, and record the ids they got and how long each claim_next took.
+`seconds` runs from the moment all K, started and connected, are told to go until the last one
+finds the queue empty; claims/s = N / seconds; p50 and p99 are of claim_next alone. Before each
+measurement a queue is built afresh, in one transaction, with the columns `add_entry` writes and
+its "submitted" events (on PostgreSQL also the one blob row of the archive all entries share, as
+a shared queue stores it): `add_entry` one by one would cost a synced transaction per entry.
+
+--ready 1000,10000,100000 (the issue's sweep): for each size, a queue of that many ready stages,
+--ready-claimers (4) processes making --ready-claims (1000) claims in all, the same loop: claims/s
+and the p50/p99 of claim_next at each size, and p99 at the largest size / p99 at the smallest
+(fair share's claim looks at owners, not stages: queue/claim.py). Also `status --json` read on
+that queue, where every entry is not done (status lists every one).
+
+--listing 100000: a queue of that many entries (1 in 100 queued, the others scored, with an exam
+run each, 97 owners) and what the organiser's and participants' listings read, timed in this
+process (best and median of 5; no interpreter start): `vmjudge entries` (its first page of 50, an
+owner's done ones, page 100), `status --json`, the portal's "my entries" (25 a page), the
+organiser's and the participants' leaderboards.
 
 The two backends, on the same disk (the SQLite file under --dir, default /var/tmp, where
 tests/pg_server.py also puts the server's files):
 - sqlite: the queue's file as a single host has it (connection.py: WAL, synchronous=FULL,
-  BEGIN IMMEDIATE, a connection opened and closed per operation). One writer at a time: the
-  claimers' write transactions take turns, so the figure cannot grow with the claimers beyond
-  what one writer does when it never waits. What lies outside the write lock (Python, opening
-  the connection, closing it) overlaps; and when a process closes the only connection to the
-  file, SQLite checkpoints the WAL into the database and removes it, which a lone claimer pays
-  at the end of every operation and claimers whose connections overlap mostly do not. So 2
-  claimers can claim faster than 1 without any writes running in parallel.
+  BEGIN IMMEDIATE, one connection per process kept open). One writer at a time: the claimers'
+  write transactions take turns (a claimer waiting for the lock polls every 0.2-2 ms), so the
+  figure cannot grow with the claimers beyond what one writer does when it never waits; what
+  lies outside the write lock (Python) overlaps.
 - postgresql: a throw-away server (tests/pg_server.py: initdb, a unix socket only, started and
   stopped by this bench; a database per measurement). The tests run it with fsync=off, set on
   its command line; the bench restarts it with fsync=on, so its commits reach the disk as
-  SQLite's do (--pg-fsync off keeps the tests' setting). A claim is `UPDATE ... WHERE id =
-  (SELECT ... ORDER BY <fair share> LIMIT 1 FOR UPDATE SKIP LOCKED)`: a claimer skips the row another
-  is claiming instead of waiting for it, so claims run in parallel as far as the cores allow
-  (here shared by the claimers, their server processes and the server's own), and concurrent
-  commits can share a flush of the WAL. One claimer leaves the cores idle while it waits for
-  its server's answers. How the claim finds its row depends on the table's statistics. By
-  default the tables are not analyzed (and autovacuum is held off them while they are
-  measured, so the plan stays the same from the first claim to the last): the claim reads
-  the entries_state index. --pg-stats full takes them once the queue is full (VACUUM ANALYZE
-  with every entry queued, as autovacuum may after a first burst of submissions), which can
-  make the planner walk the primary key instead, past every entry claimed so far. The JSON
-  gives the claim's scans (EXPLAIN of the claim's own UPDATE, taken before the claimers start).
+  SQLite's do (--pg-fsync off keeps the tests' setting). A claim reads the owners' heads, then
+  takes one with `UPDATE ... WHERE id = (SELECT ... LIMIT 1 FOR UPDATE SKIP LOCKED)`: a claimer
+  skips the row another is claiming instead of waiting for it, so claims run in parallel as far
+  as the cores allow (here shared by the claimers, their server processes and the server's
+  own), and concurrent commits can share a flush of the WAL. By default the tables are not
+  analyzed (and autovacuum is held off them while they are measured, so the plan stays the same
+  from the first claim to the last); --pg-stats full takes statistics once the queue is full
+  (VACUUM ANALYZE). The JSON gives the claim's scans (EXPLAIN of the owners' heads and of the
+  claim's UPDATE, taken before the claimers start). The listing queue is analyzed, as autovacuum
+  leaves a table that grew by that much.
 
 Ratios: `ratio_vs_1` = a backend's claims/s with K claimers / the same backend's with 1, measured
 in the same run (1.0: more claimers gain nothing); `postgresql_vs_sqlite` = PostgreSQL's
@@ -45,16 +53,18 @@ counts and backends interleaved, each on a queue built afresh) and the best coun
 figures of this machine at this moment (its cores, its disk, whatever else runs on it), for
 comparison within one run; none of them is a limit that anything checks.
 
-Checked after every measurement (the run exits 1 with a sentence otherwise): every entry was
-claimed and none twice (the union of the claimers' ids is the set of entries and their total
-is N), `SELECT COUNT(*) FROM stage_runs` is N, no entry has two stage runs, and each run's
-host is the claimer that reported its entry.
+Checked after every measurement (the run exits 1 with a sentence otherwise): no entry claimed
+twice (each claimer's ids), `SELECT COUNT(*) FROM stage_runs` is the number of claims, no entry
+has two stage runs, each run's host is the claimer that reported its entry; when the claimers
+emptied the queue, every entry was claimed.
 
---smoke: 200 stages, one round, the same backends, claimer counts and checks (seconds; what the
-test suite runs, so that a change that breaks the bench fails there).
+--smoke: 200 stages, a sweep of 100 and 200 ready stages (40 claims), 300 entries listed, one
+round, the same backends, claimer counts and checks (seconds; what the test suite runs, so that
+a change that breaks the bench fails there).
 
 Usage: python bench/queue_bench.py [--smoke] [--stages 10000] [--rounds 1] [--claimers 1,2,4] [--json-only]
-                             [--pg-fsync on|off] [--pg-stats none|full] [--dir /var/tmp]
+                             [--ready 1000,10000,100000] [--ready-claimers 4] [--ready-claims 1000]
+                             [--listing 100000] [--pg-fsync on|off] [--pg-stats none|full] [--dir /var/tmp]
 """
 
 from __future__ import annotations
@@ -436,6 +446,7 @@ def main() -> int:
     backends = ("sqlite", "postgresql")
     runs: dict[str, dict[int, list[Measured]]] = {b: {k: [] for k in counts} for b in backends}
     sweep: dict[str, dict[int, list[Measured]]] = {b: {size: [] for size in sizes} for b in backends}
+    status_ms: dict[str, dict[int, dict[str, float]]] = {b: {} for b in backends}
     setup: dict[str, list[float]] = {b: [] for b in backends}
     listed: dict[str, dict[str, Any]] = {}
     plans: set[tuple[str, ...]] = set()
@@ -471,6 +482,8 @@ def main() -> int:
                         got = measure(location, args.ready_claimers, -(-args.ready_claims // args.ready_claimers))
                         check(location, size, got.got, drained=False)
                         sweep[backend][size].append(got)
+                        status = Queue(location, host="status")  # every entry of this queue is not done
+                        status_ms[backend][size] = timed(lambda q=status: json.dumps(status_document(q)), 3)
                         say(quiet, f"round {r + 1}, {backend}, {size} ready, {args.ready_claimers} claimer(s): "
                                    f"{got.claims / got.seconds:.0f} claims/s, p50 {got.percentile(0.5) * 1000:.1f} ms, "
                                    f"p99 {got.percentile(0.99) * 1000:.1f} ms")
@@ -511,7 +524,8 @@ def main() -> int:
             swept[backend][str(size)] = {"claims": best.claims,
                                          "claims_per_second": round(best.claims / best.seconds, 1),
                                          "p50_claim_ms": round(best.percentile(0.5) * 1000, 2),
-                                         "p99_claim_ms": round(best.percentile(0.99) * 1000, 2)}
+                                         "p99_claim_ms": round(best.percentile(0.99) * 1000, 2),
+                                         "status_json_every_entry_active": status_ms[backend][size]}
         if len(sizes) > 1:
             swept[backend]["p99_largest_vs_smallest"] = round(
                 swept[backend][str(sizes[-1])]["p99_claim_ms"] / swept[backend][str(sizes[0])]["p99_claim_ms"], 2)
