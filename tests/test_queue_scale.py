@@ -41,7 +41,8 @@ def add(queue: Queue, owner: str = "alice") -> int:
 def running(queue: Queue) -> dict[str, tuple[int, float]]:
     with queue.database.connect() as db:
         return {r["owner"]: (r["runs"], r["started"]) for r in db.execute(
-            "SELECT owner, runs, started FROM owner_running WHERE runs != 0").fetchall()}
+            "SELECT owner, SUM(runs) AS runs, SUM(started) AS started FROM owner_running GROUP BY owner "
+            "HAVING SUM(runs) != 0").fetchall()}
 
 
 def counted_from_runs(queue: Queue) -> dict[str, tuple[int, float]]:
