@@ -41,23 +41,46 @@ INDEX = f"CREATE INDEX IF NOT EXISTS entries_ready ON entries(batch, owner, (sta
 _KEY = f"e.id - CASE WHEN {NEW} THEN 0 ELSE 4611686018427387904 END"
 
 
-def heads(where: str, usage: str, least: bool) -> str:
-    """The owners with a stage queued as one kind of work (a batch value), in fair order, each
-    with its head's key (NULL: none this slot may run): the claim tries them in turn. `least`:
-    only the owners who used the least, so that the heads of the others are not looked for (the
-    claim asks again for every owner when none of those has a stage it can take). `where`: the
-    slot's and host's conditions on entries e joined with challenges c; `usage`:
-    fair_share.USAGE_BY_OWNER. Parameters: batch, batch, usage's, batch, now, where's."""
+def _owners(usage: str) -> str:
+    """The CTEs o (the owners with a stage queued as one kind of work, a seek each) and w (each
+    with its use). Parameters: batch, batch, usage's."""
     return ("WITH RECURSIVE o(owner) AS ("
             "SELECT (SELECT owner FROM entries WHERE state = 'queued' AND batch = ? ORDER BY owner LIMIT 1) UNION ALL "
             "SELECT (SELECT n.owner FROM entries n WHERE n.state = 'queued' AND n.batch = ? AND n.owner > o.owner "
             "ORDER BY n.owner LIMIT 1) FROM o WHERE o.owner IS NOT NULL), "
             f"w(owner, used) AS (SELECT o.owner, COALESCE(u.used, 0) FROM o LEFT JOIN ({usage}) u "
-            "ON u.owner = o.owner WHERE o.owner IS NOT NULL) "
-            f"SELECT w.owner AS owner, (SELECT {_KEY} FROM entries e JOIN challenges c ON c.name = e.challenge "
-            "WHERE e.state = 'queued' AND e.batch = ? AND e.owner = w.owner AND e.not_before <= ?" + where
-            + f" ORDER BY {NEW}, e.id LIMIT 1) AS head FROM w"
+            "ON u.owner = o.owner WHERE o.owner IS NOT NULL)")
+
+
+def _head(where: str, owner: str) -> str:
+    """An owner's head's key (NULL: nothing this slot may run). Parameters: batch, now, where's."""
+    return (f"(SELECT {_KEY} FROM entries e JOIN challenges c ON c.name = e.challenge WHERE e.state = 'queued' "
+            f"AND e.batch = ? AND e.owner = {owner} AND e.not_before <= ?" + where + f" ORDER BY {NEW}, e.id LIMIT 1)")
+
+
+def heads(where: str, usage: str, least: bool) -> str:
+    """The owners with a stage queued as one kind of work (a batch value), in fair order, each
+    with its head's key (NULL: none this slot may run): the claim tries them in turn. `least`:
+    only the owners who used the least, so that the heads of the others are not looked for.
+    `where`: the slot's and host's conditions on entries e joined with challenges c; `usage`:
+    fair_share.USAGE_BY_OWNER. Parameters: batch, batch, usage's, batch, now, where's."""
+    return (_owners(usage) + f" SELECT w.owner AS owner, {_head(where, 'w.owner')} AS head FROM w"
             + (" WHERE w.used = (SELECT MIN(used) FROM w)" if least else "") + " ORDER BY w.used, head")
+
+
+def take_first(where: str, usage: str, skip_locked: str) -> str:
+    """The claim as one statement, as it nearly always goes: the first head among the owners who
+    used the least, taken (on PostgreSQL, past the rows other claims hold). Nothing when none of
+    them has a stage this slot may take now, or other hosts hold every one: the claim then tries
+    every owner's head in turn (heads, take). Parameters: batch, batch, usage's, batch, now,
+    where's, host, lease until, batch, now, where's."""
+    return (_owners(usage) + f", h(owner, used, head) AS (SELECT w.owner, w.used, {_head(where, 'w.owner')} FROM w "
+            "WHERE w.used = (SELECT MIN(used) FROM w)), "
+            "pick(owner) AS (SELECT owner FROM h WHERE head IS NOT NULL ORDER BY used, head LIMIT 1) "
+            "UPDATE entries SET state = 'running', lease_owner = ?, lease_run = NULL, lease_until = ? "
+            "WHERE id = (SELECT e.id FROM entries e JOIN challenges c ON c.name = e.challenge "
+            "WHERE e.state = 'queued' AND e.batch = ? AND e.owner = (SELECT owner FROM pick) AND e.not_before <= ?"
+            + where + f" ORDER BY {NEW}, e.id LIMIT 1{skip_locked}) RETURNING *")
 
 
 def take(where: str, skip_locked: str) -> str:

@@ -22,7 +22,7 @@ from ..config import QueueSite
 from ..errors import VmjudgeError
 from ..pipeline import FIRST, HOME_STAGES, SILENT, VM_STAGES
 from .blobs import Blobs
-from .claim import heads, take, take_one
+from .claim import heads, take, take_first, take_one
 from .connection import Database, Db, open_database
 from .fair_share import USAGE_BY_OWNER, charge, usage_args
 from .gpu_slots import GpuSlots
@@ -212,17 +212,21 @@ class Queue(History):
         """Within the claim's transaction: the owners' heads in fair order (claim.py), participants'
         work before the organiser's batch, and the first one that can still be taken; None."""
         skip_locked = self.database.dialect.skip_locked
+        usage = usage_args(at, self.fair_window)
         for batch in (0, 1):
-            for least in (True, False):
-                owners = db.execute(heads(where, USAGE_BY_OWNER, least),
-                                    (batch, batch, *usage_args(at, self.fair_window), batch, at, *args)).fetchall()
-                for owner in owners:
-                    if owner["head"] is None:  # nothing of this owner's that this slot may run now
-                        continue
-                    row = db.execute(take(where, skip_locked),
-                                     (self.host, at + self.lease, batch, owner["owner"], at, *args)).fetchone()
-                    if row is not None:
-                        return row
+            row = db.execute(take_first(where, USAGE_BY_OWNER, skip_locked),
+                             (batch, batch, *usage, batch, at, *args, self.host, at + self.lease, batch, at,
+                              *args)).fetchone()
+            if row is not None:
+                return row
+            owners = db.execute(heads(where, USAGE_BY_OWNER, False), (batch, batch, *usage, batch, at, *args))
+            for owner in owners.fetchall():  # the least-used owners have none to give: every owner in turn
+                if owner["head"] is None:  # nothing of this owner's that this slot may run now
+                    continue
+                row = db.execute(take(where, skip_locked),
+                                 (self.host, at + self.lease, batch, owner["owner"], at, *args)).fetchone()
+                if row is not None:
+                    return row
         return None
 
     def waiting(self, only: int | None = None, gpu: tuple[str, ...] | None = None,
