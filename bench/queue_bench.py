@@ -42,9 +42,9 @@ tests/pg_server.py also puts the server's files):
   own), and concurrent commits can share a flush of the WAL. By default the tables are not
   analyzed (and autovacuum is held off them while they are measured, so the plan stays the same
   from the first claim to the last); --pg-stats full takes statistics once the queue is full
-  (VACUUM ANALYZE). The JSON gives the claim's scans (EXPLAIN of the owners' heads and of the
-  claim's UPDATE, taken before the claimers start). The listing queue is analyzed, as autovacuum
-  leaves a table that grew by that much.
+  (VACUUM ANALYZE). The JSON gives the claim's scans (EXPLAIN of the claim's statements, taken
+  before the claimers start, on every queue measured: the distinct plans). The listing queue
+  is analyzed, as autovacuum leaves a table that grew by that much.
 
 Ratios: `ratio_vs_1` = a backend's claims/s with K claimers / the same backend's with 1, measured
 in the same run (1.0: more claimers gain nothing); `postgresql_vs_sqlite` = PostgreSQL's
@@ -477,6 +477,8 @@ def main() -> int:
                         made += 1
                         location = new_location(backend, base, server, made)
                         build(location, size, archive, analyze=args.pg_stats == "full")
+                        if backend == "postgresql":
+                            plans.add(tuple(claim_plan(location)))
                         got = measure(location, args.ready_claimers, -(-args.ready_claims // args.ready_claimers))
                         check(location, size, got.got, drained=False)
                         sweep[backend][size].append(got)
