@@ -16,9 +16,14 @@ a claim looks at owners, not stages:
    host's disk...), by the same index, so one seek when nothing is held back. Only when none of
    them has one (or, on PostgreSQL, other hosts hold all they have) are every owner's heads
    looked for, in fair order, the owners with none passed over.
-Then the first head is claimed in the same transaction. On PostgreSQL the claim's UPDATE takes
-the owner's head again with FOR UPDATE SKIP LOCKED, so hosts claiming at once each get another
-stage (the next of the same owner, or the next owner's when that owner has none left unlocked).
+Then the first head is claimed in the same transaction; nearly always all of it is one statement
+(take_first). On PostgreSQL the claim's UPDATE takes the owner's head again with FOR UPDATE SKIP
+LOCKED, so hosts claiming at once each get another stage (the next of the same owner, or the next
+owner's when that owner has none left unlocked).
+
+What still grows: a seek per owner with a stage queued, and an owner's head is found past that
+owner's stages this slot may not take (GPU stages for a CPU slot, stages waiting out a retry,
+stages of a challenge this host lacks), which the index cannot tell from the others.
 
 Participants' work comes first: the organiser's batch is looked at only when no participant's
 stage can be taken.
@@ -29,7 +34,8 @@ from __future__ import annotations
 from ..pipeline import FIRST
 
 # Begun before new: false (0) sorts first on both databases. Written as the index entries_ready
-# writes it (schema.py), so the planner walks that index instead of sorting.
+# writes it (made with the queue's tables: schema.LATER_INDEXES), so the planner walks that index
+# instead of sorting.
 NEW = f"(e.stage = '{FIRST}')"
 INDEX = f"CREATE INDEX IF NOT EXISTS entries_ready ON entries(batch, owner, (stage = '{FIRST}'), id) " \
         "WHERE state = 'queued'"
