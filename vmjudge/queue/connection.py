@@ -102,7 +102,8 @@ class SqliteDatabase:
     connection to the file checkpoints the WAL into the database and removes it (issue 36:
     keeping one idle connection doubled a lone claimer's throughput). A kept connection is as
     safe: WAL with synchronous=FULL syncs the WAL at every commit, whoever keeps the connection
-    (tests/test_queue.py kills a process after its commit and finds the change). It is opened
+    (tests/test_queue_scale.py counts the syncs of 60 commits with strace, and kills a process
+    after its commits and finds them all). It is opened
     again when the file at the path is no longer the one it has open (the home moved or
     replaced: the queue is the path's, as it was when each operation opened it), after a fork,
     and after an error."""
@@ -205,7 +206,9 @@ class SqliteDatabase:
         claim's p99 was 118-232 ms; polling every 0.2-2 ms left the lock idle between writers
         (bench/queue_bench.py, issue 36). SQLite's own lock still guards the database (a writer
         that takes no turn, an older vmjudge, waits as before); the turn is let go when the
-        process dies."""
+        process dies. Unlike SQLite's lock, the turn has no time limit: a writer waits for as long
+        as the one before holds its transaction open (milliseconds, unless that process is
+        stopped)."""
         writers = self._writers()
         with self.connect() as db:
             fcntl.flock(writers, fcntl.LOCK_EX)
