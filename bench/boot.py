@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.host_lock import run_holding_host
+from tests.host_lock import run_holding_host, trial_guests
 from vmjudge.config import ImageRecipe, load_site
 from vmjudge.config.layout import RunDir
 from vmjudge.images import initramfs
@@ -117,7 +117,7 @@ def arguments() -> argparse.ArgumentParser:
 def main(args: argparse.Namespace) -> None:
     if args.smoke:
         args.runs, args.mib = 1, 1
-    os.environ.setdefault("VMJUDGE_ACCEL", "tcg")
+    trial_guests()
     site = load_site(args.home)
     image = build_image(site, ImageRecipe(), progress=lambda m: print(m, file=sys.stderr))
     conn = domain.connect(site.uri)

@@ -41,7 +41,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from tests import oci_images as oci  # noqa: E402
-from tests.host_lock import run_holding_host  # noqa: E402
+from tests.host_lock import run_holding_host, trial_guests  # noqa: E402
 from vmjudge.archive.checks import check_container  # noqa: E402
 from vmjudge.config import load_challenge, load_site  # noqa: E402
 from vmjudge.config.layout import Layout  # noqa: E402
@@ -241,7 +241,7 @@ def arguments() -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> None:
-    os.environ.setdefault("VMJUDGE_ACCEL", "tcg")
+    trial_guests()
     size = (2 if args.smoke else args.size_mib) << 20
     site = load_site(args.home)
     site.layout.ensure()

@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from tests.example_cases import CASES as EXPECTED  # noqa: E402
-from tests.host_lock import run_holding_host  # noqa: E402
+from tests.host_lock import run_holding_host, trial_guests  # noqa: E402
 from vmjudge.config import load_challenge  # noqa: E402
 from vmjudge.config.layout import Layout  # noqa: E402
 
@@ -74,7 +74,7 @@ def record_times(doc: Any, stage: str | None = None) -> list[tuple[str, float]]:
 
 
 def main(args: argparse.Namespace) -> None:
-    os.environ.setdefault("VMJUDGE_ACCEL", "tcg")
+    trial_guests()
     cases = SMOKE if args.smoke else {ex: tuple(EXPECTED) for ex in EXAMPLES}
     if args.hogs is None:
         args.hogs = 1 if args.smoke else os.cpu_count() or 2

@@ -33,7 +33,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.host_lock import run_holding_host  # noqa: E402
+from tests.host_lock import run_holding_host, trial_guests  # noqa: E402
 from tests.hostile.cases import CASES  # noqa: E402
 from vmjudge.config.layout import Layout  # noqa: E402
 from vmjudge.queue.db import Queue  # noqa: E402
@@ -112,7 +112,7 @@ def arguments() -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> None:
-    os.environ.setdefault("VMJUDGE_ACCEL", "tcg")
+    trial_guests()
     if args.smoke:
         args.entries, args.kills = len(SMOKE_MIX), 1
     mix = SMOKE_MIX if args.smoke else tuple(MIX[i % len(MIX)] for i in range(args.entries))

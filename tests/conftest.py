@@ -19,6 +19,7 @@ import pytest
 
 from vmjudge.config import ImageRecipe, Site, load_site
 from vmjudge.config.layout import RunDir
+from vmjudge.config.site import profile_line
 from vmjudge.errors import InfrastructureError
 from vmjudge.images.build import build_image
 from vmjudge.vm import domain
@@ -47,6 +48,20 @@ def the_test_site() -> Site:
     s = load_site(TEST_HOME)
     s.layout.ensure()
     return s
+
+
+def pytest_configure(config):
+    """The suite runs guests under TCG on purpose, on hosts with no AppArmor: the trial profile,
+    for this session and every command it runs (tests/test_confinement.py sets production where it
+    shows the refusal)."""
+    os.environ["VMJUDGE_PROFILE"] = "trial"
+
+
+def pytest_sessionstart(session):
+    """Said first, whatever the verbosity: these tests judge where production would refuse."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(profile_line("vmjudge tests"))
 
 
 def pytest_collection_finish(session):

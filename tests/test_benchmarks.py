@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from vmjudge.config.site import profile_line
+
 from .host_lock import LOCK_ENV, exclusive_host
 
 REPO = Path(__file__).resolve().parents[1]
@@ -29,7 +31,7 @@ SCRIPTS = {p.name: 'if __name__ == "__main__":' in p.read_text() for p in (REPO 
 BENCHMARKS = sorted(name for name, runs in SCRIPTS.items() if runs)
 # The benchmarks that boot VMs; every other one runs on the host alone.
 BOOTS_VMS = ("boot.py", "container.py", "demo_under_load.py", "fairness.py", "gpu_image.py", "hostile_memory.py",
-             "octave.py", "records.py", "soak.py", "timing_spread.py")
+             "octave.py", "qemu_memory.py", "records.py", "soak.py", "timing_spread.py")
 HOST_ONLY = sorted(set(BENCHMARKS) - set(BOOTS_VMS))
 SPEED = ("upload_within_2x", "page_p99_within_2x")  # web_abuse's figures, which a smoke run does not hold it to
 
@@ -52,6 +54,8 @@ INVARIANTS: dict[str, Callable[[dict], bool]] = {
     "gpu_image.py": lambda d: d["guest"]["cpu_image"]["hello_gpu"]["state"] == "none",
     "hostile_memory.py": lambda d: [r["records"] for r in d["runs"]] == [2],
     "octave.py": lambda d: d["judge"]["base"]["scores"]["score"] == 1.0,
+    "qemu_memory.py": lambda d: [r["memory_mib"] for r in d["runs"]] == [384] and d["rest_within_margin"]
+    and d["every_qemu_bounded_and_within"],
     "records.py": lambda d: d["per_record"]["records"] > 0 and d["throughput"]["entries"] == 1,
     "soak.py": lambda d: d["same_outcomes"] and d["all_done"] and not d["leftover_domains"]
     and not d["leftover_run_dirs"] and all(d["refused_and_nothing_queued"].values())
@@ -83,6 +87,8 @@ def smoke(script: str, *args: str) -> dict:
     proc = subprocess.run([sys.executable, f"bench/{script}", "--smoke", *args], cwd=REPO, capture_output=True,
                           text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert proc.returncode == 0, f"bench/{script} --smoke exited {proc.returncode}:\n{proc.stderr[-4000:]}"
+    if script in BOOTS_VMS:  # under TCG on purpose: the trial profile, which they say first
+        assert proc.stderr.splitlines()[0] == profile_line(script), proc.stderr[:2000]
     doc = json.loads(proc.stdout)
     assert INVARIANTS[script](doc), json.dumps(doc, indent=1)[-4000:]
     return doc

@@ -18,8 +18,10 @@ from vmjudge.vm.domain_xml import (
     cdrom_xml,
     domain_xml,
     entry_root_xml,
+    hard_limit_kib,
     home_disk_xml,
 )
+from vmjudge.vm.memory import MARGIN_MIB, TCG_BOOKKEEPING_MIB, TCG_CACHE_MIB, VFIO_MIB, hard_limit_mib
 from vmjudge.vm.pinning import CpuTune, SlotCores
 from vmjudge.vm.warm import Seat, Shape, restore_xml
 
@@ -80,7 +82,7 @@ def test_paths_are_escaped_by_the_library():
 
 
 # The CPU domain as main generated it before the GPU domain existed: a GPU option must leave
-# every existing VM exactly as it was, byte for byte.
+# every existing VM exactly as it was, byte for byte (its memory bound is set once it runs: memory.py).
 CPU_XML_KVM_VIRTIO = (
     '<domain type="kvm"><name>vmj-e1-prep-0a1b</name><memory unit="MiB">2048</memory><vcpu>2</vcpu>'
     '<os><type arch="x86_64" machine="pc">hvm</type><kernel>/img/vmlinuz</kernel><initrd>/img/initrd.img</initrd>'
@@ -306,3 +308,38 @@ def test_a_warm_state_is_the_same_for_archive_and_container_runs_and_the_root_is
     cold = {d.find("target").get("dev"): ET.tostring(d) for d in ET.fromstring(domain_xml(container)).find("devices")
             .findall("disk")}
     assert ET.tostring(ET.fromstring(entry_root_xml(Path("/results/1/root.sqfs")))) == cold[ENTRY_ROOT_TARGET]
+
+
+# --- qemu's own memory bounded (#33): set on the running domain (Domain.bound_memory), so no start
+# or restore XML carries a <memtune>, whose hard limit libvirt would also make qemu's locked-memory
+# rlimit (memory.py); a state libvirt saved with its bound is restored without it, then bounded.
+
+@pytest.mark.parametrize("kw, mib", [
+    ({"memory_mib": 384, "accel": "kvm"}, 384 + MARGIN_MIB),
+    ({"memory_mib": 1024, "accel": "tcg"}, 1024 + MARGIN_MIB + TCG_CACHE_MIB + TCG_BOOKKEEPING_MIB),
+    ({"memory_mib": 16384, "accel": "kvm", "gpu": GPU}, 16384 + MARGIN_MIB + VFIO_MIB),
+])
+def test_each_domain_has_its_bound_and_no_memtune_to_start_from(kw, mib):
+    assert hard_limit_kib(spec(**kw)) == mib * 1024
+    assert hard_limit_mib(kw["memory_mib"], kw["accel"], "gpu" in kw) == mib
+    assert ET.fromstring(domain_xml(spec(**kw))).find("memtune") is None
+
+
+def test_a_restore_starts_without_the_bound_the_state_was_saved_with():
+    """libvirt saves the live XML, the bound its VM ran under included (added here to the recorded
+    tests/confinement/saved-domain.xml, `virsh save-image-dumpxml` of a real warm state, made before
+    the bound existed); the restore's XML leaves it out, and the runner bounds the restored domain."""
+    recorded = (Path(__file__).parent / "confinement" / "saved-domain.xml").read_text()
+    saved = ET.fromstring(recorded)
+    ET.SubElement(ET.SubElement(saved, "memtune"), "hard_limit", unit="KiB").text = str(hard_limit_kib(spec()))
+    run = spec(accel="tcg", vcpus=1, memory_mib=1024)
+    for xml in (recorded, ET.tostring(saved, encoding="unicode")):
+        assert ET.fromstring(restore_xml(xml, run)).find("memtune") is None
+
+
+def test_the_restored_domain_passes_libvirts_schema(tmp_path):
+    path = tmp_path / "domain.xml"
+    recorded = (Path(__file__).parent / "confinement" / "saved-domain.xml").read_text()
+    path.write_text(restore_xml(recorded, spec(accel="tcg", vcpus=1, memory_mib=1024)))
+    proc = subprocess.run(["virt-xml-validate", str(path), "domain"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr + proc.stdout

@@ -182,7 +182,7 @@ def conforms(value, spec, where="") -> list[str]:
 
 PARTICIPANT_GETS = {"/entries": None, "/entries.json": participant.ENTRY_LIST, "/entries/{entry_id}": None,
                     "/upload": None, "/leaderboards": None, "/leaderboards/{challenge}": None,
-                    "/phases/{challenge}": None}
+                    "/phases/{challenge}": None, "/settings": None}  # /settings: the owner's own address (#35)
 API_GETS = {"/api/entries": participant.ENTRY_LIST, "/api/entries/{entry_id}": participant.ENTRY,
             "/api/challenges/{challenge}/phases": participant.PHASES}
 # A participant's upload, or an entry carried into a contest's phase: answered in SUBMITTED or a page.

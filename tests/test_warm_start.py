@@ -15,7 +15,7 @@ import pytest
 
 from vmjudge.config import Site
 from vmjudge.files import sha256_file
-from vmjudge.vm import warm
+from vmjudge.vm import warm, warm_rules
 from vmjudge.vm.job import Command, Job
 from vmjudge.vm.runner import make_blank_disk, run_job
 
@@ -121,6 +121,9 @@ def test_the_home_disk_is_the_stages_own_and_the_state_holds_none(runner, conn):
     cdrom = saved[saved.index("device='cdrom'"):]
     assert "<source" not in cdrom[:cdrom.index("</disk>")]
     assert warm.WARM_ARG in saved
+    # And no memory bound: restored as saved, a hard limit would have libvirt raise the restored qemu's
+    # locked-memory limit to it, which a libvirtd without CAP_SYS_RESOURCE cannot (vm/memory.py).
+    assert "<memtune" not in saved
 
 
 def test_a_state_whose_hash_does_not_match_or_another_code_made_is_not_restored(runner):
@@ -140,7 +143,7 @@ def test_a_state_whose_hash_does_not_match_or_another_code_made_is_not_restored(
     # A state another version of the judge's code made (another checkout sharing the images, an
     # upgrade) may hold what its XML does not say: made again, not restored.
     record = json.loads(seat.record.read_text())
-    assert record["maker_sha256"] == warm.maker_sha256()
+    assert record["maker_sha256"] == warm_rules.maker_sha256()
     seat.record.write_text(json.dumps({**record, "maker_sha256": "0" * 64}))
     other = runner(echo)
     assert other.start["mode"] == "warm", other.start
@@ -163,12 +166,12 @@ def test_a_restore_libvirt_refuses_falls_back_to_a_cold_boot(runner):
 
 def test_a_gpu_or_uart_stage_and_a_site_without_warm_starts_boot_cold():
     site = Site(home=Path("/nonexistent"))
-    assert warm.why_cold(site, None) is None
-    assert "VFIO" in warm.why_cold(site, "0000:65:00.0")
-    assert "virtio" in warm.why_cold(replace(site, channel="uart"), None)
-    assert "warm_start = false" in warm.why_cold(replace(site, warm_start=False), None)
-    assert "this machine" in warm.why_cold(replace(site, uri="qemu+ssh://judge2/system"), None)
-    assert "qemu driver" in warm.why_cold(replace(site, uri="test:///default"), None)
+    assert warm_rules.why_cold(site, None) is None
+    assert "VFIO" in warm_rules.why_cold(site, "0000:65:00.0")
+    assert "virtio" in warm_rules.why_cold(replace(site, channel="uart"), None)
+    assert "warm_start = false" in warm_rules.why_cold(replace(site, warm_start=False), None)
+    assert "this machine" in warm_rules.why_cold(replace(site, uri="qemu+ssh://judge2/system"), None)
+    assert "qemu driver" in warm_rules.why_cold(replace(site, uri="test:///default"), None)
 
 
 def test_a_state_that_could_not_be_made_is_not_tried_again_for_every_stage(tmp_path):

@@ -21,6 +21,7 @@ from ..queue.admit import admit
 from ..queue.listing import queue_status
 from ..reports import participant, report
 from ..scorers.loader import load_scorer
+from ..supervisor import confinement
 from ..supervisor import doctor as doctor_checks
 from ..supervisor.cores import largest_vcpus
 from ..supervisor.daemon import DaemonBusy, serve
@@ -34,6 +35,7 @@ from .home import queue_of, site_of
 from .hosts import host_json, host_line, register
 from .image_transfer import image_export, image_import
 from .leaderboard import leaderboard_cmd
+from .notify import notify
 from .owners import owner
 from .phases import carry, phases, promote, publish
 from .replica import replica
@@ -148,6 +150,9 @@ def evaluate(ctx: click.Context, challenge_name: str, archive: Path, owner: str 
 
     site = site_of(ctx)
     queue = queue_of(site)
+    why = confinement.refusal(site)  # before the entry is queued, not after (serve() asks again)
+    if why is not None:
+        raise confinement.Unconfined(why)
     entry_id = _submit(site, challenge_name, archive, owner or getpass.getuser(), False, phase)
     echo(f"entry {entry_id}")
     try:
@@ -264,7 +269,8 @@ def doctor(ctx: click.Context, challenge_dir: Path | None, slots: int, as_json: 
     else:
         checks = doctor_checks.run_checks(site, lambda: newest_image(site), slots, vcpus)
     if as_json:
-        echo(json.dumps({"ok": all(c.ok for c in checks), "checks": doctor_checks.as_json(checks)}, indent=2))
+        echo(json.dumps({"ok": all(c.ok for c in checks), "profile": site.profile,
+                         "checks": doctor_checks.as_json(checks)}, indent=2))
     else:
         for check in checks:
             echo(check.line())
@@ -305,6 +311,7 @@ main.add_command(usage)
 main.add_command(service)
 main.add_command(replica)
 main.add_command(owner)
+main.add_command(notify)
 main.add_command(web)
 main.add_command(phases)
 main.add_command(carry)

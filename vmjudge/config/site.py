@@ -1,6 +1,6 @@
 """site.toml as a frozen dataclass: one organiser's host, where its state lives and how its
-VMs are started. VMJUDGE_URI and VMJUDGE_ACCEL override the file, so that a test or a
-one-off run on another host needs no file of its own.
+VMs are started. VMJUDGE_URI, VMJUDGE_ACCEL and VMJUDGE_PROFILE override the file, so that a
+test or a one-off run on another host needs no file of its own.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from .layout import Layout
+from .notify import NotifySite, read_notify
 from .values import Section, read_toml
 
 
@@ -87,6 +88,9 @@ class WebSite:
     checks: int = 2
 
 
+PROFILES = ("production", "trial")
+
+
 @dataclass(frozen=True)
 class Site:
     """One organiser's host: where state lives and how VMs are started."""
@@ -110,6 +114,12 @@ class Site:
     # [slots] overcommit: let slots × vCPUs exceed the usable cores, the slots then sharing them
     # (vm/pinning.py), and timings no longer comparable between entries. Off, such a site is refused.
     overcommit: bool = False
+    # [site] profile: "production" (the default) makes the daemon refuse a host whose qemu is not
+    # confined (supervisor/confinement.py); "trial" judges anyway, for demos, tests and benchmarks.
+    profile: str = "production"
+    # [site] allow_no_lsm: production without AppArmor or SELinux (the daemon names it first).
+    allow_no_lsm: bool = False
+    notify: NotifySite = field(default_factory=NotifySite)  # [notify]: who hears of what (issue 35)
 
     @property
     def domain_tag(self) -> str:
@@ -138,7 +148,7 @@ def default_accel() -> str:
 
 
 def load_site(home: Path | None = None) -> Site:
-    """site.toml in the home directory, then VMJUDGE_URI / VMJUDGE_ACCEL from the environment."""
+    """site.toml in the home directory, then VMJUDGE_URI / VMJUDGE_ACCEL / VMJUDGE_PROFILE from the environment."""
     home = Path(home) if home is not None else default_home()
     path = Layout(home).site_toml
     data = read_toml(path) if path.exists() else {}
@@ -166,15 +176,17 @@ def load_site(home: Path | None = None) -> Site:
     slots = Section(source, "slots", data.get("slots", {}))
     overcommit = slots.get("overcommit", bool, False, allowed="true or false")
     slots.done()
+    profile, allow_no_lsm = _profile(source, data)
     retention = _retention(source, data)
     gpu = _gpu(source, data)
     queue = _queue(source, data)
     web = _web(source, data)
+    notify = read_notify(source, data)
     for key in data:
-        if isinstance(data[key], dict) and key not in ("libvirt", "image", "results", "slots", "retention", "gpu",
-                                                       "queue", "web"):
-            raise ConfigError(f"{source}: unknown table [{key}]: use [libvirt], [image], [results], [slots], "
-                              "[retention], [gpu], [queue] or [web].")
+        if isinstance(data[key], dict) and key not in ("site", "libvirt", "image", "results", "slots", "retention",
+                                                       "gpu", "queue", "web", "notify"):
+            raise ConfigError(f"{source}: unknown table [{key}]: use [site], [libvirt], [image], [results], [slots], "
+                              "[retention], [gpu], [queue], [web] or [notify].")
     env_accel = os.environ.get("VMJUDGE_ACCEL")
     if env_accel:
         if env_accel not in ("kvm", "tcg"):
@@ -183,7 +195,34 @@ def load_site(home: Path | None = None) -> Site:
     uri = os.environ.get("VMJUDGE_URI") or uri
     return Site(home=home, uri=uri, accel=accel, channel=channel, mirror=mirror, security_mirror=security,
                 suite=suite, boot_timeout=boot, silence_timeout=silence, warm_start=warm, keep_media=keep_media,
-                retention=retention, gpu=gpu, queue=queue, overcommit=overcommit, web=web)
+                retention=retention, gpu=gpu, queue=queue, overcommit=overcommit, web=web, profile=profile,
+                allow_no_lsm=allow_no_lsm, notify=notify)
+
+
+def profile_line(what: str) -> str:
+    """The first line of the test suite, a benchmark or the demo: they run guests under TCG on
+    purpose, with VMJUDGE_PROFILE=trial, and say so before anything else, so that no one takes
+    their runs for what a production host would allow."""
+    env = os.environ.get("VMJUDGE_PROFILE")
+    if env == "trial":
+        return (f'{what}: profile = "trial" (VMJUDGE_PROFILE=trial): it judges even where the production profile '
+                "refuses (TCG, no AppArmor); not for real entries")
+    return f"{what}: profile {'from VMJUDGE_PROFILE=' + env if env else 'as site.toml says'}"
+
+
+def _profile(source: str, data: dict[str, Any]) -> tuple[str, bool]:
+    """[site] profile, which VMJUDGE_PROFILE overrides (the test suite, the benchmarks and the demo
+    set it to "trial": they judge under TCG on purpose), and allow_no_lsm."""
+    sec = Section(source, "site", data.get("site", {}))
+    profile = sec.get("profile", str, "production", lambda v: v in PROFILES, "\"production\" or \"trial\"")
+    allow_no_lsm = sec.get("allow_no_lsm", bool, False, allowed="true or false")
+    sec.done()
+    env = os.environ.get("VMJUDGE_PROFILE")
+    if env:
+        if env not in PROFILES:
+            raise ConfigError(f"VMJUDGE_PROFILE={env!r} is not allowed: use \"production\" or \"trial\".")
+        profile = env
+    return profile, allow_no_lsm
 
 
 def _queue(source: str, data: dict[str, Any]) -> QueueSite:

@@ -29,6 +29,7 @@ from .gpu_slots import GpuSlots
 from .history import History, add_exam_results, add_scoring
 from .hosts import Hosts
 from .leases import Leases
+from .outbox import entry_ended
 from .phases import PhaseRecords
 from .publish import record_exam_start, record_publish
 from .requeue import event, requeue_or_park
@@ -355,6 +356,7 @@ class Queue(History):
                            (outcome, failed_stage, reason, json.dumps(scores) if scores is not None else None,
                             now(), run.entry_id))
                 record_publish(db, run.entry_id)
+                entry_ended(db, run.entry_id)  # its owner's message, sent from its publish time
                 event(db, run.entry_id, "done", f"{run.stage} {status}: {outcome} {reason or ''}".strip())
 
     def infra_failure(self, run: StageRun, reason: str, message: str, manifest: dict[str, Any]) -> bool:

@@ -166,6 +166,37 @@ CREATE TABLE IF NOT EXISTS publications (
     at DOUBLE PRECISION NOT NULL,      -- epoch seconds: participants see the phase in full from then
     PRIMARY KEY (challenge, phase)
 );
+-- Notifications (issue 35, outbox.py): each written in the transaction of the event that causes
+-- it, sent by one daemon's sender, tried again with backoff, then failed for `notify list`.
+CREATE TABLE IF NOT EXISTS outbox (
+    id {id},
+    kind TEXT NOT NULL,                -- entry-judged | entry-parked | gpu-out | host-down | ... | digest
+    audience TEXT NOT NULL,            -- owner (the entry's, by the email it gave) | organisers
+    owner TEXT,
+    entry_id BIGINT,
+    evaluation INTEGER,                -- the entry's evaluation it tells of
+    condition TEXT,                    -- organisers: told at most once an hour, then in a digest
+    subject TEXT,                      -- organisers' messages: written with the event; an owner's
+    body TEXT,                         -- is built when sent, from the participant view
+    events INTEGER NOT NULL DEFAULT 1,
+    created DOUBLE PRECISION NOT NULL,  -- epoch seconds
+    not_before DOUBLE PRECISION NOT NULL,  -- an owner's: the entry's publish time
+    state TEXT NOT NULL DEFAULT 'pending',  -- pending | sent | failed | dropped
+    tries INTEGER NOT NULL DEFAULT 0,
+    next_try DOUBLE PRECISION NOT NULL,
+    claimed_by TEXT,                   -- the host sending it, until claim_until
+    claim_until DOUBLE PRECISION,
+    delivered TEXT NOT NULL DEFAULT '[]',  -- JSON: the addresses it reached; a retry skips them
+    last_error TEXT,
+    finished DOUBLE PRECISION
+);
+CREATE INDEX IF NOT EXISTS outbox_due ON outbox(state, next_try);
+CREATE INDEX IF NOT EXISTS outbox_condition ON outbox(audience, condition);
+CREATE TABLE IF NOT EXISTS notify_conditions (  -- conditions.py: each one's state as last told
+    name TEXT PRIMARY KEY,             -- "host judge2", "daemon judge1"
+    state TEXT NOT NULL,               -- down | up | stopped | error | running
+    changed DOUBLE PRECISION NOT NULL
+);
 """
 # Columns added after the first release: (table, column, definition) for homes made before.
 MIGRATIONS = (
@@ -211,6 +242,8 @@ MIGRATIONS = (
     # Its phase keeps scores and the exam's time back until published (feedback "errors" or "none"):
     # its outcome waits for the exam's cap, so when it appears says nothing of the exam's time.
     ("entries", "exam_time_hidden", "INTEGER NOT NULL DEFAULT 0"),
+    # Issue 35: the address an owner gave to hear of its entries (`vmjudge owner add|set --email`).
+    ("owners", "email", "TEXT"),
 )
 # Indexes on columns MIGRATIONS add, so made after them.
 LATER_INDEXES = (INDEX,)

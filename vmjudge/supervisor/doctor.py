@@ -4,7 +4,9 @@ The cores check refuses a site whose slots × vCPUs exceed the cores the daemon 
 daemon does), unless site.toml allows overcommit; the test boot is pinned to slot 0's cores.
 
 The accelerator is checked by booting a trivial job for real, because /dev/kvm can exist
-and still hang (nested KVM does here): only a finished boot proves it works. Each GPU of
+and still hang (nested KVM does here): only a finished boot proves it works. While that VM
+runs, its qemu process is read (confinement.py): the lines after the boot say what confines
+it, and what the production profile refuses is FAIL under it (warn under "trial"). Each GPU of
 site.toml's [gpu] gets a line of its own after that boot, which it never holds back: a
 broken GPU takes only its own slot away, and CPU entries still need the boot's answer.
 """
@@ -16,7 +18,7 @@ import shutil
 import stat
 import subprocess
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import libvirt
@@ -29,21 +31,16 @@ from ..vm import domain, gpu_preflight
 from ..vm.job import Command, Job
 from ..vm.libvirt_uri import is_local
 from ..vm.pinning import SlotCores, plan_cores
+from ..vm.qemu_process import NotFound
 from ..vm.reading import Limits
 from ..vm.runner import make_blank_disk, run_job
+from . import confinement
+from .checks import Check
 from .cores import host_cores, slot_count
 
+__all__ = ["Check", "as_json", "gpu_checks", "run_checks", "unreachable_parent"]
+
 BOOT_LIMIT = {"kvm": 30.0, "tcg": 180.0}
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    ok: bool
-    detail: str
-
-    def line(self) -> str:
-        return f"{'ok  ' if self.ok else 'FAIL'}  {self.name:<10} {self.detail}"
 
 
 def _qemu() -> Check:
@@ -86,15 +83,24 @@ def _image(image: GuestImage | None, find: Callable[[], GuestImage]) -> tuple[Ch
                  f"agent {image.manifest.get('agent_version')})"), image
 
 
-def _boot(site: Site, conn: libvirt.virConnect, image: GuestImage, cores: SlotCores) -> Check:
+def _boot(site: Site, conn: libvirt.virConnect, image: GuestImage, cores: SlotCores,
+          seen: dict[str, confinement.Observed | str]) -> Check:
+    """The test boot; its qemu, read while it runs, goes into `seen["qemu"]` (or why it could not be read)."""
     limit = BOOT_LIMIT[site.accel]
     job = Job(commands=(Command("doctor", ("sh", "-c", "echo vmjudge-ok; ls /sys/class/net"), 10.0),))
+
+    def read(dom: domain.Domain) -> None:
+        try:
+            seen["qemu"] = confinement.observe(conn, dom, gpu=False)
+        except (NotFound, libvirt.libvirtError, VmjudgeError, OSError, ValueError) as exc:
+            seen["qemu"] = str(exc)
+
     try:
         with RunDir(site.layout, "doctor") as rd:
             make_blank_disk(rd.path / "home.qcow2", 64)
             run = run_job(conn, site, image, job, home_disk=rd.path / "home.qcow2", workdir=rd.path,
                           console_log=rd.path / "console.log", vcpus=1, memory_mib=512, label="doctor",
-                          limits=Limits(boot_timeout=limit, deadline=limit + 60), cores=cores)
+                          limits=Limits(boot_timeout=limit, deadline=limit + 60), cores=cores, on_start=read)
     except VmjudgeError as exc:
         use_tcg = "set accel = \"tcg\" under [libvirt] in site.toml (or VMJUDGE_ACCEL=tcg)"
         if site.accel == "kvm" and getattr(exc, "reason", "") in ("guest-no-hello", "guest-deadline"):
@@ -145,12 +151,25 @@ def run_checks(site: Site, find_image: Callable[[], GuestImage], slots: int = 1,
     image_check, image = _image(None, find_image)
     checks.append(image_check)
     if conn is not None and image is not None and cores is not None and all(c.ok for c in checks):
-        checks.append(_boot(site, conn, image, cores))
+        seen: dict[str, confinement.Observed | str] = {}
+        checks.append(_boot(site, conn, image, cores, seen))
+        if checks[-1].ok:
+            checks += _confinement(site, seen.get("qemu", "the test VM was never seen running"))
     else:
         checks.append(Check("accel", False, "the test boot was not tried: fix the checks above first."))
     if conn is not None:
         conn.close()
     return checks + gpu_checks(site.gpu)
+
+
+def _confinement(site: Site, seen: confinement.Observed | str) -> list[Check]:
+    if isinstance(seen, confinement.Observed):
+        return confinement.checks(site, seen, site.accel)
+    trial = site.profile == "trial"  # unproven is what production refuses, and trial warns of
+    if not is_local(site.uri):
+        return [Check("confined", trial, f"libvirt at {site.uri} runs its qemu on another machine, whose processes "
+                      "cannot be read from here: run `vmjudge doctor` on that machine.", warn=trial)]
+    return [Check("confined", trial, f"the test VM's qemu process could not be read ({seen}).", warn=trial)]
 
 
 def gpu_checks(gpu: GpuSite) -> list[Check]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config.site import PCI_ADDRESS_RE
+from .memory import hard_limit_mib
 from .pinning import CpuTune
 
 CHANNEL_NAME = "org.vmjudge.data"
@@ -134,10 +135,11 @@ def _gpu(devices: ET.Element, address: PciAddress) -> None:
     # managed='no': the card stays bound to vfio-pci on the host for good (the preflight checks
     # it), so libvirt never unbinds or rebinds it between entries; vfio-pci resets it when qemu
     # lets it go. No <memoryBacking><locked/>: VFIO pins all guest RAM itself when it maps it for
-    # the card's DMA, and libvirt raises qemu's memlock limit to the guest's memory plus 1 GiB
-    # whenever a VFIO hostdev is present (qemuDomainGetMemLockLimitBytes; libvirt's
-    # qemumemlocktest "pc-hostdev"). <locked/> would add nothing VFIO needs, and without a
-    # <memtune><hard_limit> it lifts that limit to unlimited ("pc-locked+hostdev").
+    # the card's DMA, and libvirt raises qemu's memlock limit whenever a VFIO hostdev is present: to
+    # the guest's memory plus 1 GiB (qemuDomainGetMemLockLimitBytes; libvirt's qemumemlocktest
+    # "pc-hostdev"); the judge's memory bound (memory.py) is set on the running domain, which
+    # leaves that limit as it is. <locked/> would add nothing VFIO needs, and without a
+    # <memtune><hard_limit> in this XML it lifts that limit to unlimited ("pc-locked+hostdev").
     hostdev = _sub(devices, "hostdev", mode="subsystem", type="pci", managed="no")
     _sub(hostdev, "driver", name="vfio")
     source = _sub(hostdev, "source")
@@ -150,6 +152,12 @@ def tune_xml(tune: CpuTune, vcpus: int) -> str:
     holder = ET.Element("domain")
     _cputune(holder, tune, vcpus)
     return ET.tostring(holder[0], encoding="unicode")
+
+
+def hard_limit_kib(spec: DomainSpec) -> int:
+    """qemu's memory bound for this VM (memory.py), which the runner sets on the started domain
+    (Domain.bound_memory) rather than in this XML: see memory.py for why."""
+    return hard_limit_mib(spec.memory_mib, spec.accel, spec.gpu is not None) * 1024
 
 
 def _cputune(dom: ET.Element, tune: CpuTune, vcpus: int) -> None:

@@ -31,13 +31,14 @@ from ..images.iso import write_iso
 from . import warm
 from .channel import FrameStream, Watch
 from .domain import DOMAIN_PREFIX, Domain
-from .domain_xml import DomainSpec, domain_xml
+from .domain_xml import DomainSpec, domain_xml, hard_limit_kib
 from .gpu_preflight import lendable_card
 from .hardware import fingerprint
 from .job import JOB_FILE, Job
 from .pinning import SlotCores
 from .pty_reader import ChannelReader
 from .reading import DEFAULT_LIMITS, POWEROFF_GRACE, JobRun, Limits, Reading, check_agent_error, host_timeouts
+from .warm_rules import why_cold
 
 log = logging.getLogger(__name__)
 
@@ -77,12 +78,15 @@ def _qemu_img(args: list[str]) -> None:
 def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *, home_disk: Path,
             workdir: Path, console_log: Path, vcpus: int = 2, memory_mib: int = 2048, label: str = "job",
             limits: Limits = DEFAULT_LIMITS, watch: Watch | None = None, keep_iso: Path | None = None,
-            cancel: threading.Event | None = None, gpu: str | None = None, cores: SlotCores | None = None) -> JobRun:
+            cancel: threading.Event | None = None, gpu: str | None = None, cores: SlotCores | None = None,
+            on_start: Callable[[Domain], None] | None = None) -> JobRun:
     """`gpu`: the host PCI address of a GPU slot's card, passed through to this VM. `cores`: its
     slot's host cores, which the VM is pinned to (the daemon's, evaluate's and the doctor's VMs
     always are; None leaves it unpinned, for tests and benchmarks that want it so). The VM is
     restored from a warm state when it can be (warm.py), else booted: JobRun.start says which.
-    A container entry's root (job.entry_root) is given to it as a read-only disk either way."""
+    A container entry's root (job.entry_root) is given to it as a read-only disk either way.
+    `on_start` is called with the domain once it runs, before its hello is read: what the host reads
+    of a running qemu (the doctor's confinement checks, the tests') is read there."""
     # Checked again just before the VM is given it; the manifest records what was lent.
     lent = {"address": gpu, "ids": lendable_card(site.gpu, gpu).ids} if gpu is not None else None
     # Read now, while `conn` is known to answer: libvirtd may restart while the VM runs, and the
@@ -101,16 +105,16 @@ def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *
                           home=Path(home_disk).resolve(), cdrom=iso, console_log=Path(console_log).resolve(),
                           accel=site.accel, vcpus=vcpus, memory_mib=memory_mib, channel=site.channel, gpu=gpu,
                           cputune=cores.tune(vcpus) if cores is not None else None, entry_root=entry_root)
-        run = _Run(conn, site, job, nonce, limits, watch, cancel, console_log)
-        why = warm.why_cold(site, gpu)
+        run = _Run(conn, site, job, nonce, limits, watch, cancel, console_log, on_start)
+        why = why_cold(site, gpu)
         if why is None:
             warm_run = _warm(run, image, spec, lent, hardware, iso_sha)
             if isinstance(warm_run, JobRun):
                 return warm_run
             log.warning("%s boots cold: %s", name, warm_run)
             why = warm_run
-        return run.go(lambda: _start(conn, site.uri, domain_xml(spec), gpu), {"mode": "cold", "why": why}, lent,
-                      hardware, iso_sha)
+        return run.go(lambda: _start(conn, site.uri, domain_xml(spec), gpu, hard_limit_kib(spec)),
+                      {"mode": "cold", "why": why}, lent, hardware, iso_sha)
     finally:
         if keep_iso is not None and iso.exists():
             os.replace(iso, keep_iso)
@@ -169,6 +173,7 @@ class _Run:
     watch: Watch | None
     cancel: threading.Event | None
     console_log: Path
+    on_start: Callable[[Domain], None] | None = None
 
     def go(self, start: Callable[[], Domain], how: dict[str, Any], lent: dict | None, hardware: dict,
            iso_sha: str) -> JobRun:
@@ -187,6 +192,8 @@ class _Run:
             if is_warm:
                 reader.write(warm.wake_line())
                 boot_timeout = min(boot_timeout, warm.HELLO_TIMEOUT)
+            if self.on_start is not None:
+                self.on_start(domain)
             reading = Reading(domain, reader, stream, started, self.console_log, boot_timeout, silence_timeout,
                               budget, self.limits.stage_cap, self.cancel)
             ended = reading.until_bye()
@@ -213,15 +220,22 @@ class _Run:
                     reader.close()
 
 
-def _start(conn: libvirt.virConnect, uri: str, xml: str, gpu: str | None) -> Domain:
-    """A VM that will not start with a GPU lent to it is the card's or its host's doing (its
-    group not viable, a reset that failed, the card gone): the slot's fault, not libvirt's."""
+def _start(conn: libvirt.virConnect, uri: str, xml: str, gpu: str | None, limit_kib: int) -> Domain:
+    """Started paused and its memory bounded before the guest runs. A VM that will not start with a
+    GPU lent to it is the card's or its host's doing (its group not viable, a reset that failed,
+    the card gone): the slot's fault, not libvirt's."""
     try:
-        return Domain.start_paused(conn, xml, uri)
+        started = Domain.start_paused(conn, xml, uri)
     except InfrastructureError as exc:
         if gpu is None:
             raise
         raise GpuFault("gpu-start", f"the VM would not start with the GPU {gpu}: {exc}", gpu) from None
+    try:
+        started.bound_memory(limit_kib)
+    except InfrastructureError:
+        started.destroy()
+        raise
+    return started
 
 
 @dataclass(frozen=True)

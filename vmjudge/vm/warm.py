@@ -43,9 +43,9 @@ from ..images.guest.wake import READY
 from ..images.image import GuestImage
 from .channel import ChannelClosed
 from .domain import DOMAIN_PREFIX, Domain
-from .domain_xml import DomainSpec, cdrom_xml, domain_xml, entry_root_xml, home_disk_xml, tune_xml
-from .libvirt_uri import is_local
+from .domain_xml import DomainSpec, cdrom_xml, domain_xml, entry_root_xml, hard_limit_kib, home_disk_xml, tune_xml
 from .pty_reader import ChannelReader
+from .warm_rules import maker_sha256
 
 log = logging.getLogger(__name__)
 
@@ -57,9 +57,6 @@ MAX_AGE = 24 * 3600.0
 FAILED_WAIT = 600.0  # after a state could not be made, the seat's runs boot cold this long
 # A restored agent says hello within seconds; one that has not within this is given up for a cold boot.
 HELLO_TIMEOUT = 30.0
-# The modules whose code decides what a saved state holds beyond its XML (what is set on the live
-# domain before it is saved, how it is woken): a state made by other code of them is made again.
-MAKERS = ("warm.py", "domain.py", "domain_xml.py")
 
 
 class WarmFailed(Exception):
@@ -77,32 +74,6 @@ class Shape:
     @property
     def key(self) -> str:
         return f"{self.accel}-{self.vcpus}c-{self.memory_mib}m"
-
-
-def why_cold(site: Site, gpu: str | None) -> str | None:
-    """Why a run cannot start warm at all, or None when it may."""
-    if not site.warm_start:
-        return "warm starts are off in site.toml ([libvirt] warm_start = false)"
-    if gpu is not None:
-        return "a GPU stage boots cold: a VM with a passed-through (VFIO) device cannot be saved or restored"
-    if site.channel != "virtio":
-        return "warm starts need the virtio data channel (the agent is woken through it)"
-    if not site.uri.startswith("qemu"):
-        return "warm starts need libvirt's qemu driver"
-    if not is_local(site.uri):
-        return "warm starts need libvirt on this machine (the saved states are this machine's files)"
-    return None
-
-
-def maker_sha256() -> str:
-    """The code that makes and restores states: another version of it (an upgrade, or another
-    checkout sharing the images' directory) may have set on the live domain what its XML does not
-    say (a CI run restored a state whose saved <memtune> this code never asks for, and libvirt could
-    not start it), so its states are made again rather than trusted."""
-    digest = hashlib.sha256()
-    for name in MAKERS:
-        digest.update(name.encode() + b"\0" + (Path(__file__).parent / name).read_bytes())
-    return digest.hexdigest()
 
 
 def wake_line() -> bytes:
@@ -220,6 +191,12 @@ class Seat:
         except InfrastructureError as exc:
             raise WarmFailed(f"could not make a warm state: {exc}") from None
         try:
+            # Not bounded (Domain.bound_memory): libvirt saves the live XML, a bound included, and a
+            # restore whose XML keeps it (another checkout's, sharing the states) has libvirt raise
+            # the restored qemu's locked-memory limit to it, which a libvirtd without CAP_SYS_RESOURCE
+            # cannot: that restore fails and its stage boots cold (vm/memory.py). This VM runs the
+            # judge's own image to its agent's ready frame, no entry; each run's restored VM is
+            # bounded before its guest resumes (restore).
             reader = ChannelReader(domain.channel_pty(spec.channel))
             try:
                 domain.resume()
@@ -260,6 +237,7 @@ class Seat:
             self.discard()  # another qemu or libvirt, or a damaged file: made again next time
             raise WarmFailed(str(exc)) from None
         try:
+            domain.bound_memory(hard_limit_kib(spec))
             if spec.cdrom is None or spec.home is None:
                 raise WarmFailed("a warm-started VM needs its job CD and home disk")
             domain.give(cdrom_xml(spec.cdrom), attach=False)
@@ -274,7 +252,11 @@ class Seat:
 
 def restore_xml(saved: str, spec: DomainSpec) -> str:
     """The saved domain's XML with this run's host-side parts: its console log file, its slot's
-    pinning, and no stale pty path (libvirt gives the channel a new one)."""
+    pinning, no stale pty path (libvirt gives the channel a new one), and no memory bound: the states
+    this judge makes carry none (Seat._make), but libvirt saved the bound of a VM that ran under one
+    (older versions of it made such states; their records' maker_sha256 has them made again, and this
+    holds should one be restored all the same), and restoring with it would raise qemu's locked-memory
+    limit (vm/memory.py); the restored domain is bounded as a cold one is, once restored."""
     dom = ET.fromstring(saved)
     for serial in dom.findall("./devices/serial[@type='file']"):
         source = serial.find("source")
@@ -287,6 +269,8 @@ def restore_xml(saved: str, spec: DomainSpec) -> str:
         dom.remove(old)
     if spec.cputune is not None:
         dom.append(ET.fromstring(tune_xml(spec.cputune, spec.vcpus)))
+    for old in dom.findall("memtune"):
+        dom.remove(old)
     return ET.tostring(dom, encoding="unicode")
 
 

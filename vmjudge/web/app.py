@@ -33,6 +33,7 @@ from .portal import HERE, Portal, templates
 from .refusal import refusal
 from .secret import session_key
 from .security import SMALL_BODY, BodyIdle, BodyLimit, Refusal, SecurityHeaders
+from .settings import Settings
 
 SESSION_SECONDS = 14 * 24 * 3600
 UPLOADS = ("/upload", "/api/entries")
@@ -69,7 +70,7 @@ def create_app(site: Site, secure_cookies: bool = True, queue: Queue | None = No
 
     api = Api(portal)
     routes = [*Pages(portal).routes(), *Organiser(portal).routes(), *api.routes(),
-              *PhasePages(portal, api.caller).routes(),
+              *PhasePages(portal, api.caller).routes(), *Settings(portal).routes(),
               Mount("/static", StaticFiles(directory=HERE / "static"), name="static")]
     middleware = [Middleware(SecurityHeaders), Middleware(LastResort),
                   Middleware(BodyIdle, seconds=site.web.body_timeout),
