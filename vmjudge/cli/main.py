@@ -24,6 +24,7 @@ from ..scorers.loader import load_scorer
 from ..supervisor import confinement
 from ..supervisor import doctor as doctor_checks
 from ..supervisor.cores import largest_vcpus
+from ..supervisor.cpu_gate import CpuGate
 from ..supervisor.daemon import DaemonBusy, serve
 from ..supervisor.progress import Progress
 from ..terminal import PrintableFormatter
@@ -94,6 +95,9 @@ def challenge_add(ctx: click.Context, challenge_dir: Path, replace: bool) -> Non
              "phases " + ", ".join(f"{p.name} ({len(p.test)} test records)" for p in ch.phases))
     echo(f"{done}: {len(ch.training)} training and {tests}, "
          f"scorer {ch.scorer}" + (f", its VM stages in GPU slots (gpu = \"{ch.vm.gpu}\")" if ch.vm.gpu else ""))
+    short = CpuGate(site).shortfall(ch.name, str(challenge_dir))
+    if short is not None:
+        echo(f"{short}: this host's daemon will take none of its stages.", err=True)
 
 
 def _submit(site: Site, name: str, archive: Path, owner: str, late: bool, phase: str | None = None) -> int:
@@ -171,6 +175,11 @@ def evaluate(ctx: click.Context, challenge_name: str, archive: Path, owner: str 
         except KeyboardInterrupt:
             pass  # the daemon goes on with the entry; said below
     entry = queue.entry(entry_id)
+    short = CpuGate(site).shortfall(challenge_name, str(queue.challenge_dir(challenge_name))) \
+        if entry.state == "queued" else None
+    if short is not None:  # never claimed here: the guests' CPU is below the challenge's level
+        echo(f"entry {entry_id} stays queued: {short}.", err=True)
+        sys.exit(1)
     if entry.state == "queued" and not queue.waiting(entry_id):  # queued, but not for a CPU slot
         echo(f"entry {entry_id} waits for a GPU slot at stage {entry.stage}, and this host has none in service "
              "that can run it (`vmjudge gpu list` says why); it stays queued for a daemon that has one.", err=True)
@@ -265,7 +274,8 @@ def doctor(ctx: click.Context, challenge_dir: Path | None, slots: int, as_json: 
     vcpus = largest_vcpus(queue_of(site), (challenge_.vm.vcpus,) if challenge_ is not None else ())
     if challenge_ is not None:
         recipe = challenge_.image
-        checks = doctor_checks.run_checks(site, lambda: find_image(site, recipe), slots, vcpus)
+        level = (challenge_.name, challenge_.vm.cpu_level) if challenge_.vm.cpu_level else None
+        checks = doctor_checks.run_checks(site, lambda: find_image(site, recipe), slots, vcpus, level)
     else:
         checks = doctor_checks.run_checks(site, lambda: newest_image(site), slots, vcpus)
     if as_json:

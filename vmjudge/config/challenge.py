@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from .cpu import LEVEL_ALLOWED, LEVELS
 from .entry import RELPATH_RE, ContainerRules, EntryRules, container_rules, entry_rules, image_results_path
 from .limits import StageLimits, stage_limits
 from .phase import Phase, read_phases
@@ -61,6 +62,9 @@ class VmShape:
     memory_mib: int = 2048
     home_mib: int = 1024
     gpu: str | None = None  # a GPU_MODELS name: every VM stage runs in a GPU slot, with the card passed through
+    # The least CPU level (config/cpu.py) its entries may be given: a host whose guests get less takes none of
+    # its stages (supervisor/environment.py), so an entry built for AVX2 never meets a CPU without it.
+    cpu_level: str | None = None
 
 
 @dataclass(frozen=True)
@@ -180,7 +184,8 @@ def load_challenge(directory: Path) -> Challenge:
         memory_mib=vm.get("memory", int, 2048, lambda v: 256 <= v <= 1 << 20,
                           "a whole number of MiB from 256 to 1048576"),
         home_mib=vm.get("home", int, 1024, lambda v: 64 <= v <= 1 << 22, "a whole number of MiB from 64 to 4194304"),
-        gpu=vm.get("gpu", str, None, lambda v: v in GPU_MODELS, " or ".join(f'"{m}"' for m in GPU_MODELS)))
+        gpu=vm.get("gpu", str, None, lambda v: v in GPU_MODELS, " or ".join(f'"{m}"' for m in GPU_MODELS)),
+        cpu_level=vm.get("cpu_level", str, None, lambda v: v in LEVELS, LEVEL_ALLOWED))
     vm.done()
     if shape.gpu is not None and recipe.gpu is None:
         raise ConfigError(f"{source}: [vm] gpu = {shape.gpu!r} needs a guest driver in the image: add "

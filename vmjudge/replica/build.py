@@ -8,7 +8,9 @@ judge's own skopeo, umoci and squashfs tools with their libraries (tools.py), wi
 makes the image's root there as the judge makes it.
 Only files named here go on it: challenge.toml, training/RECORDS, each training record's
 files and training/REFERENCE*; never test/ or reference/. The same inputs give the same bytes
-(the ISO writer pins dates and orders names).
+(the ISO writer pins dates and orders names). One of the inputs is the CPU level the judge's VMs
+give, asked of libvirt when the replica is built (cpu_match.py): the README states it, and the
+check on a participant's machine compares it with theirs.
 """
 
 from __future__ import annotations
@@ -19,13 +21,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
+from typing import Any
 
 from ..config import Challenge, Site
-from ..errors import ImageError, MediaError
+from ..errors import ImageError, InfrastructureError, MediaError
 from ..images.build import find_image
 from ..images.image import FILES, GuestImage
 from ..images.iso import ElTorito, Source, write_iso
+from ..vm import cpu_offer, domain
 from .boot_config import ISOLINUX_CFG
+from .cpu_match import judge_cpu, readme_text
 from .efi import efi_image_bytes
 from .tools import tool_files
 
@@ -79,7 +84,26 @@ def package_metadata() -> dict[str, bytes]:
             "vmjudge.dist-info/entry_points.txt": (dist.read_text("entry_points.txt") or "").encode()}
 
 
-def replica_files(ch: Challenge, image: GuestImage) -> dict[str, Source]:
+def judge_cpu_of(site: Site, ch: Challenge) -> dict[str, Any]:
+    """The CPU the judge's VMs give, as replica.json records it; its level None when libvirt does
+    not answer or cannot say."""
+    offered = None
+    try:
+        conn = domain.connect(site.uri)
+    except InfrastructureError:
+        pass
+    else:
+        try:
+            offered = cpu_offer.offer(conn, site)
+        finally:
+            conn.close()
+    return judge_cpu(site.guest_cpu.setting, offered.level if offered else None,
+                     offered.flags if offered else frozenset(), ch.vm.cpu_level)
+
+
+def replica_files(ch: Challenge, image: GuestImage, cpu: dict[str, Any] | None = None) -> dict[str, Source]:
+    """`cpu`: judge_cpu_of's record (None: not known)."""
+    cpu = cpu or judge_cpu(None, None, required=ch.vm.cpu_level)
     for tool in (ISOLINUX_BIN, LDLINUX_C32):
         if not tool.is_file():
             raise MediaError(f"{tool} is missing: run `make setup` or `apt-get install isolinux syslinux-common`.")
@@ -94,10 +118,10 @@ def replica_files(ch: Challenge, image: GuestImage) -> dict[str, Source]:
         "vmjudge/manifest.json": image.directory / "manifest.json",
         "vmjudge/challenge/challenge.toml": ch.directory / "challenge.toml",
         "vmjudge/replica.json": (json.dumps({"challenge": ch.name, "image": image.key, "kind": ch.entry.kind,
-                                             "sha256": image.manifest["sha256"],
+                                             "sha256": image.manifest["sha256"], "cpu": cpu,
                                              "training_records": len(ch.training)}, indent=1, sort_keys=True)
                                  + "\n").encode(),
-        "README.txt": (BOOT_DIR / "greeting.txt").read_bytes(),
+        "README.txt": (BOOT_DIR / "greeting.txt").read_bytes() + readme_text(cpu).encode(),
     }
     for name in FILES:
         files[f"vmjudge/{name}"] = image.directory / name
@@ -128,7 +152,7 @@ def build_replica(site: Site, ch: Challenge, out: Path, progress: Progress = pri
     image = find_image(site, ch.image)
     progress(f"[1/3] checking the judge's image {image.key} against its manifest")
     image.verify()
-    files = replica_files(ch, image)
+    files = replica_files(ch, image, judge_cpu_of(site, ch))
     data = sum(p.stat().st_size for p in files.values() if isinstance(p, Path))
     progress(f"[2/3] writing {out}: {len(files)} files, {data / 1e6:.0f} MB "
              f"({len(ch.training)} training records, root.sqfs {image.root.stat().st_size / 1e6:.0f} MB)")

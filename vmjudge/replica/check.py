@@ -34,6 +34,7 @@ from ..stages.answers import parse_answer_lines
 from ..stages.context import StageContext
 from ..supervisor.attempts import record_outcome, write_report
 from ..terminal import printable
+from .cpu_match import warning
 from .local import LocalRunner
 
 REPLICA_DIR = Path("/media/replica/vmjudge")
@@ -84,6 +85,9 @@ def check(entry: Path, replica_dir: Path = REPLICA_DIR, work: Path = WORK, score
           progress: Callable[[str], None] = lambda m: say(m, file=sys.stderr, flush=True)) -> dict[str, Any]:
     ch = load_challenge(replica_dir / "challenge")
     image = GuestImage.load(replica_dir)
+    cpu_warning = warning(json.loads((replica_dir / "replica.json").read_text()).get("cpu"))
+    if cpu_warning:
+        progress(cpu_warning)
     if work.exists():
         for old in work.glob("check-*"):
             shutil.rmtree(old, ignore_errors=True)
@@ -135,7 +139,8 @@ def check(entry: Path, replica_dir: Path = REPLICA_DIR, work: Path = WORK, score
     result = {"challenge": ch.name, "archive": archive.name,
               "outcome": "passed" if passed else doc["outcome"],
               "failed_stage": doc["failed_stage"], "reason": doc["reason"], "stages": stages,
-              "report": report, "results_dir": str(site.layout.results_of(entry_id).directory), "training_scores": None}
+              "report": report, "results_dir": str(site.layout.results_of(entry_id).directory), "training_scores": None,
+              "cpu_warning": cpu_warning}
     if passed and score:
         try:
             result["training_scores"] = training_scores(ch, site.layout.results_of(entry_id).entry)
@@ -148,6 +153,8 @@ def print_report(result: dict) -> None:
     say("=" * 72)
     say("vmjudge REPLICA check: stages 1 and 2 as the judge runs them (not an official evaluation)")
     say("=" * 72)
+    if result.get("cpu_warning"):
+        say(result["cpu_warning"])
     say(result["report"], end="")
     scores = result.get("training_scores")
     if scores:
@@ -198,7 +205,8 @@ def media(root: Path = MEDIA_ROOT) -> list[Path]:
 def info(replica_dir: Path = REPLICA_DIR) -> dict:
     meta = json.loads((replica_dir / "replica.json").read_text())
     image = GuestImage.load(replica_dir)
-    return {"challenge": meta["challenge"], "image": image.key, "kernel_version": image.manifest.get("kernel_version"),
+    return {"challenge": meta["challenge"], "image": image.key, "cpu": meta.get("cpu"),
+            "kernel_version": image.manifest.get("kernel_version"),
             "agent_version": image.manifest.get("agent_version"),
             "sha256": {name: sha256_file(replica_dir / name) for name in image.manifest["sha256"]},
             "manifest_sha256": image.manifest["sha256"],

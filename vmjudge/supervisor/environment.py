@@ -5,6 +5,9 @@ none of that challenge's stages and says once, in one sentence, what differs.
 
 Hashing a challenge's files takes a while, so each challenge is checked again only when its
 registration changes (or its local copy moves), not at every claim.
+
+With one host or several, a challenge whose [vm] cpu_level this host's guests do not reach is
+left out the same way (cpu_gate.py).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from ..files import sha256_file
 from ..images.build import find_image
 from ..images.image import GuestImage
 from ..queue.db import Queue
+from .cpu_gate import CpuGate
 
 log = logging.getLogger(__name__)
 
@@ -61,29 +65,43 @@ def mismatch(site: Site, row: dict[str, Any]) -> str | None:
 
 
 class Environment:
-    """The challenges whose stages this host may claim (None: all of them, with one host)."""
+    """The challenges whose stages this host may claim (None: all of them, with one host whose
+    guests reach every challenge's CPU level)."""
 
     CHECK_EVERY = 30.0
 
-    def __init__(self, site: Site, queue: Queue):
+    def __init__(self, site: Site, queue: Queue, cpu: CpuGate | None = None):
         self.site, self.queue = site, queue
+        self.cpu = cpu or CpuGate(site)
         self._verdicts: dict[tuple, str | None] = {}
-        self._allowed: tuple[str, ...] = ()
+        self._allowed: tuple[str, ...] | None = None
         self._checked = float("-inf")
+        self._said: set[str] = set()
+
+    def _verdict(self, key: tuple, row: dict[str, Any]) -> str | None:
+        """Why this host must not take the challenge's stages, or None; kept, unless it is a CPU
+        level that libvirt has not yet confirmed, which is asked again at the next check."""
+        why = mismatch(self.site, row) if self.queue.shared else None
+        settled = True
+        if why is None:
+            why = self.cpu.shortfall(row["name"], row["here"])
+            settled = why is None or self.cpu.known
+        if why and why not in self._said:
+            self._said.add(why)
+            log.warning("%s; its stages are left to other hosts.", why)
+        if settled:
+            self._verdicts[key] = why
+        return why
 
     def allowed(self) -> tuple[str, ...] | None:
-        if not self.queue.shared:
-            return None
         if time.monotonic() - self._checked >= self.CHECK_EVERY:
             self._checked = time.monotonic()
-            allowed = []
+            allowed, left_out = [], False
             for row in self.queue.challenges():
                 key = (row["name"], row["registered_at"], row["data_sha256"], row["image_sha256"], row["here"])
-                if key not in self._verdicts:
-                    self._verdicts[key] = why = mismatch(self.site, row)
-                    if why:
-                        log.warning("%s; its stages are left to other hosts.", why)
-                if self._verdicts[key] is None:
+                why = self._verdicts[key] if key in self._verdicts else self._verdict(key, row)
+                if why is None:
                     allowed.append(row["name"])
-            self._allowed = tuple(allowed)
+                left_out = left_out or why is not None
+            self._allowed = tuple(allowed) if self.queue.shared or left_out else None
         return self._allowed
