@@ -20,11 +20,12 @@ from typing import Any
 
 from ..config import QueueSite
 from ..errors import VmjudgeError
-from ..pipeline import FIRST, HOME_STAGES, SILENT, VM_STAGES
+from ..pipeline import FIRST, HOME_STAGES, SILENT
 from .blobs import Blobs
-from .claim import heads, take, take_first, take_one
+from .claim import take_one
+from .claim_fair import NEEDS_GPU, in_list, slot_filter, take_fairly
 from .connection import Database, Db, open_database
-from .fair_share import USAGE_BY_OWNER, charge, usage_args
+from .fair_share import charge
 from .gpu_slots import GpuSlots
 from .history import History, add_exam_results, add_scoring
 from .hosts import Hosts
@@ -36,28 +37,10 @@ from .requeue import event, requeue_or_park
 from .rows import EntryRow, Scoring, StageRun, Usage, now, stamp
 from .usage import owner_usage
 
-# A stage needs a GPU slot when its challenge asks for a GPU and it runs in a VM (stage 4,
-# on the host, needs none: a GPU challenge's scoring never waits for a card).
-_NEEDS_GPU = f"(c.gpu IS NOT NULL AND e.stage IN ({', '.join(repr(n) for n in VM_STAGES)}))"
-
 
 class StaleClaim(VmjudgeError):
     """A stage run that no longer holds its entry: its lease expired and the stage was queued
     again (perhaps already run elsewhere). What it found is not recorded."""
-
-
-def _slot_filter(gpu: tuple[str, ...] | None) -> tuple[str, tuple[str, ...]]:
-    """SQL (on entries e joined with challenges c) for what one kind of slot may take: a CPU
-    slot (gpu None) every stage that needs no GPU, and nothing else, so a CPU slot never runs
-    GPU work and GPU work never waits behind CPU work in a GPU slot; a GPU slot only stages
-    that need a GPU, of a model among `gpu` ("any", "t4")."""
-    if gpu is None:
-        return f" AND NOT {_NEEDS_GPU}", ()
-    return f" AND {_NEEDS_GPU} AND c.gpu IN ({','.join('?' * len(gpu))})", gpu
-
-
-def _in(column: str, values: tuple[Any, ...]) -> str:
-    return f"{column} IN ({','.join('?' * len(values))})" if values else "1 = 0"
 
 
 class Queue(History):
@@ -165,7 +148,8 @@ class Queue(History):
     def entries(self, states: tuple[str, ...] | None = None) -> list[EntryRow]:
         with self._connect() as db:
             if states:
-                rows = db.execute(f"SELECT * FROM entries WHERE {_in('state', states)} ORDER BY id", states).fetchall()
+                rows = db.execute(f"SELECT * FROM entries WHERE {in_list('state', states)} ORDER BY id",
+                                  states).fetchall()
             else:
                 rows = db.execute("SELECT * FROM entries ORDER BY id").fetchall()
         return [EntryRow.from_row(r) for r in rows]
@@ -179,9 +163,9 @@ class Queue(History):
         if only:
             where, args = " AND e.id = ?", (only,)
         if challenges is not None:
-            where, args = where + f" AND {_in('e.challenge', challenges)}", args + challenges
+            where, args = where + f" AND {in_list('e.challenge', challenges)}", args + challenges
         if self.shared:
-            where += f" AND (NOT {_in('e.stage', HOME_STAGES)} OR e.home_host IS NULL OR e.home_host = ?)"
+            where += f" AND (NOT {in_list('e.stage', HOME_STAGES)} OR e.home_host IS NULL OR e.home_host = ?)"
             args = args + HOME_STAGES + (self.host,)
         return where, args
 
@@ -194,7 +178,7 @@ class Queue(History):
         the window, an entry already begun before an owner's new ones, oldest first. Hosts
         claiming at once each get another entry: a row one is claiming is skipped by the
         others, never waited for."""
-        slot_where, slot_args = _slot_filter(gpu)
+        slot_where, slot_args = slot_filter(gpu)
         where, args = self._runnable(None, challenges)
         where, args = slot_where + where, slot_args + args
         at = time.time()
@@ -203,40 +187,19 @@ class Queue(History):
             if only:
                 row = db.execute(take_one(where, skip_locked), (self.host, at + self.lease, only, at, *args)).fetchone()
             else:
-                row = self._take_fairly(db, where, args, at)
+                row = take_fairly(db, self.host, self.lease, self.fair_window, where, args, at)
             if row is None:
                 return None
             event(db, row["id"], "running", f"{row['stage']} by {self.host}")
         return EntryRow.from_row(row)
-
-    def _take_fairly(self, db: Db, where: str, args: tuple[Any, ...], at: float) -> Any:
-        """Within the claim's transaction: the owners' heads in fair order (claim.py), participants'
-        work before the organiser's batch, and the first one that can still be taken; None."""
-        skip_locked = self.database.dialect.skip_locked
-        usage = usage_args(at, self.fair_window)
-        for batch in (0, 1):
-            row = db.execute(take_first(where, USAGE_BY_OWNER, skip_locked),
-                             (batch, batch, *usage, batch, at, *args, self.host, at + self.lease, batch, at,
-                              *args)).fetchone()
-            if row is not None:
-                return row
-            owners = db.execute(heads(where, USAGE_BY_OWNER, False), (batch, batch, *usage, batch, at, *args))
-            for owner in owners.fetchall():  # the least-used owners have none to give: every owner in turn
-                if owner["head"] is None:  # nothing of this owner's that this slot may run now
-                    continue
-                row = db.execute(take(where, skip_locked),
-                                 (self.host, at + self.lease, batch, owner["owner"], at, *args)).fetchone()
-                if row is not None:
-                    return row
-        return None
 
     def waiting(self, only: int | None = None, gpu: tuple[str, ...] | None = None,
                 challenges: tuple[str, ...] | None = None) -> bool:
         """Whether any entry is queued (ready or waiting out a retry delay) that this host can
         run: every stage that needs no GPU, and GPU stages of the models in `gpu` (the ones
         its GPU slots in service answer to)."""
-        cpu_where, _ = _slot_filter(None)
-        gpu_where, gpu_args = _slot_filter(gpu) if gpu else (" AND 1 = 0", ())
+        cpu_where, _ = slot_filter(None)
+        gpu_where, gpu_args = slot_filter(gpu) if gpu else (" AND 1 = 0", ())
         where, args = self._runnable(only, challenges)
         with self._connect() as db:
             sql = ("SELECT 1 FROM entries e JOIN challenges c ON c.name = e.challenge WHERE e.state = 'queued'"
@@ -247,7 +210,7 @@ class Queue(History):
         """GPU model -> queued stages that need it: what the daemon says when no slot can run them."""
         with self._connect() as db:
             rows = db.execute("SELECT c.gpu AS gpu, COUNT(*) AS n FROM entries e JOIN challenges c "
-                              f"ON c.name = e.challenge WHERE e.state = 'queued' AND {_NEEDS_GPU} "
+                              f"ON c.name = e.challenge WHERE e.state = 'queued' AND {NEEDS_GPU} "
                               "GROUP BY c.gpu").fetchall()
         return {r["gpu"]: r["n"] for r in rows}
 
@@ -318,7 +281,7 @@ class Queue(History):
             for start in range(0, len(entry_ids), 500):
                 some = tuple(entry_ids[start:start + 500])
                 for r in db.execute(f"SELECT * FROM stage_runs WHERE stage = ? AND status = 'passed' AND "
-                                    f"{_in('entry_id', some)} ORDER BY id", (stage, *some)).fetchall():
+                                    f"{in_list('entry_id', some)} ORDER BY id", (stage, *some)).fetchall():
                     found[r["entry_id"]] = StageRun.from_row(r)
         return found
 
