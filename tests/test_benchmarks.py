@@ -37,7 +37,9 @@ SPEED = ("upload_within_2x", "page_p99_within_2x")  # web_abuse's figures, which
 
 # What each smoke run's JSON must show beyond its exit status: the invariants the benchmark is about.
 INVARIANTS: dict[str, Callable[[dict], bool]] = {
-    "queue_bench.py": lambda d: d["every_stage_claimed_once"] and d["stages"] == 200,
+    "queue_bench.py": lambda d: d["every_stage_claimed_once"] and d["stages"] == 200
+    and all({"100", "200"} <= set(d["ready"][b]) and "leaderboard_participants" in d["listing"][b]
+            for b in ("sqlite", "postgresql")) and d["listing"]["entries"] == 300,
     "rescore.py": lambda d: d["same_numbers_twice"] and d["entries"] == 20,
     "image_key.py": lambda d: d["same_key"] and d["rewrite_noticed"] and d["files_read_with_known_hashes"] == 0
     and d["mib"] == 4,

@@ -18,6 +18,7 @@ from ..images.build import build_image, find_image, newest_image
 from ..images.root_store import collect_roots
 from ..queue import retention
 from ..queue.admit import admit
+from ..queue.listing import queue_status
 from ..reports import participant, report
 from ..scorers.loader import load_scorer
 from ..supervisor import confinement
@@ -214,19 +215,18 @@ def status(ctx: click.Context, as_json: bool) -> None:
     """The queue: entries waiting or running, how many are done, the hosts and the GPU slots."""
     site = site_of(ctx)
     queue = queue_of(site)
-    entries = queue.entries()
-    active = [e for e in entries if e.state in ("queued", "running", "parked")]
-    done = [e for e in entries if e.state == "done"]
+    found = queue_status(queue.database)
+    active, done = found.active, found.done
     gpus, hosts = queue.gpu_slots.all(), queue.hosts.all()
     if as_json:
         echo(json.dumps({"active": [{"id": e.id, "challenge": e.challenge, "owner": e.owner,
                                            "state": e.state, "stage": e.stage} for e in active],
-                               "done": len(done), "gpus": [slot_json(g) for g in gpus],
+                               "done": done, "gpus": [slot_json(g) for g in gpus],
                          "hosts": [host_json(h, site.queue.lease) for h in hosts]}, indent=2))
         return
     for e in active:
         echo(f"{e.id:>6}  {e.state:<8} {e.stage or '':<6} {e.challenge:<16} {e.owner}")
-    echo(f"{len(active)} waiting or running, {len(done)} done")
+    echo(f"{len(active)} waiting or running, {done} done")
     for h in hosts:
         echo(host_line(h, site.queue.lease))
     for g in gpus:

@@ -56,6 +56,31 @@ def find_entries(database: Database, f: EntryFilter, limit: int, offset: int = 0
 
 
 @dataclass(frozen=True)
+class Active:
+    id: int
+    challenge: str
+    owner: str
+    state: str
+    stage: str | None
+
+
+@dataclass(frozen=True)
+class Status:
+    active: list[Active]  # queued, running or parked, oldest first
+    done: int
+
+
+def queue_status(database: Database) -> Status:
+    """`vmjudge status`: the entries not done, in five columns, and how many are done, counted by
+    the index on state: a queue of 100,000 entries is not read row by row to say so (issue 36)."""
+    with database.connect() as db:
+        rows = db.execute("SELECT id, challenge, owner, state, stage FROM entries "
+                          "WHERE state IN ('queued', 'running', 'parked') ORDER BY id").fetchall()
+        done = db.execute("SELECT COUNT(*) FROM entries WHERE state = 'done'").fetchone()[0]
+    return Status([Active(int(r[0]), r[1], r[2], r[3], r[4]) for r in rows], int(done))
+
+
+@dataclass(frozen=True)
 class OwnerUsage:
     owner: str
     late: bool

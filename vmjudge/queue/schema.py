@@ -2,9 +2,14 @@
 
 Written once for SQLite and PostgreSQL; {id} and {blob} are the types dialect.py gives each.
 
+LATER_INDEXES are made after the MIGRATIONS, on columns those add; entries_ready is claim.py's
+(written there, next to the query that must match it).
+
 Queue (db.py) creates what is missing and adds the MIGRATIONS columns to a database made by
 an older vmjudge, so a home keeps working across upgrades.
 """
+
+from .claim import INDEX
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS challenges (
@@ -240,3 +245,5 @@ MIGRATIONS = (
     # Issue 35: the address an owner gave to hear of its entries (`vmjudge owner add|set --email`).
     ("owners", "email", "TEXT"),
 )
+# Indexes on columns MIGRATIONS add, so made after them.
+LATER_INDEXES = (INDEX,)

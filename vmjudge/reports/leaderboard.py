@@ -23,12 +23,10 @@ from typing import Any
 
 from ..errors import VmjudgeError
 from ..files import durable_write
+from ..queue.boards import PRIMARY, best_entries
 from ..queue.db import Queue
 from ..queue.rows import EntryRow
 from ..vm.hardware import line as hardware_line
-from .participant import examining
-
-PRIMARY = "score"  # the field every scorer returns and the board ranks by
 
 
 @dataclass(frozen=True)
@@ -52,19 +50,14 @@ def leaderboard(queue: Queue, challenge: str, late: bool = False, at: float | No
     contest, the board of one phase: its entries alone (whether participants may see it at
     all is phase_view.py's to say)."""
     best: dict[str, tuple[tuple[float, str, int], EntryRow]] = {}
-    for e in queue.entries(("done",)):
-        if e.challenge != challenge or e.late != late or e.phase != phase or e.outcome != "scored" or not e.scores:
-            continue
-        if at is not None and examining(e, at):
-            continue
-        key = (-float(e.scores.get(PRIMARY) or 0.0), e.submitted_at, e.id)
-        if e.owner not in best or key < best[e.owner][0]:
-            best[e.owner] = (key, e)
+    for e in best_entries(queue.database, challenge, late, phase, at):  # one per owner, chosen in SQL
+        key = (-float((e.scores or {}).get(PRIMARY) or 0.0), e.submitted_at, e.id)
+        best[e.owner] = (key, e)
     ordered = sorted(best.values(), key=lambda ke: ke[0])
+    exams = queue.last_passed([e.id for _key, e in ordered], "exam")
     rows = []
     for i, (_key, e) in enumerate(ordered):
-        exams = [r for r in queue.stage_runs(e.id) if r.stage == "exam" and r.status == "passed"]
-        exam = exams[-1] if exams else None
+        exam = exams.get(e.id)
         rows.append(Row(rank=i + 1, owner=e.owner, entry_id=e.id, score=float((e.scores or {}).get(PRIMARY) or 0.0),
                         submitted_at=e.submitted_at, scores=dict(e.scores or {}),
                         exam_host=exam.host if exam else None,
