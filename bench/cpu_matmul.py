@@ -27,7 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.host_lock import run_holding_host  # noqa: E402
+from tests.host_lock import run_holding_host, trial_guests  # noqa: E402
 from vmjudge.config import ImageRecipe, load_site  # noqa: E402
 from vmjudge.config.layout import RunDir  # noqa: E402
 from vmjudge.images.build import build_image  # noqa: E402
@@ -103,7 +103,7 @@ def arguments() -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> None:
-    os.environ.setdefault("VMJUDGE_ACCEL", "tcg")
+    trial_guests()
     site = load_site(args.home)
     site.layout.ensure()
     n, repeats = (64, 1) if args.smoke else (args.n, args.repeats)
