@@ -27,6 +27,7 @@ from ..supervisor.daemon import DaemonBusy, serve
 from ..supervisor.progress import Progress
 from ..terminal import PrintableFormatter
 from ..vm.hardware import line as hardware_line
+from .challenge_new import challenge_new
 from .echo import echo, errors_printed
 from .entries import entries, logs
 from .gpu import gpu, slot_json, slot_line
@@ -72,7 +73,10 @@ def main(ctx: click.Context, home: Path | None, verbose: bool) -> None:
 
 @main.group()
 def challenge() -> None:
-    """Register challenges."""
+    """Make and register challenges."""
+
+
+challenge.add_command(challenge_new)
 
 
 @challenge.command("add")
