@@ -198,3 +198,14 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
     commands = (tmp_path / "site" / "reference" / "commands" / "index.html").read_text()
     for command in ("challenge add", "submit", "daemon", "rescore", "leaderboard"):
         assert f"vmjudge {command}" in commands, f"the generated command reference has no `vmjudge {command}`"
+
+
+def test_no_line_of_the_docs_is_taken_for_a_heading_by_mistake() -> None:
+    """Python-Markdown (MkDocs) reads a line starting with # as a heading even without a space after
+    it, so a paragraph's line starting "#39." (an issue's number) would become a page title."""
+    for path in sorted((REPO / "docs").rglob("*.md")):
+        fence = False
+        for number, line in enumerate(path.read_text().splitlines(), start=1):
+            fence = fence != line.startswith("```")
+            assert fence or line.startswith("```") or not re.match(r"#[^#\s]", line), \
+                f"{path.relative_to(REPO)}:{number} would be a heading: {line[:60]!r} (write \\# or reflow it)"
