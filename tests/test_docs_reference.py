@@ -196,8 +196,10 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     commands = (tmp_path / "site" / "reference" / "commands" / "index.html").read_text()
-    for command in ("challenge add", "submit", "daemon", "rescore", "leaderboard"):
+    for command in ("challenge add", "challenge new", "submit", "daemon", "rescore", "leaderboard", "owner add"):
         assert f"vmjudge {command}" in commands, f"the generated command reference has no `vmjudge {command}`"
+    # mkdocs-click's table style printed click 8.2's "no default" marker as a default (Sentinel.UNSET)
+    assert "Sentinel" not in commands
 
 
 def test_no_line_of_the_docs_is_taken_for_a_heading_by_mistake() -> None:
