@@ -53,6 +53,7 @@ vcpus = 1                       # default 2
 memory = 512                    # MiB; default 2048
 home = 256                      # MiB of the entry's home disk; default 1024
 # gpu = "t4"                    # or "any": every VM stage in a GPU slot (needs [image] gpu)
+# cpu_level = "x86-64-v2"       # the least x86-64 level its entries may get; hosts below take none
 
 [limits]
 setup = 60                      # seconds for setup.sh; default 300
@@ -79,6 +80,7 @@ scorer = "{scorer}"{scorer_note}
 # name = "validation"
 # test = "phases/validation/test"           # the default, as is reference's
 # reference = "phases/validation/reference"
+# training = "phases/validation/training"   # its own training set (default: the challenge's)
 # opens = 2026-06-01T00:00:00Z              # unquoted, with its offset
 # closes = 2026-07-01T00:00:00Z
 # carry = "sanity"                          # an earlier phase: take only entries carried from it
@@ -90,6 +92,8 @@ scorer = "{scorer}"{scorer_note}
 # max_working_per_owner = 2
 # [phase.limits]                            # the [limits] keys, over the challenge's
 # exam_total = 600
+# [phase.image]                             # the [image] keys, over the challenge's
+# packages = ["python3-numpy"]
 """
 
 SCORER_NOTES = {
