@@ -21,15 +21,17 @@ $(STAMP): setup.cfg pyproject.toml
 test: setup lint
 	$(VENV)/bin/pytest -q -rs --durations=25 tests
 
-# The house rules: layers (setup.cfg [importlinter]), lint (pyproject.toml), types (setup.cfg [mypy]).
+# The house rules: layers (setup.cfg [importlinter]), lint (pyproject.toml), types (setup.cfg [mypy]),
+# and the documentation site (mkdocs.yml): --strict fails on a broken link or a page missing from nav.
 lint: setup
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy vmjudge
+	$(VENV)/bin/mkdocs build --strict --quiet --site-dir site
 
 demo: setup
 	$(VENV)/bin/vmjudge image build examples/minimal
 	scripts/demo
 
 clean:
-	rm -rf $(VENV) *.egg-info
+	rm -rf $(VENV) *.egg-info site
