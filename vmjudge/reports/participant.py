@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..pipeline import PIPELINE, UNPUBLISHED, by_name
+from ..pipeline import PIPELINE, STAGE_NAMES, UNPUBLISHED, by_name
 from ..queue.publish import being_examined
 from ..queue.rows import EntryRow, Scoring, StageRun, stamp
 from .figures import participant_lines, participant_view
@@ -70,6 +70,10 @@ ENTRY = {"id": LEAF, "challenge": LEAF, "phase": LEAF, "carried_from": LEAF, "fe
          "evaluation": LEAF, "scores": SCORES, "exam": EXAM_COUNTS, "scorings": [SCORING], "report": LEAF,
          "figures": {"prep": PREP_FIGURES, "quiz": QUIZ_FIGURES, "exam": EXAM_FIGURES}, "hardware": HARDWARE,
          "budget": {"vm_hours": LEAF, "used": LEAF}}
+# The portal's report page: the entry's report, and each of the four stages as a step: its
+# status (STEP_STATUSES), the failure's reason, and the message the report's text already gives.
+STEP = {"stage": LEAF, "title": LEAF, "status": LEAF, "reason": LEAF, "message": LEAF}
+REPORT_PAGE = {**ENTRY, "steps": [STEP], "verdict": LEAF, "kept_back": LEAF}
 # A line of "my entries" (the portal's list, GET /api/entries).
 ENTRY_ROW = {"id": LEAF, "challenge": LEAF, "phase": LEAF, "late": LEAF, "archive_name": LEAF, "submitted_at": LEAF,
              "state": LEAF, "stage": LEAF, "outcome": LEAF, "verdict": LEAF, "score": LEAF}
@@ -253,6 +257,41 @@ def entry_document(seen: Seen, budget: dict[str, Any] | None = None) -> dict[str
         doc["report"] += (f"VM time on this board: {budget['used']} of the {budget['vm_hours']:g} h budget used "
                           f"by {entry.owner}.\n")
     return allowed(doc, ENTRY)
+
+
+def steps(seen: Seen) -> list[dict[str, Any]]:
+    """Each stage of the pipeline as a step of the report page, from the same runs and entry
+    fields as report_text (a stage that counted: its run's status and message), so a step
+    says nothing the text does not."""
+    entry, runs = seen.entry, {r.stage: r for r in final_runs(seen.runs)}
+    return [{"stage": s.name, "title": s.title,
+             "status": _step_status(seen, s.name, runs[s.name].status if s.name in runs else None),
+             "reason": entry.reason if entry.state == "done" and entry.failed_stage == s.name else None,
+             "message": runs[s.name].message if s.name in runs else None} for s in PIPELINE]
+
+
+def _step_status(seen: Seen, stage: str, ran: str | None) -> str:
+    """A stage that did not count a run: passed (the entry went past it), failed, running,
+    waiting, stopped (parked), not-run (after a failure or a dry run), or kept-back (its phase's
+    feedback level gives no more than the verdict)."""
+    e, order = seen.entry, list(STAGE_NAMES)
+    if ran is not None:
+        return "passed" if ran == "scored" else ran
+    if seen.feedback == NONE or (seen.feedback != FULL and e.state == "done" and e.outcome != "failed"):
+        return "kept-back"
+    at = e.failed_stage if e.state == "done" else e.stage
+    if at not in order:  # done without a failure: scored, or a dry run whose later stages did not run
+        return "passed" if e.outcome == "scored" else "not-run"
+    if stage != at:
+        return "passed" if order.index(stage) < order.index(at) else "not-run" if e.state == "done" else "waiting"
+    return {"done": "failed", "running": "running", "parked": "stopped"}.get(e.state, "waiting")
+
+
+def report_page(seen: Seen, budget: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The portal's report page: the entry's document (entry_document) and its steps."""
+    kept_back = KEPT_BACK[seen.feedback].format(phase=seen.entry.phase) if seen.feedback != FULL else None
+    return allowed({**entry_document(seen, budget), "steps": steps(seen), "verdict": verdict(seen.entry, seen.feedback),
+                    "kept_back": kept_back}, REPORT_PAGE)
 
 
 def entry_row(entry: EntryRow, at: float, feedback: str = FULL) -> dict[str, Any]:

@@ -12,14 +12,16 @@ from __future__ import annotations
 import anyio
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from ..queue.listing import EntryFilter
 from ..reports import leaderboard as lb
 from ..reports import participant
 from ..reports.phase_view import PhaseViews, board_phase, hidden_board
-from ..reports.report import show
+from ..reports.report import report_page
+from ..terminal import printable
+from . import report_view
 from .entries import entries_page, entry_number, page_number, pages_of
 from .portal import Portal
 from .upload import upload_entry
@@ -78,15 +80,20 @@ class Pages:
                                                    PhaseViews.load(self.portal.queue).feedback))
 
     def report(self, request: Request) -> Response:
+        """The report as a page of steps, bars and tables; `?format=text` the same report as the
+        text of `vmjudge show`, which the page was before and scripts may still read."""
         owner = self.portal.participant(request)
         entry_id = entry_number(request)
         entry = self.portal.own_entry(owner, entry_id)
         views = PhaseViews.load(self.portal.queue)
-        doc = show(self.portal.site, self.portal.queue, entry_id, views=views)
+        doc = report_page(self.portal.queue, entry_id, views=views)
+        if request.query_params.get("format") == "text":
+            return PlainTextResponse(printable(doc["report"]))
         ch = views.challenge(entry.challenge)
         # "Choose for phase P": the phases that take entries carried from this one's phase
         carries = [p.name for p in ch.phases if entry.phase and p.carry == entry.phase] if ch is not None else []
-        return self.portal.page(request, "report.html", entry_id=entry_id, report=doc["report"], carries=carries)
+        return self.portal.page(request, "report.html", doc=doc, steps=report_view.steps(doc),
+                                budget=report_view.budget_bar(doc), carries=carries)
 
     def upload_form(self, request: Request) -> Response:
         self.portal.participant(request)
