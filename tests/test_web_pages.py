@@ -7,7 +7,9 @@ plain text beside it. Entries are judged through the queue's own calls."""
 from __future__ import annotations
 
 import json
+import re
 import time
+import xml.etree.ElementTree as ET
 
 import pytest
 
@@ -37,8 +39,8 @@ def published(queue, eid):
         db.execute("UPDATE entries SET published = ? WHERE id = ?", (time.time() - 1, eid))
 
 
-def judged(web, kind: str) -> int:
-    eid = web.queue.add_entry("big", "alice", False, "a" * 64, f"{kind}-entry.tar.gz", web.tar(f"{kind}.tar.gz"))
+def judged(web, kind: str, owner: str = "alice", score: float = 0.75, late: bool = False) -> int:
+    eid = web.queue.add_entry("big", owner, late, "a" * 64, f"{kind}-entry.tar.gz", web.tar(f"{kind}.tar.gz"))
     q = web.queue
     if kind == "failed":
         stage(q, eid, "prep", "failed", SETUP_FAILED, reason="setup-error", outcome="failed", figures=PREP)
@@ -52,8 +54,8 @@ def judged(web, kind: str) -> int:
     stage(q, eid, "exam", "passed", "8 test records: 8 completed.", "score", figures=EXAM, exam=counts)
     if kind == "examined":
         return eid
-    scores = {"score": 0.75, "F1_N": 0.8, "F1_A": None}
-    stage(q, eid, "score", "scored", "score 0.75", outcome="scored", scores=scores,
+    scores = {"score": score, "F1_N": 0.8, "F1_A": None}
+    stage(q, eid, "score", "scored", f"score {score}", outcome="scored", scores=scores,
           scoring=Scoring(eid, "official", "dice", "dice/2.1", "e" * 64, "d" * 64, scores))
     published(q, eid)
     return eid
@@ -104,7 +106,7 @@ def test_a_scored_entry_shows_four_passed_steps_its_bars_its_scores_and_where_it
     for finer in ("1234", "7.123", "1.456", "b201", "b202", "900.0 MiB"):
         assert finer not in answer.text, finer
     for label, value, limit, _ in meters(page):
-        assert 0 <= value and limit > 0, label
+        assert 0 <= value <= limit, label
     table = page.one("table", id="scores")
     assert "dice, version dice/2.1" in table.one("caption").text
     assert [(r.one("th").text, r.one("td").text) for r in table.one("tbody").all("tr")] == \
@@ -161,3 +163,48 @@ def test_the_plain_text_stays_and_the_api_is_unchanged(alice):
     api = client.get(f"/api/entries/{eid}", headers={"Authorization": f"Bearer {web.token}"}).json()
     assert api == json.loads(json.dumps(show(web.site, web.queue, eid)))
     assert "steps" not in api and set(api) <= set(participant.ENTRY)
+
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def board_chart(text: str) -> ET.Element:
+    """The board page's chart, parsed as the XML it must be."""
+    found = re.search(r'<figure class="chart" id="chart">\s*(<svg.*?</svg>)', text, re.S)
+    assert found, "no chart on the board"
+    return ET.fromstring(found.group(1))
+
+
+def test_the_board_marks_my_row_and_charts_each_owners_best_a_point_per_scored_entry(alice):
+    web, client = alice
+    judged_at = {}
+    for i, (owner, score) in enumerate([("alice", 0.5), ("bob", 0.6), ("alice", 0.4), ("alice", 0.9), ("bob", 0.7)]):
+        judged_at[judged(web, "scored", owner, score)] = f"2026-01-0{i + 1}T12:00:00Z"
+    judged(web, "failed", "carol")  # not scored: no point
+    judged(web, "scored", "carol", 0.99, late=True)  # the late board's
+    judged(web, "examined", "dave")  # being examined: not counted yet, nor drawn
+    with web.queue.database.transaction() as db:
+        for eid, t in judged_at.items():
+            db.execute("UPDATE entries SET submitted_at = ? WHERE id = ?", (t, eid))
+    text = client.get("/leaderboards/big").text
+    page = parse(text)
+    mine = page.one("tr", id="my-row")
+    assert mine.attrs["class"] == "me" and mine.one("td", cls="owner").text == "alice" and "(you)" in mine.text
+    assert [r.one("td", cls="owner").text for r in page.one("table", id="leaderboard").one("tbody").all("tr")] == \
+        ["alice", "bob"]
+    svg = board_chart(text)
+    assert svg.get("role") == "img" and svg.find(f"{SVG}title").text.startswith("Each owner's best score")
+    series = {g.get("data-owner"): g for g in svg.iter(f"{SVG}g")}
+    assert set(series) == {"alice", "bob"} and "mine" in series["alice"].get("class")
+    points = {owner: [c for c in g.iter(f"{SVG}circle") if "point" in c.get("class")] for owner, g in series.items()}
+    assert {owner: len(p) for owner, p in points.items()} == {"alice": 3, "bob": 2}  # one per scored entry
+    assert len(list(svg.iter(f"{SVG}circle"))) == 5
+    alice_y = [float(c.get("cy")) for c in points["alice"]]
+    assert alice_y[0] == alice_y[1] > alice_y[2]  # 0.4 did not raise her best of 0.5; 0.9 did (up is less y)
+    assert [float(c.get("cx")) for c in points["alice"]] == sorted(float(c.get("cx")) for c in points["alice"])
+    assert [c.find(f"{SVG}title").text for c in points["bob"]] == [
+        "bob: best 0.6000 after the entry of 2026-01-02T12:00:00Z", "bob: best 0.7000 after the entry of "
+        "2026-01-05T12:00:00Z"]
+    late = client.get("/leaderboards/big?late=1").text
+    assert len(list(board_chart(late).iter(f"{SVG}circle"))) == 1 and "my-row" not in late
+    assert 'id="chart"' not in client.get("/leaderboards/adm").text  # no scored entry: no chart

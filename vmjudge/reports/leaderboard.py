@@ -51,12 +51,8 @@ def leaderboard(queue: Queue, challenge: str, late: bool = False, at: float | No
     contest, the board of one phase: its entries alone (whether participants may see it at
     all is phase_view.py's to say)."""
     best: dict[str, tuple[tuple[float, str, int], EntryRow]] = {}
-    for e in queue.entries(("done",)):
-        if e.challenge != challenge or e.late != late or e.phase != phase or e.outcome != "scored" or not e.scores:
-            continue
-        if at is not None and examining(e, at):
-            continue
-        key = (-float(e.scores.get(PRIMARY) or 0.0), e.submitted_at, e.id)
+    for e in counted(queue, challenge, late, at, phase):
+        key = (-float((e.scores or {}).get(PRIMARY) or 0.0), e.submitted_at, e.id)
         if e.owner not in best or key < best[e.owner][0]:
             best[e.owner] = (key, e)
     ordered = sorted(best.values(), key=lambda ke: ke[0])
@@ -69,6 +65,25 @@ def leaderboard(queue: Queue, challenge: str, late: bool = False, at: float | No
                         exam_host=exam.host if exam else None,
                         exam_hardware=(exam.manifest or {}).get("hardware") if exam else None))
     return rows
+
+
+def counted(queue: Queue, challenge: str, late: bool, at: float | None, phase: str | None) -> list[EntryRow]:
+    """The scored entries a board counts `at` (None: the organiser's, all at once)."""
+    return [e for e in queue.entries(("done",))
+            if e.challenge == challenge and e.late == late and e.phase == phase and e.outcome == "scored" and e.scores
+            and (at is None or not examining(e, at))]
+
+
+def history(queue: Queue, challenge: str, late: bool = False, at: float | None = None,
+            phase: str | None = None) -> dict[str, list[tuple[str, float]]]:
+    """How the board came to be: each owner's counted entries in the order submitted, each with
+    the owner's best score once it was in (a point per scored entry; the portal's chart)."""
+    out: dict[str, list[tuple[str, float]]] = {}
+    for e in sorted(counted(queue, challenge, late, at, phase), key=lambda e: (e.submitted_at, e.id)):
+        points = out.setdefault(e.owner, [])
+        score = float((e.scores or {}).get(PRIMARY) or 0.0)
+        points.append((e.submitted_at, max(score, points[-1][1]) if points else score))
+    return out
 
 
 def columns(rows: list[Row]) -> list[str]:

@@ -80,6 +80,10 @@ ENTRY_ROW = {"id": LEAF, "challenge": LEAF, "phase": LEAF, "late": LEAF, "archiv
 ENTRY_LIST = {"total": LEAF, "page": LEAF, "limit": LEAF, "entries": [ENTRY_ROW]}
 # A leaderboard row (every format shows these or fewer).
 BOARD_ROW = {"rank": LEAF, "owner": LEAF, "entry_id": LEAF, "score": LEAF, "submitted_at": LEAF, "scores": SCORES}
+# A board's history (the portal's chart): for each owner on it, each counted scored entry's
+# submission time and the owner's best score once that entry was in. The best is the board's own
+# figure as it stood, shown to everyone then; an entry that did not raise it gives its time only.
+BOARD_HISTORY = [{"owner": LEAF, "points": [{"submitted_at": LEAF, "best": LEAF}]}]
 # What an upload is answered with.
 SUBMITTED = {"id": LEAF, "owner": LEAF, "late": LEAF, "dry_run": LEAF, "phase": LEAF, "carried_from": LEAF,
              "remaining": LEAF, "budget": LEAF}
@@ -321,3 +325,9 @@ def board_rows(rows: Sequence[Any]) -> list[dict[str, Any]]:
     hardware, no host (those are in `leaderboard --organiser`)."""
     return [allowed({"rank": r.rank, "owner": r.owner, "entry_id": r.entry_id, "score": r.score,
                      "submitted_at": r.submitted_at, "scores": r.scores}, BOARD_ROW) for r in rows]
+
+
+def board_history(history: dict[str, list[tuple[str, float]]]) -> list[dict[str, Any]]:
+    """A board's history (reports/leaderboard.py history) as participants may see it."""
+    return allowed([{"owner": owner, "points": [{"submitted_at": t, "best": best} for t, best in points]}
+                    for owner, points in history.items()], BOARD_HISTORY)

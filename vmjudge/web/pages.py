@@ -22,6 +22,7 @@ from ..reports.phase_view import PhaseViews, board_phase, hidden_board
 from ..reports.report import report_page
 from ..terminal import printable
 from . import report_view
+from .chart import chart
 from .entries import entries_page, entry_number, page_number, pages_of
 from .portal import Portal
 from .upload import upload_entry
@@ -118,7 +119,8 @@ class Pages:
         return self.portal.page(request, "boards.html", challenges=names, phases=phases)
 
     def board(self, request: Request) -> Response:
-        self.portal.participant(request)
+        """A board: its rows, the signed-in owner's marked, and the chart of how it came to be."""
+        me = self.portal.participant(request)
         challenge = request.path_params["challenge"]
         if challenge not in self.portal.challenge_names():
             raise HTTPException(404, f"There is no challenge named {challenge!r}.")
@@ -132,8 +134,10 @@ class Pages:
         title = lb.title(challenge, late, phase)
         if not views.board_shown(challenge, phase, at):
             return self.portal.page(request, "board.html", challenge=challenge, late=late, rows=[], columns=[],
-                                    title=title, phase=phase, hidden=hidden_board(challenge, str(phase)))
+                                    title=title, phase=phase, hidden=hidden_board(challenge, str(phase)), chart=None)
         rows = lb.leaderboard(self.portal.queue, challenge, late, at=at, phase=phase)
+        history = participant.board_history(lb.history(self.portal.queue, challenge, late, at=at, phase=phase))
+        drawn = chart(history, [r["owner"] for r in participant.board_rows(rows)], me.name)
         return self.portal.page(request, "board.html", challenge=challenge, late=late,
                                 rows=participant.board_rows(rows), columns=lb.columns(rows), title=title, phase=phase,
-                                hidden=None)
+                                hidden=None, chart=drawn)

@@ -26,7 +26,7 @@ STATUS = {"passed": "Passed", "failed": "Failed", "dry-run": "Dry run", "not-run
 @dataclass(frozen=True)
 class Bar:
     label: str
-    value: float
+    value: float  # as the document gives it: the exam's are whole tenths
     limit: float
     words: str
     training: bool
@@ -61,7 +61,7 @@ def split_message(message: str | None) -> tuple[str, list[tuple[str, str]]]:
 def _bar(label: str, used: float | None, limit: float | None, words: str, training: bool = True) -> list[Bar]:
     if used is None or not limit:
         return []
-    return [Bar(label, round(float(used), 3), round(float(limit), 3), words, training)]
+    return [Bar(label, used, limit, words, training)]
 
 
 def _disk_and_memory(view: dict[str, Any]) -> list[Bar]:
