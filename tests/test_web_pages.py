@@ -208,3 +208,20 @@ def test_the_board_marks_my_row_and_charts_each_owners_best_a_point_per_scored_e
     late = client.get("/leaderboards/big?late=1").text
     assert len(list(board_chart(late).iter(f"{SVG}circle"))) == 1 and "my-row" not in late
     assert 'id="chart"' not in client.get("/leaderboards/adm").text  # no scored entry: no chart
+
+
+def test_my_entries_show_a_status_badge_and_the_score(alice):
+    web, client = alice
+    ids = {kind: judged(web, kind) for kind in ("scored", "failed", "dry-run", "examined")}
+    queued = web.queue.add_entry("big", "alice", False, "a" * 64, "q-entry.tar.gz", web.tar("q.tar.gz"))
+    rows = {tr.attrs["id"]: tr for tr in parse(client.get("/entries").text).one("table", id="entries").all("tr")
+            if "id" in tr.attrs}
+    badges = {eid: rows[f"entry-{eid}"].one("td", cls="state").one(cls="badge") for eid in [*ids.values(), queued]}
+    assert {eid: (b.attrs["class"], b.text) for eid, b in badges.items()} == {
+        ids["scored"]: ("badge badge-scored", "scored"), ids["failed"]: ("badge badge-failed", "failed"),
+        ids["dry-run"]: ("badge badge-dry-run", "dry run"),
+        ids["examined"]: ("badge badge-running", "running (exam)"), queued: ("badge badge-queued", "queued (prep)")}
+    assert rows[f"entry-{ids['scored']}"].one("td", cls="score").text == "0.7500"
+    assert rows[f"entry-{ids['examined']}"].one("td", cls="score").text == ""  # its score is not published yet
+    script = client.get("/static/entries.js").text  # the refresh draws the same badge from /entries.json
+    assert 'span.className = "badge badge-" + kind' in script and 'e.state === "done" && e.outcome' in script
