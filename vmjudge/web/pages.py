@@ -3,8 +3,9 @@ static/entries.js from /entries.json), an entry's report, and the boards (a cont
 phase, a hidden one until its phase is published).
 
 Every page is built from reports/participant.py's documents, seen now (an entry being
-examined shows nothing of its exam until its publish time): a report is its text, through
-autoescaping and terminal.printable. Another owner's entry is 404, never 403.
+examined shows nothing of its exam until its publish time): a report from report_page (steps
+and bars by report_view.py), a board's chart from board_history (chart.py); entry output goes
+through autoescaping and terminal.printable. Another owner's entry is 404, never 403.
 """
 
 from __future__ import annotations
