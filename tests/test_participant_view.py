@@ -190,7 +190,7 @@ API_GETS = {"/api/entries": participant.ENTRY_LIST, "/api/entries/{entry_id}": p
 # A participant's upload, or an entry carried into a contest's phase: answered in SUBMITTED or a page.
 POSTS = {"/upload", "/api/entries", "/entries/{entry_id}/carry", "/api/entries/{entry_id}/carry"}
 PUBLIC = {"/", "/signin", "/signout", "/static"}
-ORGANISER = {"/organiser/entries", "/organiser/parked", "/organiser/entries/{entry_id}",
+ORGANISER = {"/organiser/entries", "/organiser/parked", "/organiser/queue", "/organiser/entries/{entry_id}",
              "/organiser/entries/{entry_id}/logs"}
 
 
