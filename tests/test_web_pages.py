@@ -112,7 +112,8 @@ def test_a_scored_entry_shows_four_passed_steps_its_bars_its_scores_and_where_it
     assert [(r.one("th").text, r.one("td").text) for r in table.one("tbody").all("tr")] == \
         [("score", "0.7500"), ("F1_N", "0.8000"), ("F1_A", "undefined (0/0)")]
     hardware = page.one("dl", id="hardware")
-    assert [d.text for d in hardware.all("dt")] == ["host", "cpu", "vcpus", "memory_mib"]  # no pid: not allowed
+    assert [(t.text, d.text) for t, d in zip(hardware.all("dt"), hardware.all("dd"), strict=True)] == [
+        ("Host", "judge-1"), ("CPU", "Test CPU @ 3 GHz"), ("vCPUs", "2"), ("Memory (MiB)", "2048")]  # no pid
     assert page.one("a", id="as-text").attrs["href"] == f"/entries/{eid}?format=text"
 
 

@@ -95,7 +95,8 @@ class Pages:
         # "Choose for phase P": the phases that take entries carried from this one's phase
         carries = [p.name for p in ch.phases if entry.phase and p.carry == entry.phase] if ch is not None else []
         return self.portal.page(request, "report.html", doc=doc, steps=report_view.steps(doc),
-                                budget=report_view.budget_bar(doc), carries=carries)
+                                budget=report_view.budget_bar(doc), hardware=report_view.hardware(doc),
+                                carries=carries)
 
     def upload_form(self, request: Request) -> Response:
         self.portal.participant(request)

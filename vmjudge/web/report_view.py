@@ -21,6 +21,9 @@ from ..reports.figures import duration, seconds, size
 QUOTE = re.compile(r"^--- (.{1,200}?) ---$", re.M)
 STATUS = {"passed": "Passed", "failed": "Failed", "dry-run": "Dry run", "not-run": "Not run", "running": "Running",
           "waiting": "Waiting", "stopped": "Stopped on the judge's side", "kept-back": "Kept back until published"}
+# The hardware fingerprint's fields (participant.HARDWARE) as a reader names them.
+HARDWARE = {"host": "Host", "cpu": "CPU", "host_cores": "Host cores", "kernel": "Kernel", "qemu": "QEMU",
+            "libvirt": "libvirt", "vcpus": "vCPUs", "memory_mib": "Memory (MiB)", "accel": "Accelerator", "gpu": "GPU"}
 
 
 @dataclass(frozen=True)
@@ -123,3 +126,8 @@ def budget_bar(doc: dict[str, Any]) -> list[Bar]:
     tenths = int(str(budget["used"]).split("/")[0])
     return _bar("VM time on this board", tenths, 10, f"{budget['used']} of the {budget['vm_hours']:g} h budget used",
                 False)
+
+
+def hardware(doc: dict[str, Any]) -> list[tuple[str, str]]:
+    """Where the entry's latest VM stage ran, as (name, value): the fields the document has."""
+    return [(HARDWARE.get(k, k), str(v)) for k, v in (doc.get("hardware") or {}).items() if v is not None]
