@@ -206,6 +206,10 @@ def test_the_board_marks_my_row_and_charts_each_owners_best_a_point_per_scored_e
     assert [c.find(f"{SVG}title").text for c in points["bob"]] == [
         "bob: best 0.6000 after the entry of 2026-01-02T12:00:00Z", "bob: best 0.7000 after the entry of "
         "2026-01-05T12:00:00Z"]
+    table = page.one("table", id="chart-points").one("tbody").all("tr")  # the same points, for a screen reader
+    assert [[td.text for td in tr.all("td")] for tr in table if tr.attrs.get("class") == "me"] == [
+        ["alice", "2026-01-01T12:00:00Z", "0.5000"], ["alice", "2026-01-03T12:00:00Z", "0.5000"],
+        ["alice", "2026-01-04T12:00:00Z", "0.9000"]] and len(table) == 5
     late = client.get("/leaderboards/big?late=1").text
     assert len(list(board_chart(late).iter(f"{SVG}circle"))) == 1 and "my-row" not in late
     assert 'id="chart"' not in client.get("/leaderboards/adm").text  # no scored entry: no chart

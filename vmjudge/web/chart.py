@@ -20,7 +20,12 @@ SERIES = 8  # owners drawn (the board's first, and the one signed in): each has 
 class Point:
     x: float
     y: float
-    label: str
+    submitted_at: str
+    best: float
+
+    @property
+    def label(self) -> str:
+        return f"best {self.best:.4f} after the entry of {self.submitted_at}"
 
 
 @dataclass(frozen=True)
@@ -89,8 +94,7 @@ def chart(history: list[dict[str, Any]], ranked: list[str], me: str | None) -> C
         return x, TOP + (high - best) / (high - low) * (HEIGHT - BOTTOM - TOP)
 
     series = [Series(h["owner"], f"s{i}", h["owner"] == me,
-                     [Point(*place(p["submitted_at"], float(p["best"])),
-                            f"{h['owner']}: best {float(p['best']):.4f} after the entry of {p['submitted_at']}")
+                     [Point(*place(p["submitted_at"], float(p["best"])), p["submitted_at"], float(p["best"]))
                       for p in h["points"]]) for i, h in enumerate(chosen)]
     stamps = sorted(p["submitted_at"] for p in points)
     return Chart(series, low, high, stamps[0], stamps[-1], len(chosen), len(history))
