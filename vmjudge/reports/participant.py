@@ -70,8 +70,9 @@ ENTRY = {"id": LEAF, "challenge": LEAF, "phase": LEAF, "carried_from": LEAF, "fe
          "evaluation": LEAF, "scores": SCORES, "exam": EXAM_COUNTS, "scorings": [SCORING], "report": LEAF,
          "figures": {"prep": PREP_FIGURES, "quiz": QUIZ_FIGURES, "exam": EXAM_FIGURES}, "hardware": HARDWARE,
          "budget": {"vm_hours": LEAF, "used": LEAF}}
-# The portal's report page: the entry's report, and each of the four stages as a step: its
-# status (STEP_STATUSES), the failure's reason, and the message the report's text already gives.
+# The portal's report page: the entry's report, its verdict, the sentence of a phase keeping its
+# results back, and each of the four stages as a step: its status (steps() says which), the
+# failure's reason, and the message the report's text already gives.
 STEP = {"stage": LEAF, "title": LEAF, "status": LEAF, "reason": LEAF, "message": LEAF}
 REPORT_PAGE = {**ENTRY, "steps": [STEP], "verdict": LEAF, "kept_back": LEAF}
 # A line of "my entries" (the portal's list, GET /api/entries).
