@@ -11,8 +11,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-WIDTH, HEIGHT = 600, 240
-LEFT, RIGHT, TOP, BOTTOM = 56, 12, 12, 36  # room for the axes' labels
+WIDTH, HEIGHT = 480, 240
+LEFT, RIGHT, TOP, BOTTOM = 60, 12, 14, 36  # room for the axes' labels
 SERIES = 8  # owners drawn (the board's first, and the one signed in): each has a colour of its own
 
 
