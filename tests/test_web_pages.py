@@ -230,3 +230,16 @@ def test_my_entries_show_a_status_badge_and_the_score(alice):
     assert rows[f"entry-{ids['examined']}"].one("td", cls="score").text == ""  # its score is not published yet
     script = client.get("/static/entries.js").text  # the refresh draws the same badge from /entries.json
     assert 'span.className = "badge badge-" + kind' in script and 'e.state === "done" && e.outcome' in script
+
+
+def test_the_new_pages_load_nothing_from_elsewhere_and_keep_the_csp(alice):
+    web, client = alice
+    eid = judged(web, "scored")
+    for url in (f"/entries/{eid}", "/entries", "/leaderboards/big"):
+        answer = client.get(url)
+        assert answer.headers["content-security-policy"].startswith("default-src 'none'; script-src 'self';")
+        page = parse(answer.text)
+        links = [n.attrs.get(a) or "" for n in page.walk() for a in ("src", "href") if a in n.attrs]
+        assert links and all(link.startswith(("/", "?")) for link in links), (url, links)
+        assert not page.all(style=None) and not page.all("style")  # no inline style for the CSP to refuse
+        assert all("src" in s.attrs for s in page.all("script"))  # no inline script either
