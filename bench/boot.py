@@ -56,7 +56,7 @@ def bare_initramfs(image, out: Path) -> None:
 def boot_bare(conn, site, image, rd: Path, initrd: Path, n: int) -> float:
     spec = DomainSpec(name=f"{domain.DOMAIN_PREFIX}bench-bare-{n}", kernel=image.kernel, initrd=initrd,
                          root=image.root, home=rd / "home.qcow2", cdrom=rd / "empty.iso",
-                         console_log=rd / f"bare{n}.log", accel=site.accel, vcpus=1, memory_mib=512)
+                         console_log=rd / f"bare{n}.log", accel=site.accel, vcpus=1, memory_mib=512, cpu=site.cpu)
     dom = domain.Domain.start_paused(conn, domain_xml(spec))
     try:
         started = time.monotonic()

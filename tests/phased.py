@@ -79,3 +79,14 @@ def contest_dir(root: Path, name: str = "contest", **windows: str) -> Path:
     write_sets(directory)
     (directory / "challenge.toml").write_text(contest_toml(name, **windows))
     return directory
+
+
+def write_training(directory: Path, where: str, records: dict[str, int]) -> Path:
+    """A training set of its own at `where` in the challenge: RECORDS and RECORD.txt with the
+    number the corpus's good entry answers."""
+    training = directory / where
+    training.mkdir(parents=True, exist_ok=True)
+    (training / "RECORDS").write_text("".join(f"{r}\n" for r in records))
+    for record, number in records.items():
+        (training / f"{record}.txt").write_text(f"{number}\n")
+    return training

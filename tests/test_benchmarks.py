@@ -30,8 +30,8 @@ REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = {p.name: 'if __name__ == "__main__":' in p.read_text() for p in (REPO / "bench").glob("*.py")}
 BENCHMARKS = sorted(name for name, runs in SCRIPTS.items() if runs)
 # The benchmarks that boot VMs; every other one runs on the host alone.
-BOOTS_VMS = ("boot.py", "container.py", "demo_under_load.py", "fairness.py", "gpu_image.py", "hostile_memory.py",
-             "octave.py", "qemu_memory.py", "records.py", "soak.py", "timing_spread.py")
+BOOTS_VMS = ("boot.py", "container.py", "cpu_matmul.py", "demo_under_load.py", "fairness.py", "gpu_image.py",
+             "hostile_memory.py", "octave.py", "qemu_memory.py", "records.py", "soak.py", "timing_spread.py")
 HOST_ONLY = sorted(set(BENCHMARKS) - set(BOOTS_VMS))
 SPEED = ("upload_within_2x", "page_p99_within_2x")  # web_abuse's figures, which a smoke run does not hold it to
 
@@ -47,6 +47,8 @@ INVARIANTS: dict[str, Callable[[dict], bool]] = {
     and d["same_image_twice"]["second_reused"] is True and len(d["stage1"]["archive_seconds"]) == 1
     and d["image"]["payload_bytes"] == 2 << 20,
     "boot.py": lambda d: d["boot"]["runs"] == 1 and d["warm"]["runs"] == 1 and d["channel"]["payload_mib"] == 1,
+    "cpu_matmul.py": lambda d: (d["default"]["level"], d["qemu64"]["level"]) == ("x86-64-v3", "x86-64-v1")
+    and d["default"]["avx2"] and not d["qemu64"]["avx2"] and d["matmul_ratio_qemu64_over_default"] > 0,
     "demo_under_load.py": lambda d: d["met"] and d["entries"] == 1 and d["hogs"] == 1,
     "fairness.py": lambda d: d["met"],
     "gpu_image.py": lambda d: d["guest"]["cpu_image"]["hello_gpu"]["state"] == "none",

@@ -97,6 +97,21 @@ def test_a_cpu_vm_with_the_virtio_channel_has_exactly_the_allow_list(qemu_driver
     assert set(qemu_devices(planned_argv(qemu_driver, domain_xml(spec(gpu=GPU))))) == QEMU_GPU_DEVICES
 
 
+@pytest.mark.parametrize("accel, cpu, qemu_cpu", [
+    ("tcg", None, "max"), ("tcg", "qemu64", "qemu64"), ("tcg", "x86-64-v3", "kvm64,"),
+    ("tcg", "Haswell-noTSX", "Haswell-noTSX"),
+    ("kvm", None, "host,"), ("kvm", "x86-64-v2", "kvm64,"), ("kvm", "max", "max"),
+])
+def test_the_guests_cpu_changes_only_qemus_cpu_argument(accel, cpu, qemu_cpu, qemu_driver):
+    """site.toml's [vm] cpu (#41) is the domain's <cpu>, which libvirt makes a -cpu argument and
+    nothing else: no device, and the command line stays on the allow-list (the recorded
+    tests/confinement/cmdline-*.txt predate #41: their -cpu qemu64 was libvirt's default)."""
+    argv = planned_argv(qemu_driver, domain_xml(spec(accel=accel, cpu=cpu)))
+    assert unlisted_qemu(argv, gpu=False) == []
+    assert set(qemu_devices(argv)) == QEMU_DEVICES
+    assert argv.count("-cpu") == 1 and argv[argv.index("-cpu") + 1].startswith(qemu_cpu)
+
+
 @pytest.mark.parametrize("extra, xml_says, qemu_says", [
     ("<interface type='user'><model type='e1000'/></interface>", "interface", "-netdev"),
     ("<sound model='ich6'/>", "sound", "-device intel-hda"),

@@ -23,8 +23,9 @@ def test_doctor_boots_a_job_and_passes_and_reads_the_running_test_vms_qemu(site,
     report = json.loads(proc.stdout)
     assert proc.returncode == 0 and report["ok"], proc.stdout + proc.stderr
     checks = {c["name"]: c for c in report["checks"]}
-    assert set(checks) == {"qemu", "libvirt", "home", "cores", "image", "accel", "boundary", "user", "caps", "nnp",
-                           "seccomp", "lsm", "devices", "memory"}
+    assert set(checks) == {"qemu", "libvirt", "cpu", "home", "cores", "image", "accel", "boundary", "user", "caps",
+                           "nnp", "seccomp", "lsm", "devices", "memory"}
+    assert checks["cpu"]["detail"].startswith(f'cpu = "{site.guest_cpu.setting}" under {site.accel}: ')
     assert checks["accel"]["detail"].startswith(f"{site.accel}: test job booted")
     assert "interfaces: lo only" in checks["accel"]["detail"]
     assert report["profile"] == "trial"  # the suite's (conftest.py): what production refuses is a warning

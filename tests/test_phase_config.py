@@ -9,10 +9,10 @@ import shutil
 
 import pytest
 
-from vmjudge.config import check_challenge_data, load_challenge
+from vmjudge.config import ImageRecipe, check_challenge_data, load_challenge
 from vmjudge.errors import ConfigError
 
-from .phased import QUICK, contest_dir, contest_toml
+from .phased import QUICK, contest_dir, contest_toml, write_training
 
 
 def test_a_contest_loads_with_its_phases_in_order(tmp_path):
@@ -111,7 +111,9 @@ def refused(tmp_path, text: str) -> str:
      "[phase validation] test = '../elsewhere' is not allowed: use a directory inside the challenge's, such as "
      "\"phases/test/test\"."),
     (('max_working_per_owner = 2', 'max_working_per_owner = 2\nimage = "other"'),
-     "[phase validation] has unknown key(s) image: remove or correct them."),
+     "[phase validation.image] must be a table of keys."),
+    (('max_working_per_owner = 2', 'max_working_per_owner = 2\nvm = "other"'),
+     "[phase validation] has unknown key(s) vm: remove or correct them."),
     (('max_working_per_owner = 2', 'max_working_per_owner = 2\n[phase.limits]\nexam_total = 0'),
      "[phase validation.limits] exam_total = 0 is not allowed: use seconds from 1 to 604800."),
 ])
@@ -166,3 +168,134 @@ def test_the_readmes_hecktor_contest_is_a_challenge_toml_that_loads(tmp_path):
     assert (test.limits.exam_total, test.limits.per_record, test.limits.vm_hours) == (86400.0, 900.0, 20.0)
     assert test.test_dir == tmp_path / "phases" / "test" / "test"
     assert all(p.opens is not None and p.closes is not None and p.opens < p.closes for p in ch.phases)
+
+
+# A phase's own training set: three records the challenge's training/ (r1, r2) does not have.
+OWN = {"f1": 7, "f2": 8, "f3": 9}
+SANITY_OWN = 'training = "phases/sanity/training"\n[phase.image]\npackages = ["python3-numpy"]'
+
+
+def test_a_phase_may_have_its_own_training_set_and_image_and_a_carrying_phase_keeps_its_sources(tmp_path):
+    directory = contest_dir(tmp_path, sanity=SANITY_OWN, test='[phase.image]\npip = ["wfdb==4.3.1"]')
+    own = write_training(directory, "phases/sanity/training", OWN)
+    ch = load_challenge(directory)
+    check_challenge_data(ch)
+    sanity, validation, test = ch.phases
+    assert (sanity.training_dir, sanity.training) == (own, ("f1", "f2", "f3"))
+    # A phase that carries entries has the training set and image of the phase they come from, so a
+    # carried entry is quizzed on the records its archive answers, in the image it passed in.
+    assert validation.training_dir == test.training_dir == own and validation.training == sanity.training
+    numpy = ImageRecipe(packages=("python3-numpy",))
+    assert sanity.image == validation.image == numpy
+    assert test.image == ImageRecipe(packages=("python3-numpy",), pip=("wfdb==4.3.1",))  # its keys over its source's
+    assert (ch.image, ch.training) == (ImageRecipe(), ("r1", "r2"))  # the challenge's own, which no phase uses
+    assert ch.recipes == (numpy, test.image)  # what `challenge add` and `image build` build
+    view = ch.in_phase("validation")
+    assert (view.training, view.image, view.set_dir("training")) == (sanity.training, numpy, own)
+    assert view.record_files("training", "f2") == [own / "f2.txt"]
+    assert ch.in_phase(None).record_files("training", "r1") == [directory / "training" / "r1.txt"]
+    # What differs by phase needs the phase named (the replica, an image's export).
+    with pytest.raises(ConfigError, match=r"^phases sanity, validation, test have a training set or an image of "
+                                          r"their own, so the replica of contest differs by phase: name the phase "
+                                          r"with --phase \(sanity, validation, test\)\.$"):
+        ch.shared_view(None, "the replica")
+    assert ch.shared_view("test", "the replica").image == test.image
+
+
+def test_phases_that_share_everything_stand_for_the_challenge(tmp_path):
+    ch = load_challenge(contest_dir(tmp_path))
+    assert ch.recipes == (ImageRecipe(),) and ch.shared_view(None, "the replica") is ch
+    assert all(p.training_dir == ch.directory / "training" and p.training == ("r1", "r2") for p in ch.phases)
+    plain = load_challenge(QUICK)
+    assert plain.recipes == (plain.image,) and plain.shared_view(None, "the image") is plain
+
+
+@pytest.mark.parametrize("sanity, validation, said", [
+    ("", 'training = "phases/validation/training"',
+     "[phase validation] training = 'phases/validation/training' is not allowed: phase validation takes entries "
+     "carried from phase sanity, whose archives hold answers for the training set in training/ only; leave "
+     "training out (a carried entry is quizzed on the training set of the phase it comes from), or let the phase "
+     "take uploads (no carry), so that its entries come with answers for a training set of its own."),
+    ('training = "../elsewhere"', "",
+     "[phase sanity] training = '../elsewhere' is not allowed: use a directory inside the challenge's, such as "
+     "\"phases/test/training\"."),
+    ('[phase.image]\npackages = ["Not A Package"]', "",
+     "[phase sanity.image] packages has 'Not A Package', which is not allowed: use Debian package names such as "
+     "\"python3-numpy\"."),
+    ('[phase.image]\npackagez = ["gcc"]', "", "[phase sanity.image] has unknown key(s) packagez: remove or correct "
+                                              "them."),
+    ('[phase.image]\nbuild = "image/none.sh"', "", "[phase sanity.image] build = 'image/none.sh' names no file "
+                                                   "under "),
+    ('[phase.image]\nbuild_timeout = 60', "", "[phase sanity.image] build_timeout is set but there is no build "
+                                              "script: add build = \"image/build.sh\" or remove build_timeout."),
+])
+def test_every_bad_training_set_or_image_of_a_phase_is_one_sentence(tmp_path, sanity, validation, said):
+    directory = contest_dir(tmp_path, sanity=sanity, validation=validation)
+    with pytest.raises(ConfigError) as err:
+        load_challenge(directory)
+    assert str(err.value).startswith(f"{directory / 'challenge.toml'}: "), err.value
+    assert said in str(err.value)
+
+
+def test_a_carrying_phase_may_name_its_sources_training_set(tmp_path):
+    directory = contest_dir(tmp_path, sanity='training = "phases/sanity/training"',
+                            validation='training = "phases/sanity/training/"')
+    write_training(directory, "phases/sanity/training", OWN)
+    assert load_challenge(directory).phases[1].training == ("f1", "f2", "f3")
+
+
+def test_challenge_add_checks_each_phases_training_set(tmp_path):
+    directory = contest_dir(tmp_path, sanity=SANITY_OWN)
+    own = directory / "phases" / "sanity" / "training"
+    with pytest.raises(ConfigError, match=rf"^{own} is missing: put phase sanity's training set there \(its RECORDS "
+                                          r"and each record's files\), or correct \[phase sanity\] training in "
+                                          r"challenge\.toml\.$"):
+        check_challenge_data(load_challenge(directory))
+    write_training(directory, "phases/sanity/training", OWN)
+    (own / "f2.txt").unlink()
+    with pytest.raises(ConfigError, match=r"^record f2 in phases/sanity/training/RECORDS has no files "
+                                          r"phases/sanity/training/f2\.\*: add them or remove the record\.$"):
+        check_challenge_data(load_challenge(directory))
+    # Its records are given to every participant: none may be a test record of the phase, or of a later one.
+    write_training(directory, "phases/sanity/training", {**OWN, "s2": 2})
+    with pytest.raises(ConfigError, match=r"^record s2 is in phase sanity's training set "
+                                          r"\(phases/sanity/training/RECORDS\) and in phase sanity's test set "
+                                          r"\(phases/sanity/test/RECORDS\): a training set goes to every participant, "
+                                          r"so its records are not hidden; remove it from one of the two RECORDS "
+                                          r"files\.$"):
+        check_challenge_data(load_challenge(directory))
+    write_training(directory, "phases/sanity/training", {**OWN, "t3": 3, "t4": 4})
+    (own / "RECORDS").write_text("f1\nf2\nf3\nt3\nt4\n")
+    with pytest.raises(ConfigError, match=r"^records t3 and 1 more are in phase sanity's training set .* and in phase "
+                                          r"test's test set \(phases/test/test/RECORDS\): .* remove them from one"):
+        check_challenge_data(load_challenge(directory))
+
+
+def test_a_later_phase_may_train_on_an_earlier_phases_test_records(tmp_path):
+    """A contest may release a phase's test set once the phase is over: the final phase here takes
+    uploads, with a training set holding the sanity check's test records."""
+    text = contest_toml(test='training = "phases/test/training"').replace(
+        'carry = "validation"\nentrants = "promoted"', 'entrants = "promoted"')
+    directory = contest_dir(tmp_path)
+    (directory / "challenge.toml").write_text(text)
+    write_training(directory, "phases/test/training", {"s1": 1, "s2": 2, "v1": 1})
+    ch = load_challenge(directory)
+    check_challenge_data(ch)
+    assert ch.in_phase("test").training == ("s1", "s2", "v1") and ch.in_phase("validation").training == ("r1", "r2")
+
+
+def test_the_readmes_carry_refusal_is_the_one_given(tmp_path):
+    readme = (QUICK.parent.parent.parent / "README.md").read_text()
+    said = readme.split("**Carried entries keep their training set.**", 1)[1].split("```\n…/challenge.toml: ", 1)[1]
+    said = said.split("\n", 1)[0]
+    with pytest.raises(ConfigError) as err:
+        load_challenge(contest_dir(tmp_path, test='training = "phases/test/training"'))
+    assert str(err.value) == f"{tmp_path / 'contest' / 'challenge.toml'}: {said}"
+
+
+def test_a_contest_without_the_challenges_training_set_is_told_as_before(tmp_path):
+    directory = contest_dir(tmp_path)
+    shutil.rmtree(directory / "training")
+    with pytest.raises(ConfigError, match=r"^.*/contest/training/RECORDS is missing or empty: list one record per "
+                                          r"line\.$"):
+        check_challenge_data(load_challenge(directory))

@@ -10,13 +10,14 @@ against that phase's own reference. Every refusal is checked by its sentence.
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from vmjudge.config import load_challenge, load_site
+from vmjudge.config import ImageRecipe, load_challenge, load_site
 from vmjudge.config.phase import utc
 from vmjudge.queue.admit import admit
 from vmjudge.queue.carry import carry
@@ -34,8 +35,9 @@ from vmjudge.supervisor.slots import Slot
 
 from .cli import run_cli
 from .hostile.cases import tar_of
-from .phased import QUICK, SETS, accuracy, contest_dir, contest_toml
+from .phased import QUICK, SETS, accuracy, contest_dir, contest_toml, write_training
 from .test_figures import EXAM, PREP, QUIZ
+from .test_image_transfer import fake_image
 from .test_rescore import NO_VM_ENV
 
 DAY = 86400
@@ -370,7 +372,8 @@ def test_promotion_takes_the_top_of_the_previous_board_as_it_orders_ties_and_is_
     assert all(set(p) == {"owner", "place", "how", "at"} for p in test["promoted"]) and "olga" not in json.dumps(doc)
     text = c.vmjudge("phases", "contest").stdout
     assert "test: open (from the start to no closing time); takes entries carried from validation, promoted owners " \
-           "only; feedback errors and board hidden until published\n  promoted: alice (place 1), top 2 of " \
+           "only; feedback errors and board hidden until published; training set phase validation's (2 records), " \
+           "whose answers a carried entry's archive holds\n  promoted: alice (place 1), top 2 of " \
            "validation, " in text
     assert c.carry(carried["carol"], "test") and c.refused("carry", "contest", str(carried["erin"]), "--phase",
                                                            "test").startswith("erin was not promoted to phase test")
@@ -536,6 +539,7 @@ def test_the_portal_follows_the_phases(tmp_path, backend):
     # The report page offers the carry; another owner's entry is not found.
     page = client.get(f"/entries/{a1}")
     assert 'id="carry-validation"' in page.text and "Choose this entry for phase validation" in page.text
+    assert "its quiz runs again on the\n  training set of this entry's phase, with the answers it holds" in page.text
     form = {"csrf": csrf_of(client, f"/entries/{a1}"), "phase": "validation"}
     assert client.post(f"/entries/{b1}/carry", data=form).status_code == 404
     carried = client.post(f"/entries/{a1}/carry", data=form)
@@ -619,3 +623,32 @@ def test_a_phase_for_promoted_owners_that_takes_uploads_refuses_the_others_befor
     assert c.queue.entry(entry).phase == "final"
     assert c.refused("submit", "contest", str(c.archive("bob")), "--owner", "bob", "--phase", "final") == (
         "bob has submitted 1 entry to phase final of contest, the most it takes from one owner (1).")
+
+
+def test_a_stage_runs_in_its_phases_image_and_a_carried_entry_in_its_sources(tmp_path, backend, monkeypatch):
+    """The sanity phase here has an image of its own (python3-numpy), which validation, carrying
+    from it, keeps. The daemon's stage looks for the image of the entry's phase: with only the
+    challenge's own [image] built, it is the judge's failure (image-missing, run again later),
+    never the entry's; with the phase's image built, it goes on, to libvirt (unreachable here)."""
+    monkeypatch.setenv("VMJUDGE_URI", NO_VM_ENV["VMJUDGE_URI"])
+    c = make_contest(tmp_path, backend, sanity='training = "phases/sanity/training"\n[phase.image]\n'
+                                               'packages = ["python3-numpy"]')
+    write_training(c.directory, "phases/sanity/training", {"f1": 7, "f2": 8})
+    fake_image(c.site, c.directory)  # the challenge's own [image]: no phase of this contest runs in it
+
+    def first_attempt(entry_id: int) -> tuple[str | None, str | None]:
+        run_stage(c.queue, c.site, c.queue.claim_next(only=entry_id), Slot(0))
+        [run] = c.queue.stage_runs(entry_id)
+        return run.reason, run.message
+
+    missing = ("image-missing", "the guest image for this challenge is not built: run `vmjudge image build "
+                                "CHALLENGE_DIR`.")
+    assert first_attempt(c.submit("alice")) == missing
+    numpy = fake_image(c.site, c.directory, recipe=ImageRecipe(packages=("python3-numpy",)))
+    assert first_attempt(c.submit("bob"))[0] == "libvirt-unreachable"
+    carol = c.submit("carol")
+    c.judge(carol)
+    carried = c.carry(carol, "validation")
+    shutil.rmtree(numpy.directory)
+    assert first_attempt(carried) == missing
+    assert c.queue.entry(carried).state == "queued" and c.queue.entry(carried).outcome is None

@@ -12,12 +12,17 @@ report page, the portal's pages and API, the board in every format) carries a co
 or a score; after, they do.
 
 19 VM stages in three daemon runs of two slots each.
+
+test_a_phase_with_its_own_training_set_and_image: a two-phase contest whose final phase has a
+training set (f1-f3) and an image (python3-numpy, a recipe the examples' tests build) of its own;
+each phase's quiz runs on its own training records, in its own image (9 VM stages, one daemon run).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 import time
@@ -26,13 +31,14 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
-from vmjudge.config import load_site
+from vmjudge.config import ImageRecipe, load_site
+from vmjudge.images.build import build_image
 from vmjudge.queue.db import Queue
 from vmjudge.vm import domain
 from vmjudge.web.app import create_app
 
 from .hostile.cases import tar_of
-from .phased import SETS, accuracy, contest_dir
+from .phased import QUICK, SETS, accuracy, contest_dir, write_sets, write_training
 from .published import wait_until_published
 from .test_pipeline import vmjudge
 from .web_home import sign_in
@@ -178,3 +184,81 @@ def test_a_three_phase_contest(home):
     board = json.loads(vmjudge(home, "leaderboard", "contest", "--phase", "test", "--json").stdout)
     assert [r["owner"] for r in board] == ["alice", "bob"]  # a tie: the earlier carry first
     print(f"\nVM time per phase (wall, daemon --slots 2): {json.dumps({k: round(v, 1) for k, v in took.items()})}")
+
+
+OWN_PHASES = """
+[[phase]]
+name = "warmup"
+[phase.limits]
+exam_total = 30
+
+[[phase]]
+name = "final"
+training = "phases/final/training"
+[phase.limits]
+exam_total = 30
+[phase.image]
+packages = ["python3-numpy"]
+"""
+# The final phase's own training set: records the challenge's training/ (r1, r2) does not have.
+OWN_TRAINING = {"f1": 7, "f2": 8, "f3": 9}
+NUMPY_SETUP = b"#!/bin/sh\npython3 -c 'import numpy; print(\"numpy\", numpy.__version__)'\n"
+
+
+@pytest.fixture
+def own_home(site, image, conn):
+    """A home with the contest "own" registered: its warmup phase has the challenge's training set
+    and image, its final phase its own of both (the numpy image: built here if the examples' tests
+    have not built it yet, about a minute)."""
+    numpy = build_image(site, ImageRecipe(packages=("python3-numpy",)), progress=print)
+    home = Path(tempfile.mkdtemp(prefix="phases-own-", dir=site.home))
+    os.chmod(home, 0o711)
+    (home / "images").symlink_to(site.layout.images)
+    directory = home / "own"
+    shutil.copytree(QUICK, directory)
+    shutil.rmtree(directory / "test")
+    shutil.rmtree(directory / "reference")
+    write_sets(directory, {"warmup": SETS["sanity"], "final": SETS["validation"]})
+    write_training(directory, "phases/final/training", OWN_TRAINING)
+    toml = (QUICK / "challenge.toml").read_text().replace('name = "hostile"', 'name = "own"') + OWN_PHASES
+    (directory / "challenge.toml").write_text(toml)
+    added = vmjudge(home, "challenge", "add", str(directory))
+    assert "final (3 training and 4 test records)" in added.stdout and "2 images" in added.stdout, added.stdout
+    yield home, image, numpy
+    assert domain.leftover_domains(conn) == []
+    subprocess.run(["rm", "-rf", str(home)], check=True, timeout=300)
+
+
+def test_a_phase_with_its_own_training_set_and_image(own_home):
+    home, base, numpy = own_home
+    queue = Queue(home / "queue.db")
+    final_answers = "".join(f"{r},{n}\n" for r, n in OWN_TRAINING.items()).encode()
+    entries = {
+        # The final phase's entry answers its training set, and its setup.sh needs its image's numpy.
+        "alice": ("final", {"answers.txt": final_answers, "setup.sh": NUMPY_SETUP}),
+        # The good entry as it is: answers for the challenge's r1 and r2, not the final phase's records.
+        "bob": ("final", {}),
+        # In the warmup phase, the challenge's image: no numpy there.
+        "carol": ("warmup", {"setup.sh": NUMPY_SETUP}),
+        "dave": ("warmup", {}),
+    }
+    ids = {owner: int(vmjudge(home, "submit", "own", str(tar_of(files, home / f"{owner}-entry.tar.gz")), "--owner",
+                              owner, "--phase", phase).stdout)
+           for owner, (phase, files) in entries.items()}
+    took = daemon(home)
+    rows = {owner: queue.entry(i) for owner, i in ids.items()}
+    assert {o: (r.phase, r.outcome, r.failed_stage, r.reason) for o, r in rows.items()} == {
+        "alice": ("final", "scored", None, None), "bob": ("final", "failed", "quiz", "quiz-mismatch"),
+        "carol": ("warmup", "failed", "prep", "setup-error"), "dave": ("warmup", "scored", None, None)}
+    runs = {o: {r.stage: r for r in queue.stage_runs(i)} for o, i in ids.items()}
+    # Each phase's quiz ran on its own training records, in its own image.
+    assert runs["alice"]["quiz"].message == "All 3 training records reproduced the submitted answers."
+    assert runs["dave"]["quiz"].message == "All 2 training records reproduced the submitted answers."
+    assert runs["bob"]["quiz"].message.startswith("next.sh f1: output does not match submission")
+    assert "numpy" in runs["alice"]["prep"].message and "No module named 'numpy'" in runs["carol"]["prep"].message
+    assert {o: {s: r.manifest["image"] for s, r in stages.items() if s != "score"} for o, stages in runs.items()} == {
+        "alice": dict.fromkeys(("prep", "quiz", "exam"), numpy.key), "bob": dict.fromkeys(("prep", "quiz"), numpy.key),
+        "carol": {"prep": base.key}, "dave": dict.fromkeys(("prep", "quiz", "exam"), base.key)}
+    # Each phase is scored on its own test set: final's v4 reference is 0.
+    assert (rows["alice"].scores["score"], rows["dave"].scores["score"]) == (0.75, 1.0)
+    print(f"\n9 VM stages of a contest with a phase's own training set and image: {took:.1f} s (daemon --slots 2)")

@@ -305,6 +305,9 @@ def test_every_stage_run_has_a_manifest(judged):
         assert (m["entry_sha256"], m["image_sha256"]) == (entry_sha256, image_sha256)
         assert len(m["iso_sha256"]) == 64 and m["ended"] == "bye"
         assert m["guest_agent"] == m["agent_version"] and m["host"]
+        # #41: the guest's own CPU as it reported it, under the test site's default (TCG's max on qemu 7.2).
+        guest = m["hardware"]["guest_cpu"]
+        assert (guest["setting"], guest["level"]) == ("max", "x86-64-v3") and "avx2" in guest["flags"], guest
         # Timings: the boot is part of the run, and the run is part of the attempt the queue timed.
         attempt_seconds = (datetime.fromisoformat(a["finished_at"]) - datetime.fromisoformat(a["started_at"]))
         assert 0 < m["boot_seconds"] < m["run_seconds"] <= attempt_seconds.total_seconds() + 1

@@ -19,6 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..avx2_probe import AVX2_OK
+from ..avx2_probe import SHELL as AVX2_SHELL
+
 GOOD = Path(__file__).resolve().parent / "good"
 REFUSED = "refused"  # `submit` refuses the archive: exit 1, nothing stored
 
@@ -218,6 +221,9 @@ CASES = [
                             "printf '%s full; ' $d; done; echo; exit 0"), SCORED,
          "/tmp full; /var/tmp full; /dev/shm full;"),
     Case("prints-100mb", setup("head -c 100000000 /dev/zero; exit 0"), SCORED, "bytes of output not shown"),
+    # #41: an entry built for today's CPUs runs under the judge's default guest CPU (TCG's "max" has AVX2); under
+    # qemu64 the same instruction is SIGILL, the entry's own (tests/test_guest_cpu_vm.py).
+    Case("avx2-setup", setup(AVX2_SHELL), SCORED, AVX2_OK),
     Case("never-exits", setup("sleep 100000"), ("failed", "prep", "setup-timeout"), "did not finish within 20 s"),
     Case("powers-off", setup("python3 -c 'import ctypes; ctypes.CDLL(None).reboot(0x4321FEDC)'; "
                              "echo o > /proc/sysrq-trigger 2>/dev/null; busybox poweroff -f 2>/dev/null; exit 0"),

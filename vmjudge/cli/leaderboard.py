@@ -59,3 +59,6 @@ def leaderboard_cmd(ctx: click.Context, challenge_name: str, late: bool, phase: 
         echo(json.dumps([asdict(r) for r in rows] if organiser else participant.board_rows(rows), indent=2))
     else:
         echo(lb.as_text(challenge_name, rows, late, phase), nl=False)
+        if organiser:
+            for line in lb.exam_lines(rows):
+                echo(line)

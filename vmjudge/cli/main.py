@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from .. import __version__
-from ..config import Site, check_challenge_data, load_challenge
+from ..config import Challenge, Phase, Site, check_challenge_data, load_challenge
 from ..images.build import build_image, find_image, newest_image
 from ..images.root_store import collect_roots
 from ..queue import retention
@@ -23,6 +23,7 @@ from ..scorers.loader import load_scorer
 from ..supervisor import confinement
 from ..supervisor import doctor as doctor_checks
 from ..supervisor.cores import largest_vcpus
+from ..supervisor.cpu_gate import CpuGate
 from ..supervisor.daemon import DaemonBusy, serve
 from ..supervisor.progress import Progress
 from ..terminal import PrintableFormatter
@@ -80,19 +81,37 @@ def challenge() -> None:
 @click.option("--replace", is_flag=True, help="With several hosts: make this copy the one every host must have.")
 @click.pass_context
 def challenge_add(ctx: click.Context, challenge_dir: Path, replace: bool) -> None:
-    """Validate CHALLENGE_DIR, build its guest image if needed, and register it."""
+    """Validate CHALLENGE_DIR, build its guest images if needed (a contest's phases may each have
+    one), and register it."""
 
     site = site_of(ctx)
 
     ch = load_challenge(challenge_dir)
     check_challenge_data(ch)
     load_scorer(ch.scorer)
-    image_ = build_image(site, ch.image, progress=lambda m: echo(m, err=True))
-    done = register(site, queue_of(site), ch, image_, replace)
-    tests = (f"{len(ch.test)} test records" if not ch.phases else
-             "phases " + ", ".join(f"{p.name} ({len(p.test)} test records)" for p in ch.phases))
-    echo(f"{done}: {len(ch.training)} training and {tests}, "
-         f"scorer {ch.scorer}" + (f", its VM stages in GPU slots (gpu = \"{ch.vm.gpu}\")" if ch.vm.gpu else ""))
+    images = [build_image(site, recipe, progress=lambda m: echo(m, err=True)) for recipe in ch.recipes]
+    done = register(site, queue_of(site), ch, images, replace)
+    echo(f"{done}: {_sets(ch)}, scorer {ch.scorer}"
+         + (f", {len(images)} images" if len(images) > 1 else "")
+         + (f", its VM stages in GPU slots (gpu = \"{ch.vm.gpu}\")" if ch.vm.gpu else ""))
+    short = CpuGate(site).shortfall(ch.name, str(challenge_dir))
+    if short is not None:
+        echo(f"{short}: this host's daemon will take none of its stages.", err=True)
+
+
+def _sets(ch: Challenge) -> str:
+    """The record sets as `challenge add` says them: a phase's training set only where it is not
+    the challenge's."""
+    if not ch.phases:
+        return f"{len(ch.training)} training and {len(ch.test)} test records"
+    shared = (ch.directory / "training").resolve()
+
+    def phase(p: Phase) -> str:
+        own = f"{len(p.training)} training and " if p.training_dir.resolve() != shared else ""
+        return f"{p.name} ({own}{len(p.test)} test records)"
+
+    any_shared = any(p.training_dir.resolve() == shared for p in ch.phases)
+    return (f"{len(ch.training)} training and " if any_shared else "") + "phases " + ", ".join(map(phase, ch.phases))
 
 
 def _submit(site: Site, name: str, archive: Path, owner: str, late: bool, phase: str | None = None) -> int:
@@ -170,6 +189,11 @@ def evaluate(ctx: click.Context, challenge_name: str, archive: Path, owner: str 
         except KeyboardInterrupt:
             pass  # the daemon goes on with the entry; said below
     entry = queue.entry(entry_id)
+    short = CpuGate(site).shortfall(challenge_name, str(queue.challenge_dir(challenge_name))) \
+        if entry.state == "queued" else None
+    if short is not None:  # never claimed here: the guests' CPU is below the challenge's level
+        echo(f"entry {entry_id} stays queued: {short}.", err=True)
+        sys.exit(1)
     if entry.state == "queued" and not queue.waiting(entry_id):  # queued, but not for a CPU slot
         echo(f"entry {entry_id} waits for a GPU slot at stage {entry.stage}, and this host has none in service "
              "that can run it (`vmjudge gpu list` says why); it stays queued for a daemon that has one.", err=True)
@@ -239,14 +263,18 @@ def image() -> None:
 @image.command("build")
 @click.argument("challenge_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--force", is_flag=True, help="Rebuild even if an image for this recipe exists.")
+@click.option("--phase", default=None, help="Only this phase's image (a contest's phases may each have one).")
 @click.pass_context
-def image_build(ctx: click.Context, challenge_dir: Path, force: bool) -> None:
-    """Build the guest image for CHALLENGE_DIR's [image] recipe (cached by recipe hash)."""
+def image_build(ctx: click.Context, challenge_dir: Path, force: bool, phase: str | None) -> None:
+    """Build the guest images for CHALLENGE_DIR's [image] recipe and its phases' [phase.image]
+    (cached by recipe hash); prints each image's directory."""
 
     site = site_of(ctx)
     challenge = load_challenge(challenge_dir)
-    built = build_image(site, challenge.image, progress=lambda m: echo(m, err=True), force=force)
-    echo(str(built.directory))
+    recipes = (challenge.in_phase(phase).image,) if phase is not None else challenge.recipes
+    for recipe in recipes:
+        built = build_image(site, recipe, progress=lambda m: echo(m, err=True), force=force)
+        echo(str(built.directory))
 
 
 @main.command()
@@ -264,8 +292,9 @@ def doctor(ctx: click.Context, challenge_dir: Path | None, slots: int, as_json: 
     challenge_ = load_challenge(challenge_dir) if challenge_dir is not None else None
     vcpus = largest_vcpus(queue_of(site), (challenge_.vm.vcpus,) if challenge_ is not None else ())
     if challenge_ is not None:
-        recipe = challenge_.image
-        checks = doctor_checks.run_checks(site, lambda: find_image(site, recipe), slots, vcpus)
+        recipe = challenge_.recipes[0]  # a contest's phases may have images of their own: its first phase's
+        level = (challenge_.name, challenge_.vm.cpu_level) if challenge_.vm.cpu_level else None
+        checks = doctor_checks.run_checks(site, lambda: find_image(site, recipe), slots, vcpus, level)
     else:
         checks = doctor_checks.run_checks(site, lambda: newest_image(site), slots, vcpus)
     if as_json:

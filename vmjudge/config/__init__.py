@@ -1,6 +1,7 @@
 """What the organiser writes down, read and checked once: challenge.toml (challenge.py; its
 [entry] and [container], the kind of entry and its limits, in entry.py; [limits] in limits.py;
-a contest's [[phase]] tables in phase.py; RECORDS files in records.py), site.toml (site.py),
+[image] in image.py; a contest's [[phase]] tables in phase.py; RECORDS files in records.py),
+site.toml (site.py),
 the TOML reading rules both share (values.py), where everything lives under the judge's home
 (layout.py, imported from there), and a challenge directory's hashes, which every host sharing
 a queue must match (fingerprint.py).
@@ -12,7 +13,6 @@ import Site, load_site` reads the same wherever it is written; this package is t
 from .challenge import (
                         DEFAULT_SCORE_OPTIONS,
                         Challenge,
-                        ImageRecipe,
                         ResultsRule,
                         ScoreOptions,
                         StageLimits,
@@ -21,6 +21,7 @@ from .challenge import (
                         load_challenge,
 )
 from .entry import ContainerRules, EntryRules
+from .image import ImageRecipe
 from .phase import Phase
 from .site import GpuSite, QueueSite, Retention, Site, WebSite, default_accel, default_home, load_site
 

@@ -12,47 +12,19 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from .cpu import LEVEL_ALLOWED, LEVELS
 from .entry import RELPATH_RE, ContainerRules, EntryRules, container_rules, entry_rules, image_results_path
+from .image import GPU_DRIVERS, ImageRecipe, image_recipe
 from .limits import StageLimits, stage_limits
-from .phase import Phase, read_phases
+from .phase import Phase, Shared, read_phases
 from .records import read_records, record_files
 from .values import Section, read_toml
 
-_PACKAGE_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
-_PIP_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?((==|>=|<=|~=|!=|<|>)[A-Za-z0-9.*+!_-]+)?$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
-# Debian's archive areas; "main" is where the base system comes from, so it is always one of them.
-COMPONENTS = ("main", "contrib", "non-free", "non-free-firmware")
-# [image] gpu: the guest driver an image may carry (Debian bookworm's Tesla 535 branch, the one
-# Grand Challenge's T4 runs). [vm] gpu: the card a stage needs; "any" is any GPU slot of the site.
-GPU_DRIVERS = ("nvidia-535",)
+# [vm] gpu: the card a stage needs; "any" is any GPU slot of the site.
 GPU_MODELS = ("t4", "any")
-
-
-@dataclass(frozen=True)
-class ImageRecipe:
-    """What goes into the guest root besides vmjudge's own base.
-
-    build names the challenge's own script (as written in challenge.toml, e.g.
-    "image/build.sh"), which runs in the new root after the packages; build_dir is the
-    challenge's image/ directory it is given. Software that is neither a Debian package nor
-    a wheel (PhysioNet's WFDB tools, a driver) gets into the image this way."""
-
-    packages: tuple[str, ...] = ()
-    pip: tuple[str, ...] = ()
-    components: tuple[str, ...] = ("main",)
-    build: str | None = None
-    build_dir: Path | None = None
-    build_timeout: float = 1800.0
-    gpu: str | None = None  # a GPU_DRIVERS name: the image carries that driver (images/gpu_driver.py)
-
-    @property
-    def build_script(self) -> str:
-        """The script's path inside build_dir (the directory the build sees at /run/vmjudge-build)."""
-        assert self.build is not None
-        return self.build.split("/", 1)[1]
 
 
 @dataclass(frozen=True)
@@ -61,6 +33,9 @@ class VmShape:
     memory_mib: int = 2048
     home_mib: int = 1024
     gpu: str | None = None  # a GPU_MODELS name: every VM stage runs in a GPU slot, with the card passed through
+    # The least CPU level (config/cpu.py) its entries may be given: a host whose guests get less takes none of
+    # its stages (supervisor/environment.py), so an entry built for AVX2 never meets a CPU without it.
+    cpu_level: str | None = None
 
 
 @dataclass(frozen=True)
@@ -122,7 +97,7 @@ class Challenge:
     training: tuple[str, ...] = ()
     test: tuple[str, ...] = ()
     phases: tuple[Phase, ...] = ()  # [[phase]], in the contest's order; () for a challenge without phases
-    # The phase this copy is seen in (in_phase): its test set, reference and limits replace the challenge's.
+    # The phase this copy is seen in (in_phase): its sets, reference, limits and image replace the challenge's.
     phase: Phase | None = None
 
     @property
@@ -130,10 +105,18 @@ class Challenge:
         return self.phase.reference_dir if self.phase is not None else self.directory / "reference"
 
     def set_dir(self, subset: str) -> Path:
-        """Where a record set's RECORDS and files are: training/, test/, or the phase's test set."""
-        if subset == "test" and self.phase is not None:
-            return self.phase.test_dir
+        """Where a record set's RECORDS and files are: training/, test/, or the phase's own sets."""
+        if self.phase is not None:
+            return self.phase.test_dir if subset == "test" else self.phase.training_dir
         return self.directory / subset
+
+    @property
+    def recipes(self) -> tuple[ImageRecipe, ...]:
+        """The images its entries run in, each once, in the phases' order: every phase's (a phase
+        may have its own), or the challenge's when it has no phases. What `challenge add` and
+        `image build` build, and every host sharing the queue must hold."""
+        found = [p.image for p in self.phases] or [self.image]
+        return tuple(dict.fromkeys(found))
 
     def record_files(self, subset: str, record: str) -> list[Path]:
         """The files of one record (RECORD.*), which are linked beside next.sh."""
@@ -150,13 +133,28 @@ class Challenge:
                           f"{', '.join(p.name for p in self.phases)}.")
 
     def in_phase(self, name: str | None) -> Challenge:
-        """The challenge as an entry of phase `name` is judged: the phase's test set, reference,
-        limits and scored-entry limit (None: the challenge itself)."""
+        """The challenge as an entry of phase `name` is judged: the phase's training and test
+        sets, reference, limits, scored-entry limit and image (None: the challenge itself)."""
         if name is None:
             return self
         phase = self.phase_named(name)
-        return replace(self, phase=phase, test=phase.test, limits=phase.limits,
-                       entry=replace(self.entry, max_scored_per_owner=phase.max_scored_per_owner))
+        return replace(self, phase=phase, training=phase.training, test=phase.test, limits=phase.limits,
+                       image=phase.image, entry=replace(self.entry, max_scored_per_owner=phase.max_scored_per_owner))
+
+    def shared_view(self, name: str | None, what: str) -> Challenge:
+        """`in_phase(name)`; without a name, the challenge itself, which stands for every phase
+        only while no phase has a training set or an image of its own: otherwise the organiser
+        is asked, in one sentence, which phase `what` (e.g. "the replica") is for."""
+        if name is not None:
+            return self.in_phase(name)
+        training = (self.directory / "training").resolve()
+        own = [p.name for p in self.phases if p.training_dir.resolve() != training or p.image != self.image]
+        if own:
+            which = f"phase {own[0]} has" if len(own) == 1 else f"phases {', '.join(own)} have"
+            raise ConfigError(f"{which} a training set or an image of {'its' if len(own) == 1 else 'their'} own, "
+                              f"so {what} of {self.name} differs by phase: name the phase with --phase "
+                              f"({', '.join(p.name for p in self.phases)}).")
+        return self
 
     def before(self, phase: Phase) -> Phase | None:
         """The phase before `phase` in the contest (the board owners are promoted from)."""
@@ -173,54 +171,29 @@ def load_challenge(directory: Path) -> Challenge:
     if name is None:
         raise ConfigError(f"{source} has no name: add a line such as name = \"beats2014\".")
     top.done()
-    recipe = _image_recipe(source, directory, data)
+    recipe = image_recipe(source, directory, "image", data.get("image", {}))
     vm = Section(source, "vm", data.get("vm", {}))
     shape = VmShape(
         vcpus=vm.get("vcpus", int, 2, lambda v: 1 <= v <= 64, "a whole number from 1 to 64"),
         memory_mib=vm.get("memory", int, 2048, lambda v: 256 <= v <= 1 << 20,
                           "a whole number of MiB from 256 to 1048576"),
         home_mib=vm.get("home", int, 1024, lambda v: 64 <= v <= 1 << 22, "a whole number of MiB from 64 to 4194304"),
-        gpu=vm.get("gpu", str, None, lambda v: v in GPU_MODELS, " or ".join(f'"{m}"' for m in GPU_MODELS)))
+        gpu=vm.get("gpu", str, None, lambda v: v in GPU_MODELS, " or ".join(f'"{m}"' for m in GPU_MODELS)),
+        cpu_level=vm.get("cpu_level", str, None, lambda v: v in LEVELS, LEVEL_ALLOWED))
     vm.done()
-    if shape.gpu is not None and recipe.gpu is None:
-        raise ConfigError(f"{source}: [vm] gpu = {shape.gpu!r} needs a guest driver in the image: add "
-                          f"gpu = \"{GPU_DRIVERS[0]}\" to [image].")
     scorer, score_options = _scorer(source, data)
     entry = entry_rules(source, data)
     limits = stage_limits(source, "limits", data.get("limits", {}))
+    phases = read_phases(source, directory, data, Shared(limits, entry, directory / "training", recipe))
+    for table, image in [("image", recipe)] + [(f"phase {p.name}.image", p.image) for p in phases]:
+        if shape.gpu is not None and image.gpu is None:
+            raise ConfigError(f"{source}: [vm] gpu = {shape.gpu!r} needs a guest driver in the image: add "
+                              f"gpu = \"{GPU_DRIVERS[0]}\" to [{table}].")
     return Challenge(name=name, directory=directory, image=recipe, vm=shape, entry=entry,
                      container=container_rules(source, data, entry.kind), limits=limits,
                      results=_results(source, data, entry.kind), scorer=scorer, score_options=score_options,
                      training=read_records(directory / "training"), test=read_records(directory / "test"),
-                     phases=read_phases(source, directory, data, limits, entry))
-
-
-def _image_recipe(source: str, directory: Path, data: dict[str, Any]) -> ImageRecipe:
-    image = Section(source, "image", data.get("image", {}))
-    components = image.names("components", re.compile("^(" + "|".join(COMPONENTS) + ")$"),
-                             "Debian archive areas among " + ", ".join(f'"{c}"' for c in COMPONENTS)) or ("main",)
-    if "main" not in components or len(set(components)) != len(components):
-        raise ConfigError(f"{source}: [image] components = {list(components)!r} is not allowed: name each area "
-                          "once, and \"main\" among them (the base system comes from it).")
-    build = image.get("build", str, None, lambda v: bool(RELPATH_RE.fullmatch(v)) and v.startswith("image/"),
-                      "the path of a script under the challenge's image/ directory, such as \"image/build.sh\"")
-    recipe = ImageRecipe(
-        packages=image.names("packages", _PACKAGE_RE, "Debian package names such as \"python3-numpy\""),
-        pip=image.names("pip", _PIP_RE, "pip requirements such as \"wfdb==4.3.1\""),
-        components=components, build=build, build_dir=directory / "image" if build else None,
-        build_timeout=image.get("build_timeout", float, ImageRecipe.build_timeout, lambda v: 1 <= v <= 86400,
-                                "a number of seconds from 1 to 86400"),
-        gpu=image.get("gpu", str, None, lambda v: v in GPU_DRIVERS, " or ".join(f'"{d}"' for d in GPU_DRIVERS)))
-    image.done()
-    if build is not None:
-        script, image_dir = directory / build, (directory / "image").resolve()
-        if not script.is_file() or not script.resolve().is_relative_to(image_dir):
-            raise ConfigError(f"{source}: [image] build = {build!r} names no file under {image_dir}: "
-                              "put the build script there, or correct the path.")
-    elif "build_timeout" in data.get("image", {}):
-        raise ConfigError(f"{source}: [image] build_timeout is set but there is no build script: "
-                          "add build = \"image/build.sh\" or remove build_timeout.")
-    return recipe
+                     phases=phases)
 
 
 def _results(source: str, data: dict[str, Any], kind: str = "archive") -> ResultsRule:
@@ -275,18 +248,44 @@ def _scorer(source: str, data: dict[str, Any]) -> tuple[str, ScoreOptions]:
 
 def check_challenge_data(ch: Challenge) -> None:
     """What `challenge add` insists on beyond the toml: both sets present (with phases, each
-    phase's test set), every record with files, and no reference answer among the test records'
-    files."""
-    _check_set(ch, "training", ch.training)
-    for view in [ch.in_phase(p.name) for p in ch.phases] or [ch]:
+    phase's training and test sets), every record with files, no reference answer among the
+    test records' files, and no test record in a training set participants are given then."""
+    views = [ch.in_phase(p.name) for p in ch.phases] or [ch]
+    for view in views:
+        _check_set(view, "training", view.training)
         _check_set(view, "test", view.test)
         if not view.reference_dir.is_dir():
             raise ConfigError(f"{view.reference_dir} is missing: put the reference answers for the test set there.")
         _check_no_answers_in_test(view)
+    for i, view in enumerate(views):
+        for later in views[i:]:
+            _check_no_test_in_training(view, later)
+
+
+def _shown(ch: Challenge, subset: str) -> str:
+    """A set as the organiser names it: its RECORDS file in the challenge, and its phase."""
+    where = f"{ch.set_dir(subset).relative_to(ch.directory)}/RECORDS"
+    return f"phase {ch.phase.name}'s {subset} set ({where})" if ch.phase is not None else where
+
+
+def _check_no_test_in_training(ch: Challenge, later: Challenge) -> None:
+    """A phase's training set is given to every participant from the phase on (the quiz runs on
+    it, the replica carries it), so no record of its test set, or of a later phase's, may be
+    in it. An earlier phase's test records may: a contest releases them as it goes on."""
+    both = sorted(set(ch.training) & set(later.test))
+    if both:
+        named = f"record {both[0]} is" if len(both) == 1 else f"records {both[0]} and {len(both) - 1} more are"
+        raise ConfigError(f"{named} in {_shown(ch, 'training')} and in {_shown(later, 'test')}: "
+                          "a training set goes to every participant, so its records are not hidden; remove "
+                          f"{'it' if len(both) == 1 else 'them'} from one of the two RECORDS files.")
 
 
 def _check_set(ch: Challenge, subset: str, records: tuple[str, ...]) -> None:
     where = ch.set_dir(subset)
+    # A directory the phase names (not training/ or test/ at the top): said as the phase's.
+    if ch.phase is not None and where.resolve() != (ch.directory / subset).resolve() and not where.is_dir():
+        raise ConfigError(f"{where} is missing: put phase {ch.phase.name}'s {subset} set there (its RECORDS and "
+                          f"each record's files), or correct [phase {ch.phase.name}] {subset} in challenge.toml.")
     if not records:
         raise ConfigError(f"{where / 'RECORDS'} is missing or empty: list one record per line.")
     shown = where.relative_to(ch.directory)

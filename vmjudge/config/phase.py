@@ -7,8 +7,14 @@ hears nothing but whether it failed until the results are published. Each phase 
 test set and reference, its window, its limits per owner, whether it takes new uploads or
 entries carried from a named earlier phase, who may enter it (everyone, or the owners the
 organisers promoted from the phase before), and what participants are told before its results
-are published (`feedback`, and whether its board is shown). Training set, image and VM are
-the challenge's; [limits] are too, unless a phase's own [phase.limits] table says otherwise.
+are published (`feedback`, and whether its board is shown). The VM is the challenge's; [limits]
+are too, unless a phase's own [phase.limits] table says otherwise. A phase may also have a
+training set (`training`) and an image ([phase.image], keys over the image it would otherwise
+have) of its own; one that does not say has those of the phase it carries entries from, else
+the challenge's, so a carried entry runs where it passed. A carried entry's archive is the one
+uploaded, with answers for the training set of the phase it was uploaded to: a phase that
+carries entries may therefore not name a training set other than its source's (the organiser
+who wants one lets the phase take uploads instead).
 
 A challenge without [[phase]] has no phases, and everything behaves as before.
 """
@@ -24,6 +30,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from .entry import RELPATH_RE, EntryRules
+from .image import ImageRecipe, image_recipe
 from .limits import StageLimits, stage_limits
 from .records import read_records
 from .values import Section
@@ -49,7 +56,9 @@ class Phase:
     reason), "none"; `board` whether its leaderboard is shown before then. The three limits
     count one owner's entries on one board of the phase: scored (or still able to be, as
     [entry] max_scored_per_owner), submitted (every entry accepted, uploaded or carried,
-    whatever became of it) and working (entries that passed the phase)."""
+    whatever became of it) and working (entries that passed the phase). `training_dir` and
+    `training` are the training set its quiz runs on, `image` the recipe of the image its VM
+    stages run in (each its own, its source phase's, or the challenge's)."""
 
     name: str
     position: int  # its place among the challenge's phases, from 0
@@ -66,6 +75,9 @@ class Phase:
     max_submitted_per_owner: int | None = None
     max_working_per_owner: int | None = None
     limits: StageLimits = StageLimits()
+    training_dir: Path = Path("training")
+    training: tuple[str, ...] = ()
+    image: ImageRecipe = ImageRecipe()
 
     @property
     def uploads(self) -> bool:
@@ -114,12 +126,38 @@ def _inside(source: str, table: str, key: str, directory: Path, value: str) -> P
     path = (directory / value).resolve()
     if not RELPATH_RE.fullmatch(value) or not path.is_relative_to(directory):
         raise ConfigError(f"{source}: [{table}] {key} = {value!r} is not allowed: use a directory inside the "
-                          "challenge's, such as \"phases/test/test\".")
+                          f"challenge's, such as \"phases/test/{key}\".")
     return path
 
 
-def _phase(source: str, directory: Path, data: Any, position: int, earlier: list[Phase], limits: StageLimits,
-           entry: EntryRules) -> Phase:
+@dataclass(frozen=True)
+class Shared:
+    """What every phase has of the challenge's unless it says otherwise."""
+
+    limits: StageLimits
+    entry: EntryRules
+    training_dir: Path
+    image: ImageRecipe
+
+
+def _training(sec: Section, directory: Path, name: str, source: Phase | None, shared: Shared) -> Path:
+    """The phase's training directory: its own, else its source phase's, else the challenge's. A
+    carried entry's archive holds answers for its source phase's training set alone, so a
+    phase that carries may name no other."""
+    if "training" not in sec.data:
+        return source.training_dir if source is not None else shared.training_dir
+    written = sec.data["training"]
+    path = _inside(sec.source, sec.table, "training", directory, sec.get("training", str, None))
+    if source is not None and path != source.training_dir.resolve():
+        raise ConfigError(f"{sec.source}: [{sec.table}] training = {written!r} is not allowed: phase {name} takes "
+                          f"entries carried from phase {source.name}, whose archives hold answers for the training "
+                          f"set in {source.training_dir.relative_to(directory)}/ only; leave training out (a carried "
+                          "entry is quizzed on the training set of the phase it comes from), or let the phase take "
+                          "uploads (no carry), so that its entries come with answers for a training set of its own.")
+    return path
+
+
+def _phase(source: str, directory: Path, data: Any, position: int, earlier: list[Phase], shared: Shared) -> Phase:
     sec = Section(source, f"phase {position + 1}", data)
     name = sec.get("name", str, None, lambda v: bool(_NAME_RE.fullmatch(v)),
                    "lower-case letters, digits, '_' and '-', at most 32 characters")
@@ -145,6 +183,10 @@ def _phase(source: str, directory: Path, data: Any, position: int, earlier: list
     test_dir = _inside(source, table, "test", directory, sec.get("test", str, f"phases/{name}/test"))
     reference_dir = _inside(source, table, "reference", directory,
                             sec.get("reference", str, f"phases/{name}/reference"))
+    carried_from = next((p for p in earlier if p.name == carry), None)
+    training_dir = _training(sec, directory, name, carried_from, shared)
+    image = image_recipe(source, directory, f"{table}.image", sec.data.pop("image", {}),
+                         carried_from.image if carried_from is not None else shared.image)
     opens, closes = _time(sec, "opens"), _time(sec, "closes")
     if opens is not None and closes is not None and closes <= opens:
         raise ConfigError(f"{source}: [{table}] closes at {utc(closes)}, not after it opens at {utc(opens)}: give "
@@ -152,17 +194,17 @@ def _phase(source: str, directory: Path, data: Any, position: int, earlier: list
     phase = Phase(
         name=name, position=position, test=read_records(test_dir), test_dir=test_dir, reference_dir=reference_dir,
         opens=opens, closes=closes, carry=carry, entrants=entrants, feedback=feedback, board=board,
-        max_scored_per_owner=sec.get("max_scored_per_owner", int, entry.max_scored_per_owner,
+        max_scored_per_owner=sec.get("max_scored_per_owner", int, shared.entry.max_scored_per_owner,
                                      lambda v: 1 <= v <= 10**6, _COUNT),
         max_submitted_per_owner=sec.get("max_submitted_per_owner", int, None, lambda v: 1 <= v <= 10**6, _COUNT),
         max_working_per_owner=sec.get("max_working_per_owner", int, None, lambda v: 1 <= v <= 10**6, _COUNT),
-        limits=stage_limits(source, f"{table}.limits", sec.data.pop("limits", {}), limits))
+        limits=stage_limits(source, f"{table}.limits", sec.data.pop("limits", {}), shared.limits),
+        training_dir=training_dir, training=read_records(training_dir), image=image)
     sec.done()
     return phase
 
 
-def read_phases(source: str, directory: Path, data: dict[str, Any], limits: StageLimits,
-                entry: EntryRules) -> tuple[Phase, ...]:
+def read_phases(source: str, directory: Path, data: dict[str, Any], shared: Shared) -> tuple[Phase, ...]:
     """The [[phase]] tables in their order (a contest's order); () when there are none."""
     tables = data.get("phase")
     if tables is None:
@@ -172,5 +214,5 @@ def read_phases(source: str, directory: Path, data: dict[str, Any], limits: Stag
                           "name: write [[phase]] above each phase's keys.")
     phases: list[Phase] = []
     for position, table in enumerate(tables):
-        phases.append(_phase(source, directory, table, position, phases, limits, entry))
+        phases.append(_phase(source, directory, table, position, phases, shared))
     return tuple(phases)

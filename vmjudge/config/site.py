@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from .cpu import CPU_ALLOWED, HOST_PASSTHROUGH, GuestCpu, default_cpu, is_cpu_setting
 from .layout import Layout
 from .notify import NotifySite, read_notify
 from .values import Section, read_toml
@@ -120,6 +121,13 @@ class Site:
     # [site] allow_no_lsm: production without AppArmor or SELinux (the daemon names it first).
     allow_no_lsm: bool = False
     notify: NotifySite = field(default_factory=NotifySite)  # [notify]: who hears of what (issue 35)
+    # [vm] cpu: what every guest's CPU is (config/cpu.py); None: the accelerator's default, host-passthrough
+    # under KVM, "max" under TCG.
+    cpu: str | None = None
+
+    @property
+    def guest_cpu(self) -> GuestCpu:
+        return GuestCpu(self.cpu or default_cpu(self.accel))
 
     @property
     def domain_tag(self) -> str:
@@ -176,6 +184,9 @@ def load_site(home: Path | None = None) -> Site:
     slots = Section(source, "slots", data.get("slots", {}))
     overcommit = slots.get("overcommit", bool, False, allowed="true or false")
     slots.done()
+    vm = Section(source, "vm", data.get("vm", {}))
+    cpu = vm.get("cpu", str, None, is_cpu_setting, CPU_ALLOWED)
+    vm.done()
     profile, allow_no_lsm = _profile(source, data)
     retention = _retention(source, data)
     gpu = _gpu(source, data)
@@ -183,17 +194,20 @@ def load_site(home: Path | None = None) -> Site:
     web = _web(source, data)
     notify = read_notify(source, data)
     for key in data:
-        if isinstance(data[key], dict) and key not in ("site", "libvirt", "image", "results", "slots", "retention",
-                                                       "gpu", "queue", "web", "notify"):
+        if isinstance(data[key], dict) and key not in ("site", "libvirt", "image", "results", "slots", "vm",
+                                                       "retention", "gpu", "queue", "web", "notify"):
             raise ConfigError(f"{source}: unknown table [{key}]: use [site], [libvirt], [image], [results], [slots], "
-                              "[retention], [gpu], [queue], [web] or [notify].")
+                              "[vm], [retention], [gpu], [queue], [web] or [notify].")
     env_accel = os.environ.get("VMJUDGE_ACCEL")
     if env_accel:
         if env_accel not in ("kvm", "tcg"):
             raise ConfigError(f"VMJUDGE_ACCEL={env_accel!r} is not allowed: use \"kvm\" or \"tcg\".")
         accel = env_accel
     uri = os.environ.get("VMJUDGE_URI") or uri
-    return Site(home=home, uri=uri, accel=accel, channel=channel, mirror=mirror, security_mirror=security,
+    if cpu == HOST_PASSTHROUGH and accel != "kvm":
+        raise ConfigError(f"{source}: [vm] cpu = \"host-passthrough\" is not allowed under {accel}: only KVM can pass "
+                          "the host's CPU through; use \"max\", a level such as \"x86-64-v3\" or a CPU model.")
+    return Site(cpu=cpu, home=home, uri=uri, accel=accel, channel=channel, mirror=mirror, security_mirror=security,
                 suite=suite, boot_timeout=boot, silence_timeout=silence, warm_start=warm, keep_media=keep_media,
                 retention=retention, gpu=gpu, queue=queue, overcommit=overcommit, web=web, profile=profile,
                 allow_no_lsm=allow_no_lsm, notify=notify)

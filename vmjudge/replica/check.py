@@ -34,6 +34,7 @@ from ..stages.answers import parse_answer_lines
 from ..stages.context import StageContext
 from ..supervisor.attempts import record_outcome, write_report
 from ..terminal import printable
+from .cpu_match import warning
 from .local import LocalRunner
 
 REPLICA_DIR = Path("/media/replica/vmjudge")
@@ -62,8 +63,9 @@ def _archive_directory(directory: Path, out_dir: Path) -> Path:
 
 def training_scores(ch: Challenge, entry_dir: Path) -> dict[str, float] | None:
     """The entry's submitted training answers (stage 2 proved next.sh reproduces them) scored
-    with the challenge's scorer against training/REFERENCE*; None when there is no reference."""
-    training = ch.directory / "training"
+    with the challenge's scorer against training/REFERENCE* (a phase's own training set: its
+    REFERENCE*); None when there is no reference."""
+    training = ch.set_dir("training")
     if not any(training.glob("REFERENCE*")):
         return None
     rule = ch.results
@@ -80,10 +82,20 @@ def training_scores(ch: Challenge, entry_dir: Path) -> dict[str, float] | None:
     return load_scorer(ch.scorer)(results, training)
 
 
+def replica_phase(replica_dir: Path) -> str | None:
+    """The phase the replica was built for (replica.json), None for a challenge's own."""
+    meta = replica_dir / "replica.json"
+    return json.loads(meta.read_text()).get("phase") if meta.is_file() else None
+
+
 def check(entry: Path, replica_dir: Path = REPLICA_DIR, work: Path = WORK, score: bool = True,
           progress: Callable[[str], None] = lambda m: say(m, file=sys.stderr, flush=True)) -> dict[str, Any]:
-    ch = load_challenge(replica_dir / "challenge")
+    # A contest's replica is built for one phase (replica.json names it): its training set and image.
+    ch = load_challenge(replica_dir / "challenge").in_phase(replica_phase(replica_dir))
     image = GuestImage.load(replica_dir)
+    cpu_warning = warning(json.loads((replica_dir / "replica.json").read_text()).get("cpu"))
+    if cpu_warning:
+        progress(cpu_warning)
     if work.exists():
         for old in work.glob("check-*"):
             shutil.rmtree(old, ignore_errors=True)
@@ -135,7 +147,8 @@ def check(entry: Path, replica_dir: Path = REPLICA_DIR, work: Path = WORK, score
     result = {"challenge": ch.name, "archive": archive.name,
               "outcome": "passed" if passed else doc["outcome"],
               "failed_stage": doc["failed_stage"], "reason": doc["reason"], "stages": stages,
-              "report": report, "results_dir": str(site.layout.results_of(entry_id).directory), "training_scores": None}
+              "report": report, "results_dir": str(site.layout.results_of(entry_id).directory), "training_scores": None,
+              "cpu_warning": cpu_warning}
     if passed and score:
         try:
             result["training_scores"] = training_scores(ch, site.layout.results_of(entry_id).entry)
@@ -148,6 +161,8 @@ def print_report(result: dict) -> None:
     say("=" * 72)
     say("vmjudge REPLICA check: stages 1 and 2 as the judge runs them (not an official evaluation)")
     say("=" * 72)
+    if result.get("cpu_warning"):
+        say(result["cpu_warning"])
     say(result["report"], end="")
     scores = result.get("training_scores")
     if scores:
@@ -198,7 +213,8 @@ def media(root: Path = MEDIA_ROOT) -> list[Path]:
 def info(replica_dir: Path = REPLICA_DIR) -> dict:
     meta = json.loads((replica_dir / "replica.json").read_text())
     image = GuestImage.load(replica_dir)
-    return {"challenge": meta["challenge"], "image": image.key, "kernel_version": image.manifest.get("kernel_version"),
+    return {"challenge": meta["challenge"], **({"phase": meta["phase"]} if "phase" in meta else {}),
+            "image": image.key, "cpu": meta.get("cpu"), "kernel_version": image.manifest.get("kernel_version"),
             "agent_version": image.manifest.get("agent_version"),
             "sha256": {name: sha256_file(replica_dir / name) for name in image.manifest["sha256"]},
             "manifest_sha256": image.manifest["sha256"],

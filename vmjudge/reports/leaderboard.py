@@ -25,6 +25,7 @@ from ..errors import VmjudgeError
 from ..files import durable_write
 from ..queue.db import Queue
 from ..queue.rows import EntryRow
+from ..vm.hardware import line as hardware_line
 from .participant import examining
 
 PRIMARY = "score"  # the field every scorer returns and the board ranks by
@@ -84,6 +85,14 @@ def history(queue: Queue, challenge: str, late: bool = False, at: float | None =
         score = float((e.scores or {}).get(PRIMARY) or 0.0)
         points.append((e.submitted_at, max(score, points[-1][1]) if points else score))
     return out
+
+
+def exam_lines(rows: list[Row]) -> list[str]:
+    """The organiser's text board ends with where each row's exam ran and on what guest CPU, so
+    that two entries judged on unlike machines (or instruction sets) are seen side by side."""
+    return [f"entry {r.entry_id} ({r.owner}) exam: " + (hardware_line(r.exam_hardware) if r.exam_hardware
+                                                        else f"judged on {r.exam_host or 'an unrecorded host'}")
+            for r in rows]
 
 
 def columns(rows: list[Row]) -> list[str]:

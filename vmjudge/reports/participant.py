@@ -58,7 +58,8 @@ QUIZ_FIGURES = {**PREP_FIGURES, "stage_seconds": LEAF, "stage_limit": LEAF, "slo
                 "records": [{"record": LEAF, **USAGE}]}
 EXAM_FIGURES = {"time_tenths": LEAF, "time_cap_seconds": LEAF, "memory_tenths": LEAF, "memory_cap": LEAF}
 HARDWARE = {"host": LEAF, "cpu": LEAF, "host_cores": LEAF, "kernel": LEAF, "qemu": LEAF, "libvirt": LEAF,
-            "vcpus": LEAF, "memory_mib": LEAF, "accel": LEAF, "gpu": LEAF}
+            "vcpus": LEAF, "memory_mib": LEAF, "accel": LEAF, "gpu": LEAF,
+            "guest_cpu": {"setting": LEAF, "model": LEAF, "level": LEAF, "flags": [LEAF]}}
 # What participants are told of an entry of a contest phase before the phase is published
 # (config/phase.py FEEDBACK): everything, its errors only, or nothing.
 FULL, ERRORS, NONE = "full", "errors", "none"
@@ -93,7 +94,8 @@ SUBMITTED = {"id": LEAF, "owner": LEAF, "late": LEAF, "dry_run": LEAF, "phase": 
 # promotion's place on a board that participants cannot see yet is left out.
 PROMOTED = {"owner": LEAF, "place": LEAF, "how": LEAF, "at": LEAF}
 PHASE = {"name": LEAF, "opens": LEAF, "closes": LEAF, "state": LEAF, "takes": LEAF, "carry": LEAF,
-         "entrants": LEAF, "feedback": LEAF, "board": LEAF, "published": LEAF, "promoted": [PROMOTED]}
+         "entrants": LEAF, "feedback": LEAF, "board": LEAF, "published": LEAF, "training": LEAF,
+         "promoted": [PROMOTED]}
 PHASES = {"challenge": LEAF, "phases": [PHASE]}
 ERROR = {"error": LEAF}
 

@@ -93,6 +93,17 @@ def _state(phase: Phase, at: float) -> str:
     return "open" if phase.is_open(at) else "closed" if phase.has_closed(at) else "upcoming"
 
 
+def _training(ch: Challenge, phase: Phase) -> str:
+    """Which training set the phase's quiz runs on, as participants read it: the answers their
+    archive holds must be for it."""
+    count = f"{len(phase.training)} record{'' if len(phase.training) == 1 else 's'}"
+    if phase.carry is not None:
+        return f"phase {phase.carry}'s ({count}), whose answers a carried entry's archive holds"
+    if phase.training_dir.resolve() != (ch.directory / "training").resolve():
+        return f"its own ({count}): an entry holds its answers for these records"
+    return f"the challenge's ({count})"
+
+
 def phases_document(views: PhaseViews, name: str, at: float) -> dict[str, Any]:
     """The challenge's phases as participants may know them at `at` (participant.PHASES)."""
     ch = views.challenge(name)
@@ -107,6 +118,7 @@ def phases_document(views: PhaseViews, name: str, at: float) -> dict[str, Any]:
             "closes": utc(phase.closes) if phase.closes is not None else None, "state": _state(phase, at),
             "takes": "uploads" if phase.uploads else "carried entries", "carry": phase.carry,
             "entrants": phase.entrants, "feedback": phase.feedback, "board": phase.board,
+            "training": _training(ch, phase) if ch is not None else None,
             "published": publication.at if publication is not None and at >= publication.seconds else None,
             "promoted": [{"owner": p.owner, "place": p.place if ranks_shown else None, "how": p.how, "at": p.at}
                          for p in promotions if p.phase == phase.name]})
@@ -123,7 +135,8 @@ def phases_text(doc: dict[str, Any]) -> str:
         published = f"published {p['published']}" if p["published"] else (
             "its results shown as they come" if p["feedback"] == "full" and p["board"] == "public"
             else f"feedback {p['feedback']} and board {p['board']} until published")
-        lines.append(f"{p['name']}: {p['state']} ({window}); takes {takes}{entrants}; {published}")
+        lines.append(f"{p['name']}: {p['state']} ({window}); takes {takes}{entrants}; {published}; "
+                     f"training set {p['training']}")
         for promoted in p["promoted"]:
             place = f" (place {promoted['place']})" if promoted["place"] else ""
             lines.append(f"  promoted: {promoted['owner']}{place}, {promoted['how']}, {promoted['at']}")

@@ -33,6 +33,7 @@ from ..queue.rows import EntryRow
 from ..vm import domain, warm
 from . import confinement
 from .cores import core_plan
+from .cpu_gate import refuse_unfit_site
 from .environment import Environment
 from .evaluate import run_stage
 from .heartbeat import Heartbeat
@@ -119,6 +120,7 @@ def serve(site: Site, queue: Queue, slots: int, until_idle: bool, only: int | No
     if said is not None:
         log.warning("%s", said)
     plan = core_plan(site, queue, slots)
+    refuse_unfit_site(site)  # a [vm] cpu this host cannot give: refused too, before any VM
     if plan.shared:
         log.warning("%s", plan.notice())
     lock = DaemonLock(site.home)

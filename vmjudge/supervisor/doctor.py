@@ -3,6 +3,10 @@
 The cores check refuses a site whose slots × vCPUs exceed the cores the daemon may use (as the
 daemon does), unless site.toml allows overcommit; the test boot is pinned to slot 0's cores.
 
+The guests' CPU is read from libvirt, no VM needed: what [vm] cpu gives them (its x86-64 level and
+whether it has AVX, AVX2 and FMA), or, when the host cannot give it, why (cpu_gate.py refuses the
+daemon the same way); with --challenge, whether that reaches the challenge's [vm] cpu_level.
+
 The accelerator is checked by booting a trivial job for real, because /dev/kvm can exist
 and still hang (nested KVM does here): only a finished boot proves it works. While that VM
 runs, its qemu process is read (confinement.py): the lines after the boot say what confines
@@ -27,7 +31,7 @@ from ..config import GpuSite, Site
 from ..config.layout import RunDir
 from ..errors import ConfigError, VmjudgeError
 from ..images.image import GuestImage
-from ..vm import domain, gpu_preflight
+from ..vm import cpu_offer, domain, gpu_preflight
 from ..vm.job import Command, Job
 from ..vm.libvirt_uri import is_local
 from ..vm.pinning import SlotCores, plan_cores
@@ -37,6 +41,7 @@ from ..vm.runner import make_blank_disk, run_job
 from . import confinement
 from .checks import Check
 from .cores import host_cores, slot_count
+from .cpu_gate import level_shortfall
 
 __all__ = ["Check", "as_json", "gpu_checks", "run_checks", "unreachable_parent"]
 
@@ -133,13 +138,29 @@ def _cores(site: Site, slots: int, vcpus: int, conn: libvirt.virConnect | None) 
     return Check("cores", True, where + plan.describe()), plan.of(0)
 
 
-def run_checks(site: Site, find_image: Callable[[], GuestImage], slots: int = 1, vcpus: int = 1) -> list[Check]:
-    """`slots` and `vcpus`: the daemon's --slots and the largest VM it will run (cores.py)."""
+def _cpu(site: Site, conn: libvirt.virConnect, challenge: tuple[str, str] | None) -> Check:
+    """What the guests get; `challenge`: a challenge's name and [vm] cpu_level, to be reached."""
+    why = cpu_offer.refusal(site, conn)
+    if why is not None:
+        return Check("cpu", False, why)
+    offered = cpu_offer.offer(conn, site)
+    if challenge is not None:
+        short = level_shortfall(*challenge, offered)
+        if short is not None:
+            return Check("cpu", False, f"{offered.describe()}; {short}.")
+    return Check("cpu", True, offered.describe())
+
+
+def run_checks(site: Site, find_image: Callable[[], GuestImage], slots: int = 1, vcpus: int = 1,
+               cpu_level: tuple[str, str] | None = None) -> list[Check]:
+    """`slots` and `vcpus`: the daemon's --slots and the largest VM it will run (cores.py);
+    `cpu_level`: a challenge's name and the level it asks for, if it does."""
     checks = [_qemu()]
     conn = None
     try:
         conn = domain.connect(site.uri)
         checks.append(Check("libvirt", True, f"{site.uri} (libvirt {_version(conn.getLibVersion())})"))
+        checks.append(_cpu(site, conn, cpu_level))
     except VmjudgeError as exc:
         checks.append(Check("libvirt", False, str(exc)))
     if site.accel == "kvm" and not os.access("/dev/kvm", os.R_OK | os.W_OK):

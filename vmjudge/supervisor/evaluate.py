@@ -94,7 +94,7 @@ def _run(queue: Queue, site: Site, entry: EntryRow, stage: Stage, run: StageRun,
         _say_if_larger_than_its_slot(challenge, slot)
         runner = VmRunner(conn, site, image, entry_id=entry.id,
                           attempt=run.attempt, vcpus=challenge.vm.vcpus, memory_mib=challenge.vm.memory_mib,
-                          cancel=cancel, gpu=slot.gpu, cores=slot.cores)
+                          cancel=cancel, gpu=slot.gpu, cores=slot.cores, cpu_level=challenge.vm.cpu_level)
         ctx = StageContext(site=site, challenge=challenge, image=image, entry=entry, attempt=run.attempt,
                            runner=runner, cancel=cancel)
         return stage.load()(ctx)

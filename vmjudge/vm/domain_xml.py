@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config.site import PCI_ADDRESS_RE
+from .guest_cpu import add_cpu
 from .memory import hard_limit_mib
 from .pinning import CpuTune
 
@@ -72,6 +73,7 @@ class DomainSpec:
     gpu: str | None = None  # the host PCI address of a GPU to pass through, as site.toml's [gpu] devices
     cputune: CpuTune | None = None  # its slot's cores (pinning.py); None leaves the VM unpinned
     entry_root: Path | None = None  # a container entry's root file system (squashfs), a read-only disk
+    cpu: str | None = None  # site.toml's [vm] cpu (guest_cpu.py); None: the accelerator's default
 
     @property
     def cmdline(self) -> str:
@@ -192,8 +194,7 @@ def domain_xml(spec: DomainSpec) -> str:
     _sub(os_el, "cmdline", spec.cmdline)
     features = _sub(dom, "features")
     _sub(features, "acpi")
-    if spec.accel == "kvm":
-        _sub(dom, "cpu", mode="host-passthrough")
+    add_cpu(dom, spec.cpu, spec.accel)
     _sub(dom, "clock", offset="utc")
     for event in ("on_poweroff", "on_reboot", "on_crash"):
         _sub(dom, event, "destroy")

@@ -33,7 +33,7 @@ from .channel import FrameStream, Watch
 from .domain import DOMAIN_PREFIX, Domain
 from .domain_xml import DomainSpec, domain_xml, hard_limit_kib
 from .gpu_preflight import lendable_card
-from .hardware import fingerprint
+from .hardware import below_level, fingerprint, guest_cpu
 from .job import JOB_FILE, Job
 from .pinning import SlotCores
 from .pty_reader import ChannelReader
@@ -104,7 +104,8 @@ def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *
         spec = DomainSpec(name=name, kernel=image.kernel, initrd=image.initrd, root=image.root,
                           home=Path(home_disk).resolve(), cdrom=iso, console_log=Path(console_log).resolve(),
                           accel=site.accel, vcpus=vcpus, memory_mib=memory_mib, channel=site.channel, gpu=gpu,
-                          cputune=cores.tune(vcpus) if cores is not None else None, entry_root=entry_root)
+                          cputune=cores.tune(vcpus) if cores is not None else None, entry_root=entry_root,
+                          cpu=site.cpu)
         run = _Run(conn, site, job, nonce, limits, watch, cancel, console_log, on_start)
         why = why_cold(site, gpu)
         if why is None:
@@ -202,9 +203,10 @@ class _Run:
             if ended == "bye" and not domain.wait_stopped(POWEROFF_GRACE):
                 log.warning("domain %s did not power off after its last frame; destroying it", domain.name)
             check_agent_error(transcript, lent["address"] if lent else None)
+            ran_on = {**hardware, "guest_cpu": guest_cpu(self.site.guest_cpu.setting, transcript.hello)}
             return JobRun(domain=domain.name, transcript=transcript, iso_sha256=iso_sha,
                           boot_seconds=reading.boot_seconds, total_seconds=time.monotonic() - started, ended=ended,
-                          gpu=lent, hardware=hardware, cpu_seconds=cpu_seconds, start=how)
+                          gpu=lent, hardware=ran_on, cpu_seconds=cpu_seconds, start=how)
         except InfrastructureError as exc:
             hello = stream.transcript.hello
             # No hello, or one without this job's nonce: the agent never read the job (its CD unseen).
@@ -260,6 +262,7 @@ class VmRunner:
     cancel: threading.Event | None = None
     gpu: str | None = None  # the GPU slot's card (its host PCI address), lent to every VM of the stage
     cores: SlotCores | None = None  # the slot's host cores, every VM of the stage pinned to them
+    cpu_level: str | None = None  # the challenge's [vm] cpu_level: a guest below it is the infrastructure's failure
 
     def new_home(self, path: Path, size_mib: int) -> None:
         make_blank_disk(path, size_mib)
@@ -272,7 +275,11 @@ class VmRunner:
         console = files.console_log(stage, self.attempt)
         keep_iso = files.media(stage, self.attempt) if self.site.keep_media else None
         with self.site.layout.stage_run_dir(self.entry_id, stage) as rd:
-            return run_job(self.conn, self.site, self.image, job, home_disk=home, workdir=rd.path,
-                           console_log=console, vcpus=self.vcpus, memory_mib=self.memory_mib,
-                           label=f"{self.site.domain_tag}-e{self.entry_id}-{stage}", limits=limits, watch=watch,
-                           keep_iso=keep_iso, cancel=self.cancel, gpu=self.gpu, cores=self.cores)
+            ran = run_job(self.conn, self.site, self.image, job, home_disk=home, workdir=rd.path,
+                          console_log=console, vcpus=self.vcpus, memory_mib=self.memory_mib,
+                          label=f"{self.site.domain_tag}-e{self.entry_id}-{stage}", limits=limits, watch=watch,
+                          keep_iso=keep_iso, cancel=self.cancel, gpu=self.gpu, cores=self.cores)
+        short = below_level((ran.hardware or {}).get("guest_cpu"), self.cpu_level) if self.cpu_level else None
+        if short is not None:  # the gate (supervisor/cpu_gate.py) trusted libvirt's word; the guest says otherwise
+            raise InfrastructureError("guest-cpu", short)
+        return ran

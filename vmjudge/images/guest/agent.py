@@ -9,7 +9,8 @@ wall-time limit passes, its session is killed and then every process the entry u
 has, so nothing an entry starts outlives its command. The host enforces every limit again
 from outside.
 
-The hello frame says what GPU the VM has (gpu.py). A GPU stage's job says "gpu": true; if the
+The hello frame says what CPU the guest was given (cpu.py: the model and flags of its
+/proc/cpuinfo) and what GPU the VM has (gpu.py). A GPU stage's job says "gpu": true; if the
 card does not work there, the agent runs nothing and says so as the GPU's fault, which the
 host takes for the infrastructure's (the slot is taken out of service), never the entry's. A
 container entry's commands on such a stage see the card as a CUDA container does (root_gpu.py).
@@ -36,6 +37,7 @@ import frames
 import gpu
 from channel import Channel, open_channel, ticking
 from command import Command, run_command
+from cpu import read_cpu
 from hardening import harden, make_entry_cgroup
 from media import CDROM, HOME, install, mount_cdrom, mount_home
 from run_guard import become_subreaper, protect_from_oom
@@ -43,7 +45,7 @@ from system import EntryFault, JobError
 from usage import job_figures
 from wake import reseed, wait_for_wake
 
-AGENT_VERSION = "1.7"
+AGENT_VERSION = "1.8"
 
 
 def kernel_args():
@@ -113,7 +115,7 @@ def greet(channel, job, found, warm=False):
     """The hello frame, with the GPU the VM has; False (and an error frame) when the job is a GPU
     stage's and its card does not work, so that no entry command runs without it."""
     channel.send_json("hello", {"nonce": job.get("nonce"), "agent": AGENT_VERSION,
-                                "protocol": frames.PROTOCOL, "gpu": found, "warm": warm})
+                                "protocol": frames.PROTOCOL, "gpu": found, "warm": warm, "cpu": read_cpu()})
     if job.get("gpu") is True and found.get("state") != "ok":
         channel.send_json("error", {"message": f"the GPU passed to this VM did not work: {found.get('why')}",
                                     "fault": "gpu"})

@@ -22,7 +22,7 @@ from ..container import container_runs, recorded_root
 from ..context import DRYRUN_LABEL_MESSAGE, DRYRUN_MESSAGE, StageContext, StageOutcome, output_text
 from ..figures import measured
 from ..records import RecordRuns, record_runs
-from .mismatch import file_detail, line_detail
+from .mismatch import file_detail, line_detail, numbers_note, numbers_only, numbers_only_files
 
 
 class Comparison:
@@ -44,6 +44,7 @@ class Comparison:
         self._order = {r: i for i, r in enumerate(records)}
         self.rule = ctx.challenge.results
         self.failure: tuple[int, str, str] | None = None  # (index, reason, message)
+        self.numbers_only = False  # the mismatch is one of last digits alone (mismatch.py)
         self._checked = b""  # answers.txt up to its last newline, as last checked
         self._answers: dict[str, str] = {}  # what that part of answers.txt says
         # Records already run whose line is not in that part yet (a last line with no newline):
@@ -87,6 +88,7 @@ class Comparison:
             return f"next.sh {record}: no line for {record} in answers.txt" + \
                 line_detail(record, self.submitted.get(record), None, sheet)
         if answers[record] != self.submitted.get(record):
+            self.numbers_only = numbers_only((self.submitted.get(record) or "").encode(), answers[record].encode())
             return f"next.sh {record}: output does not match submission" + \
                 line_detail(record, self.submitted.get(record), answers[record], sheet)
         # answers.txt is the entry's whole answer sheet: a next.sh that loses or changes
@@ -116,6 +118,7 @@ class Comparison:
             with open(submitted, "rb") as f:
                 if f.read(got.size + 1) == got.data:
                     return None
+        self.numbers_only = numbers_only_files(submitted, got.data, got.size, got.truncated)
         return f"{command}: output does not match submission" + file_detail(
             submitted, self.rule.submitted_path(record), name, got.data, got.size, got.truncated)
 
@@ -169,6 +172,8 @@ def _outcome(ctx: StageContext, run_: JobRun, compare: Comparison) -> StageOutco
         i, reason, message = compare.failure
         # The verdict on the first line, the mismatch's two sides (if any) under it, then the output.
         headline, _, sides = message.partition("\n")
+        if reason == "quiz-mismatch" and compare.numbers_only:
+            sides += "\n" + numbers_note(((run_.hardware or {}).get("guest_cpu") or {}).get("level"))
         return StageOutcome("failed", f"{headline}. Entry not scored." + (f"\n{sides}" if sides else "")
                             + f"\n--- output of {compare.names[i]} ---\n{output_text(t.commands[i])}",
                             reason=reason, manifest=manifest)
