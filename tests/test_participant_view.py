@@ -22,10 +22,11 @@ from vmjudge.queue import publish
 from vmjudge.queue.db import Queue
 from vmjudge.queue.rows import Scoring, stamp
 from vmjudge.reports import participant
-from vmjudge.reports.leaderboard import leaderboard
-from vmjudge.reports.report import show
+from vmjudge.reports.leaderboard import history, leaderboard
+from vmjudge.reports.report import report_page, show
 from vmjudge.scorers.reference import reference_sha256
 
+from .html_tree import parse
 from .test_figures import EXAM, PREP, QUIZ
 from .test_queue_hosts import add, hosts
 from .web_home import WebHome, sign_in, upload
@@ -180,6 +181,7 @@ def conforms(value, spec, where="") -> list[str]:
 
 # The portal: every route, classified; the participant's answers checked against the list
 
+# None: an HTML page (or, with ?format=text, the report's text), checked below by what it shows.
 PARTICIPANT_GETS = {"/entries": None, "/entries.json": participant.ENTRY_LIST, "/entries/{entry_id}": None,
                     "/upload": None, "/leaderboards": None, "/leaderboards/{challenge}": None,
                     "/phases/{challenge}": None, "/settings": None}  # /settings: the owner's own address (#35)
@@ -188,7 +190,7 @@ API_GETS = {"/api/entries": participant.ENTRY_LIST, "/api/entries/{entry_id}": p
 # A participant's upload, or an entry carried into a contest's phase: answered in SUBMITTED or a page.
 POSTS = {"/upload", "/api/entries", "/entries/{entry_id}/carry", "/api/entries/{entry_id}/carry"}
 PUBLIC = {"/", "/signin", "/signout", "/static"}
-ORGANISER = {"/organiser/entries", "/organiser/parked", "/organiser/entries/{entry_id}",
+ORGANISER = {"/organiser/entries", "/organiser/parked", "/organiser/queue", "/organiser/entries/{entry_id}",
              "/organiser/entries/{entry_id}/logs"}
 
 
@@ -226,6 +228,7 @@ def participant_answers(web, eid, client, token) -> dict[str, str]:
         url = path.replace("{entry_id}", str(eid)).replace("{challenge}", "af2017")
         answers[url] = client.get(url).text
         answers[url + "?late=1"] = client.get(url + "?late=1").text
+        answers[url + "?format=text"] = client.get(url + "?format=text").text
     for path in API_GETS:
         url = path.replace("{entry_id}", str(eid)).replace("{challenge}", "af2017")
         answers[url] = client.get(url, headers=bearer).text
@@ -249,6 +252,17 @@ def test_every_route_is_classified_and_the_participants_answers_hold_to_the_list
         if spec is not None:
             url = path.replace("{entry_id}", str(eid)).replace("{challenge}", "af2017")
             assert conforms(json.loads(answers[url]), spec) == [], url
+    # The pages are built from the participant's documents (#38): the report page from
+    # REPORT_PAGE, the board's chart from BOARD_HISTORY; the exam shows as tenths, nothing finer.
+    assert conforms(report_page(web.queue, eid), participant.REPORT_PAGE) == []
+    assert conforms(participant.board_history(history(web.queue, "af2017", at=time.time())),
+                    participant.BOARD_HISTORY) == []
+    exam = parse(answers[f"/entries/{eid}"]).one("li", id="step-exam")
+    assert [(m.attrs["value"], m.attrs["max"]) for m in exam.all("meter")] == [("4", "10"), ("5", "10")]
+    assert "<circle" in answers["/leaderboards/af2017"]
+    finer = [f"{EXAM['stage_seconds']}", f"{EXAM['stage_seconds']:.1f}", *(c["name"] for c in EXAM["commands"]),
+             *(f"{c['seconds']}" for c in EXAM["commands"])]  # their tenths of a second are the quiz's too
+    assert [(url, f) for url, text in answers.items() for f in finer if f in text] == []
     posted = upload(client, web.tar("y-entry.tar.gz"), "big")
     assert posted.status_code == 201
     api = client.post("/api/entries", headers={"Authorization": f"Bearer {token}"}, data={"challenge": "big"},

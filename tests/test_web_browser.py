@@ -117,13 +117,21 @@ def test_a_participant_uploads_follows_and_reads_in_a_real_browser(portal, tmp_p
         assert rows[0].find_element(By.CSS_SELECTOR, "td.owner").text == "alice"
 
         driver.get(f"{base}/entries/{good_id}")
-        report = driver.find_element(By.ID, "report").text
-        assert "Entry scored." in report
-        # What the run used, as `show` gives participants: the exam in tenths of its caps only.
-        assert "Resources: setup.sh " in report and "Resources: slowest training record " in report
-        assert "Resources (the exam gives tenths of its caps only): time " in report
+        steps = {li.get_attribute("id"): li.get_attribute("data-status")
+                 for li in driver.find_elements(By.CSS_SELECTOR, "#steps li.step")}
+        assert steps == dict.fromkeys(("step-prep", "step-quiz", "step-exam", "step-score"), "passed")
+        assert driver.find_element(By.ID, "verdict").text == "Entry scored."
+        # What the run used, as bars of their limits: the exam's in tenths of its caps only.
+        assert driver.find_elements(By.CSS_SELECTOR, "#step-prep meter")
+        assert driver.find_elements(By.CSS_SELECTOR, "#step-quiz meter")
+        assert [m.get_attribute("max") for m in driver.find_elements(By.CSS_SELECTOR, "#step-exam meter")] == ["10"] * 2
         SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
         assert driver.save_screenshot(str(SCREENSHOT))
+        driver.get(f"{base}/entries/{good_id}?format=text")  # the text of `vmjudge show`, as before #38
+        report = driver.find_element(By.TAG_NAME, "body").text
+        assert "Entry scored." in report
+        assert "Resources: setup.sh " in report and "Resources: slowest training record " in report
+        assert "Resources (the exam gives tenths of its caps only): time " in report
     finally:
         driver.quit()
 

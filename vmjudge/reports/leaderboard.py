@@ -23,7 +23,7 @@ from typing import Any
 
 from ..errors import VmjudgeError
 from ..files import durable_write
-from ..queue.boards import PRIMARY, best_entries
+from ..queue.boards import PRIMARY, best_entries, scored_entries
 from ..queue.db import Queue
 from ..queue.rows import EntryRow
 from ..vm.hardware import line as hardware_line
@@ -63,6 +63,18 @@ def leaderboard(queue: Queue, challenge: str, late: bool = False, at: float | No
                         exam_host=exam.host if exam else None,
                         exam_hardware=(exam.manifest or {}).get("hardware") if exam else None))
     return rows
+
+
+def history(queue: Queue, challenge: str, late: bool = False, at: float | None = None,
+            phase: str | None = None) -> dict[str, list[tuple[str, float]]]:
+    """How the board came to be: each owner's counted entries in the order submitted, each with
+    the owner's best score once it was in (a point per scored entry; the portal's chart)."""
+    out: dict[str, list[tuple[str, float]]] = {}
+    for e in scored_entries(queue.database, challenge, late, phase, at):  # in the order submitted
+        points = out.setdefault(e.owner, [])
+        score = float((e.scores or {}).get(PRIMARY) or 0.0)
+        points.append((e.submitted_at, max(score, points[-1][1]) if points else score))
+    return out
 
 
 def exam_lines(rows: list[Row]) -> list[str]:

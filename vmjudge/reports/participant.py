@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..pipeline import PIPELINE, UNPUBLISHED, by_name
+from ..pipeline import PIPELINE, STAGE_NAMES, UNPUBLISHED, by_name
 from ..queue.publish import being_examined
 from ..queue.rows import EntryRow, Scoring, StageRun, stamp
 from .figures import participant_lines, participant_view
@@ -71,12 +71,21 @@ ENTRY = {"id": LEAF, "challenge": LEAF, "phase": LEAF, "carried_from": LEAF, "fe
          "evaluation": LEAF, "scores": SCORES, "exam": EXAM_COUNTS, "scorings": [SCORING], "report": LEAF,
          "figures": {"prep": PREP_FIGURES, "quiz": QUIZ_FIGURES, "exam": EXAM_FIGURES}, "hardware": HARDWARE,
          "budget": {"vm_hours": LEAF, "used": LEAF}}
+# The portal's report page: the entry's report, its verdict, the sentence of a phase keeping its
+# results back, and each of the four stages as a step: its status (steps() says which), the
+# failure's reason, and the message the report's text already gives.
+STEP = {"stage": LEAF, "title": LEAF, "status": LEAF, "reason": LEAF, "message": LEAF}
+REPORT_PAGE = {**ENTRY, "steps": [STEP], "verdict": LEAF, "kept_back": LEAF}
 # A line of "my entries" (the portal's list, GET /api/entries).
 ENTRY_ROW = {"id": LEAF, "challenge": LEAF, "phase": LEAF, "late": LEAF, "archive_name": LEAF, "submitted_at": LEAF,
              "state": LEAF, "stage": LEAF, "outcome": LEAF, "verdict": LEAF, "score": LEAF}
 ENTRY_LIST = {"total": LEAF, "page": LEAF, "limit": LEAF, "entries": [ENTRY_ROW]}
 # A leaderboard row (every format shows these or fewer).
 BOARD_ROW = {"rank": LEAF, "owner": LEAF, "entry_id": LEAF, "score": LEAF, "submitted_at": LEAF, "scores": SCORES}
+# A board's history (the portal's chart): for each owner on it, each counted scored entry's
+# submission time and the owner's best score once that entry was in. The best is the board's own
+# figure as it stood, shown to everyone then; an entry that did not raise it gives its time only.
+BOARD_HISTORY = [{"owner": LEAF, "points": [{"submitted_at": LEAF, "best": LEAF}]}]
 # What an upload is answered with.
 SUBMITTED = {"id": LEAF, "owner": LEAF, "late": LEAF, "dry_run": LEAF, "phase": LEAF, "carried_from": LEAF,
              "remaining": LEAF, "budget": LEAF}
@@ -257,6 +266,41 @@ def entry_document(seen: Seen, budget: dict[str, Any] | None = None) -> dict[str
     return allowed(doc, ENTRY)
 
 
+def steps(seen: Seen) -> list[dict[str, Any]]:
+    """Each stage of the pipeline as a step of the report page, from the same runs and entry
+    fields as report_text (a stage that counted: its run's status and message), so a step
+    says nothing the text does not."""
+    entry, runs = seen.entry, {r.stage: r for r in final_runs(seen.runs)}
+    return [{"stage": s.name, "title": s.title,
+             "status": _step_status(seen, s.name, runs[s.name].status if s.name in runs else None),
+             "reason": entry.reason if entry.state == "done" and entry.failed_stage == s.name else None,
+             "message": runs[s.name].message if s.name in runs else None} for s in PIPELINE]
+
+
+def _step_status(seen: Seen, stage: str, ran: str | None) -> str:
+    """A stage that did not count a run: passed (the entry went past it), failed, running,
+    waiting, stopped (parked), not-run (after a failure or a dry run), or kept-back (its phase's
+    feedback level gives no more than the verdict)."""
+    e, order = seen.entry, list(STAGE_NAMES)
+    if ran is not None:
+        return "passed" if ran == "scored" else ran
+    if seen.feedback == NONE or (seen.feedback != FULL and e.state == "done" and e.outcome != "failed"):
+        return "kept-back"
+    at = e.failed_stage if e.state == "done" else e.stage
+    if at not in order:  # done without a failure: scored, or a dry run whose later stages did not run
+        return "passed" if e.outcome == "scored" else "not-run"
+    if stage != at:
+        return "passed" if order.index(stage) < order.index(at) else "not-run" if e.state == "done" else "waiting"
+    return {"done": "failed", "running": "running", "parked": "stopped"}.get(e.state, "waiting")
+
+
+def report_page(seen: Seen, budget: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The portal's report page: the entry's document (entry_document) and its steps."""
+    kept_back = KEPT_BACK[seen.feedback].format(phase=seen.entry.phase) if seen.feedback != FULL else None
+    return allowed({**entry_document(seen, budget), "steps": steps(seen), "verdict": verdict(seen.entry, seen.feedback),
+                    "kept_back": kept_back}, REPORT_PAGE)
+
+
 def entry_row(entry: EntryRow, at: float, feedback: str = FULL) -> dict[str, Any]:
     """One entry as its owner sees it in the list and in GET /api/entries."""
     e = Seen.at(entry, (), (), at, feedback).entry
@@ -284,3 +328,9 @@ def board_rows(rows: Sequence[Any]) -> list[dict[str, Any]]:
     hardware, no host (those are in `leaderboard --organiser`)."""
     return [allowed({"rank": r.rank, "owner": r.owner, "entry_id": r.entry_id, "score": r.score,
                      "submitted_at": r.submitted_at, "scores": r.scores}, BOARD_ROW) for r in rows]
+
+
+def board_history(history: dict[str, list[tuple[str, float]]]) -> list[dict[str, Any]]:
+    """A board's history (reports/leaderboard.py history) as participants may see it."""
+    return allowed([{"owner": owner, "points": [{"submitted_at": t, "best": best} for t, best in points]}
+                    for owner, points in history.items()], BOARD_HISTORY)

@@ -17,7 +17,7 @@ from ..config import Site, load_challenge
 from ..errors import VmjudgeError
 from ..queue.admit import budget_tenths
 from ..queue.db import Queue
-from ..queue.rows import EntryRow, StageRun, stamp
+from ..queue.rows import EntryRow, Scoring, StageRun, stamp
 from ..terminal import printable
 from . import participant
 from .figures import organiser_lines
@@ -68,10 +68,7 @@ def show(site: Site, queue: Queue, entry_id: int, organiser: bool = False, at: f
     runs = queue.stage_runs(entry_id)
     scorings = queue.scorings(entry_id)
     if not organiser:
-        at = participant.now() if at is None else at
-        feedback = (views or PhaseViews.load(queue)).feedback(entry, at)
-        seen = participant.Seen.at(entry, runs, scorings, at, feedback)
-        return participant.entry_document(seen, _budget(queue, entry))
+        return participant.entry_document(_seen(queue, entry, runs, scorings, at, views), _budget(queue, entry))
     doc = participant.entry_document(participant.Seen(entry, runs, scorings), _budget(queue, entry))
     doc["scorings"] = [{"at": s.at, "why": s.why, "scorer": s.scorer, "scorer_version": s.scorer_version,
                         "reference_sha256": s.reference_sha256, "results_sha256": s.results_sha256,
@@ -82,6 +79,22 @@ def show(site: Site, queue: Queue, entry_id: int, organiser: bool = False, at: f
     if entry.state == "parked":
         doc["organiser"]["parked_reason"] = entry.reason
     return doc
+
+
+def report_page(queue: Queue, entry_id: int, views: PhaseViews | None = None) -> dict[str, Any]:
+    """The portal's report page as the participant sees it now: show()'s document and each stage
+    as a step (participant.report_page)."""
+    entry = queue.entry(entry_id)
+    seen = _seen(queue, entry, queue.stage_runs(entry_id), queue.scorings(entry_id), None, views)
+    return participant.report_page(seen, _budget(queue, entry))
+
+
+def _seen(queue: Queue, entry: EntryRow, runs: list[StageRun], scorings: list[Scoring], at: float | None,
+          views: PhaseViews | None) -> participant.Seen:
+    """The entry as participants see it `at` (default now), at its phase's feedback level then."""
+    at = participant.now() if at is None else at
+    feedback = (views or PhaseViews.load(queue)).feedback(entry, at)
+    return participant.Seen.at(entry, runs, scorings, at, feedback)
 
 
 def _budget(queue: Queue, entry: EntryRow) -> dict[str, Any] | None:

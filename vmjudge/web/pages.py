@@ -3,8 +3,9 @@ static/entries.js from /entries.json), an entry's report, and the boards (a cont
 phase, a hidden one until its phase is published).
 
 Every page is built from reports/participant.py's documents, seen now (an entry being
-examined shows nothing of its exam until its publish time): a report is its text, through
-autoescaping and terminal.printable. Another owner's entry is 404, never 403.
+examined shows nothing of its exam until its publish time): a report from report_page (steps
+and bars by report_view.py), a board's chart from board_history (chart.py); entry output goes
+through autoescaping and terminal.printable. Another owner's entry is 404, never 403.
 """
 
 from __future__ import annotations
@@ -12,14 +13,17 @@ from __future__ import annotations
 import anyio
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from ..queue.listing import EntryFilter
 from ..reports import leaderboard as lb
 from ..reports import participant
 from ..reports.phase_view import PhaseViews, board_phase, hidden_board
-from ..reports.report import show
+from ..reports.report import report_page
+from ..terminal import printable
+from . import report_view
+from .chart import chart
 from .entries import entries_page, entry_number, page_number, pages_of
 from .portal import Portal
 from .upload import upload_entry
@@ -78,15 +82,21 @@ class Pages:
                                                    PhaseViews.load(self.portal.queue).feedback))
 
     def report(self, request: Request) -> Response:
+        """The report as a page of steps, bars and tables; `?format=text` the same report as the
+        text of `vmjudge show`, which the page was before and scripts may still read."""
         owner = self.portal.participant(request)
         entry_id = entry_number(request)
         entry = self.portal.own_entry(owner, entry_id)
         views = PhaseViews.load(self.portal.queue)
-        doc = show(self.portal.site, self.portal.queue, entry_id, views=views)
+        doc = report_page(self.portal.queue, entry_id, views=views)
+        if request.query_params.get("format") == "text":
+            return PlainTextResponse(printable(doc["report"]))
         ch = views.challenge(entry.challenge)
         # "Choose for phase P": the phases that take entries carried from this one's phase
         carries = [p.name for p in ch.phases if entry.phase and p.carry == entry.phase] if ch is not None else []
-        return self.portal.page(request, "report.html", entry_id=entry_id, report=doc["report"], carries=carries)
+        return self.portal.page(request, "report.html", doc=doc, steps=report_view.steps(doc),
+                                budget=report_view.budget_bar(doc), hardware=report_view.hardware(doc),
+                                carries=carries)
 
     def upload_form(self, request: Request) -> Response:
         self.portal.participant(request)
@@ -111,7 +121,8 @@ class Pages:
         return self.portal.page(request, "boards.html", challenges=names, phases=phases)
 
     def board(self, request: Request) -> Response:
-        self.portal.participant(request)
+        """A board: its rows, the signed-in owner's marked, and the chart of how it came to be."""
+        me = self.portal.participant(request)
         challenge = request.path_params["challenge"]
         if challenge not in self.portal.challenge_names():
             raise HTTPException(404, f"There is no challenge named {challenge!r}.")
@@ -125,8 +136,10 @@ class Pages:
         title = lb.title(challenge, late, phase)
         if not views.board_shown(challenge, phase, at):
             return self.portal.page(request, "board.html", challenge=challenge, late=late, rows=[], columns=[],
-                                    title=title, phase=phase, hidden=hidden_board(challenge, str(phase)))
+                                    title=title, phase=phase, hidden=hidden_board(challenge, str(phase)), chart=None)
         rows = lb.leaderboard(self.portal.queue, challenge, late, at=at, phase=phase)
+        history = participant.board_history(lb.history(self.portal.queue, challenge, late, at=at, phase=phase))
+        drawn = chart(history, [r["owner"] for r in participant.board_rows(rows)], me.name)
         return self.portal.page(request, "board.html", challenge=challenge, late=late,
                                 rows=participant.board_rows(rows), columns=lb.columns(rows), title=title, phase=phase,
-                                hidden=None)
+                                hidden=None, chart=drawn)
