@@ -7,6 +7,7 @@ desktop's width and a phone's, for violations of impact serious or critical. It 
 WebDriver's execute_script, which runs in the page by the DevTools protocol: the portal's CSP
 (`default-src 'none'`, scripts only from the portal) does not apply to it, and the test checks that
 axe did run (its version and the rules it passed), and that it does fail a page made inaccessible.
+What axe cannot judge of keyboard use is tried with the keyboard: Tab through a page's controls.
 
 Screenshots at 1280 and 375 px wide of the pages participants read go to docs/screenshots/, for
 the participants' guide; at 375 px no page may scroll sideways.
@@ -22,7 +23,9 @@ from pathlib import Path
 import pytest
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
 from selenium_axe_python import Axe
 
@@ -209,6 +212,32 @@ def test_axe_core_runs_under_the_portals_csp_and_fails_a_page_made_inaccessible(
                           "'<p><font color=\"#dddddd\">pale text on white</font></p>')")
     rules = {line.split(" ")[0] for line in axe_violations(driver)}
     assert {"label", "color-contrast"} <= rules, rules
+
+
+CONTROLS = ("return [...document.querySelectorAll('a[href], button, summary, input:not([type=hidden]), select, "
+            "[tabindex=\"0\"]')].filter(e => e.checkVisibility())")
+FOCUSED = ("const e = document.activeElement, s = getComputedStyle(e);"
+           "return [e, s.outlineStyle !== 'none' && s.outlineWidth !== '0px'];")
+
+
+def test_tab_reaches_every_control_in_order_and_shows_where_the_focus_is(served, driver):
+    """Keyboard use, which axe-core cannot judge: from the top of a page, Tab goes through each link,
+    button, field, disclosure and scrolling box in the page's order, and each shows a focus ring."""
+    site = served
+    sign_in(driver, site, "alice")
+    for px, path in ((1280, f"/entries/{site.ids['scored']}"), (375, "/leaderboards/big"), (1280, "/upload"),
+                     (375, "/entries")):
+        width(driver, px)
+        driver.get(site.portal.base + path)
+        controls = driver.execute_script(CONTROLS)
+        assert len(controls) > 5, path
+        reached = []
+        for _ in controls:
+            ActionChains(driver).send_keys(Keys.TAB).perform()  # as a key press, not into a field
+            element, ring = driver.execute_script(FOCUSED)
+            assert ring, f"{path} at {px} px: no focus ring on {element.get_attribute('outerHTML')[:120]}"
+            reached.append(element)
+        assert reached == controls, (path, px)
 
 
 def page_size(driver: webdriver.Chrome) -> tuple[int, int]:
