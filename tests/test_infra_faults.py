@@ -147,6 +147,7 @@ def test_a_vm_writing_to_a_full_host_disk_is_paused_and_its_stage_runs_again(sma
         with full_disk(home):
             wait_until(lambda: daemon.said("WARNING entry"), 600, "the daemon to meet the full disk")
         wait_until(lambda: queue.entry(entry_id).state == "done", 900, "the entry to be judged")
+    queue.close()  # its kept connection would hold the small home busy when the fixture unmounts it
     doc = organiser_report(home, entry_id)
     assert (doc["outcome"], doc["scores"]["score"]) == ("scored", QUICK_SCORE)
     assert attempts(doc) == [("prep", 1, "infra", "host-disk-full"), ("prep", 2, "passed", None)] + CLEAN_RUN[1:]
@@ -172,6 +173,7 @@ def test_a_result_the_full_disk_cannot_record_is_kept_and_recorded_once_space_is
             wait_until(lambda: daemon.said(f"cannot record entry {entry_id}'s score result in the queue"), 120,
                        "the daemon to find it cannot record the score")
         wait_until(lambda: queue.entry(entry_id).state == "done", 120, "the score to be recorded")
+    queue.close()  # its kept connection would hold the small home busy when the fixture unmounts it
     doc = organiser_report(home, entry_id)
     assert (doc["outcome"], doc["scores"]["score"]) == ("scored", QUICK_SCORE)
     assert attempts(doc) == CLEAN_RUN

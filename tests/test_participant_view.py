@@ -154,7 +154,7 @@ def test_after_the_publish_time_the_result_shows_and_its_times_are_the_publish_t
     doc = show(None, queue, a, at=entry.published)
     assert (doc["state"], doc["outcome"], doc["scores"]) == ("done", "scored", {"score": 0.25})
     assert doc["figures"]["exam"] == {"time_tenths": 4, "time_cap_seconds": 3600.0, "memory_tenths": 5,
-                                      "memory_cap": EXAM["memory_limit"]}
+                                      "memory_cap": EXAM["vm_memory"]}
     assert [s["at"] for s in doc["scorings"]] == [stamp(entry.published)]  # not when stage 4 really ran
     assert [r.entry_id for r in leaderboard(queue, "c", at=entry.published)] == [a]
 

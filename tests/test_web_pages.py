@@ -101,7 +101,7 @@ def test_a_scored_entry_shows_four_passed_steps_its_bars_its_scores_and_where_it
     # The exam: its two tenths as bars out of ten, nothing finer anywhere on the page.
     exam = page.one("li", id="step-exam")
     assert meters(exam) == [("Time", 4.0, 10.0, "4/10 of the 1 h cap"),
-                            ("Peak memory", 5.0, 10.0, "5/10 of the 1.8 GiB cap")]
+                            ("Peak memory", 5.0, 10.0, "5/10 of the VM's 2.0 GiB")]
     assert not exam.all(data_training=None) and not exam.all("details")
     for finer in ("1234", "7.123", "1.456", "b201", "b202", "900.0 MiB"):
         assert finer not in answer.text, finer

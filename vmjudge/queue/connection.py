@@ -33,6 +33,7 @@ from .. import private
 from ..errors import VmjudgeError
 from . import running
 from .dialect import POSTGRESQL, SQLITE, Dialect
+from .redact import redacted
 from .schema import LATER_INDEXES, MIGRATIONS, SCHEMA
 
 BUSY_SECONDS = 30  # how long a SQLite statement waits for another process's lock before failing
@@ -81,6 +82,8 @@ class Database(Protocol):
     def transaction(self) -> AbstractContextManager[Db]: ...
 
     def create(self) -> None: ...
+
+    def close(self) -> None: ...
 
 
 def open_database(location: Path | str) -> Database:
@@ -170,6 +173,15 @@ class SqliteDatabase:
         if kept is not None and kept[1] == os.getpid():  # a forked child leaves its parent's alone
             kept[0].close()
 
+    def close(self) -> None:
+        """This thread's kept connection and writers' lock closed: a caller done with the queue
+        (a test unmounting the home it lives on) holds no file of it open."""
+        self._drop()
+        writers = getattr(self._local, "writers", None)
+        self._local.writers = None
+        if writers is not None and writers[1] == os.getpid():
+            writers[0].close()
+
     @contextmanager
     def connect(self) -> Iterator[Db]:
         raw = self._connection()
@@ -251,20 +263,6 @@ def _row_factory(cursor: Any) -> Any:
     return lambda values: Row(zip(names, values, strict=True))
 
 
-def redacted(url: str) -> str:
-    """A PostgreSQL URL for messages and logs, its password shown as ***: libpq takes one both
-    as `user:password@` and as a `password=` parameter, and a message must show neither."""
-    head, rest = url.split("://", 1) if "://" in url else ("", url)
-    netloc, path = re.match(r"([^/?#]*)(.*)", rest, re.S).groups()  # type: ignore[union-attr]
-    userinfo, at, hosts = netloc.rpartition("@")
-    if at and ":" in userinfo:
-        netloc = f"{userinfo.split(':', 1)[0]}:***@{hosts}"
-    base, question, query = path.partition("?")
-    if question:
-        query = re.sub(r"(^|&)password=[^&]*", r"\1password=***", query)
-    return f"{head}://{netloc}{base}{question}{query}" if head else f"{netloc}{base}{question}{query}"
-
-
 class PostgresDatabase:
     dialect = POSTGRESQL
 
@@ -291,6 +289,10 @@ class PostgresDatabase:
         if conn is not None:
             conn.close()
             self._local.conn = None
+
+    def close(self) -> None:
+        """This thread's kept connection closed (a server process freed)."""
+        self._drop()
 
     @contextmanager
     def connect(self) -> Iterator[Db]:

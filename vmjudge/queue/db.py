@@ -59,6 +59,10 @@ class Queue(History):
         self.blobs = Blobs(self.database)
         self.phases = PhaseRecords(self.database)  # a contest's promotions and publications
 
+    def close(self) -> None:
+        """The database files or connection this thread keeps, closed."""
+        self.database.close()
+
     # challenges
 
     def add_challenge(self, name: str, directory: Path, image_key: str, gpu: str | None = None,

@@ -79,7 +79,7 @@ def bars(stage: str, view: dict[str, Any]) -> list[Bar]:
     if stage == "exam":
         t, m = view.get("time_tenths"), view.get("memory_tenths")
         return [*_bar("Time", t, 10, f"{t}/10 of the {duration(view.get('time_cap_seconds'))} cap", False),
-                *_bar("Peak memory", m, 10, f"{m}/10 of the {size(view.get('memory_cap'))} cap", False)]
+                *_bar("Peak memory", m, 10, f"{m}/10 of the VM's {size(view.get('memory_cap'))}", False)]
     limit = view.get("command_limit")
     if stage == "quiz":
         records = view.get("records") or []
