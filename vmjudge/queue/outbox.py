@@ -33,6 +33,7 @@ OWNER, ORGANISERS = "owner", "organisers"
 HOUR = 3600.0  # one message per condition in this long
 PENDING, SENT, FAILED, DROPPED = "pending", "sent", "failed", "dropped"
 STATES = (PENDING, SENT, FAILED, DROPPED)
+FINISHED = (SENT, FAILED, DROPPED)  # for good: no sender takes them again
 
 
 @dataclass(frozen=True)
@@ -170,3 +171,20 @@ def listing(database: Database, states: tuple[str, ...] = (), limit: int = 100) 
     with database.connect() as db:
         rows = db.execute(f"SELECT * FROM outbox{where} ORDER BY id DESC LIMIT ?", (*states, limit)).fetchall()
     return [OutboxRow.from_row(r) for r in rows]
+
+
+def prune(database: Database, ended_before: float, at: float | None = None, dry_run: bool = False) -> int:
+    """Remove (dry_run: count) the messages that ended (sent, failed or dropped) before
+    `ended_before` ([retention] outbox_days, run by `vmjudge gc`). Never one pending: a message
+    still to be sent, waiting for its publish time or held by a sender, is not finished. Nor one
+    whose time is within the last hour, whatever the days: the once-an-hour rule
+    (organiser_event) reads each condition's newest message, and pruning it would let the next
+    event of that condition go out at once rather than in the hour's digest."""
+    at = time.time() if at is None else at
+    where = (f"state IN ({','.join('?' * len(FINISHED))}) AND finished IS NOT NULL AND finished < ? "
+             "AND not_before < ?")
+    args = (*FINISHED, ended_before, at - HOUR)
+    with database.transaction() as db:
+        if dry_run:
+            return int(db.execute(f"SELECT COUNT(*) FROM outbox WHERE {where}", args).fetchone()[0])
+        return db.execute(f"DELETE FROM outbox WHERE {where}", args).rowcount
