@@ -8,8 +8,9 @@ at a time, like a stage: the claim holds until `claim_until`, and with several h
 PostgreSQL a row another host is claiming is skipped (SKIP LOCKED), never waited for, so each
 message is sent by one host. A row remembers the addresses it reached (`delivered`), so a retry
 sends only to the others; what cannot be made exact is a host dying between a server's "accepted"
-and the row's update, after which the message goes again when the claim runs out, with the same
-delivery id (Message-ID, X-Vmjudge-Delivery) for the receiver to drop.
+and the row's update, after which the message goes again (when the host's daemon starts again,
+release_host, or its claim runs out), with the same delivery id (Message-ID, X-Vmjudge-Delivery)
+for the receiver to drop.
 
 Two audiences. A participant (`owner`) who gave an email address hears when an entry of theirs
 ends: the row names only the entry, and its text is built when it is sent, from the participant
@@ -163,6 +164,16 @@ def settle(database: Database, row: OutboxRow, host: str, state: str, error: str
                           "WHERE id = ? AND claimed_by = ?",
                           (state, error, next_try, None if state == PENDING else time.time(), 0 if tried else 1,
                            row.id, host)).rowcount == 1
+
+
+def release_host(database: Database, host: str) -> int:
+    """Give back the messages `host` holds, as its daemon starts: they were held by a daemon of
+    that name that died mid-send (hosts.register refuses to start one while another of the name
+    lives), and would otherwise wait for their hold to run out, minutes with the defaults, before
+    any sender takes them again. Their try stays counted; how many were held."""
+    with database.transaction() as db:
+        return db.execute("UPDATE outbox SET claimed_by = NULL, claim_until = NULL WHERE state = ? AND claimed_by = ?",
+                          (PENDING, host)).rowcount
 
 
 def listing(database: Database, states: tuple[str, ...] = (), limit: int = 100) -> list[OutboxRow]:
