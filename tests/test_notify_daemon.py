@@ -8,6 +8,7 @@ libvirt's test driver (test:///default, in-process: no libvirtd is touched, no V
 - SIGKILLed mid-send (the receiver holds the request): the next daemon of the host gives the
   message back at its start and sends it again at once, with the same X-Vmjudge-Delivery; the
   receiver sees two signed requests with one delivery id, the documented at-least-once case.
+- Two daemons, two hosts' homes on one PostgreSQL queue: each message is sent once.
 - A webhook that hangs: the daemon's stages run and end meanwhile, and the daemon's stop waits
   for the sender no longer than timeout_seconds."""
 
@@ -39,15 +40,15 @@ TEST_DRIVER = {"VMJUDGE_URI": "test:///default", "VMJUDGE_ACCEL": "tcg"}
 
 
 def daemon_home(tmp_path: Path, location: str | Path, smtp_port: int, webhook: str | None = None,
-                timeout: float = 30) -> Path:
-    """A home whose site.toml sends through the loopback servers, its queue at `location`."""
-    home = tmp_path / "home"
+                timeout: float = 30, host: str = "a") -> Path:
+    """A home of host `host` whose site.toml sends through the loopback servers, its queue at `location`."""
+    home = tmp_path / ("home" if host == "a" else f"home-{host}")
     home.mkdir(exist_ok=True)
     secret = private(tmp_path / "webhook.secret", SECRET.decode())
     queue = f'url = "{location}"\n' if isinstance(location, str) else ""
     hooks = f'webhooks = ["{webhook}"]\nwebhook_secret_file = "{secret}"\n' if webhook else ""
     (home / "site.toml").write_text(
-        f'[queue]\nhost = "a"\n{queue}\n'
+        f'[queue]\nhost = "{host}"\n{queue}\n'
         f'[notify]\norganisers = []\n{hooks}retry_seconds = 60\ntimeout_seconds = {timeout}\n'
         'portal_url = "https://judge.example.org"\n\n'
         f'[notify.smtp]\nhost = "127.0.0.1"\nport = {smtp_port}\nsecurity = "none"\nfrom = "judge@localhost"\n')
@@ -57,7 +58,7 @@ def daemon_home(tmp_path: Path, location: str | Path, smtp_port: int, webhook: s
 def home_queue(home: Path) -> Queue:
     site = load_site(home)
     site.layout.ensure()
-    return Queue(site.queue.url or site.layout.queue_db, host="a")
+    return Queue(site.queue.url or site.layout.queue_db, host=site.queue.host)
 
 
 class Daemon:
@@ -74,7 +75,8 @@ class Daemon:
 
     def started(self) -> bool:
         assert self.proc.poll() is None, self.said()
-        return any(h.name == "a" and h.pid == self.proc.pid and not h.stopped for h in self.queue.hosts.all())
+        return any(h.name == self.queue.host and h.pid == self.proc.pid and not h.stopped
+                   for h in self.queue.hosts.all())
 
     def said(self) -> str:
         """What it wrote on stdout and stderr so far."""
@@ -162,6 +164,32 @@ def test_a_daemon_killed_mid_send_sends_again_at_its_restart_with_the_same_deliv
     assert receiver.received[0].body == receiver.received[1].body
     sent = listing(queue.database)[0]
     assert (sent.state, sent.tries, sent.delivered) == (SENT, 2, (receiver.url,))
+
+
+def test_two_daemons_on_one_postgresql_queue_send_each_message_once(pg_url, tmp_path):
+    """Both running before the messages are written, and the receiver slow enough (0.1 s a
+    request) that both senders are seen holding messages: each one still arrives once."""
+    with Receiver(SECRET, delay=0.1) as receiver:
+        homes = [daemon_home(tmp_path, pg_url, free_port(), webhook=receiver.url, host=h) for h in ("a", "b")]
+        queues = [home_queue(home) for home in homes]
+        with Daemon(homes[0], queues[0]) as a, Daemon(homes[1], queues[1]) as b:
+            with queues[0].database.transaction() as db:
+                for n in range(40):
+                    organiser_event(db, f"condition {n}", f"condition {n}", f"Condition {n} happened.")
+            holders: set[str] = set()
+
+            def all_sent() -> bool:
+                rows = listing(queues[0].database)
+                holders.update(r.claimed_by for r in rows if r.claimed_by)
+                return all(r.state == SENT for r in rows)
+            wait_for(all_sent, 120, "every message sent")
+            time.sleep(2)  # the senders' idle rounds: nothing is sent again
+            assert a.stop() == 0 and b.stop() == 0, a.said() + b.said()
+        deliveries = receiver.deliveries()
+    assert holders == {"a", "b"}  # both hosts' senders took part
+    rows = listing(queues[0].database)
+    assert sorted(deliveries) == sorted(r.delivery for r in rows) and len(deliveries) == 40
+    assert all(r.refused is None for r in receiver.received) and all(r.tries == 1 for r in rows)
 
 
 class Passing:
