@@ -49,7 +49,8 @@ from vmjudge.queue.db import Queue  # noqa: E402
 from vmjudge.supervisor.evaluate import run_stage  # noqa: E402
 from vmjudge.supervisor.slots import Slot  # noqa: E402
 
-WORD = {"r1": "apple"}
+WORD = {"r1": "apple"}  # the training set, whose answers the entry submits
+TEST_WORD = {"t1": "pear"}  # the test set: records of its own (challenge add refuses a record in both)
 PROGRAM = 'tr a-z A-Z < "/input/$VMJUDGE_RECORD.txt" > "/output/$VMJUDGE_RECORD.out"'
 NEXT_SH = 'tr a-z A-Z < "$1.txt" > "$1.out"\n'  # the same program, as an archive entry's next.sh
 SHAPE = """[vm]
@@ -80,13 +81,13 @@ def vmjudge(home: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def challenge(path: Path, toml: str) -> Path:
-    for subset in ("training", "test"):
+    for subset, words in (("training", WORD), ("test", TEST_WORD)):
         (path / subset).mkdir(parents=True)
-        (path / subset / "RECORDS").write_text("".join(f"{r}\n" for r in WORD))
-        for record, word in WORD.items():
+        (path / subset / "RECORDS").write_text("".join(f"{r}\n" for r in words))
+        for record, word in words.items():
             (path / subset / f"{record}.txt").write_text(word + "\n")
     (path / "reference").mkdir()
-    (path / "reference" / "REFERENCE.csv").write_text("".join(f"{r},{w.upper()}\n" for r, w in WORD.items()))
+    (path / "reference" / "REFERENCE.csv").write_text("".join(f"{r},{w.upper()}\n" for r, w in TEST_WORD.items()))
     (path / "challenge.toml").write_text(toml)
     return path
 

@@ -29,11 +29,10 @@ def in_list(column: str, values: tuple[Any, ...]) -> str:
     return f"{column} IN ({','.join('?' * len(values))})" if values else "1 = 0"
 
 
-def take_fairly(db: Db, host: str, lease: float, fair_window: float, where: str, args: tuple[Any, ...],
-                at: float) -> Any:
+def take_fairly(db: Db, skip_locked: str, host: str, lease: float, fair_window: float, where: str,
+                args: tuple[Any, ...], at: float) -> Any:
     """Within the claim's transaction: the owners' heads in fair order (above), participants'
     work before the organiser's batch, and the first one that can still be taken; None."""
-    skip_locked = db.dialect.skip_locked
     usage = usage_args(at, fair_window)
     for batch in (0, 1):
         row = db.execute(take_first(where, USAGE_BY_OWNER, skip_locked),

@@ -187,7 +187,7 @@ class Queue(History):
             if only:
                 row = db.execute(take_one(where, skip_locked), (self.host, at + self.lease, only, at, *args)).fetchone()
             else:
-                row = take_fairly(db, self.host, self.lease, self.fair_window, where, args, at)
+                row = take_fairly(db, skip_locked, self.host, self.lease, self.fair_window, where, args, at)
             if row is None:
                 return None
             event(db, row["id"], "running", f"{row['stage']} by {self.host}")
