@@ -115,11 +115,11 @@ class Received:
 
 class Receiver:
     """An HTTP server on loopback that checks each POST's signature as README says a receiver
-    should, and answers `status` (a list: one per request, the last repeated), or hangs until
-    released when `hang` is set."""
+    should, and answers `status` (a list: one per request, the last repeated) after `delay`
+    seconds, or hangs until released when `hang` is set."""
 
-    def __init__(self, secret: bytes, statuses: tuple[int, ...] = (200,), hang: bool = False):
-        self.secret, self.statuses, self.hang = secret, list(statuses), hang
+    def __init__(self, secret: bytes, statuses: tuple[int, ...] = (200,), hang: bool = False, delay: float = 0.0):
+        self.secret, self.statuses, self.hang, self.delay = secret, list(statuses), hang, delay
         self.replays = Replays()
         self.received: list[Received] = []
         self.lock = threading.Lock()
@@ -136,6 +136,7 @@ class Receiver:
                 if outer.hang:
                     outer.released.wait(60)
                     return
+                time.sleep(outer.delay)
                 self.send_response(400 if refused else status)
                 self.end_headers()
                 self.wfile.write(b"refused: " + refused.encode() if refused else b"ok")

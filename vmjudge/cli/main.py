@@ -272,8 +272,8 @@ def doctor(ctx: click.Context, challenge_dir: Path | None, slots: int, as_json: 
 @click.pass_context
 def gc(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
     """Remove what finished entries no longer need (entry trees, home disks, console logs,
-    kept ISOs), and container roots no entry still to be judged uses, as site.toml's [retention]
-    allows; reports, logs and archives stay."""
+    kept ISOs), container roots no entry still to be judged uses, and notifications sent, failed
+    or dropped long ago, as site.toml's [retention] allows; reports, logs and archives stay."""
     site = site_of(ctx)
     queue = queue_of(site)
     removed = retention.collect(site, queue, dry_run=dry_run)

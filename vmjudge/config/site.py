@@ -24,7 +24,9 @@ from .values import Section, read_toml
 class Retention:
     """How many days after its last event a finished (done or parked) entry keeps what only
     its evaluation needed; None keeps it for ever. Reports, logs, the spool archive and the
-    archived stage-3 results are always kept: they are what re-scoring and re-running need."""
+    archived stage-3 results are always kept: they are what re-scoring and re-running need.
+    The outbox's finished messages too are kept for ever unless bounded: they are small, and
+    `vmjudge notify list` is the organiser's only record of what was told to whom."""
 
     entry_tree_days: int | None = None  # results/ID/entry and results/ID/install
     home_disk_days: int | None = None  # results/ID/home.qcow2 and any overlay left beside it
@@ -33,6 +35,9 @@ class Retention:
     # HOME/entry-roots: a container image's root that no entry still to be judged uses, this many
     # days after its last use (images/root_store.py)
     entry_root_days: int | None = None
+    # The outbox's messages sent, failed or dropped, this many days after they ended; never one
+    # still to be sent (queue/outbox.py prune)
+    outbox_days: int | None = None
 
 
 # domain:bus:slot.function as sysfs and `lspci -D` write it: slots 00-1f, functions 0-7.

@@ -8,8 +8,9 @@ at a time, like a stage: the claim holds until `claim_until`, and with several h
 PostgreSQL a row another host is claiming is skipped (SKIP LOCKED), never waited for, so each
 message is sent by one host. A row remembers the addresses it reached (`delivered`), so a retry
 sends only to the others; what cannot be made exact is a host dying between a server's "accepted"
-and the row's update, after which the message goes again when the claim runs out, with the same
-delivery id (Message-ID, X-Vmjudge-Delivery) for the receiver to drop.
+and the row's update, after which the message goes again (when the host's daemon starts again,
+release_host, or its claim runs out), with the same delivery id (Message-ID, X-Vmjudge-Delivery)
+for the receiver to drop.
 
 Two audiences. A participant (`owner`) who gave an email address hears when an entry of theirs
 ends: the row names only the entry, and its text is built when it is sent, from the participant
@@ -33,6 +34,7 @@ OWNER, ORGANISERS = "owner", "organisers"
 HOUR = 3600.0  # one message per condition in this long
 PENDING, SENT, FAILED, DROPPED = "pending", "sent", "failed", "dropped"
 STATES = (PENDING, SENT, FAILED, DROPPED)
+FINISHED = (SENT, FAILED, DROPPED)  # for good: no sender takes them again
 
 
 @dataclass(frozen=True)
@@ -164,9 +166,36 @@ def settle(database: Database, row: OutboxRow, host: str, state: str, error: str
                            row.id, host)).rowcount == 1
 
 
+def release_host(database: Database, host: str) -> int:
+    """Give back the messages `host` holds, as its daemon starts: they were held by a daemon of
+    that name that died mid-send (hosts.register refuses to start one while another of the name
+    lives), and would otherwise wait for their hold to run out, minutes with the defaults, before
+    any sender takes them again. Their try stays counted; how many were held."""
+    with database.transaction() as db:
+        return db.execute("UPDATE outbox SET claimed_by = NULL, claim_until = NULL WHERE state = ? AND claimed_by = ?",
+                          (PENDING, host)).rowcount
+
+
 def listing(database: Database, states: tuple[str, ...] = (), limit: int = 100) -> list[OutboxRow]:
     """The newest rows first, of `states` (all when empty)."""
     where = f" WHERE state IN ({','.join('?' * len(states))})" if states else ""
     with database.connect() as db:
         rows = db.execute(f"SELECT * FROM outbox{where} ORDER BY id DESC LIMIT ?", (*states, limit)).fetchall()
     return [OutboxRow.from_row(r) for r in rows]
+
+
+def prune(database: Database, ended_before: float, at: float | None = None, dry_run: bool = False) -> int:
+    """Remove (dry_run: count) the messages that ended (sent, failed or dropped) before
+    `ended_before` ([retention] outbox_days, run by `vmjudge gc`). Never one pending: a message
+    still to be sent, waiting for its publish time or held by a sender, is not finished. Nor one
+    whose time is within the last hour, whatever the days: the once-an-hour rule
+    (organiser_event) reads each condition's newest message, and pruning it would let the next
+    event of that condition go out at once rather than in the hour's digest."""
+    at = time.time() if at is None else at
+    where = (f"state IN ({','.join('?' * len(FINISHED))}) AND finished IS NOT NULL AND finished < ? "
+             "AND not_before < ?")
+    args = (*FINISHED, ended_before, at - HOUR)
+    with database.transaction() as db:
+        if dry_run:
+            return int(db.execute(f"SELECT COUNT(*) FROM outbox WHERE {where}", args).fetchone()[0])
+        return db.execute(f"DELETE FROM outbox WHERE {where}", args).rowcount

@@ -5,7 +5,8 @@ table a second daemon under the same host name. At start it destroys leftover vm
 and puts stages that this host's dead daemon left running back in the queue, to be run again.
 Its heartbeat (heartbeat.py) keeps its claims and takes back those of hosts that died; with
 several hosts it claims only stages of challenges whose files and image it holds as
-registered (environment.py). Its sender (notifier.py) delivers the outbox's notifications.
+registered (environment.py). Its sender (notifier.py) delivers the outbox's notifications;
+the ones this host's dead daemon was sending are given back first, to go again at once.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from ..errors import VmjudgeError
 from ..queue.conditions import daemon_failed, daemon_started
 from ..queue.connection import QueueUnavailable
 from ..queue.db import Queue
+from ..queue.outbox import release_host
 from ..queue.rows import EntryRow
 from ..vm import domain, warm
 from . import confinement
@@ -137,6 +139,8 @@ def serve(site: Site, queue: Queue, slots: int, until_idle: bool, only: int | No
         notifier = Notifier(site, queue)  # a secret file others may read stops the daemon here
         slot_pool = SlotPool(site, queue, slots, plan)
         heartbeat.start(slots, len(slot_pool.gpus))
+        if held := release_host(queue.database, queue.host):  # before this host's sender takes any
+            log.warning("%d notifications this host was sending when its daemon stopped will go again", held)
         notifier.start()  # its own thread: a slow mail server never holds a slot or a claim
         daemon_started(queue.database, queue.host)  # "back to normal" after a stop by an error
         started = True
