@@ -18,6 +18,7 @@ from ..images.build import build_image, find_image, newest_image
 from ..images.root_store import collect_roots
 from ..queue import retention
 from ..queue.admit import admit
+from ..queue.db import Queue
 from ..queue.listing import queue_status
 from ..reports import participant, report
 from ..supervisor import confinement
@@ -197,11 +198,14 @@ def status(ctx: click.Context, as_json: bool) -> None:
 @click.argument("entry_id", type=int)
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--organiser", is_flag=True, help="Add every attempt, manifests and internal logs.")
+@click.option("--wait", is_flag=True, help="If the exam's outcome waits for its publish time, wait for it first.")
 @click.pass_context
-def show(ctx: click.Context, entry_id: int, as_json: bool, organiser: bool) -> None:
+def show(ctx: click.Context, entry_id: int, as_json: bool, organiser: bool, wait: bool) -> None:
     """The report for ENTRY_ID."""
 
     site = site_of(ctx)
+    if wait:
+        _until_published(queue_of(site), entry_id)
     doc = report.show(site, queue_of(site), entry_id, organiser=organiser)
     if as_json:
         echo(report.as_json(doc))
@@ -213,6 +217,14 @@ def show(ctx: click.Context, entry_id: int, as_json: bool, organiser: bool) -> N
         for line in doc["organiser"]["figures"]:
             echo(line)
         echo(report.as_json(doc["organiser"]))
+
+
+def _until_published(queue: Queue, entry_id: int) -> None:
+    """Participants see an exam's outcome from its publish time on (a tenth of the exam's cap after
+    it started, queue/publish.py); until then `show` says "being examined". An organiser who has
+    just run the daemon, or a script, waits for that moment rather than guessing it."""
+    while participant.examining(entry := queue.entry(entry_id), now := participant.now()):
+        time.sleep(min(5.0, entry.published - now) if entry.published is not None else 1.0)
 
 
 @main.group()
