@@ -40,16 +40,17 @@ TEST_DRIVER = {"VMJUDGE_URI": "test:///default", "VMJUDGE_ACCEL": "tcg"}
 
 
 def daemon_home(tmp_path: Path, location: str | Path, smtp_port: int, webhook: str | None = None,
-                timeout: float = 30, host: str = "a") -> Path:
+                timeout: float = 30, host: str = "a", organisers: tuple[str, ...] = ()) -> Path:
     """A home of host `host` whose site.toml sends through the loopback servers, its queue at `location`."""
     home = tmp_path / ("home" if host == "a" else f"home-{host}")
     home.mkdir(exist_ok=True)
     secret = private(tmp_path / "webhook.secret", SECRET.decode())
     queue = f'url = "{location}"\n' if isinstance(location, str) else ""
     hooks = f'webhooks = ["{webhook}"]\nwebhook_secret_file = "{secret}"\n' if webhook else ""
+    names = ", ".join(f'"{o}"' for o in organisers)
     (home / "site.toml").write_text(
         f'[queue]\nhost = "{host}"\n{queue}\n'
-        f'[notify]\norganisers = []\n{hooks}retry_seconds = 60\ntimeout_seconds = {timeout}\n'
+        f'[notify]\norganisers = [{names}]\n{hooks}retry_seconds = 60\ntimeout_seconds = {timeout}\n'
         'portal_url = "https://judge.example.org"\n\n'
         f'[notify.smtp]\nhost = "127.0.0.1"\nport = {smtp_port}\nsecurity = "none"\nfrom = "judge@localhost"\n')
     return home
@@ -105,10 +106,19 @@ class Daemon:
         self.log.close()
 
 
+def later_rounds_done(queue: Queue, n: int) -> None:
+    """Wait until the senders have sent a message written now: they take the outbox in id order,
+    so by then every round that could have sent an earlier message again has run. What a test
+    asserts was not sent again, it asserts after this, not after a guess at how long rounds take."""
+    with queue.database.transaction() as db:
+        organiser_event(db, f"sentinel {n}", "Sentinel", f"Sentinel {n}.")
+    wait_for(lambda: listing(queue.database)[0].state == SENT, 30, "a message written after it to be sent")  # newest first
+
+
 def test_a_daemon_killed_between_the_event_and_the_send_sends_it_once_after_its_restart(queue_location,
                                                                                       tmp_path):
     with SmtpServer() as server:
-        home = daemon_home(tmp_path, queue_location, server.port)
+        home = daemon_home(tmp_path, queue_location, server.port, organisers=("org@example.org",))
         queue = home_queue(home)
         Owners(queue.database).add("ana", email="ana@example.org")
         with Daemon(home, queue) as first:
@@ -123,15 +133,17 @@ def test_a_daemon_killed_between_the_event_and_the_send_sends_it_once_after_its_
         with Daemon(home, queue) as second:
             wait_for(lambda: len(server.mailbox.mails) == 1, 30, "the message from the restarted daemon")
             wait_for(lambda: listing(queue.database)[0].state == SENT, 10, "the message recorded as sent")
-            time.sleep(3)  # the sender's idle rounds: it is not sent again
+            later_rounds_done(queue, 1)  # it is not sent again
             assert second.stop() == 0, second.said()
         with Daemon(home, queue) as third:  # and a daemon started later does not send it either
-            time.sleep(3)
+            later_rounds_done(queue, 2)
             assert third.stop() == 0, third.said()
-    [(at, to, mail)] = server.mailbox.mails
+    participants = [m for m in server.mailbox.mails if m[1] != ["org@example.org"]]
+    assert len(server.mailbox.mails) - len(participants) == 2  # the two sentinels, to the organiser
+    [(at, to, mail)] = participants
     assert to == ["ana@example.org"] and at >= row.not_before
     assert mail["Subject"] == f"Entry {entry_id} for quiz1: Entry scored."
-    assert [(r.state, r.tries) for r in listing(queue.database)] == [(SENT, 1)]
+    assert [(r.state, r.tries) for r in listing(queue.database)] == [(SENT, 1)] * 3  # and the two sentinels
 
 
 def test_a_daemon_killed_mid_send_sends_again_at_its_restart_with_the_same_delivery_id(queue_location, tmp_path):
@@ -152,17 +164,17 @@ def test_a_daemon_killed_mid_send_sends_again_at_its_restart_with_the_same_deliv
         with Daemon(home, queue) as second:
             wait_for(lambda: listing(queue.database)[0].state == SENT, 30, "the message sent again by the restart")
             assert time.time() - began < 30
-            time.sleep(2)
+            later_rounds_done(queue, 1)
             assert second.stop() == 0
             assert "1 notifications this host was sending when its daemon stopped will go again" in second.said()
         deliveries = [r.headers[DELIVERY] for r in receiver.received]
     # At least once: the receiver got it twice, each signed anew (neither taken for a replay), with the
     # one delivery id README tells receivers to drop a second copy by.
-    assert deliveries == [row.delivery, row.delivery] == ["vmjudge-outbox-1"] * 2
-    assert [r.refused for r in receiver.received] == [None, None]
+    assert deliveries == [row.delivery, row.delivery, "vmjudge-outbox-2"]  # the sentinel last, once
+    assert row.delivery == "vmjudge-outbox-1" and [r.refused for r in receiver.received] == [None, None, None]
     assert receiver.received[0].headers["X-Vmjudge-Signature"] != receiver.received[1].headers["X-Vmjudge-Signature"]
     assert receiver.received[0].body == receiver.received[1].body
-    sent = listing(queue.database)[0]
+    sent = listing(queue.database)[-1]  # the oldest: the sentinel came after it
     assert (sent.state, sent.tries, sent.delivered) == (SENT, 2, (receiver.url,))
 
 
@@ -183,12 +195,12 @@ def test_two_daemons_on_one_postgresql_queue_send_each_message_once(pg_url, tmp_
                 holders.update(r.claimed_by for r in rows if r.claimed_by)
                 return all(r.state == SENT for r in rows)
             wait_for(all_sent, 120, "every message sent")
-            time.sleep(2)  # the senders' idle rounds: nothing is sent again
+            later_rounds_done(queues[0], 1)  # nothing is sent again
             assert a.stop() == 0 and b.stop() == 0, a.said() + b.said()
         deliveries = receiver.deliveries()
     assert holders == {"a", "b"}  # both hosts' senders took part
     rows = listing(queues[0].database)
-    assert sorted(deliveries) == sorted(r.delivery for r in rows) and len(deliveries) == 40
+    assert sorted(deliveries) == sorted(r.delivery for r in rows) and len(deliveries) == 41  # and the sentinel
     assert all(r.refused is None for r in receiver.received) and all(r.tries == 1 for r in rows)
 
 
