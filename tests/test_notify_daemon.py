@@ -112,7 +112,8 @@ def later_rounds_done(queue: Queue, n: int) -> None:
     asserts was not sent again, it asserts after this, not after a guess at how long rounds take."""
     with queue.database.transaction() as db:
         organiser_event(db, f"sentinel {n}", "Sentinel", f"Sentinel {n}.")
-    wait_for(lambda: listing(queue.database)[0].state == SENT, 30, "a message written after it to be sent")  # newest first
+    newest_sent = lambda: listing(queue.database)[0].state == SENT  # noqa: E731 (listing: newest first)
+    wait_for(newest_sent, 30, "a message written after it to be sent")
 
 
 def test_a_daemon_killed_between_the_event_and_the_send_sends_it_once_after_its_restart(queue_location,
