@@ -122,11 +122,11 @@ def test_a_daemon_killed_between_the_event_and_the_send_sends_it_once_after_its_
         home = daemon_home(tmp_path, queue_location, server.port, organisers=("org@example.org",))
         queue = home_queue(home)
         Owners(queue.database).add("ana", email="ana@example.org")
+        entry_id = new_entry(queue, tmp_path)  # judged before the daemon starts, which would claim it
+        judge(queue, entry_id)  # the entry's end and its message, in one transaction
+        [row] = listing(queue.database)
+        assert row.state == PENDING and row.not_before > time.time()  # waits for the publish time
         with Daemon(home, queue) as first:
-            entry_id = new_entry(queue, tmp_path)
-            judge(queue, entry_id)  # the entry's end and its message, in one transaction
-            [row] = listing(queue.database)
-            assert row.state == PENDING and row.not_before > time.time()  # waits for the publish time
             first.kill()  # before the publish time: nothing was sent
         assert server.mailbox.mails == []
         assert [(r.state, r.tries, r.claimed_by) for r in listing(queue.database)] == [(PENDING, 0, None)]

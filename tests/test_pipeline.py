@@ -520,7 +520,7 @@ def test_the_exam_reaches_participants_as_tenths_of_its_caps_only(judged):
     exam_section = text.split("Stage 3 (exam): ", 1)[1].split("\n\n", 1)[0]
     assert re.fullmatch(r"8 test records: 8 completed, 0 failed, 0 timed out\.\n"
                         r"Resources \(the exam gives tenths of its caps only\): time (10|[1-9])/10 of the 60 s cap; "
-                        r"peak memory (10|[1-9])/10 of the \d+\.\d [GM]iB cap\.", exam_section), exam_section
+                        r"peak memory (10|[1-9])/10 of the VM's \d+\.\d [GM]iB\.", exam_section), exam_section
     # No exact exam figure anywhere else in the participant's document (the quiz's and prep's
     # figures are of the participant's own training files, and may be exact).
     # (Measurements only: a count such as 1 process or 0 OOM kills is not told apart from the
