@@ -137,8 +137,7 @@ def test_replica_build_is_deterministic_and_bootable_from_cd_and_disk(judged, re
     # isohybrid: partition 1 (the whole ISO, marked active) for a BIOS, partition 2 (0xEF) for UEFI.
     assert mbr[510:512] == b"\x55\xaa" and mbr[0x1be] == 0x80 and mbr[0x1ce + 4] == 0xEF
     assert boot_record[1:6] == b"CD001" and boot_record[7:30].startswith(b"EL TORITO SPECIFICATION")
-    # Written to a stick and shown to a VM as an IDE disk, as the participants' guide says, with the entry on a
-    # second ISO.
+    # Written to a stick and shown to a VM as an IDE disk, as the participants' guide says; the entry on an ISO.
     text = section("participants.md", "The replica ISO")
     line = re.search(r"`(qemu-system-x86_64 -m 2048 -drive file=/dev/sdX,[^`]*)`", text.replace("\n  ", " ")).group(1)
     argv = [a.replace("/dev/sdX", str(replica_iso)) for a in shlex.split(line)]
