@@ -2,7 +2,7 @@
 PYTHON ?= /usr/bin/python3
 VENV := .venv
 STAMP := $(VENV)/.installed-stamp
-# Nested KVM hangs on the project's own machines; organisers' hosts use kvm (see README).
+# Nested KVM hangs on the project's own machines; organisers' hosts use kvm (see docs/organisers.md).
 export VMJUDGE_ACCEL ?= tcg
 
 .PHONY: setup host test lint demo clean

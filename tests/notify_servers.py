@@ -114,7 +114,7 @@ class Received:
 
 
 class Receiver:
-    """An HTTP server on loopback that checks each POST's signature as README says a receiver
+    """An HTTP server on loopback that checks each POST's signature as the organisers' guide says a receiver
     should, and answers `status` (a list: one per request, the last repeated) after `delay`
     seconds, or hangs until released when `hang` is set."""
 

@@ -50,8 +50,8 @@ from .test_replica import (
     BOOT_TIMEOUT,
     CHECK_TIMEOUT,
     daemon_stage_messages,
+    guide_qemu_command,
     iso_files,
-    readme_qemu_command,
     sha,
     without_figures,
 )
@@ -385,7 +385,7 @@ def test_the_replica_carries_the_judges_own_tools_and_no_test_record(judged, rep
 
 
 def test_the_replica_checks_a_saved_image_as_the_judge_did(judged, replica_iso):
-    """The README's qemu command with the images in a FAT directory; each checked by
+    """The participants' guide's qemu command with the images in a FAT directory; each checked by
     `vmjudge-replica check`: stage 1 makes the root with the judge's own tools inside the replica,
     stage 2 runs the image's command in it with the judge's agent, and the verdicts, messages and
     reports are the judge's (but for the figures of what each run used)."""
@@ -394,7 +394,7 @@ def test_the_replica_checks_a_saved_image_as_the_judge_did(judged, replica_iso):
     for case in REPLICA_CASES:
         shutil.copyfile(judged.home / "work" / f"{case}-image.tar", entries / f"{case}-image.tar")
     argv = [str(replica_iso) if a == "replica.iso" else a.replace("fat:ro:entries", f"fat:ro:{entries}")
-            for a in readme_qemu_command()]
+            for a in guide_qemu_command()]
     console = Console(argv + ["-accel", "tcg", "-display", "none"])
     try:
         console.expect(r"replica# ", BOOT_TIMEOUT)

@@ -170,7 +170,7 @@ def test_a_daemon_killed_mid_send_sends_again_at_its_restart_with_the_same_deliv
             assert "1 notifications this host was sending when its daemon stopped will go again" in second.said()
         deliveries = [r.headers[DELIVERY] for r in receiver.received]
     # At least once: the receiver got it twice, each signed anew (neither taken for a replay), with the
-    # one delivery id README tells receivers to drop a second copy by.
+    # one delivery id the organisers' guide tells receivers to drop a second copy by.
     assert deliveries == [row.delivery, row.delivery, "vmjudge-outbox-2"]  # the sentinel last, once
     assert row.delivery == "vmjudge-outbox-1" and [r.refused for r in receiver.received] == [None, None, None]
     assert receiver.received[0].headers["X-Vmjudge-Signature"] != receiver.received[1].headers["X-Vmjudge-Signature"]

@@ -12,6 +12,7 @@ import pytest
 from vmjudge.config import ImageRecipe, check_challenge_data, load_challenge
 from vmjudge.errors import ConfigError
 
+from .docs_page import section
 from .phased import QUICK, contest_dir, contest_toml, write_training
 
 
@@ -151,10 +152,10 @@ def test_challenge_add_checks_each_phases_sets_and_needs_no_top_level_test_set(t
         check_challenge_data(load_challenge(directory))
 
 
-def test_the_readmes_hecktor_contest_is_a_challenge_toml_that_loads(tmp_path):
-    """README's "Contests in phases" walks through a HECKTOR-style challenge.toml: it must be one."""
-    readme = (QUICK.parent.parent.parent / "README.md").read_text()
-    after = readme.split("**2. challenge.toml**, HECKTOR's phases", 1)[1]
+def test_the_guides_hecktor_contest_is_a_challenge_toml_that_loads(tmp_path):
+    """The authors' guide's "Contests in phases" walks through a HECKTOR-style challenge.toml: it must be one."""
+    guide = section("authors.md", "Contests in phases")
+    after = guide.split("**2. challenge.toml**, HECKTOR's phases", 1)[1]
     toml = after.split("```toml\n", 1)[1].split("```", 1)[0]
     (tmp_path / "challenge.toml").write_text(toml)
     ch = load_challenge(tmp_path)
@@ -284,9 +285,10 @@ def test_a_later_phase_may_train_on_an_earlier_phases_test_records(tmp_path):
     assert ch.in_phase("test").training == ("s1", "s2", "v1") and ch.in_phase("validation").training == ("r1", "r2")
 
 
-def test_the_readmes_carry_refusal_is_the_one_given(tmp_path):
-    readme = (QUICK.parent.parent.parent / "README.md").read_text()
-    said = readme.split("**Carried entries keep their training set.**", 1)[1].split("```\n…/challenge.toml: ", 1)[1]
+def test_the_guides_carry_refusal_is_the_one_given(tmp_path):
+    """The refusal the authors' guide quotes for a carrying phase with a training set of its own, word for word."""
+    guide = section("authors.md", "Contests in phases")
+    said = guide.split("**Carried entries keep their training set.**", 1)[1].split("```\n…/challenge.toml: ", 1)[1]
     said = said.split("\n", 1)[0]
     with pytest.raises(ConfigError) as err:
         load_challenge(contest_dir(tmp_path, test='training = "phases/test/training"'))

@@ -77,8 +77,8 @@ def vmjudge(home: Path, *args: str, check: bool = True) -> subprocess.CompletedP
 
 
 def hash_of_reference(reference: Path) -> str:
-    """The README's reference hash, computed here rather than by the code under test: sha256
-    over each file's relative path, a NUL, its own sha256 in hex and a newline, in path order."""
+    """The reference hash of reports (docs/participants.md), computed here rather than by the code under
+    test: sha256 over each file's relative path, a NUL, its own sha256 in hex and a newline, in path order."""
     lines = b"".join(p.relative_to(reference).as_posix().encode() + b"\0"
                      + hashlib.sha256(p.read_bytes()).hexdigest().encode() + b"\n"
                      for p in sorted(reference.rglob("*")) if p.is_file())

@@ -296,10 +296,10 @@ def test_uart_channel_carries_the_same_results(boot, uart_site):
 
 
 def test_the_entrys_limits_are_measured_from_inside(boot):
-    """The README's numbers, observed by the entry rather than read from the agent's source: at
-    most 1024 processes (a spawner stops at the limit, not for memory); /tmp, /var/tmp (the
-    root's writable layer) and /dev/shm of 20 %, 20 % and 10 % of the VM's memory; the entry's
-    commands in a memory cgroup capped 128 MiB below the VM's memory; eating all of it, the
+    """The participants' guide's numbers ("Stages and verdicts"), observed by the entry rather than
+    read from the agent's source: at most 1024 processes (a spawner stops at the limit, not for
+    memory); /tmp, /var/tmp (the root's writable layer) and /dev/shm of 20 %, 20 % and 10 % of the
+    VM's memory; the entry's commands in a memory cgroup capped 128 MiB below the VM's memory; eating all of it, the
     entry's process is OOM-killed while the agent keeps ticking (a silence of 15 s would fail
     the run as channel-silent) and carries on.
 

@@ -113,7 +113,7 @@ def test_two_hosts_finish_every_entry_once_even_when_one_is_killed_mid_quiz(home
     try:
         def quiz_on_a():
             """A's quiz, once its VM runs: killed while libvirt still restores it, libvirtd 9.0
-            itself can crash (README), which is not what this test is about."""
+            itself can crash (docs/development.md), which is not what this test is about."""
             running((daemon_a, a), (daemon_b, b))
             quiz = next((r for e in ids for r in queue.stage_runs(e)
                          if (r.host, r.stage, r.finished_at) == ("hostA", "quiz", None)), None)

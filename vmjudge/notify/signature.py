@@ -1,4 +1,4 @@
-"""The webhooks' signature, and the check a receiver makes (README "Notifications").
+"""The webhooks' signature, and the check a receiver makes (docs/organisers.md, "Monitoring").
 
     X-Vmjudge-Signature: t=1764190000,n=3f2a9c0d11b7e845,v1=<hex HMAC-SHA256 with the secret of
                          "1764190000.3f2a9c0d11b7e845." followed by the body's bytes>

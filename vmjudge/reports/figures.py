@@ -4,7 +4,7 @@ Stage 1 and the quiz run on files the participant has: they get every figure bes
 limit, the slowest records and a per-record table. The exam is silent, and timing is a
 channel: an entry can encode test labels in how long each record takes, or how much memory
 it holds. So of the exam a participant gets two numbers only, its time and its peak memory
-as a share of their caps in whole tenths, rounded up (README, "What participants see", gives
+as a share of their caps in whole tenths, rounded up (docs/participants.md, "Reading a report", gives
 the bits this leaves). Organisers get everything, per record, the exam's included.
 """
 

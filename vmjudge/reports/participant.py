@@ -8,7 +8,7 @@ time. So every document a participant can receive (`show` and `show --json` with
 `--organiser`, the HTML report, each portal page and API answer, the leaderboards in every
 format) is built by the functions below and passed through `allowed()` with the allow-list
 of its kind: a field that is not on the list never reaches a participant, whatever a caller
-adds. README "What participants see" lists the same fields and why each is harmless.
+adds. docs/participants.md ("Reading a report") lists the same fields and why each is harmless.
 
 And every such document is seen as at a moment `at`: from the start of an entry's exam until
 its publish time (queue/publish.py), the entry is "being examined" and nothing of the exam or

@@ -88,7 +88,7 @@ class Notifier:
     def stop(self) -> None:
         """Stop after the message in hand, waiting for it no longer than one step's timeout: a
         mail server that hangs does not hold the daemon's exit. A message cut short is claimed
-        again when its hold runs out (README "Notifications": a copy may then arrive twice,
+        again when its hold runs out (docs/organisers.md, "Monitoring": a copy may then arrive twice,
         with one delivery id)."""
         self._stop.set()
         if self._thread.is_alive():
