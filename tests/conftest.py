@@ -50,6 +50,22 @@ def the_test_site() -> Site:
     return s
 
 
+def pytest_addoption(parser):
+    parser.addoption("--part", choices=("host", "vm"), default=None,
+                     help="only the tests that need this host's VMs (vm: every test using the `site` fixture, "
+                          "which holds the host) or only the others (host); both when not given")
+
+
+def pytest_collection_modifyitems(config, items):
+    """`make test` runs the two parts one after the other: the host tests, which need no VM and no
+    host lock, in several pytest-xdist workers; the VM tests in one session, which holds the host."""
+    part = config.getoption("--part")
+    if part is not None:
+        keep = [item for item in items if ("site" in getattr(item, "fixturenames", ())) == (part == "vm")]
+        config.hook.pytest_deselected(items=[item for item in items if item not in keep])
+        items[:] = keep
+
+
 def pytest_configure(config):
     """The suite runs guests under TCG on purpose, on hosts with no AppArmor: the trial profile,
     for this session and every command it runs (tests/test_confinement.py sets production where it
