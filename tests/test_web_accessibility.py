@@ -161,14 +161,14 @@ def organiser_pages(site: Site) -> dict[str, str]:
             "parked": "/organiser/parked"}
 
 
-def checked(driver: webdriver.Chrome, site: Site, pages: dict[str, str]) -> dict[str, list[str]]:
+def checked(driver: webdriver.Chrome, base: str, pages: dict[str, str]) -> dict[str, list[str]]:
     """Each page's serious and critical violations at each width, and at a phone's whether the
-    page scrolls sideways (none of either, when it passes)."""
+    page scrolls sideways (none of either, when it passes). `base`: the portal's URL."""
     found = {}
     for px in WIDTHS:
         width(driver, px)
         for name, path in pages.items():
-            driver.get(site.portal.base + path)
+            driver.get(base + path)
             assert driver.find_elements(By.TAG_NAME, "h1"), f"{name} did not load: {driver.page_source[:300]}"
             violations = axe_violations(driver)
             if px < 600 and (wide := page_size(driver)[0]) > px + PHONE_SLACK:
@@ -181,16 +181,16 @@ def checked(driver: webdriver.Chrome, site: Site, pages: dict[str, str]) -> dict
 def test_axe_core_finds_nothing_serious_on_the_participants_pages(served, driver):
     site = served
     driver.delete_all_cookies()
-    found = checked(driver, site, {"sign-in": "/signin"})
+    found = checked(driver, site.portal.base, {"sign-in": "/signin"})
     sign_in(driver, site, "alice")
-    found |= checked(driver, site, participant_pages(site))
+    found |= checked(driver, site.portal.base, participant_pages(site))
     assert not found, said(found)
 
 
 def test_axe_core_finds_nothing_serious_on_the_organisers_pages(served, driver):
     site = served
     sign_in(driver, site, "olga")
-    found = checked(driver, site, organiser_pages(site))
+    found = checked(driver, site.portal.base, organiser_pages(site))
     assert not found, said(found)
 
 
