@@ -163,7 +163,7 @@ class Explained(Exception):
 
 class ExplainingDb:
     """A Db that EXPLAINs the claim's statements up to the first that claims (which is not run):
-    nearly always the claim as one statement (claim.take_first)."""
+    nearly always the claim as one statement (claim.take_first, on PostgreSQL take_first_logged)."""
 
     def __init__(self, db: Db):
         self.db = db

@@ -17,7 +17,8 @@ a claim looks at owners, not stages:
    them has one (or, on PostgreSQL, other hosts hold all they have) are every owner's heads
    looked for, in fair order, the owners with none passed over.
 Then the first head is claimed in the same transaction; nearly always all of it is one statement
-(take_first). On PostgreSQL the claim's UPDATE takes the owner's head again with FOR UPDATE SKIP
+(take_first; on PostgreSQL with the claim's event, take_first_logged, run outside a transaction:
+one_statement.py). On PostgreSQL the claim's UPDATE takes the owner's head again with FOR UPDATE SKIP
 LOCKED, so hosts claiming at once each get another stage (the next of the same owner, or the next
 owner's when that owner has none left unlocked).
 
