@@ -91,7 +91,7 @@ import tempfile  # noqa: E402
 import time  # noqa: E402
 from collections import Counter  # noqa: E402
 from collections.abc import Callable, Iterator, Sequence  # noqa: E402
-from contextlib import AbstractContextManager, contextmanager  # noqa: E402
+from contextlib import contextmanager  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 from queue import Empty  # noqa: E402 - the standard library's
 from typing import Any  # noqa: E402
@@ -163,7 +163,7 @@ class Explained(Exception):
 
 class ExplainingDb:
     """A Db that EXPLAINs the claim's statements up to the first that claims (which is not run):
-    nearly always the claim as one statement (claim.take_first)."""
+    nearly always the claim as one statement (claim.take_first, on PostgreSQL take_first_logged)."""
 
     def __init__(self, db: Db):
         self.db = db
@@ -181,7 +181,7 @@ class ExplainingDb:
 
 
 class Explaining:
-    """The queue's database, its transactions given an ExplainingDb."""
+    """The queue's database, its connections and transactions given an ExplainingDb."""
 
     def __init__(self, database: Database):
         self.database, self.dialect, self.where = database, database.dialect, database.where
@@ -189,8 +189,10 @@ class Explaining:
     def create(self) -> None:
         self.database.create()
 
-    def connect(self) -> AbstractContextManager[Db]:
-        return self.database.connect()
+    @contextmanager
+    def connect(self) -> Iterator[Any]:  # on PostgreSQL the claim is one statement outside a transaction
+        with self.database.connect() as db:
+            yield ExplainingDb(db)
 
     @contextmanager
     def transaction(self) -> Iterator[Any]:

@@ -17,7 +17,8 @@ a claim looks at owners, not stages:
    them has one (or, on PostgreSQL, other hosts hold all they have) are every owner's heads
    looked for, in fair order, the owners with none passed over.
 Then the first head is claimed in the same transaction; nearly always all of it is one statement
-(take_first). On PostgreSQL the claim's UPDATE takes the owner's head again with FOR UPDATE SKIP
+(take_first; on PostgreSQL with the claim's event, take_first_logged, run outside a transaction:
+one_statement.py). On PostgreSQL the claim's UPDATE takes the owner's head again with FOR UPDATE SKIP
 LOCKED, so hosts claiming at once each get another stage (the next of the same owner, or the next
 owner's when that owner has none left unlocked).
 
@@ -80,10 +81,28 @@ def take_first(where: str, usage: str, skip_locked: str) -> str:
     them has a stage this slot may take now, or other hosts hold every one: the claim then tries
     every owner's head in turn (heads, take). Parameters: batch, batch, usage's, batch, now,
     where's, host, lease until, batch, now, where's."""
+    return _picked(where, usage) + _take_picked(where, skip_locked)
+
+
+def take_first_logged(where: str, usage: str, skip_locked: str) -> str:
+    """take_first and the claim's event ("running", "<stage> by <host>") as one statement, so
+    that on PostgreSQL the claim is one statement in a transaction of its own: one round trip,
+    where BEGIN, the claim, the event and COMMIT took four. Parameters: take_first's, then the
+    event's time and the host. (PostgreSQL only: SQLite has no INSERT within WITH.)"""
+    return (_picked(where, usage) + ", claimed AS (" + _take_picked(where, skip_locked) + "), "
+            "logged AS (INSERT INTO events (entry_id, at, kind, detail) SELECT id, ?, 'running', "
+            "stage || ' by ' || ? FROM claimed) SELECT * FROM claimed")
+
+
+def _picked(where: str, usage: str) -> str:
+    """The CTEs of take_first up to pick (the owner whose head is taken)."""
     return (_owners(usage) + f", h(owner, used, head) AS (SELECT w.owner, w.used, {_head(where, 'w.owner')} FROM w "
             "WHERE w.used = (SELECT MIN(used) FROM w)), "
-            "pick(owner) AS (SELECT owner FROM h WHERE head IS NOT NULL ORDER BY used, head LIMIT 1) "
-            "UPDATE entries SET state = 'running', lease_owner = ?, lease_run = NULL, lease_until = ? "
+            "pick(owner) AS (SELECT owner FROM h WHERE head IS NOT NULL ORDER BY used, head LIMIT 1) ")
+
+
+def _take_picked(where: str, skip_locked: str) -> str:
+    return ("UPDATE entries SET state = 'running', lease_owner = ?, lease_run = NULL, lease_until = ? "
             "WHERE id = (SELECT e.id FROM entries e JOIN challenges c ON c.name = e.challenge "
             "WHERE e.state = 'queued' AND e.batch = ? AND e.owner = (SELECT owner FROM pick) AND e.not_before <= ?"
             + where + f" ORDER BY {NEW}, e.id LIMIT 1{skip_locked}) RETURNING *")

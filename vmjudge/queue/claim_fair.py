@@ -30,14 +30,15 @@ def in_list(column: str, values: tuple[Any, ...]) -> str:
 
 
 def take_fairly(db: Db, skip_locked: str, host: str, lease: float, fair_window: float, where: str,
-                args: tuple[Any, ...], at: float) -> Any:
+                args: tuple[Any, ...], at: float, skip_first: bool = False) -> Any:
     """Within the claim's transaction: the owners' heads in fair order (above), participants'
-    work before the organiser's batch, and the first one that can still be taken; None."""
+    work before the organiser's batch, and the first one that can still be taken; None.
+    `skip_first`: the participants' take_first was just tried, alone (one_statement.py)."""
     usage = usage_args(at, fair_window)
     for batch in (0, 1):
-        row = db.execute(take_first(where, USAGE_BY_OWNER, skip_locked),
-                         (batch, batch, *usage, batch, at, *args, host, at + lease, batch, at,
-                          *args)).fetchone()
+        row = None if skip_first and batch == 0 else db.execute(
+            take_first(where, USAGE_BY_OWNER, skip_locked),
+            (batch, batch, *usage, batch, at, *args, host, at + lease, batch, at, *args)).fetchone()
         if row is not None:
             return row
         owners = db.execute(heads(where, USAGE_BY_OWNER, False), (batch, batch, *usage, batch, at, *args))

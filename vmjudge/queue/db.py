@@ -25,16 +25,18 @@ from .blobs import Blobs
 from .claim import take_one
 from .claim_fair import NEEDS_GPU, in_list, slot_filter, take_fairly
 from .connection import Database, Db, open_database
+from .dialect import POSTGRESQL
 from .fair_share import charge
 from .gpu_slots import GpuSlots
 from .history import History, add_exam_results, add_scoring
 from .hosts import Hosts
 from .leases import Leases
+from .one_statement import claim_alone, start_alone, start_held
 from .outbox import entry_ended
 from .phases import PhaseRecords
-from .publish import record_exam_start, record_publish
+from .publish import record_publish
 from .requeue import event, requeue_or_park
-from .rows import EntryRow, Scoring, StageRun, Usage, now, stamp
+from .rows import EntryRow, Scoring, StageRun, Usage, now
 from .usage import owner_usage
 
 
@@ -186,12 +188,17 @@ class Queue(History):
         where, args = self._runnable(None, challenges)
         where, args = slot_where + where, slot_args + args
         at = time.time()
-        skip_locked = self.database.dialect.skip_locked
+        skip_locked, alone = self.database.dialect.skip_locked, self.database.dialect is POSTGRESQL and not only
+        if alone:  # PostgreSQL: nearly always the whole claim, one statement (one_statement.py)
+            with self._connect() as db:
+                row = claim_alone(db, skip_locked, self.host, self.lease, self.fair_window, where, args, at)
+            if row is not None:
+                return EntryRow.from_row(row)
         with self._transaction() as db:
             if only:
                 row = db.execute(take_one(where, skip_locked), (self.host, at + self.lease, only, at, *args)).fetchone()
             else:
-                row = take_fairly(db, skip_locked, self.host, self.lease, self.fair_window, where, args, at)
+                row = take_fairly(db, skip_locked, self.host, self.lease, self.fair_window, where, args, at, alone)
             if row is None:
                 return None
             event(db, row["id"], "running", f"{row['stage']} by {self.host}")
@@ -240,21 +247,14 @@ class Queue(History):
         """The stage run of this host's claim on the entry, which it now holds: only its result
         can be recorded; the organiser's when the entry is batch work (fair_share.py: never
         charged to its owner). StaleClaim when the claim was lost meanwhile."""
-        with self._transaction() as db:
-            row = db.execute("SELECT state, lease_owner, lease_run, evaluation, batch FROM entries WHERE id = ?"
-                             + self.database.dialect.for_update, (entry_id,)).fetchone()
-            if row is None or (row["state"], row["lease_owner"], row["lease_run"]) != ("running", self.host, None):
-                raise StaleClaim(f"entry {entry_id}'s claim by {self.host} was lost before its {stage} stage started.")
-            started = time.time()
-            run = db.execute(  # its attempt counted in the same statement: a round trip fewer per claim
-                "INSERT INTO stage_runs (entry_id, stage, attempt, host, slot, started_at, evaluation, started, "
-                "organiser) VALUES (?, ?, 1 + (SELECT COUNT(*) FROM stage_runs WHERE entry_id = ? AND stage = ?), "
-                "?, ?, ?, ?, ?, ?) RETURNING *",
-                (entry_id, stage, entry_id, stage, self.host, slot, stamp(started), row["evaluation"], started,
-                 row["batch"])).fetchone()
-            if stage == SILENT:
-                record_exam_start(db, entry_id, started)
-            db.execute("UPDATE entries SET lease_run = ? WHERE id = ?", (run["id"], entry_id))
+        if self.database.dialect is POSTGRESQL and stage != SILENT:  # one statement (one_statement.py)
+            with self._connect() as db:
+                run = start_alone(db, entry_id, stage, self.host, slot, time.time())
+        else:
+            with self._transaction() as db:
+                run = start_held(db, self.database.dialect.for_update, entry_id, stage, self.host, slot)
+        if run is None:
+            raise StaleClaim(f"entry {entry_id}'s claim by {self.host} was lost before its {stage} stage started.")
         return StageRun.from_row(run)
 
     def _hold(self, db: Db, run: StageRun) -> None:
