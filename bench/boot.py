@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.host_lock import run_holding_host
+from tests.host_lock import run_holding_host, trial_guests
 from vmjudge.config import ImageRecipe, load_site
 from vmjudge.config.layout import RunDir
 from vmjudge.images import initramfs
@@ -56,7 +56,7 @@ def bare_initramfs(image, out: Path) -> None:
 def boot_bare(conn, site, image, rd: Path, initrd: Path, n: int) -> float:
     spec = DomainSpec(name=f"{domain.DOMAIN_PREFIX}bench-bare-{n}", kernel=image.kernel, initrd=initrd,
                          root=image.root, home=rd / "home.qcow2", cdrom=rd / "empty.iso",
-                         console_log=rd / f"bare{n}.log", accel=site.accel, vcpus=1, memory_mib=512)
+                         console_log=rd / f"bare{n}.log", accel=site.accel, vcpus=1, memory_mib=512, cpu=site.cpu)
     dom = domain.Domain.start_paused(conn, domain_xml(spec))
     try:
         started = time.monotonic()
@@ -117,7 +117,7 @@ def arguments() -> argparse.ArgumentParser:
 def main(args: argparse.Namespace) -> None:
     if args.smoke:
         args.runs, args.mib = 1, 1
-    os.environ.setdefault("VMJUDGE_ACCEL", "tcg")
+    trial_guests()
     site = load_site(args.home)
     image = build_image(site, ImageRecipe(), progress=lambda m: print(m, file=sys.stderr))
     conn = domain.connect(site.uri)

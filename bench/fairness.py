@@ -39,7 +39,7 @@ from typing import TextIO
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.host_lock import HostBusy, exclusive_host  # noqa: E402
+from tests.host_lock import HostBusy, exclusive_host, trial_guests  # noqa: E402
 from tests.hostile.cases import tar_of  # noqa: E402
 from vmjudge.config.layout import Layout  # noqa: E402
 from vmjudge.queue.db import Queue  # noqa: E402
@@ -109,7 +109,7 @@ def arguments() -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> dict:
-    os.environ.setdefault("VMJUDGE_ACCEL", "tcg")
+    trial_guests()
     if args.smoke:
         args.entries, args.rerun = 3, 1
     home = Path(tempfile.mkdtemp(prefix="fairness-", dir=args.base.parent))

@@ -296,7 +296,7 @@ def judge(home: Path) -> dict:
 
 
 def replica(home: Path, work: Path) -> dict:
-    """The GPU challenge's replica ISO, booted as a participant would (plain qemu, the README's
+    """The GPU challenge's replica ISO, booted as a participant would (plain qemu, the participants' guide's
     way, here without a GPU): its init must have run gpu-init, which found no NVIDIA card."""
     iso = work / "replica.iso"
     started = time.monotonic()

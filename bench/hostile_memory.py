@@ -29,7 +29,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.host_lock import HostBusy, exclusive_host  # noqa: E402
+from tests.host_lock import HostBusy, exclusive_host, trial_guests  # noqa: E402
 from tests.hostile.cases import NEXT_SH, WIDE_NEXT, tar_of, wide_challenge  # noqa: E402
 from vmjudge.config import load_site  # noqa: E402
 from vmjudge.config.layout import Layout  # noqa: E402
@@ -90,7 +90,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.smoke:
         args.records = "2"
-    os.environ.setdefault("VMJUDGE_ACCEL", "tcg")
+    trial_guests()
     site = load_site(args.home)
     site.layout.ensure()
     rows = []

@@ -19,7 +19,7 @@ from typing import TypeVar
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.host_lock import HostBusy, exclusive_host  # noqa: E402
+from tests.host_lock import HostBusy, exclusive_host, trial_guests  # noqa: E402
 from vmjudge.config import ImageRecipe, load_site  # noqa: E402
 from vmjudge.config.site import Site  # noqa: E402
 from vmjudge.images.build import build_image, image_key  # noqa: E402
@@ -41,7 +41,7 @@ def parse_args(doc: str, default_home: Path) -> tuple[argparse.Namespace, Site]:
                     help="the base image only (not the benchmark's own, a build and a download) and the fewest VMs "
                          "that still run its code: what the test suite runs")
     args = ap.parse_args()
-    os.environ.setdefault("VMJUDGE_ACCEL", "tcg")
+    trial_guests()
     site = load_site(args.home)
     site.layout.ensure()
     return args, site

@@ -9,8 +9,8 @@
   (fresh queue each time). Target: entries/hour with 2 slots >= 1.7 x with 1 slot.
 
 --smoke: the hostile corpus's small challenge and its good entry (the base image; a stage in
-little more than a boot) instead of the example, 1 entry each way; the same checks (every
-command ok, every entry scored): what the test suite runs.
+little more than a boot) instead of the example, 1 entry on 2 slots only (no ratio); the same
+checks (every command ok, every entry scored): what the test suite runs.
 
 Usage: python bench/records.py [--smoke] [--home DIR] [--entries 4] [--example af2017]
 """
@@ -32,7 +32,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.host_lock import run_holding_host  # noqa: E402
+from tests.host_lock import run_holding_host, trial_guests  # noqa: E402
 from vmjudge.config import load_challenge, load_site  # noqa: E402
 from vmjudge.config.layout import Layout, RunDir  # noqa: E402
 from vmjudge.images.build import build_image  # noqa: E402
@@ -120,12 +120,12 @@ def arguments() -> argparse.ArgumentParser:
     ap.add_argument("--home", type=Path, default=Path(os.environ.get("VMJUDGE_TEST_HOME", "/var/tmp/vmjudge-test")))
     ap.add_argument("--entries", type=int, default=4)
     ap.add_argument("--example", default="af2017")
-    ap.add_argument("--smoke", action="store_true", help="the hostile corpus's small challenge, 1 entry each way")
+    ap.add_argument("--smoke", action="store_true", help="the hostile corpus's small challenge, 1 entry on 2 slots")
     return ap
 
 
 def main(args: argparse.Namespace) -> None:
-    os.environ.setdefault("VMJUDGE_ACCEL", "tcg")
+    trial_guests()
     site = load_site(args.home)
     if args.smoke:
         args.example, args.entries = "hostile", 1
@@ -134,17 +134,18 @@ def main(args: argparse.Namespace) -> None:
         example = REPO / "examples" / args.example
         entry = example / "entries" / "good"
     rec = per_record(site, example, entry)
-    one = throughput(args.home, example, entry, args.entries, 1)
     two = throughput(args.home, example, entry, args.entries, 2)
-    per_hour_1, per_hour_2 = 3600 * args.entries / one, 3600 * args.entries / two
+    if args.smoke:  # one entry on two slots runs the same code as on one: the ratio is the full run's
+        speed = {"entries": args.entries, "two_slots_s": round(two, 1)}
+    else:
+        one = throughput(args.home, example, entry, args.entries, 1)
+        per_hour_1, per_hour_2 = 3600 * args.entries / one, 3600 * args.entries / two
+        speed = {"entries": args.entries, "one_slot_s": round(one, 1), "two_slots_s": round(two, 1),
+                 "entries_per_hour_1": round(per_hour_1, 1), "entries_per_hour_2": round(per_hour_2, 1),
+                 "speedup": round(per_hour_2 / per_hour_1, 3), "target": 1.7, "met": per_hour_2 / per_hour_1 >= 1.7}
     print(json.dumps({
         "benchmark": "records", "smoke": args.smoke, "accel": site.accel, "host": platform.node(),
-        "cpus": os.cpu_count(),
-        "example": args.example, "per_record": rec,
-        "throughput": {"entries": args.entries, "one_slot_s": round(one, 1), "two_slots_s": round(two, 1),
-                       "entries_per_hour_1": round(per_hour_1, 1), "entries_per_hour_2": round(per_hour_2, 1),
-                       "speedup": round(per_hour_2 / per_hour_1, 3), "target": 1.7,
-                       "met": per_hour_2 / per_hour_1 >= 1.7},
+        "cpus": os.cpu_count(), "example": args.example, "per_record": rec, "throughput": speed,
     }, indent=2))
 
 

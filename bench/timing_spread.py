@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.host_lock import run_holding_host
+from tests.host_lock import run_holding_host, trial_guests
 from vmjudge.config import ImageRecipe, load_site
 from vmjudge.config.layout import RunDir
 from vmjudge.images.build import build_image
@@ -95,7 +95,7 @@ def main(args: argparse.Namespace) -> None:
     if args.smoke:
         args.runs, args.work = 1, "100000,200000"
     work = [int(w) for w in args.work.split(",")]
-    os.environ.setdefault("VMJUDGE_ACCEL", "tcg")
+    trial_guests()
     site = load_site(args.home)
     image = build_image(site, ImageRecipe(), progress=lambda m: print(m, file=sys.stderr))
     usable = usable_cores()

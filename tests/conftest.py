@@ -19,6 +19,7 @@ import pytest
 
 from vmjudge.config import ImageRecipe, Site, load_site
 from vmjudge.config.layout import RunDir
+from vmjudge.config.site import profile_line
 from vmjudge.errors import InfrastructureError
 from vmjudge.images.build import build_image
 from vmjudge.vm import domain
@@ -27,6 +28,7 @@ from vmjudge.vm.reading import JobRun, Limits
 from vmjudge.vm.runner import make_blank_disk, run_job
 
 from .host_lock import HostBusy, exclusive_host
+from .libvirtd import Libvirtd
 
 TEST_HOME = Path(os.environ.get("VMJUDGE_TEST_HOME", "/var/tmp/vmjudge-test"))
 # The limits of a test's VM run unless the test gives its own.
@@ -46,6 +48,36 @@ def the_test_site() -> Site:
     s = load_site(TEST_HOME)
     s.layout.ensure()
     return s
+
+
+def pytest_addoption(parser):
+    parser.addoption("--part", choices=("host", "vm"), default=None,
+                     help="only the tests that need this host's VMs (vm: every test using the `site` fixture, "
+                          "which holds the host) or only the others (host); both when not given")
+
+
+def pytest_collection_modifyitems(config, items):
+    """`make test` runs the two parts one after the other: the host tests, which need no VM and no
+    host lock, in several pytest-xdist workers; the VM tests in one session, which holds the host."""
+    part = config.getoption("--part")
+    if part is not None:
+        keep = [item for item in items if ("site" in getattr(item, "fixturenames", ())) == (part == "vm")]
+        config.hook.pytest_deselected(items=[item for item in items if item not in keep])
+        items[:] = keep
+
+
+def pytest_configure(config):
+    """The suite runs guests under TCG on purpose, on hosts with no AppArmor: the trial profile,
+    for this session and every command it runs (tests/test_confinement.py sets production where it
+    shows the refusal)."""
+    os.environ["VMJUDGE_PROFILE"] = "trial"
+
+
+def pytest_sessionstart(session):
+    """Said first, whatever the verbosity: these tests judge where production would refuse."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(profile_line("vmjudge tests"))
 
 
 def pytest_collection_finish(session):
@@ -126,8 +158,17 @@ def conn(site):
 
 @pytest.fixture(autouse=True)
 def nothing_left_behind(request):
-    """After every test: no vmj- domain, no scratch file (only for tests that used VMs)."""
+    """After every test: no vmj- domain, no scratch file (only for tests that used VMs); and the
+    libvirtd that answered before it still answers. A libvirtd that died in a test (a segfault,
+    2026-11-26) would otherwise fail every VM test after it, hiding which one it was: that test
+    fails, naming it, and libvirtd is started again for the rest."""
+    uri = request.getfixturevalue("site").uri if "site" in request.fixturenames else None
+    answered = uri is not None and domain.unreachable(uri) is None
     yield
+    if answered and domain.unreachable(uri) is not None:
+        Libvirtd(uri).start()
+        pytest.fail(f"libvirtd stopped answering at {uri} during this test and was started again; "
+                    "look for its crash in the kernel log (dmesg) and /var/log/libvirt/libvirtd.log.")
     if "conn" not in request.fixturenames:
         return
     conn = request.getfixturevalue("conn")

@@ -154,27 +154,54 @@ def test_image_dir_changed_since_the_key_was_made_fails_the_build(tmp_path):
     assert not (tmp_path / "scratch").exists()
 
 
-def test_tree_hash_follows_content_paths_and_the_x_bit_not_times(tmp_path):
+@pytest.mark.parametrize("known", [False, True], ids=["read-whole", "with-known-hashes"])
+def test_tree_hash_follows_content_paths_and_the_x_bit_not_times(tmp_path, known):
+    hashes = tmp_path / "known" / "tree.json" if known else None
     tree = tmp_path / "image"
     (tree / "src").mkdir(parents=True)
     (tree / "src/a.c").write_bytes(b"int main(void) { return 0; }\n")
     (tree / "build.sh").write_text("make\n")
-    first = build_step.tree_hash(tree)
+    first = build_step.tree_hash(tree, hashes)
     os.utime(tree / "src/a.c", (0, 0))
     os.chmod(tree / "src/a.c", 0o600)
-    assert build_step.tree_hash(tree) == first
+    assert build_step.tree_hash(tree, hashes) == first
     (tree / "src/a.c").write_bytes(b"int main(void) { return 1; }\n")  # one byte
-    assert build_step.tree_hash(tree) != first
+    assert build_step.tree_hash(tree, hashes) != first
     (tree / "src/a.c").write_bytes(b"int main(void) { return 0; }\n")
-    assert build_step.tree_hash(tree) == first
+    assert build_step.tree_hash(tree, hashes) == first
     os.chmod(tree / "build.sh", 0o755)
-    assert build_step.tree_hash(tree) != first
+    assert build_step.tree_hash(tree, hashes) != first
     os.chmod(tree / "build.sh", 0o644)
     (tree / "src/a.c").rename(tree / "src/b.c")
-    assert build_step.tree_hash(tree) != first
+    assert build_step.tree_hash(tree, hashes) != first
     os.mkfifo(tree / "pipe")
     with pytest.raises(ImageError, match="neither a file, a directory nor a symbolic link"):
-        build_step.tree_hash(tree)
+        build_step.tree_hash(tree, hashes)
+
+
+def test_known_hashes_spare_reading_unchanged_files_and_miss_no_rewrite(tmp_path, monkeypatch):
+    """Every VM stage finds its image by this key: a file whose inode, size, mtime and ctime are
+    unchanged is not read again; one rewritten to the same size with its mtime put back still is
+    (its ctime moved), as is every file when the known hashes are damaged."""
+    tree, known = tmp_path / "image", tmp_path / "trees" / "image.json"
+    (tree / "weights").mkdir(parents=True)
+    for i in range(3):
+        (tree / f"weights/w{i}.bin").write_bytes(bytes([i]) * 4096)
+    read: list[str] = []
+    real = build_step.sha256_file
+    monkeypatch.setattr(build_step, "sha256_file", lambda path: read.append(Path(path).name) or real(path))
+    first = build_step.tree_hash(tree, known)
+    assert sorted(read) == ["w0.bin", "w1.bin", "w2.bin"]
+    read.clear()
+    assert build_step.tree_hash(tree, known) == first and read == []
+    st = (tree / "weights/w1.bin").stat()
+    (tree / "weights/w1.bin").write_bytes(b"x" * 4096)  # same size, mtime put back
+    os.utime(tree / "weights/w1.bin", ns=(st.st_atime_ns, st.st_mtime_ns))
+    changed = build_step.tree_hash(tree, known)
+    assert changed != first and read == ["w1.bin"] and changed == build_step.tree_hash(tree)
+    read.clear()
+    known.write_text("{not json")
+    assert build_step.tree_hash(tree, known) == changed and sorted(read) == ["w0.bin", "w1.bin", "w2.bin"]
 
 
 def test_links_are_hashed_not_followed_and_a_read_error_is_a_sentence(tmp_path):

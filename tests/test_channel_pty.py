@@ -87,6 +87,7 @@ def test_silence_after_hello(pty):
     with pytest.raises(InfrastructureError) as err:
         run_loop(reader, FrameStream("n"), FakeDomain(), silence=1.0)
     assert err.value.reason == "channel-silent"
+    assert "between commands (0 ended)" in str(err.value)
 
 
 @contextlib.contextmanager

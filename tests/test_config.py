@@ -188,8 +188,9 @@ def test_unknown_retention_keys_and_tables_are_refused(tmp_path):
     with pytest.raises(ConfigError, match=r"\[retention\] has unknown key\(s\) spool_days: remove or correct them"):
         load_site(tmp_path)
     write(tmp_path, "[retain]\nhome_disk_days = 7\n", "site.toml")
-    with pytest.raises(ConfigError, match=r"unknown table \[retain\]: use \[libvirt\], \[image\], \[results\], "
-                                          r"\[slots\], \[retention\], \[gpu\], \[queue\] or \[web\]\."):
+    with pytest.raises(ConfigError, match=r"unknown table \[retain\]: use \[site\], \[libvirt\], \[image\], "
+                                          r"\[results\], \[slots\], \[vm\], \[retention\], \[gpu\], \[queue\], "
+                                          r"\[web\] or \[notify\]\."):
         load_site(tmp_path)
 
 
@@ -366,3 +367,32 @@ def test_the_portals_site_settings_have_defaults_and_are_read(tmp_path):
           "site.toml")
     assert load_site(tmp_path).web == WebSite(header_timeout=2.0, body_timeout=1.5, failed_uploads_per_hour=5,
                                               checks=1)
+
+
+def test_site_profile_production_by_default_trial_by_file_or_environment(tmp_path, monkeypatch):
+    """[site] profile (#33): production unless site.toml or VMJUDGE_PROFILE says trial (the suite's own,
+    set in conftest.py); the environment wins, as VMJUDGE_ACCEL does."""
+    monkeypatch.delenv("VMJUDGE_PROFILE", raising=False)
+    site = load_site(tmp_path)
+    assert (site.profile, site.allow_no_lsm) == ("production", False)
+    write(tmp_path, '[site]\nprofile = "trial"\nallow_no_lsm = true\n', "site.toml")
+    assert (load_site(tmp_path).profile, load_site(tmp_path).allow_no_lsm) == ("trial", True)
+    monkeypatch.setenv("VMJUDGE_PROFILE", "production")
+    assert load_site(tmp_path).profile == "production"
+    monkeypatch.setenv("VMJUDGE_PROFILE", "lab")
+    with pytest.raises(ConfigError) as err:
+        load_site(tmp_path)
+    assert str(err.value) == "VMJUDGE_PROFILE='lab' is not allowed: use \"production\" or \"trial\"."
+
+
+@pytest.mark.parametrize("text, says", [
+    ('profile = "prod"', "[site] profile = 'prod' is not allowed: use \"production\" or \"trial\"."),
+    ('allow_no_lsm = "yes"', "[site] allow_no_lsm = 'yes' is not allowed: use true or false."),
+    ("seccomp = false", "[site] has unknown key(s) seccomp: remove or correct them."),
+])
+def test_bad_site_profile_values(tmp_path, monkeypatch, text, says):
+    monkeypatch.delenv("VMJUDGE_PROFILE", raising=False)
+    write(tmp_path, f"[site]\n{text}\n", "site.toml")
+    with pytest.raises(ConfigError) as err:
+        load_site(tmp_path)
+    assert str(err.value) == f"{tmp_path / 'site.toml'}: {says}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -12,30 +13,20 @@ import tempfile
 import time
 from pathlib import Path
 
+import libvirt
 import pytest
 
 from vmjudge.config import load_site
 from vmjudge.images.iso import write_iso
 from vmjudge.queue.db import Queue
-from vmjudge.vm import domain
+from vmjudge.vm import domain, warm
 from vmjudge.vm.domain_xml import DomainSpec, domain_xml
 from vmjudge.vm.job import Command, Job
 from vmjudge.vm.runner import make_blank_disk
 
 from .hostile.cases import tar_of
 from .test_pipeline import REPO, vmjudge
-
-
-def wait_until(condition, timeout: float, what: str):
-    """Poll a condition (a real wait on a state change, bounded by `timeout`)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-
+from .waiting import wait_until
 
 # The daemon's own behaviour (kills, signals, locks) does not depend on the challenge, so these
 # tests judge the small "hostile" challenge of the corpus: two training and three test records
@@ -63,7 +54,22 @@ def start_daemon(home: Path) -> subprocess.Popen:
 
 
 def own_domains(conn, home: Path) -> list[str]:
-    return domain.leftover_domains(conn, prefix=f"{domain.DOMAIN_PREFIX}{load_site(home).domain_tag}-")
+    """The home's domains: its cold-booted ones, and those restored from the warm states it uses
+    (which bear the states' name, shared by every home that shares its images)."""
+    site = load_site(home)
+    return sorted(domain.leftover_domains(conn, prefix=f"{domain.DOMAIN_PREFIX}{site.domain_tag}-")
+                  + domain.leftover_domains(conn, prefix=f"{domain.DOMAIN_PREFIX}{warm.states_tag(site)}-"))
+
+
+def own_running(conn, home: Path) -> bool:
+    """One of the home's VMs runs: restored or booted, not still being made. A daemon killed in the
+    middle of libvirt's restore is the recovery's case too (domain.destroy_leftover), but these
+    tests kill the daemon in the stage itself."""
+    running = []
+    for name in own_domains(conn, home):
+        with contextlib.suppress(libvirt.libvirtError):
+            running.append(conn.lookupByName(name).state()[0] == libvirt.VIR_DOMAIN_RUNNING)
+    return any(running)
 
 
 def stage_running(queue: Queue, entry_id: int, stage: str) -> bool:
@@ -97,7 +103,7 @@ def kill_daemon_when(home: Path, condition, timeout: float, what: str) -> None:
 def test_a_killed_daemon_leaves_nothing_behind_and_the_stage_runs_again(home, conn):
     entry_id = submit_quick(home, dryrun=True)
     queue = Queue(home / "queue.db")
-    kill_daemon_when(home, lambda: stage_running(queue, entry_id, "quiz") and own_domains(conn, home),
+    kill_daemon_when(home, lambda: stage_running(queue, entry_id, "quiz") and own_running(conn, home),
                      300, "the quiz VM to be running")
     assert own_domains(conn, home), "the killed daemon's VM should outlive it"
     assert list((home / "run").iterdir()), "the killed daemon's scratch directory should remain"
@@ -109,10 +115,42 @@ def test_a_killed_daemon_leaves_nothing_behind_and_the_stage_runs_again(home, co
     assert domain.leftover_domains(conn) == [] and list((home / "run").iterdir()) == []
 
 
+def test_a_daemon_killed_while_its_vm_is_restored_leaves_libvirtd_running(home, conn, site):
+    """SIGKILL in the second a warm restore takes: the restore is a child's of its own session
+    (domain.restore_paused), which finishes it, so libvirt never aborts a dead client's restore,
+    the abort libvirtd 9.0 segfaulted on (2026-11-26). A race by nature: before the change it
+    crashed libvirtd in some runs, not all; after it, none may."""
+    entry_id = submit_quick(home, dryrun=True)
+    queue = Queue(home / "queue.db")
+    daemon = start_daemon(home)
+    try:
+        deadline = time.monotonic() + 300
+        while not (stage_running(queue, entry_id, "quiz") and own_domains(conn, home)):
+            assert daemon.poll() is None and time.monotonic() < deadline, "no quiz VM being restored"
+            time.sleep(0.01)  # polling for the condition: the window is a fraction of a second
+    finally:
+        daemon.send_signal(signal.SIGKILL)
+        daemon.wait()
+    was_running = own_running(conn, home)
+    def busy() -> bool:
+        states = []
+        for name in own_domains(conn, home):
+            with contextlib.suppress(libvirt.libvirtError):
+                states.append(conn.lookupByName(name).controlInfo()[0] != libvirt.VIR_DOMAIN_CONTROL_OK)
+        return any(states)
+
+    wait_until(lambda: not busy(), 120, "libvirt to finish the killed daemon's calls")
+    assert domain.unreachable(site.uri) is None, "libvirtd died after the daemon was killed mid-restore"
+    vmjudge(home, "daemon", "--until-idle")
+    doc = organiser_report(home, entry_id)
+    assert (doc["state"], doc["outcome"]) == ("done", "dry-run"), was_running
+    assert domain.leftover_domains(conn) == [] and list((home / "run").iterdir()) == []
+
+
 def test_a_daemon_killed_in_the_exam_scores_the_entry_once(home, conn):
     entry_id = submit_quick(home)
     queue = Queue(home / "queue.db")
-    kill_daemon_when(home, lambda: stage_running(queue, entry_id, "exam") and own_domains(conn, home),
+    kill_daemon_when(home, lambda: stage_running(queue, entry_id, "exam") and own_running(conn, home),
                      600, "the exam VM to be running")
     vmjudge(home, "daemon", "--until-idle")
     doc = organiser_report(home, entry_id)
@@ -166,7 +204,7 @@ def test_a_signal_stops_cleanly_and_requeues_the_running_stage(home, conn, sig):
     queue = Queue(home / "queue.db")
     daemon = start_daemon(home)
     wait_until(lambda: stage_running(queue, entry_id, "quiz")
-               and own_domains(conn, home), 300, "the quiz VM to be running")
+               and own_running(conn, home), 300, "the quiz VM to be running")
     daemon.send_signal(sig)
     assert daemon.wait(timeout=60) == 0, daemon.stderr.read().decode()
     assert own_domains(conn, home) == [] and list((home / "run").iterdir()) == []
@@ -187,7 +225,7 @@ def test_ctrl_c_stops_evaluate_and_leaves_the_entry_queued_for_the_daemon(home, 
                             stderr=subprocess.PIPE, text=True)
     try:
         wait_until(lambda: queue.entries() and stage_running(queue, queue.entries()[0].id, "quiz")
-                   and own_domains(conn, home), 300, "the quiz VM to be running")
+                   and own_running(conn, home), 300, "the quiz VM to be running")
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
     finally:

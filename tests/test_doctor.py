@@ -7,17 +7,43 @@ import os
 
 import pytest
 
+from vmjudge.supervisor.checks import Check
+
 from .test_image_build import vmjudge
 
 
-def test_doctor_boots_a_job_and_passes(site, image, conn):
+def test_doctor_boots_a_job_and_passes_and_reads_the_running_test_vms_qemu(site, image, conn):
+    """One doctor run (a VM boot each costs the suite's time), read as its JSON and as the lines the
+    text output prints from the same checks. #33: after its test boot, a line each for what confines
+    the test VM's qemu, read from /proc while it ran. On this machine: qemu as libvirt-qemu with no
+    capabilities, NoNewPrivs 1, Seccomp 2, only the judge's devices, its memory capped; TCG and
+    security model none are warnings under the suite's trial profile (production fails them:
+    tests/test_confinement.py)."""
     proc = vmjudge("--home", str(site.home), "doctor", "--challenge", "examples/minimal", "--json")
     report = json.loads(proc.stdout)
     assert proc.returncode == 0 and report["ok"], proc.stdout + proc.stderr
     checks = {c["name"]: c for c in report["checks"]}
-    assert set(checks) == {"qemu", "libvirt", "home", "cores", "image", "accel"}
+    assert set(checks) == {"qemu", "libvirt", "cpu", "home", "cores", "image", "accel", "boundary", "user", "caps",
+                           "nnp", "seccomp", "lsm", "devices", "memory"}
+    assert checks["cpu"]["detail"].startswith(f'cpu = "{site.guest_cpu.setting}" under {site.accel}: ')
     assert checks["accel"]["detail"].startswith(f"{site.accel}: test job booted")
     assert "interfaces: lo only" in checks["accel"]["detail"]
+    assert report["profile"] == "trial"  # the suite's (conftest.py): what production refuses is a warning
+    lines = {c["name"]: Check(**c).line() for c in report["checks"]}  # what `doctor` without --json prints
+    assert lines["user"].startswith("ok    user       qemu runs as libvirt-qemu (uid ")
+    assert lines["caps"] == "ok    caps       qemu holds no capabilities (CapEff 0, CapPrm 0)"
+    assert lines["nnp"].startswith("ok    nnp        NoNewPrivs 1: nothing qemu runs can gain privileges")
+    assert lines["seccomp"].startswith("ok    seccomp    Seccomp 2: qemu's filter (-sandbox on)")
+    assert lines["devices"].startswith("ok    devices    qemu has only the judge's devices (")
+    assert lines["memory"].startswith("ok    memory     qemu's memory cgroup is capped at ")
+    if site.accel == "tcg":
+        assert lines["boundary"].startswith("warn  boundary   tcg: qemu emulates every guest instruction, and QEMU "
+                                            "does not hold TCG to be a security boundary")
+    assert lines["lsm"].startswith(("warn  lsm        security model none: no AppArmor or SELinux confines qemu",
+                                    "ok    lsm        apparmor confines qemu as libvirt-"))
+    names = [c["name"] for c in report["checks"]]
+    assert names[names.index("accel"):] == ["accel", "boundary", "user", "caps", "nnp", "seccomp", "lsm", "devices",
+                                            "memory"]
 
 
 def test_doctor_names_an_unreachable_libvirt(site, image, conn):

@@ -87,10 +87,10 @@ def test_tenths_round_up_and_stop_at_the_cap(used, cap, said):
 
 def test_the_exam_gives_two_tenths_and_nothing_per_record():
     view = participant_view("exam", EXAM)
-    assert view == {"time_tenths": 4, "time_cap_seconds": 3600.0, "memory_tenths": 5, "memory_cap": 1800 * MIB}
+    assert view == {"time_tenths": 4, "time_cap_seconds": 3600.0, "memory_tenths": 5, "memory_cap": 2048 * MIB}
     (line,) = participant_lines("exam", EXAM)
     assert line == ("Resources (the exam gives tenths of its caps only): time 4/10 of the 1 h cap; "
-                    "peak memory 5/10 of the 1.8 GiB cap.")
+                    "peak memory 5/10 of the VM's 2.0 GiB.")
 
 
 def test_the_quiz_gives_each_figure_beside_its_limit_and_the_five_slowest():

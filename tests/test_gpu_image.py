@@ -23,6 +23,7 @@ from vmjudge.config import ImageRecipe, load_site
 from vmjudge.errors import ImageError
 from vmjudge.images import build, gpu_driver, initramfs
 from vmjudge.images.guest import frames, gpu
+from vmjudge.images.guest.cpu import read_cpu
 
 KVER = "6.1.0-test"
 VERMAGIC = f"{KVER} SMP preempt mod_unload modversions "
@@ -420,8 +421,9 @@ def test_a_gpu_stage_without_a_working_gpu_runs_nothing(tmp_path):
     found = {"state": "none", "why": "no GPU: insmod extra/nvidia/nvidia.ko: exit 1: No such device"}
     go, sent = greet(tmp_path, {"nonce": "n1", "gpu": True}, found)
     assert go is False
+    assert sent[0][1].pop("cpu") == read_cpu()  # the guest's CPU (#41): here, this machine's, read the same way
     assert sent == [("hello", {"nonce": "n1", "agent": build.agent_version(), "protocol": frames.PROTOCOL,
-                               "gpu": found}),
+                               "gpu": found, "warm": False}),
                     ("error", {"message": "the GPU passed to this VM did not work: no GPU: insmod "
                                           "extra/nvidia/nvidia.ko: exit 1: No such device", "fault": "gpu"})]
     ok = {"state": "ok", "name": "Tesla T4", "memory_mib": 15360, "driver": "535.216.03", "line": "x"}

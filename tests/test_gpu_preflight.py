@@ -15,6 +15,7 @@ from vmjudge.supervisor.doctor import Check, gpu_checks
 from vmjudge.vm.gpu_preflight import check_gpu, describe, read_gpu
 
 from .cli import run_cli
+from .docs_page import section
 from .fake_sysfs import T4, FakeHost
 
 
@@ -275,9 +276,8 @@ def test_vmjudge_doctor_prints_the_gpu_lines_after_the_test_boot_and_fails_on_a_
                                               for c in report["checks"][-2:]]
 
 
-def test_the_readme_site_toml_loads_with_its_gpu_table(tmp_path):
-    """The site.toml the README shows is one load_site takes, [gpu] as written there."""
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    block = readme.split("### site.toml", 1)[1].split("```toml\n", 1)[1].split("```", 1)[0]
+def test_the_guides_site_toml_loads_with_its_gpu_table(tmp_path):
+    """The site.toml the organisers' guide shows is one load_site takes, [gpu] as written there."""
+    block = section("organisers.md", "site.toml and retention").split("```toml\n", 1)[1].split("```", 1)[0]
     gpu = load_site(write_site(tmp_path, block)).gpu
     assert gpu == GpuSite(devices=("0000:65:00.0",))

@@ -50,13 +50,14 @@ def test_a_card_that_fails_the_preflight_before_the_vm_is_a_gpu_fault(tmp_path):
 
 def test_a_vm_that_will_not_start_with_its_card_is_the_cards_fault():
     conn = libvirt.open("test:///default")
+    broken = "<domain type='test'><name>broken</name></domain>"  # no memory: refused
     try:
         with pytest.raises(GpuFault) as err:
-            _start(conn, "<domain type='test'><name>broken</name></domain>", T4)  # no memory: refused
+            _start(conn, conn.getURI(), broken, T4, 1 << 20)
         assert (err.value.reason, err.value.address) == ("gpu-start", T4)
         assert str(err.value).startswith(f"the VM would not start with the GPU {T4}: the VM would not start")
         with pytest.raises(InfrastructureError) as plain:  # without a GPU it is libvirt's, as before
-            _start(conn, "<domain type='test'><name>broken</name></domain>", None)
+            _start(conn, conn.getURI(), broken, None, 1 << 20)
         assert not isinstance(plain.value, GpuFault) and plain.value.reason == "vm-start"
     finally:
         conn.close()

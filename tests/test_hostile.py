@@ -1,6 +1,6 @@
 """The hostile corpus (tests/hostile/cases.py) end to end: submit, one daemon, real VMs.
 
-After every eighth hostile entry that reaches a VM, and after the last, a good entry is queued;
+After every sixteenth hostile entry that reaches a VM, and after the last, a good entry is queued;
 every good entry (and every hostile one that is scored) must get the same score, showing that
 nothing a hostile entry did reached the judge or the entries behind it. The daemon must finish
 the whole queue.
@@ -29,7 +29,7 @@ CHALLENGE = Path(__file__).resolve().parent / "hostile" / "challenge"
 # records printing 1 MiB each (kept whole, that alone would add 200 MiB). Measured 2026-11-23
 # with 100 records: 50.6 MiB.
 PEAK_RSS_BOUND_MIB = 120
-GOOD_EVERY = 8  # a good entry after every eighth hostile entry that reaches a VM, and the last
+GOOD_EVERY = 16  # a good entry after every sixteenth hostile entry that reaches a VM, and the last
 # Run the daemon as a child of a small wrapper that reports the peak resident memory of its
 # children once they have exited (ru_maxrss), so the figure is the daemon's own.
 PEAK_RSS = ("import resource, subprocess, sys; rc = subprocess.call(sys.argv[1:]); "

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from vmjudge.config import Site, load_challenge, load_site
+from vmjudge.config import ImageRecipe, Site, load_challenge, load_site
 from vmjudge.errors import ImageError
 from vmjudge.files import sha256_file
 from vmjudge.images import build, tar_format
@@ -46,10 +46,12 @@ def challenge(path: Path, image: str = "") -> Path:
     return path
 
 
-def fake_image(site: Site, challenge_dir: Path, root: bytes = b"hsqs" + bytes(range(256)) * 20) -> GuestImage:
+def fake_image(site: Site, challenge_dir: Path, root: bytes = b"hsqs" + bytes(range(256)) * 20,
+               recipe: ImageRecipe | None = None) -> GuestImage:
     """HOME/images/<key>/ as build_image leaves it: the three files, 0644, and manifest.json in
-    build.py's format (indent 2, sorted keys, the key and build time added last)."""
-    recipe = load_challenge(challenge_dir).image
+    build.py's format (indent 2, sorted keys, the key and build time added last); of `recipe`,
+    by default the challenge's [image]."""
+    recipe = recipe if recipe is not None else load_challenge(challenge_dir).image
     doc = build.recipe_document(site, recipe)
     key = build.image_key(site, recipe)
     directory = site.layout.images / key

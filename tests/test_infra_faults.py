@@ -14,56 +14,24 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import libvirt
 import pytest
 
 from vmjudge.queue.db import Queue
 
 from .hostile.cases import tar_of
+from .libvirtd import Libvirtd, libvirt_answers
 from .test_daemon import (
     QUICK,
     QUICK_SCORE,
     add_held_challenge,
     organiser_report,
     own_domains,
+    own_running,
     stage_running,
     submit_quick,
     wait_until,
 )
 from .test_pipeline import REPO, vmjudge
-
-
-def libvirt_answers(uri: str) -> bool:
-    return subprocess.run(["virsh", "-c", uri, "uri"], capture_output=True, timeout=300).returncode == 0
-
-
-class Libvirtd:
-    """Stops and starts the host's libvirtd the way it was started (systemd, or by hand)."""
-
-    def __init__(self, uri: str):
-        self.uri = uri
-        self.systemd = subprocess.run(["systemctl", "is-active", "--quiet", "libvirtd"],
-                                      capture_output=True, timeout=300).returncode == 0 \
-            if shutil.which("systemctl") else False
-
-    def stop(self) -> None:
-        if self.systemd:
-            subprocess.run(["systemctl", "stop", "libvirtd", "libvirtd.socket", "libvirtd-ro.socket",
-                            "libvirtd-admin.socket"], check=True, timeout=300)
-        else:
-            pids = [int(p) for p in subprocess.run(["pgrep", "-x", "libvirtd"], capture_output=True,
-                                                   text=True, timeout=300).stdout.split()]
-            for pid in pids:
-                os.kill(pid, signal.SIGTERM)
-            wait_until(lambda: not any(Path(f"/proc/{pid}").exists() for pid in pids), 60, "libvirtd to exit")
-        assert not libvirt_answers(self.uri)
-
-    def start(self) -> None:
-        if self.systemd:
-            subprocess.run(["systemctl", "start", "libvirtd"], check=True, timeout=300)
-        else:
-            subprocess.run(["libvirtd", "-d"], check=True, timeout=300)
-        wait_until(lambda: libvirt_answers(self.uri), 60, "libvirtd to answer")
 
 
 class Daemon:
@@ -104,12 +72,6 @@ def home(site, image, conn):
     subprocess.run(["rm", "-rf", str(home)], check=True, timeout=300)
 
 
-def running_domains(conn, home: Path) -> list[str]:
-    """Own domains past their start (resumed), not ones libvirt is still creating."""
-    return [name for name in own_domains(conn, home)
-            if conn.lookupByName(name).state()[0] == libvirt.VIR_DOMAIN_RUNNING]
-
-
 def add_challenge(home: Path, site) -> None:
     (home / "images").symlink_to(site.layout.images)
     vmjudge(home, "challenge", "add", str(QUICK))  # a stage in little more than a boot
@@ -133,7 +95,7 @@ def test_libvirtd_restarting_mid_stage_or_down_between_stages_costs_the_entry_no
         # libvirtd restarts while the quiz VM runs: qemu and the channel carry on, the
         # daemon reconnects, and the stage finishes as if nothing happened.
         wait_until(lambda: stage_running(queue, first, "quiz")
-                   and running_domains(conn, home), 600, "the quiz VM to be running")
+                   and own_running(conn, home), 600, "the quiz VM to be running")
         libvirtd.stop()
         libvirtd.start()
         wait_until(lambda: queue.entry(first).state == "done", 900, "the first entry to be judged")
@@ -180,11 +142,12 @@ def test_a_vm_writing_to_a_full_host_disk_is_paused_and_its_stage_runs_again(sma
     archive = tar_of({"setup.sh": b"#!/bin/sh\nhead -c 4194304 /dev/urandom > bulk\n"}, tmp_path / "entry.tar.gz")
     entry_id = int(vmjudge(home, "submit", "hostile", str(archive)).stdout)
     with Daemon(home, log=tmp_path / "daemon.log") as daemon:
-        wait_until(lambda: stage_running(queue, entry_id, "prep") and running_domains(conn, home), 600,
+        wait_until(lambda: stage_running(queue, entry_id, "prep") and own_running(conn, home), 600,
                    "the prep VM to be running")
         with full_disk(home):
             wait_until(lambda: daemon.said("WARNING entry"), 600, "the daemon to meet the full disk")
         wait_until(lambda: queue.entry(entry_id).state == "done", 900, "the entry to be judged")
+    queue.close()  # its kept connection would hold the small home busy when the fixture unmounts it
     doc = organiser_report(home, entry_id)
     assert (doc["outcome"], doc["scores"]["score"]) == ("scored", QUICK_SCORE)
     assert attempts(doc) == [("prep", 1, "infra", "host-disk-full"), ("prep", 2, "passed", None)] + CLEAN_RUN[1:]
@@ -210,6 +173,7 @@ def test_a_result_the_full_disk_cannot_record_is_kept_and_recorded_once_space_is
             wait_until(lambda: daemon.said(f"cannot record entry {entry_id}'s score result in the queue"), 120,
                        "the daemon to find it cannot record the score")
         wait_until(lambda: queue.entry(entry_id).state == "done", 120, "the score to be recorded")
+    queue.close()  # its kept connection would hold the small home busy when the fixture unmounts it
     doc = organiser_report(home, entry_id)
     assert (doc["outcome"], doc["scores"]["score"]) == ("scored", QUICK_SCORE)
     assert attempts(doc) == CLEAN_RUN

@@ -89,7 +89,9 @@ KINDS = ("silent", "loud", "slower")
 TIME_OF_DAY = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 CSRF_VALUE = re.compile(r'(name="csrf" value=")[^"]+')
 RECEIPT = re.compile(r'("archive_sha256":\s*")[0-9a-f]{64}')
-TRAINING_LINES = re.compile(r"^(Resources: |Slowest records: ).*$", re.M)
+# The report's lines on stages 1 and 2, and the report page's (#38: its bars and records of
+# those stages, each on a line marked data-training).
+TRAINING_LINES = re.compile(r"^(Resources: |Slowest records: |.*\bdata-training\b).*$", re.M)
 
 
 def label_of(record: str) -> str:

@@ -90,10 +90,10 @@ def test_the_owners_own_time_still_spends_the_budget_beside_the_reruns(tmp_path,
         board.admit("alice")
 
 
-def test_a_queue_made_before_gains_the_organiser_column_and_the_readmes_update_frees_old_reruns(
+def test_a_queue_made_before_gains_the_organiser_column_and_the_guides_update_frees_old_reruns(
         tmp_path, queue_location):
     """A home made before the column: its runs become the owner's, as they were charged then;
-    README's one UPDATE takes the re-runs among them off the owner's budget."""
+    the participants' guide's one UPDATE takes the re-runs among them off the owner's budget."""
     board = Board(tmp_path, queue_location)
     eid = board.admit("alice").entry_id
     board.run(eid, "prep", 12, status="failed")

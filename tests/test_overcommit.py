@@ -83,7 +83,7 @@ def test_the_doctor_refuses_the_same_in_one_sentence_and_tries_no_boot(home):
 
 def test_the_doctor_passes_the_cores_with_one_slot_or_with_overcommit(home):
     checks = {c["name"]: c for c in json.loads(one_core_cli("doctor", "--json", home=home).stdout)["checks"]}
-    assert checks["cores"] == {"name": "cores", "ok": True,
+    assert checks["cores"] == {"name": "cores", "ok": True, "warn": False,
                                "detail": "1 slot(s) × 1 vCPU(s) on 1 usable core(s), each slot on its own (slot 0: 0)"}
     (home / "site.toml").write_text("[slots]\novercommit = true\n")
     checks = {c["name"]: c for c in json.loads(one_core_cli("doctor", "--slots", "3", "--json", home=home).stdout)
@@ -106,8 +106,9 @@ def test_under_a_remote_uri_the_slots_split_the_vm_hosts_online_cores_not_the_da
     assert "not comparable" not in proc.stderr
     doctor = run_cli("doctor", "--slots", "2", "--json", home=home, env=remote, prefix=("taskset", "-c", "0"))
     cores = {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}["cores"]
-    assert cores == {"name": "cores", "ok": True, "detail": f"on the VM host at {remote['VMJUDGE_URI']}: 2 slot(s) × "
-                     "1 vCPU(s) on 3 usable core(s), each slot on its own (slot 0: 0, slot 1: 2)"}
+    assert cores == {"name": "cores", "ok": True, "warn": False,
+                     "detail": f"on the VM host at {remote['VMJUDGE_URI']}: 2 slot(s) × 1 vCPU(s) on 3 usable core(s), "
+                     "each slot on its own (slot 0: 0, slot 1: 2)"}
     proc = run_cli("daemon", "--slots", "4", "--until-idle", home=home, env=remote)
     assert (proc.returncode, proc.stderr.splitlines()[0]) == (
         1, "vmjudge: 4 slot(s) × 1 vCPU(s) need 4 cores but vmjudge may use 3 (0,2,4), so the slots would share "
@@ -119,5 +120,6 @@ def test_the_doctor_names_a_remote_libvirt_that_does_not_answer_for_its_cores(ho
     gone = {"VMJUDGE_URI": f"test+ext:///default?command={tmp_path / 'no-such-proxy'}", "VMJUDGE_ACCEL": "tcg"}
     checks = {c["name"]: c for c in json.loads(run_cli("doctor", "--json", home=home, env=gone).stdout)["checks"]}
     assert not checks["libvirt"]["ok"]
-    assert checks["cores"] == {"name": "cores", "ok": False, "detail": f"libvirt at {gone['VMJUDGE_URI']} did not "
-                               "answer, so its host's cores are unknown."}
+    assert checks["cores"] == {"name": "cores", "ok": False, "warn": False,
+                               "detail": f"libvirt at {gone['VMJUDGE_URI']} did not answer, so its host's cores are "
+                               "unknown."}

@@ -19,12 +19,14 @@ import pytest
 from starlette.routing import Mount, Route
 
 from vmjudge.queue import publish
+from vmjudge.queue.db import Queue
 from vmjudge.queue.rows import Scoring, stamp
 from vmjudge.reports import participant
-from vmjudge.reports.leaderboard import leaderboard
-from vmjudge.reports.report import show
+from vmjudge.reports.leaderboard import history, leaderboard
+from vmjudge.reports.report import report_page, show
 from vmjudge.scorers.reference import reference_sha256
 
+from .html_tree import parse
 from .test_figures import EXAM, PREP, QUIZ
 from .test_queue_hosts import add, hosts
 from .web_home import WebHome, sign_in, upload
@@ -52,14 +54,15 @@ def test_an_exam_with_no_figures_is_published_on_the_default_step():
     assert publish.publish_time(0.0, None, None, 500.0) == 720.0  # tenths of an hour: 6 min steps
 
 
-def judge(queue, eid, exam_figures=EXAM, scores=None, scoring=None):
+def judge(queue, eid, exam_figures=EXAM, scores=None, scoring=None, exam_counts=COUNTS):
     """prep, quiz and exam passed, then stage 4 scores (all through the queue's own calls)."""
     for stage, figs, nxt in (("prep", PREP, "quiz"), ("quiz", QUIZ, "exam"), ("exam", exam_figures, "score")):
         queue.claim_next(only=eid)
         run = queue.start_stage(eid, stage, 0)
-        queue.finish_stage(run, "passed", f"{stage} ok" if stage != "exam" else "8 test records: 8 completed.",
+        queue.finish_stage(run, "passed", f"{stage} ok" if stage != "exam" else
+                           f"8 test records: {exam_counts['completed']} completed.",
                            {"stage": stage, "iso_sha256": "f" * 64}, next_stage=nxt, figures=figs,
-                           exam=COUNTS if stage == "exam" else None)
+                           exam=exam_counts if stage == "exam" else None)
     queue.claim_next(only=eid)
     run = queue.start_stage(eid, "score", 0)
     scores = scores or {"score": 0.75}
@@ -151,7 +154,7 @@ def test_after_the_publish_time_the_result_shows_and_its_times_are_the_publish_t
     doc = show(None, queue, a, at=entry.published)
     assert (doc["state"], doc["outcome"], doc["scores"]) == ("done", "scored", {"score": 0.25})
     assert doc["figures"]["exam"] == {"time_tenths": 4, "time_cap_seconds": 3600.0, "memory_tenths": 5,
-                                      "memory_cap": EXAM["memory_limit"]}
+                                      "memory_cap": EXAM["vm_memory"]}
     assert [s["at"] for s in doc["scorings"]] == [stamp(entry.published)]  # not when stage 4 really ran
     assert [r.entry_id for r in leaderboard(queue, "c", at=entry.published)] == [a]
 
@@ -178,12 +181,16 @@ def conforms(value, spec, where="") -> list[str]:
 
 # The portal: every route, classified; the participant's answers checked against the list
 
+# None: an HTML page (or, with ?format=text, the report's text), checked below by what it shows.
 PARTICIPANT_GETS = {"/entries": None, "/entries.json": participant.ENTRY_LIST, "/entries/{entry_id}": None,
-                    "/upload": None, "/leaderboards": None, "/leaderboards/{challenge}": None}
-API_GETS = {"/api/entries": participant.ENTRY_LIST, "/api/entries/{entry_id}": participant.ENTRY}
-POSTS = {"/upload", "/api/entries"}  # a participant's upload: answered in SUBMITTED or a page
+                    "/upload": None, "/leaderboards": None, "/leaderboards/{challenge}": None,
+                    "/phases/{challenge}": None, "/settings": None}  # /settings: the owner's own address (#35)
+API_GETS = {"/api/entries": participant.ENTRY_LIST, "/api/entries/{entry_id}": participant.ENTRY,
+            "/api/challenges/{challenge}/phases": participant.PHASES}
+# A participant's upload, or an entry carried into a contest's phase: answered in SUBMITTED or a page.
+POSTS = {"/upload", "/api/entries", "/entries/{entry_id}/carry", "/api/entries/{entry_id}/carry"}
 PUBLIC = {"/", "/signin", "/signout", "/static"}
-ORGANISER = {"/organiser/entries", "/organiser/parked", "/organiser/entries/{entry_id}",
+ORGANISER = {"/organiser/entries", "/organiser/parked", "/organiser/queue", "/organiser/entries/{entry_id}",
              "/organiser/entries/{entry_id}/logs"}
 
 
@@ -221,8 +228,9 @@ def participant_answers(web, eid, client, token) -> dict[str, str]:
         url = path.replace("{entry_id}", str(eid)).replace("{challenge}", "af2017")
         answers[url] = client.get(url).text
         answers[url + "?late=1"] = client.get(url + "?late=1").text
+        answers[url + "?format=text"] = client.get(url + "?format=text").text
     for path in API_GETS:
-        url = path.replace("{entry_id}", str(eid))
+        url = path.replace("{entry_id}", str(eid)).replace("{challenge}", "af2017")
         answers[url] = client.get(url, headers=bearer).text
     return answers
 
@@ -242,8 +250,19 @@ def test_every_route_is_classified_and_the_participants_answers_hold_to_the_list
     assert all("0.75" in answers[p] for p in ("/entries", f"/entries/{eid}", "/leaderboards/af2017"))
     for path, spec in {**PARTICIPANT_GETS, **API_GETS}.items():
         if spec is not None:
-            url = path.replace("{entry_id}", str(eid))
+            url = path.replace("{entry_id}", str(eid)).replace("{challenge}", "af2017")
             assert conforms(json.loads(answers[url]), spec) == [], url
+    # The pages are built from the participant's documents (#38): the report page from
+    # REPORT_PAGE, the board's chart from BOARD_HISTORY; the exam shows as tenths, nothing finer.
+    assert conforms(report_page(web.queue, eid), participant.REPORT_PAGE) == []
+    assert conforms(participant.board_history(history(web.queue, "af2017", at=time.time())),
+                    participant.BOARD_HISTORY) == []
+    exam = parse(answers[f"/entries/{eid}"]).one("li", id="step-exam")
+    assert [(m.attrs["value"], m.attrs["max"]) for m in exam.all("meter")] == [("4", "10"), ("5", "10")]
+    assert "<circle" in answers["/leaderboards/af2017"]
+    finer = [f"{EXAM['stage_seconds']}", f"{EXAM['stage_seconds']:.1f}", *(c["name"] for c in EXAM["commands"]),
+             *(f"{c['seconds']}" for c in EXAM["commands"])]  # their tenths of a second are the quiz's too
+    assert [(url, f) for url, text in answers.items() for f in finer if f in text] == []
     posted = upload(client, web.tar("y-entry.tar.gz"), "big")
     assert posted.status_code == 201
     api = client.post("/api/entries", headers={"Authorization": f"Bearer {token}"}, data={"challenge": "big"},
@@ -290,3 +309,57 @@ def test_what_an_owner_has_used_counts_the_exam_from_its_publish_time(queue_loca
     used = queue.owner_usage("c", "alice", False)
     assert (used.scored, used.pending, used.waiting) == (1, 0, 0)
     assert used.vm_seconds == pytest.approx(before_exam + runs["exam"].vm_seconds)
+
+
+# #40: a contest's phase that keeps its results back until the organiser publishes it
+
+def phase_pair(queue_location, tmp_path, feedback: str):
+    """Entries of a contest's test phase (feedback `feedback`) judged alike up to the exam, then
+    different in everything the exam could drive: its time and figures (in different tenths),
+    its counts, its score; each exam's own publish time has come, the phase is not published."""
+    from .phased import contest_dir
+    directory = contest_dir(tmp_path)
+    text = (directory / "challenge.toml").read_text().replace('feedback = "errors"', f'feedback = "{feedback}"')
+    (directory / "challenge.toml").write_text(text)
+    queue = Queue(queue_location)
+    queue.add_challenge("contest", directory, "key")
+    ids = []
+    for owner, exam, counts, score in (
+            ("owner-a", EXAM, COUNTS, 0.25),
+            ("owner-b", {**EXAM, "stage_seconds": 3000.0}, {**COUNTS, "completed": 5, "failed": 3}, 0.95)):
+        archive = tmp_path / f"{owner}-entry.zip"
+        archive.write_bytes(owner.encode())
+        eid = queue.add_entry("contest", owner, False, hashlib.sha256(owner.encode()).hexdigest(), archive.name,
+                              archive, phase="test")
+        judge(queue, eid, exam, {"score": score}, exam_counts=counts)
+        ids.append(eid)
+    with queue.database.transaction() as db:  # the exams' publish times have come; the phase's has not
+        db.execute("UPDATE entries SET published = ?", (time.time() - 1,))
+    return queue, ids
+
+
+@pytest.mark.parametrize("feedback", ["errors", "none"])
+def test_before_its_phase_is_published_two_entries_look_the_same_whatever_their_exams_did(
+        queue_location, tmp_path, feedback):
+    from vmjudge.reports.phase_view import PhaseViews
+    queue, (a, b) = phase_pair(queue_location, tmp_path, feedback)
+    views = PhaseViews.load(queue)
+    docs, rows = {}, {}
+    for eid in (a, b):
+        entry = queue.entry(eid)
+        doc = show(None, queue, eid, at=time.time())
+        assert (doc["scores"], doc["exam"], doc["figures"], doc["scorings"], doc["feedback"]) == ({}, None, {}, [],
+                                                                                                 feedback)
+        assert "hardware" not in doc and "budget" not in doc
+        docs[eid] = normalised(doc, entry)
+        row = participant.entry_row(entry, time.time(), views.feedback(entry, time.time()))
+        rows[eid] = json.dumps({**row, "id": "*", "archive_name": "*", "submitted_at": "*"}, sort_keys=True)
+        assert row["score"] is None
+    assert docs[a] == docs[b] and rows[a] == rows[b]
+    assert not views.board_shown("contest", "test", time.time())
+    # Published: the documents are the full reports, and differ as the exams did.
+    queue.phases.publish("contest", "test", "olga")
+    after = {eid: show(None, queue, eid, at=time.time()) for eid in (a, b)}
+    assert [after[e]["scores"]["score"] for e in (a, b)] == [0.25, 0.95]
+    assert (after[a]["figures"]["exam"]["time_tenths"], after[b]["figures"]["exam"]["time_tenths"]) == (4, 9)
+    assert PhaseViews.load(queue).board_shown("contest", "test", time.time())

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import libvirt
 
+from vmjudge.vm import domain
 from vmjudge.vm.channel import CommandResult, Watch
 from vmjudge.vm.job import Command, Job
 from vmjudge.vm.pinning import plan_cores, usable_cores
@@ -32,7 +33,8 @@ def test_the_running_vm_is_pinned_to_its_slots_cores(conn, site, image, rundir):
     seen: dict[str, object] = {}
 
     def read_pinning(_result: CommandResult) -> bool:
-        names = [d for d in conn.listAllDomains() if d.name().startswith("vmj-test-pin-")]
+        # The session holds the host: the one VM is this run's, booted or restored from a warm state.
+        names = [d for d in conn.listAllDomains() if d.name().startswith(domain.DOMAIN_PREFIX)]
         assert len(names) == 1
         dom: libvirt.virDomain = names[0]
         seen["vcpus"], seen["emulator"] = dom.vcpuPinInfo(0), dom.emulatorPinInfo(0)
@@ -44,6 +46,7 @@ def test_the_running_vm_is_pinned_to_its_slots_cores(conn, site, image, rundir):
                   workdir=rundir, console_log=rundir / "console.log", vcpus=1, memory_mib=512, label="test-pin",
                   limits=TEST_LIMITS, watch=Watch(on_end=read_pinning), cores=cores)
     assert bytes(run.transcript.commands[0].output).strip() == b"1"
+    assert run.start["mode"] == "warm", run.start  # a restored VM is pinned as its run's slot says
     host_cpus = conn.getInfo()[2]
     assert tuple(map(tuple, seen["vcpus"])) == tuple(cpumap(c, host_cpus) for c in tune.vcpus)
     assert tuple(seen["emulator"]) == cpumap(tune.emulator, host_cpus)

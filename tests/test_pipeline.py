@@ -35,23 +35,13 @@ from vmjudge.supervisor.daemon import DaemonLock
 from vmjudge.vm import domain
 
 from .cli import run_cli
+from .example_cases import CASES
 from .published import wait_until_published
 from .sigstat_build import build_sigstat
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 
-# case: (outcome, failed_stage, reason)
-CASES = {
-    "good": ("scored", None, None),
-    "missing-file": ("failed", "prep", "missing-component"),
-    "setup-error": ("failed", "prep", "setup-error"),
-    "quiz-mismatch": ("failed", "quiz", "quiz-mismatch"),
-    "quiz-timeout": ("failed", "quiz", "quiz-timeout"),
-    "dryrun": ("dry-run", None, None),
-    "exam-errors": ("scored", None, None),
-    "exam-over-cap": ("failed", "exam", "exam-timeout"),
-}
 EXAMPLE_NAMES = ("beats2014", "af2017", "alarms2015")
 # The cases run in VMs. af2017 (answer lines) runs every case but the two that alarms2015, also
 # answer lines, runs on its own image (which the challenge's build script made); beats2014
@@ -87,8 +77,8 @@ def vmjudge(home: Path, *args: str, check: bool = True) -> subprocess.CompletedP
 
 
 def hash_of_reference(reference: Path) -> str:
-    """The README's reference hash, computed here rather than by the code under test: sha256
-    over each file's relative path, a NUL, its own sha256 in hex and a newline, in path order."""
+    """The reference hash of reports (docs/participants.md), computed here rather than by the code under
+    test: sha256 over each file's relative path, a NUL, its own sha256 in hex and a newline, in path order."""
     lines = b"".join(p.relative_to(reference).as_posix().encode() + b"\0"
                      + hashlib.sha256(p.read_bytes()).hexdigest().encode() + b"\n"
                      for p in sorted(reference.rglob("*")) if p.is_file())
@@ -272,6 +262,8 @@ def test_no_reference_file_is_on_any_iso(judged):
                     for a in judged_attempts(judged, eid) if a["stage"] != "score" and a["manifest"].get("domain"))
     assert len(isos) == vm_stages > 25
     for path in isos:
+        # Root's alone: libvirt leaves a read-only disk to its qemu user, which must not read a kept exam CD.
+        assert (path.stat().st_uid, path.stat().st_mode & 0o777) == (0, 0o600), path
         iso = pycdlib.PyCdlib()
         iso.open(str(path))
         try:
@@ -313,6 +305,9 @@ def test_every_stage_run_has_a_manifest(judged):
         assert (m["entry_sha256"], m["image_sha256"]) == (entry_sha256, image_sha256)
         assert len(m["iso_sha256"]) == 64 and m["ended"] == "bye"
         assert m["guest_agent"] == m["agent_version"] and m["host"]
+        # #41: the guest's own CPU as it reported it, under the test site's default (TCG's max on qemu 7.2).
+        guest = m["hardware"]["guest_cpu"]
+        assert (guest["setting"], guest["level"]) == ("max", "x86-64-v3") and "avx2" in guest["flags"], guest
         # Timings: the boot is part of the run, and the run is part of the attempt the queue timed.
         attempt_seconds = (datetime.fromisoformat(a["finished_at"]) - datetime.fromisoformat(a["started_at"]))
         assert 0 < m["boot_seconds"] < m["run_seconds"] <= attempt_seconds.total_seconds() + 1
@@ -525,7 +520,7 @@ def test_the_exam_reaches_participants_as_tenths_of_its_caps_only(judged):
     exam_section = text.split("Stage 3 (exam): ", 1)[1].split("\n\n", 1)[0]
     assert re.fullmatch(r"8 test records: 8 completed, 0 failed, 0 timed out\.\n"
                         r"Resources \(the exam gives tenths of its caps only\): time (10|[1-9])/10 of the 60 s cap; "
-                        r"peak memory (10|[1-9])/10 of the \d+\.\d [GM]iB cap\.", exam_section), exam_section
+                        r"peak memory (10|[1-9])/10 of the VM's \d+\.\d [GM]iB\.", exam_section), exam_section
     # No exact exam figure anywhere else in the participant's document (the quiz's and prep's
     # figures are of the participant's own training files, and may be exact).
     # (Measurements only: a count such as 1 process or 0 OOM kills is not told apart from the

@@ -115,7 +115,7 @@ def test_nothing_the_judge_keeps_is_readable_by_other_users_and_qemu_can_still_c
         keep_open.execute("SELECT COUNT(*) FROM entries").fetchone()
         queue.add_entry("c", "bob", False, stored.sha256, "bob-entry.tar.gz", stored.path)  # something in the WAL
         db = queue.database.path
-        written = [db, Path(f"{db}-wal"), Path(f"{db}-shm"), stored.path,
+        written = [db, Path(f"{db}-wal"), Path(f"{db}-shm"), Path(f"{db}-writers"), stored.path,
                    home / "archive" / "sha256" / digest, results / "prep.log", results / "quiz.log",
                    results / "exam.log", results / "report.html"]
         for path in written:
@@ -160,4 +160,4 @@ def test_a_home_made_by_an_older_vmjudge_is_closed_when_next_used(tmp_path):
     finally:
         older.close()
     assert modes == {"spool": 0o700, "archive": 0o700, "results": 0o711, "run": 0o711, "images": 0o755,
-                     "queue.db": 0o600, "queue.db-wal": 0o600, "queue.db-shm": 0o600}
+                     "queue.db": 0o600, "queue.db-wal": 0o600, "queue.db-shm": 0o600, "queue.db-writers": 0o600}

@@ -61,8 +61,8 @@ def test_final_outcome_is_recorded(queue):
 
 
 def test_infrastructure_failures_retry_after_10_s_then_60_s_then_park(queue, monkeypatch):
-    """The README's numbers, as literals: 3 attempts, the second 10 s after the first failed,
-    the third 60 s after the second."""
+    """The guides' numbers (docs/organisers.md, docs/participants.md), as literals: 3 attempts, the
+    second 10 s after the first failed, the third 60 s after the second."""
     clock = [1000.0]
     monkeypatch.setattr(db_module.time, "time", lambda: clock[0])
     eid = add(queue)

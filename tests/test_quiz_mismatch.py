@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vmjudge.config import Challenge, ResultsRule
-from vmjudge.stages.quiz.mismatch import EXCERPT, first_difference
-from vmjudge.stages.quiz.stage import Comparison
-from vmjudge.vm.channel import CommandResult, FileResult
+from vmjudge.stages.quiz.mismatch import EXCERPT, first_difference, numbers_only
+from vmjudge.stages.quiz.stage import Comparison, _outcome
+from vmjudge.vm.channel import CommandResult, FileResult, Transcript
+from vmjudge.vm.reading import JobRun
 
 
 @dataclass
@@ -111,3 +112,48 @@ def test_first_difference_reads_only_up_to_it(tmp_path):
     assert first_difference(big, b"\0" * 70000 + b"\1") == 70000
     assert first_difference(big, b"\0" * 10) == 10
     assert first_difference(big, b"\0" * ((1 << 20) + 5)) == 1 << 20
+
+
+def test_numbers_that_differ_only_in_their_last_digits_are_told_apart_from_other_answers():
+    """#41: libm and BLAS pick code by CPU feature, so the same program's last digits move."""
+    assert numbers_only(b"0.7071067811865476", b"0.7071067811865475")
+    assert numbers_only(b"a103l,0.25,1.0000001e-03\n", b"a103l,0.2500000000001,1e-03\n")
+    assert numbers_only(b"12", b"12.0")  # printed otherwise, the same number
+    assert not numbers_only(b"1", b"-1")  # heart2016's labels: another answer, not rounding
+    assert not numbers_only(b"3", b"4") and not numbers_only(b"N", b"A")
+    assert not numbers_only(b"0.5,x", b"0.5,y") and not numbers_only(b"0.5", b"0.5")
+    assert not numbers_only(b"1 2", b"1 2 3") and not numbers_only(b"nan", b"0.1")
+
+
+def outcome(tmp_path: Path, rule: ResultsRule, files: dict[str, FileResult], level: str | None) -> str:
+    """The quiz's whole verdict for one record, as the participant's report shows it."""
+    compare = Comparison(Ctx(Challenge(name="c", directory=tmp_path, results=rule), tmp_path), ("r1",))
+    cmd = CommandResult(index=0, name="next.sh r1", status="ok", exit_code=0)
+    cmd.files.update(files)
+    assert compare.on_end(cmd)
+    hardware = {"guest_cpu": {"setting": "max", "level": level}} if level else None
+    run = JobRun(domain="d", transcript=Transcript(nonce="n", commands=[cmd]), iso_sha256="", boot_seconds=0,
+                 total_seconds=0, hardware=hardware)
+    return _outcome(StageCtx(Challenge(name="c", directory=tmp_path, results=rule), tmp_path), run, compare).message
+
+
+@dataclass
+class StageCtx(Ctx):
+    def manifest(self, stage: str, run: JobRun) -> dict:
+        return {}
+
+
+def test_a_mismatch_in_last_digits_says_the_cpu_can_cause_it_and_names_the_replica(tmp_path):
+    (tmp_path / "answers.txt").write_bytes(b"r1,0.333333333333333\n")
+    said = outcome(tmp_path, ResultsRule(), sheet(b"r1,0.3333333333333332\n"), "x86-64-v3")
+    assert ("Only numbers differ, in their last digits: CPU differences can cause this, as maths libraries pick "
+            "their code by CPU feature (the judge's VMs give x86-64-v3); make the submitted outputs with the "
+            "judge's replica on a machine of that level, or round them.") in said.splitlines()
+    (tmp_path / "answers.txt").write_bytes(b"r1,N\n")
+    assert "Only numbers differ" not in outcome(tmp_path, ResultsRule(), sheet(b"r1,A\n"), "x86-64-v3")
+    (tmp_path / "outputs").mkdir()
+    (tmp_path / "outputs" / "r1.qrs").write_bytes(b"1 0.1000000000000001\n2 0.2\n")
+    rule = ResultsRule(style="files", pattern="{record}.qrs", submitted="outputs/{record}.qrs")
+    said = outcome(tmp_path, rule, qrs("r1.qrs", b"1 0.1\n2 0.2\n"), None)
+    assert "Only numbers differ, in their last digits" in said and "the CPU level its replica names" in said
+    assert "Only numbers differ" not in outcome(tmp_path, rule, qrs("r1.qrs", b"1 0.1\n3 0.2\n"), None)

@@ -3,7 +3,7 @@ bootable by plain qemu, and `vmjudge-replica check` giving the judge's verdicts.
 
 The verdicts are computed for real: the daemon judges the same three archives (good,
 quiz-mismatch, dryrun) in libvirt VMs, and the replica, booted with the qemu command line the
-README gives participants (BIOS boot through the ISO's own ISOLINUX, TCG), checks them from
+participants' guide gives (BIOS boot through the ISO's own ISOLINUX, TCG), checks them from
 a FAT drive in one boot, driven over its serial console. UEFI firmware (OVMF) boots the same
 ISO through its GRUB, as a CD and as a disk.
 """
@@ -27,6 +27,7 @@ from pathlib import Path
 import pycdlib
 import pytest
 
+from tests.docs_page import section
 from tests.published import wait_until_published
 from tests.replica_console import Console
 from tests.test_pipeline import archive, vmjudge
@@ -136,8 +137,8 @@ def test_replica_build_is_deterministic_and_bootable_from_cd_and_disk(judged, re
     # isohybrid: partition 1 (the whole ISO, marked active) for a BIOS, partition 2 (0xEF) for UEFI.
     assert mbr[510:512] == b"\x55\xaa" and mbr[0x1be] == 0x80 and mbr[0x1ce + 4] == 0xEF
     assert boot_record[1:6] == b"CD001" and boot_record[7:30].startswith(b"EL TORITO SPECIFICATION")
-    # Written to a stick and shown to a VM as an IDE disk, as the README says, with the entry on a second ISO.
-    text = (REPO / "README.md").read_text().split("## For participants", 1)[1].split("\n## ", 1)[0]
+    # Written to a stick and shown to a VM as an IDE disk, as the participants' guide says; the entry on an ISO.
+    text = section("participants.md", "The replica ISO")
     line = re.search(r"`(qemu-system-x86_64 -m 2048 -drive file=/dev/sdX,[^`]*)`", text.replace("\n  ", " ")).group(1)
     argv = [a.replace("/dev/sdX", str(replica_iso)) for a in shlex.split(line)]
     entry_iso = write_iso(home / "entry.iso", {"alice-entry.tar.gz": home / "entries" / "af2017-good-entry.tar.gz"})
@@ -213,9 +214,9 @@ def test_replica_boots_with_uefi_from_cd_and_disk(judged, replica_iso, tmp_path)
     assert listing.stdout.split() == ["::/EFI/BOOT/BOOTX64.EFI"]
     isolinux = iso_files(replica_iso)["/isolinux/isolinux.cfg"].decode()
     append = [w for w in re.search(r"APPEND (.*)", isolinux).group(1).split() if not w.startswith("initrd=")]
-    text = (REPO / "README.md").read_text().split("## For participants", 1)[1].split("\n## ", 1)[0]
+    text = section("participants.md", "The replica ISO")
     assert f"-bios {OVMF}" in text
-    cd = [str(replica_iso) if a == "replica.iso" else a for a in readme_qemu_command()]
+    cd = [str(replica_iso) if a == "replica.iso" else a for a in guide_qemu_command()]
     cd = cd[:cd.index("-drive")] + cd[cd.index("-drive") + 2:]  # no entries directory needed here
     disk = ["qemu-system-x86_64", "-m", "2048", "-drive", f"file={replica_iso},format=raw,if=ide,snapshot=on",
             "-nic", "none", "-serial", "stdio"]
@@ -256,18 +257,18 @@ def test_guest_side_imports_need_no_host_library():
     assert proc.stdout.strip() == "imported", proc.stderr
 
 
-def readme_qemu_command() -> list[str]:
-    """The qemu line participants are told to run, from the README's "For participants" section."""
-    text = (REPO / "README.md").read_text()
-    section = text.split("## For participants", 1)[1].split("\n## ", 1)[0]
-    line = next(ln.strip() for ln in section.splitlines() if ln.strip().startswith("qemu-system-x86_64 -m 2048 -cdrom"))
+def guide_qemu_command() -> list[str]:
+    """The qemu line participants are told to run, from the participants' guide's "The replica ISO"."""
+    line = next(ln.strip() for ln in section("participants.md", "The replica ISO").splitlines()
+                if ln.strip().startswith("qemu-system-x86_64 -m 2048 -cpu max -cdrom"))
     return shlex.split(line)
 
 
-def test_readme_documents_the_build_command():
-    text = (REPO / "README.md").read_text()
-    assert "vmjudge [--home DIR] replica build CHALLENGE_NAME -o replica.iso" in text
-    argv = readme_qemu_command()
+def test_the_guides_document_the_build_command():
+    """Organisers are told how to build the ISO; participants how to boot it, with no network and no -kernel."""
+    assert "vmjudge [--home DIR] replica build CHALLENGE_NAME -o replica.iso" in section("organisers.md",
+                                                                                     "The daily commands")
+    argv = guide_qemu_command()
     assert "-nic" in argv and argv[argv.index("-nic") + 1] == "none" and "-kernel" not in argv
 
 
@@ -283,8 +284,8 @@ def without_figures(report: str) -> str:
 
 def test_replica_check_gives_the_daemons_verdicts(judged, replica_iso, af2017_image):
     home, ids = judged
-    argv = readme_qemu_command()
-    # Participants' own names in the README: the ISO and their entries directory.
+    argv = guide_qemu_command()
+    # Participants' own names in the guide: the ISO and their entries directory.
     argv = [str(replica_iso) if a == "replica.iso" else a.replace("fat:ro:entries", f"fat:ro:{home / 'entries'}")
             for a in argv]
     assert f"file=fat:ro:{home / 'entries'},format=raw,if=virtio,readonly=on" in argv
@@ -302,6 +303,9 @@ def test_replica_check_gives_the_daemons_verdicts(judged, replica_iso, af2017_im
         info = json.loads(body.group(1))
         assert body.group(2) == "0"
         assert (info["challenge"], info["image"]) == ("af2017", af2017_image.key)
+        # The judge's level (the test site's TCG "max": x86-64-v3 on qemu 7.2), and the guide's `-cpu max` gives
+        # the replica the same, so its check has no CPU warning (#41; cpu_match.py's warnings: test_replica_cpu.py).
+        assert (info["cpu"]["setting"], info["cpu"]["level"]) == ("max", "x86-64-v3")
         assert info["sha256"] == info["manifest_sha256"] == {
             name: hashlib.sha256((af2017_image.directory / name).read_bytes()).hexdigest()
             for name in ("root.sqfs", "vmlinuz", "initrd.img")}
@@ -313,6 +317,7 @@ def test_replica_check_gives_the_daemons_verdicts(judged, replica_iso, af2017_im
             judge = json.loads(vmjudge(home, "show", str(ids[case]), "--json").stdout)
             messages = daemon_stage_messages(home, ids[case])
             assert replica["stages"]["prep"] == messages["prep"], case
+            assert replica["cpu_warning"] is None, replica["cpu_warning"]
             if case == "good":
                 assert judge["outcome"] == "scored" and replica["outcome"] == "passed" and status == 0
                 assert replica["stages"]["quiz"] == messages["quiz"]

@@ -27,7 +27,7 @@ def hosts(tmp_path, pg_url):
     first, second = home(tmp_path / "judge1"), home(tmp_path / "judge2")
     image = fake_image(first, ch)
     a, b = Queue(pg_url, host="judge1"), Queue(pg_url, host="judge2")
-    assert register(first, a, load_challenge(ch), image, replace=False) == "registered c1"
+    assert register(first, a, load_challenge(ch), [image], replace=False) == "registered c1"
     copy = tmp_path / "copy" / "c1"
     shutil.copytree(ch, copy)
     shutil.copytree(image.directory, second.layout.images / image.key)  # as `image import` leaves it
@@ -41,7 +41,7 @@ def row(queue):
 
 def test_an_equal_copy_is_recorded_as_the_second_hosts_and_judged_there(hosts):
     first, second, a, b, ch, copy, image = hosts
-    said = register(second, b, load_challenge(copy), image, replace=False)
+    said = register(second, b, load_challenge(copy), [image], replace=False)
     assert said == f"this host's copy of c1 at {copy} matches the one registered"
     assert row(b)["here"] == str(copy) and row(a)["here"] == str(ch)  # each host its own copy
     assert mismatch(second, row(b)) is None and Environment(second, b).allowed() == ("c1",)
@@ -54,14 +54,14 @@ def test_a_copy_that_differs_is_refused_saying_which_part_and_replace_makes_it_t
     with pytest.raises(VmjudgeError, match=r"^c1 is registered in the shared queue with other files than .*c1 "
                                            r"\(extra.txt is not in the registered copy; test/ differs\): copy the "
                                            r"challenge from the host that registered it, or give --replace"):
-        register(second, b, load_challenge(copy), image, replace=False)
+        register(second, b, load_challenge(copy), [image], replace=False)
     b.add_copy("c1", copy)  # the organiser pointed the second host at its copy anyway
     assert mismatch(second, row(b)) == (f"challenge c1: this host's copy at {copy} is not the one registered "
                                         "(extra.txt is not in the registered copy; test/ differs): copy it again "
                                         "from the host that registered it")
     assert Environment(second, b).allowed() == ()  # it takes none of c1's stages
     assert Environment(first, a).allowed() == ("c1",)
-    register(second, b, load_challenge(copy), image, replace=True)
+    register(second, b, load_challenge(copy), [image], replace=True)
     assert Environment(second, b).allowed() == ("c1",) and Environment(first, a).allowed() == ()
 
 

@@ -40,15 +40,27 @@ def test_the_unit_is_written_verified_and_printed_alike(tmp_path):
     assert f"VMJUDGE_HOME={home}" in fields["Environment"]
     assert any(e.startswith("VMJUDGE_ACCEL=") for e in fields["Environment"])
     assert fields["ExecStart"][0].endswith(" daemon --slots 3")
+    assert not any(e.startswith("VMJUDGE_PROFILE=") for e in fields["Environment"])  # site.toml's, production
+    assert "It runs under site.toml's [site] profile (\"production\" unless the file says \"trial\")" in done.stdout
+    assert "VMJUDGE_PROFILE=trial in this shell is not written into the unit." in done.stdout  # the suite's
 
 
 def test_the_units_command_runs_as_the_unit_would_run_it(tmp_path):
     """ExecStart with the unit's environment (and nothing else of the test's), on an empty queue,
-    with --until-idle so that it ends; libvirt's test driver stands in for qemu:///system."""
+    with --until-idle so that it ends; libvirt's test driver stands in for qemu:///system. As the
+    unit has it, the daemon is production's, which refuses the suite's TCG in one sentence; with
+    site.toml's profile = "trial" it runs."""
     home = tmp_path / "home"
-    fields = unit_fields(run_cli("service", "install", "--print", home=home).stdout)
+    fields = unit_fields(run_cli("service", "install", "--print", home=home, env={"VMJUDGE_ACCEL": "tcg"}).stdout)
     argv = shlex.split(fields["ExecStart"][0]) + ["--until-idle"]
     env = dict(e.split("=", 1) for e in fields["Environment"])
+    assert env["VMJUDGE_ACCEL"] == "tcg"  # as on the project's machines: the TCG the suite judges under
+    proc = subprocess.run(argv, env={**env, "PATH": os.defpath, "VMJUDGE_URI": "test:///default"},
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and proc.stderr.startswith(
+        "vmjudge: profile = \"production\" refuses to judge on this host: its guests would run under TCG"), proc.stderr
+    assert proc.stderr.count("\n") == 1
+    (home / "site.toml").write_text('[site]\nprofile = "trial"\n')
     proc = subprocess.run(argv, env={**env, "PATH": os.defpath, "VMJUDGE_URI": "test:///default"},
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

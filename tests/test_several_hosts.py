@@ -1,7 +1,7 @@
 """Several hosts on one PostgreSQL queue, for real: two daemons with homes of their own, one
 TCG slot each, on one libvirt and one throw-away PostgreSQL server (no network address).
 
-One scenario covers the issue's two acceptance runs, to spend CI's minutes once: twelve
+One scenario covers the issue's two acceptance runs, to spend CI's minutes once: eight
 entries of mixed outcomes, submitted on both hosts; host A is SIGKILLed in the middle of a
 quiz; B takes the stage back when A's lease runs out and, A's home disk being gone past the
 grace period, starts that entry (and any other waiting for A's disk) again from stage 1; A,
@@ -12,6 +12,7 @@ pin on one host), and both daemons took work.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -19,9 +20,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+import libvirt
 import pytest
 
 from vmjudge.queue.db import Queue
+from vmjudge.vm import domain
 
 from .hostile.cases import tar_of
 from .test_daemon import QUICK, QUICK_SCORE, own_domains, wait_until
@@ -39,11 +42,7 @@ CASES = [
     ({"setup.sh": b"#!/bin/sh\necho broken >&2\nexit 3\n"}, ("failed", "prep", "setup-error", None)),
     ({"notes.txt": b"3"}, SCORED),
     ({"next.sh": b"#!/bin/sh\necho \"$1,9\" >> answers.txt\n"}, ("failed", "quiz", "quiz-mismatch", None)),
-    ({"notes.txt": b"4"}, SCORED),
-    ({"DRYRUN": b"", "notes.txt": b"5"}, ("dry-run", None, None, None)),
     ({"next.sh": None}, ("failed", "prep", "missing-component", None)),
-    ({"notes.txt": b"6"}, SCORED),
-    ({"notes.txt": b"7"}, SCORED),
 ]
 
 
@@ -77,6 +76,17 @@ def stop(daemon: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
         daemon.wait(timeout=120)
 
 
+def vm_running_for(conn, home: Path) -> bool:
+    """A VM of this home's runs (resumed, its restore or start done): the homes share their images
+    and so their warm states' domain names, but each run's console log and disks are in its home."""
+    for name in domain.leftover_domains(conn):
+        with contextlib.suppress(libvirt.libvirtError):
+            dom = conn.lookupByName(name)
+            if dom.state()[0] == libvirt.VIR_DOMAIN_RUNNING and str(home) in dom.XMLDesc(0):
+                return True
+    return False
+
+
 @pytest.fixture
 def homes(site, image, conn, pg_url):
     a, b = make_home(site, pg_url, "hostA"), make_home(site, pg_url, "hostB")
@@ -102,9 +112,12 @@ def test_two_hosts_finish_every_entry_once_even_when_one_is_killed_mid_quiz(home
     daemon_a, daemon_b = start(a), start(b)
     try:
         def quiz_on_a():
+            """A's quiz, once its VM runs: killed while libvirt still restores it, libvirtd 9.0
+            itself can crash (docs/development.md), which is not what this test is about."""
             running((daemon_a, a), (daemon_b, b))
-            return next((r for e in ids for r in queue.stage_runs(e)
+            quiz = next((r for e in ids for r in queue.stage_runs(e)
                          if (r.host, r.stage, r.finished_at) == ("hostA", "quiz", None)), None)
+            return quiz if quiz is not None and vm_running_for(conn, a) else None
         killed = wait_until(quiz_on_a, 600, "host A to be running a quiz")
         stop(daemon_a, signal.SIGKILL)
         wait_until(lambda: running((daemon_b, b)) and any(r.reason == "host-lost"

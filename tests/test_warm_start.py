@@ -4,16 +4,18 @@ damaged or that libvirt refuses sends the stage to a cold boot, never to a failu
 
 from __future__ import annotations
 
+import fcntl
 import json
 import time
 from dataclasses import replace
 from pathlib import Path
 
+import libvirt
 import pytest
 
 from vmjudge.config import Site
 from vmjudge.files import sha256_file
-from vmjudge.vm import warm
+from vmjudge.vm import warm, warm_rules
 from vmjudge.vm.job import Command, Job
 from vmjudge.vm.runner import make_blank_disk, run_job
 
@@ -54,7 +56,7 @@ class Runner:
 
     def seats(self) -> list[warm.Seat]:
         directory = self.site.layout.warm / self.image.key / self.shape.key
-        return [warm.Seat(directory, n, self.image, self.shape, self.site.domain_tag) for n in range(warm.SEATS)]
+        return [warm.Seat(directory, n, self.image, self.shape, warm.states_tag(self.site)) for n in range(warm.SEATS)]
 
     @property
     def shape(self) -> warm.Shape:
@@ -119,9 +121,12 @@ def test_the_home_disk_is_the_stages_own_and_the_state_holds_none(runner, conn):
     cdrom = saved[saved.index("device='cdrom'"):]
     assert "<source" not in cdrom[:cdrom.index("</disk>")]
     assert warm.WARM_ARG in saved
+    # And no memory bound: restored as saved, a hard limit would have libvirt raise the restored qemu's
+    # locked-memory limit to it, which a libvirtd without CAP_SYS_RESOURCE cannot (vm/memory.py).
+    assert "<memtune" not in saved
 
 
-def test_a_state_whose_hash_does_not_match_is_refused_and_the_stage_boots_cold(runner):
+def test_a_state_whose_hash_does_not_match_or_another_code_made_is_not_restored(runner):
     echo = Command("echo", ("echo", "ran"), 20)
     assert runner(echo).start["mode"] == "warm"
     seat = runner.seats()[0]
@@ -135,6 +140,15 @@ def test_a_state_whose_hash_does_not_match_is_refused_and_the_stage_boots_cold(r
     assert run.start["mode"] == "cold" and "sha256" in run.start["why"] and "refused" in run.start["why"], run.start
     again = runner(echo)  # made anew for the next stage
     assert again.start["mode"] == "warm" and again.start["state"].startswith("made for this run"), again.start
+    # A state another version of the judge's code made (another checkout sharing the images, an
+    # upgrade) may hold what its XML does not say: made again, not restored.
+    record = json.loads(seat.record.read_text())
+    assert record["maker_sha256"] == warm_rules.maker_sha256()
+    seat.record.write_text(json.dumps({**record, "maker_sha256": "0" * 64}))
+    other = runner(echo)
+    assert other.start["mode"] == "warm", other.start
+    assert other.start["state"] == "made for this run (made for another image, qemu, libvirt, VM or version of " \
+        "this code) in " + other.start["state"].rsplit(" in ", 1)[1], other.start
 
 
 def test_a_restore_libvirt_refuses_falls_back_to_a_cold_boot(runner):
@@ -152,11 +166,12 @@ def test_a_restore_libvirt_refuses_falls_back_to_a_cold_boot(runner):
 
 def test_a_gpu_or_uart_stage_and_a_site_without_warm_starts_boot_cold():
     site = Site(home=Path("/nonexistent"))
-    assert warm.why_cold(site, None) is None
-    assert "VFIO" in warm.why_cold(site, "0000:65:00.0")
-    assert "virtio" in warm.why_cold(replace(site, channel="uart"), None)
-    assert "warm_start = false" in warm.why_cold(replace(site, warm_start=False), None)
-    assert "this machine" in warm.why_cold(replace(site, uri="qemu+ssh://judge2/system"), None)
+    assert warm_rules.why_cold(site, None) is None
+    assert "VFIO" in warm_rules.why_cold(site, "0000:65:00.0")
+    assert "virtio" in warm_rules.why_cold(replace(site, channel="uart"), None)
+    assert "warm_start = false" in warm_rules.why_cold(replace(site, warm_start=False), None)
+    assert "this machine" in warm_rules.why_cold(replace(site, uri="qemu+ssh://judge2/system"), None)
+    assert "qemu driver" in warm_rules.why_cold(replace(site, uri="test:///default"), None)
 
 
 def test_a_state_that_could_not_be_made_is_not_tried_again_for_every_stage(tmp_path):
@@ -167,3 +182,27 @@ def test_a_state_that_could_not_be_made_is_not_tried_again_for_every_stage(tmp_p
         seat._not_failing_lately()
     seat.failed.write_text(json.dumps({"at": time.time() - warm.FAILED_WAIT - 1, "why": "no ready frame"}))
     seat._not_failing_lately()  # long enough ago: tried again
+
+
+def test_a_killed_runs_warm_domain_is_destroyed_by_the_next_daemons_recovery_unless_its_seat_is_held(tmp_path):
+    """On libvirt's test driver (no VM): a domain under a seat's name whose lock nobody holds is a
+    killed run's, left running with its home disk; one whose seat is held is a live run's."""
+    site = Site(home=tmp_path)
+    site.layout.images.mkdir()
+    conn = libvirt.open("test:///default")
+    names = {}
+    for number in (0, 1):
+        lock = site.layout.warm / "0123456789abcdef" / "tcg-1c-512m" / f"seat-{number}.lock"
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        lock.touch()
+        names[number] = warm.seat_name(warm.states_tag(site), "0123456789abcdef", "tcg-1c-512m", number)
+        conn.createXML(f"<domain type='test'><name>{names[number]}</name><memory>1024</memory>"
+                       "<os><type>hvm</type></os></domain>", 0)
+    with open(lock.parent / "seat-1.lock", "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        assert warm.recover(conn, site) == [names[0]]
+    running = [d.name() for d in conn.listAllDomains() if d.isActive()]
+    assert names[0] not in running and names[1] in running
+    assert Site(home=tmp_path / "other").layout.warm != site.layout.warm
+    assert warm.states_tag(Site(home=tmp_path / "other")) != warm.states_tag(site)
+    conn.close()

@@ -1,11 +1,13 @@
 """The portal in a real browser, with real VMs: `vmjudge web` as a command, Debian's chromium
 driven by selenium, the real daemon judging what was uploaded through the form.
 
-Two af2017 entries go in through the upload form: a good one whose next.sh prints a marker
-in stage 3 (only for test records, whose names start with B), and one without next.sh, which
-prep fails on the host. After `vmjudge daemon --until-idle`, "my entries" shows both verdicts
-by its own refresh (no reload), the board shows the good entry, and the report page is saved
-as a screenshot. Then no participant page or API answer holds the marker, while the
+Three af2017 entries go in through the upload form: a good one whose next.sh prints a marker
+in stage 3 (only for test records, whose names start with B), one without next.sh, which
+prep fails on the host, and a dry run. After `vmjudge daemon --until-idle`, "my entries" shows
+the three verdicts by its own refresh (no reload), the board shows the good entry, each report
+page shows its stages as steps with bars of what they used, the scored one is saved as a
+screenshot, and axe-core finds no serious or critical violation on these pages at a desktop's
+and a phone's width (#38). Then no participant page or API answer holds the marker, while the
 organiser's log page does (so the check cannot pass by the marker never having been printed).
 """
 
@@ -27,6 +29,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from .cli import REPO, run_cli
 from .test_pipeline import archive
+from .test_web_accessibility import checked, said
 from .waiting import wait_for
 from .web_process import free_port, listening, signed_in_client
 
@@ -85,10 +88,17 @@ def upload_through_the_form(driver: webdriver.Chrome, base: str, path: Path) -> 
     return int(driver.find_element(By.ID, "entry-id").text)
 
 
+def steps_shown(driver: webdriver.Chrome) -> dict[str, str | None]:
+    """The report page's stages as steps: each one's id and status."""
+    return {li.get_attribute("id"): li.get_attribute("data-status")
+            for li in driver.find_elements(By.CSS_SELECTOR, "#steps li.step")}
+
+
 def test_a_participant_uploads_follows_and_reads_in_a_real_browser(portal, tmp_path):
     home, base, tokens = portal
     good = marked_entry(tmp_path)
     failing = archive(AF2017 / "entries" / "missing-file", tmp_path / "alice-missing-entry.tar.gz")
+    dry = archive(AF2017 / "entries" / "dryrun", tmp_path / "alice-dryrun-entry.tar.gz")
     driver = browser()
     try:
         driver.get(base + "/signin")
@@ -97,6 +107,7 @@ def test_a_participant_uploads_follows_and_reads_in_a_real_browser(portal, tmp_p
         WebDriverWait(driver, 30).until(lambda d: d.current_url.endswith("/entries"))
         good_id = upload_through_the_form(driver, base, good)
         failing_id = upload_through_the_form(driver, base, failing)
+        dry_id = upload_through_the_form(driver, base, dry)
 
         driver.get(base + "/entries")
         assert "queued" in driver.find_element(By.CSS_SELECTOR, f"#entry-{good_id} td.state").text
@@ -106,7 +117,9 @@ def test_a_participant_uploads_follows_and_reads_in_a_real_browser(portal, tmp_p
         def verdicts(d: webdriver.Chrome) -> bool:  # the page's own refresh, no reload
             good_v = d.find_element(By.CSS_SELECTOR, f"#entry-{good_id} td.verdict").text
             failing_v = d.find_element(By.CSS_SELECTOR, f"#entry-{failing_id} td.verdict").text
-            return good_v == "Entry scored." and failing_v == "Entry not scored (prep: missing-component)."
+            dry_v = d.find_element(By.CSS_SELECTOR, f"#entry-{dry_id} td.verdict").text
+            return (good_v, failing_v, dry_v) == ("Entry scored.", "Entry not scored (prep: missing-component).",
+                                                  "Dry run completed.")
 
         WebDriverWait(driver, 60).until(verdicts)
         assert driver.find_element(By.CSS_SELECTOR, f"#entry-{good_id} td.score").text == "1.0000"
@@ -117,13 +130,37 @@ def test_a_participant_uploads_follows_and_reads_in_a_real_browser(portal, tmp_p
         assert rows[0].find_element(By.CSS_SELECTOR, "td.owner").text == "alice"
 
         driver.get(f"{base}/entries/{good_id}")
-        report = driver.find_element(By.ID, "report").text
-        assert "Entry scored." in report
-        # What the run used, as `show` gives participants: the exam in tenths of its caps only.
-        assert "Resources: setup.sh " in report and "Resources: slowest training record " in report
-        assert "Resources (the exam gives tenths of its caps only): time " in report
+        assert steps_shown(driver) == dict.fromkeys(("step-prep", "step-quiz", "step-exam", "step-score"), "passed")
+        assert driver.find_element(By.ID, "verdict").text == "Entry scored."
+        # What the run used, as bars of their limits: the exam's in tenths of its caps only.
+        assert driver.find_elements(By.CSS_SELECTOR, "#step-prep meter")
+        assert driver.find_elements(By.CSS_SELECTOR, "#step-quiz meter")
+        assert [m.get_attribute("max") for m in driver.find_elements(By.CSS_SELECTOR, "#step-exam meter")] == ["10"] * 2
         SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
         assert driver.save_screenshot(str(SCREENSHOT))
+        # The failed entry: prep failed on the host (no VM ran, so no bar), nothing after it ran.
+        driver.get(f"{base}/entries/{failing_id}")
+        assert steps_shown(driver) == {"step-prep": "failed", "step-quiz": "not-run", "step-exam": "not-run",
+                                       "step-score": "not-run"}
+        assert "missing-component" in driver.find_element(By.ID, "step-prep").text
+        assert not driver.find_elements(By.CSS_SELECTOR, "#steps meter")
+        # The dry run: prep and its quiz ran in VMs, with their bars; the exam and score did not.
+        driver.get(f"{base}/entries/{dry_id}")
+        assert steps_shown(driver) == {"step-prep": "passed", "step-quiz": "dry-run", "step-exam": "not-run",
+                                       "step-score": "not-run"}
+        assert driver.find_element(By.ID, "verdict").text == "Dry run completed."
+        assert driver.find_elements(By.CSS_SELECTOR, "#step-prep meter")
+        assert driver.find_elements(By.CSS_SELECTOR, "#step-quiz meter")
+        assert not driver.find_elements(By.CSS_SELECTOR, "#step-exam meter, #step-score meter")
+        reports = {f"{kind} report": f"/entries/{i}" for kind, i in (("scored", good_id), ("failed", failing_id),
+                                                                       ("dry-run", dry_id))}
+        found = checked(driver, base, {"my entries": "/entries", "board": "/leaderboards/af2017", **reports})
+        assert not found, said(found)
+        driver.get(f"{base}/entries/{good_id}?format=text")  # the text of `vmjudge show`, as before #38
+        report = driver.find_element(By.TAG_NAME, "body").text
+        assert "Entry scored." in report
+        assert "Resources: setup.sh " in report and "Resources: slowest training record " in report
+        assert "Resources (the exam gives tenths of its caps only): time " in report
     finally:
         driver.quit()
 

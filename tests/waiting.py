@@ -13,3 +13,14 @@ def wait_for(condition: Callable[[], bool], seconds: float, what: str) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} did not happen within {seconds} s")
         time.sleep(0.05)
+
+
+def wait_until(condition, timeout: float, what: str):
+    """Poll `condition` until it gives something true, and return that (fail after `timeout`)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")

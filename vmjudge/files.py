@@ -29,6 +29,13 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+def stat_signature(path: Path) -> list[int]:
+    """Inode, size, mtime and ctime: unchanged, the file's content was not replaced or written
+    (ctime cannot be set back by hand), so a hash that passed against it need not be taken again."""
+    st = Path(path).stat()
+    return [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
 def fsync_dir(path: Path) -> None:
     """Make a rename, creation or removal in directory `path` survive a power cut."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)

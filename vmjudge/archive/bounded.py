@@ -95,7 +95,7 @@ class _BoundedTarInfo(tarfile.TarInfo):
             tf.extended_bytes += self.size
             if self.type == tarfile.XGLTYPE:
                 tf.global_bytes += self.size
-            if self.size > HEADER_MAX or tf.extended_bytes > HEADERS_TOTAL or tf.global_bytes > GLOBAL_MAX:
+            if self.size > HEADER_MAX or tf.extended_bytes > tf.headers_total or tf.global_bytes > GLOBAL_MAX:
                 raise Refused(f"extended tar headers larger than vmjudge reads ({self.size} bytes in one, "
                                f"{tf.extended_bytes} in all)")
         member: tarfile.TarInfo = _TARFILE.TarInfo._proc_member(self, tf)
@@ -120,11 +120,27 @@ class _BoundedTarFile(tarfile.TarFile):
     tarinfo = _BoundedTarInfo
     extended_bytes = 0
     global_bytes = 0
+    headers_total = HEADERS_TOTAL
 
 
-def open_tar(path: Path) -> tarfile.TarFile:
-    """A tar.gz opened for reading with bounded extended headers (see the module's docstring)."""
-    return _BoundedTarFile.open(path, mode="r:gz")
+class _CountedTarFile(_BoundedTarFile):
+    """A tar whose extended headers' total its reader bounds itself, from `extended_bytes`: an
+    image's layer, whose long names count against the image's whole budget (a layer of a
+    hundred thousand files with long paths carries tens of megabytes of them)."""
+
+    headers_total = 1 << 62
+
+
+def open_tar(path: Path, compression: str = "gz") -> tarfile.TarFile:
+    """A tar.gz (or, with compression "", a plain tar) opened for reading with bounded extended
+    headers (see the module's docstring)."""
+    return _BoundedTarFile.open(path, mode="r:gz" if compression == "gz" else "r:")
+
+
+def open_tar_stream(fileobj: BinaryIO) -> tarfile.TarFile:
+    """A plain tar read from a stream, front to back, its headers bounded one by one; the caller
+    bounds their total from the TarFile's `extended_bytes` (_CountedTarFile)."""
+    return _CountedTarFile.open(fileobj=fileobj, mode="r|")
 
 
 def too_large(limit: int, declared: int) -> EntryError:
@@ -146,10 +162,10 @@ def tar_headers(tf: tarfile.TarFile, max_members: int, max_unpacked: int) -> Ite
         if declared > max_unpacked:
             raise too_large(max_unpacked, declared)
         yield ti
-    _check_end(tf, count, max_unpacked - declared)
+    check_end(tf, count, max_unpacked - declared)
 
 
-def _check_end(tf: tarfile.TarFile, count: int, budget: int) -> None:
+def check_end(tf: tarfile.TarFile, count: int, budget: int) -> None:
     """Only zeros may follow the last member: tar pads to its blocking factor (GNU tar's -b 4096
     writes 2 MiB of zeros). Reading the padding costs decompression, so it counts against what is
     left of max_unpacked."""

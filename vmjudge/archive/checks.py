@@ -1,5 +1,6 @@
 """What `submit` checks on an entry archive without unpacking it: its name, its size, that it
-is a readable archive of its kind, and how many members it holds and declares to unpack to.
+is a readable archive of its kind, and how many members it holds and declares to unpack to; for
+a container challenge, the image archive read through (container_image.py).
 
 The submitter runs these on the copy stored in the spool, the one prep will unpack, never on
 the file it was given, which could change in between. The replica ISO's check runs them too, so
@@ -13,6 +14,7 @@ from pathlib import Path
 from ..config import Challenge
 from ..errors import EntryError, VmjudgeError
 from .bounded import Refused, host_error, member_names
+from .container_image import CheckedImage, ImageLimits, check_image
 from .names import check_archive_name
 
 
@@ -24,6 +26,19 @@ def check_archive(ch: Challenge, name: str, archive: Path, given_name: str | Non
     kind = check_archive_name(given)
     check_size(ch, name, given, archive.stat().st_size)
     return check_readable(archive, kind, ch.entry.max_members, ch.entry.max_unpacked, name=given)
+
+
+def check_container(ch: Challenge, name: str, archive: Path, given_name: str | None = None) -> CheckedImage:
+    """A container challenge's entry (name, size, the image read through): what the root will be
+    made from. An image with no command of its own is refused unless the challenge names one."""
+    given = given_name or archive.name
+    check_archive_name(given, "container")
+    check_size(ch, name, given, archive.stat().st_size)
+    image = check_image(archive, ImageLimits(ch.entry.max_members, ch.entry.max_unpacked), name=given)
+    if not image.config.command and not (ch.container and ch.container.command):
+        raise EntryError("bad-image", f"The image names no command to run (no ENTRYPOINT or CMD), and {name} names "
+                                      "none either: add ENTRYPOINT or CMD to the image, save it and submit again.")
+    return image
 
 
 def check_size(ch: Challenge, name: str, given: str, size: int) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from ..config import load_challenge
 from ..errors import VmjudgeError
 from ..pipeline import VM_STAGES
 from ..queue.listing import OUTCOMES, STATES, EntryFilter, find_entries
@@ -59,10 +60,16 @@ def exam(e: EntryRow) -> str:
 
 
 def as_json(e: EntryRow) -> dict[str, Any]:
-    return {"id": e.id, "challenge": e.challenge, "owner": e.owner, "late": e.late, "dry_run": e.dry_run,
+    phase = {"phase": e.phase, "carried_from": e.carried_from} if e.phase else {}
+    return {"id": e.id, "challenge": e.challenge, **phase, "owner": e.owner, "late": e.late, "dry_run": e.dry_run,
             "submitted_at": e.submitted_at, "state": e.state, "stage": e.stage, "outcome": e.outcome,
             "failed_stage": e.failed_stage, "reason": e.reason, "scores": e.scores, "exam": e.exam,
             "finished_at": e.finished_at}
+
+
+def where(e: EntryRow) -> str:
+    """The challenge, and a contest's phase after a slash: hecktor/test."""
+    return f"{e.challenge}/{e.phase}" if e.phase else e.challenge
 
 
 @click.command("entries")
@@ -72,18 +79,23 @@ def as_json(e: EntryRow) -> dict[str, Any]:
 @click.option("--owner", help="Only this owner's entries.")
 @click.option("--late/--official", "late", default=None, help="Only late, or only official, entries.")
 @click.option("--since", metavar="TIME", help="Submitted at or after TIME: 2026-11-24 or 2026-11-24T10:00:00Z.")
+@click.option("--phase", default=None, help="Only the entries of this phase of a contest.")
 @click.option("--limit", type=click.IntRange(1, 100000), default=50, show_default=True, help="Entries per page.")
 @click.option("--page", type=click.IntRange(1), default=1, show_default=True, help="Which page, newest first.")
 @click.option("--json", "as_json_", is_flag=True, help="One JSON document: total, page and the entries.")
 @click.pass_context
 def entries(ctx: click.Context, challenge: str | None, states: tuple[str, ...], outcome: str | None,
-            owner: str | None, late: bool | None, since: str | None, limit: int, page: int, as_json_: bool) -> None:
-    """Every entry, newest first: state or verdict, score and exam counts."""
+            owner: str | None, late: bool | None, since: str | None, phase: str | None, limit: int, page: int,
+            as_json_: bool) -> None:
+    """Every entry, newest first: state or verdict, score and exam counts (an entry of a contest's
+    phase shows its challenge as CHALLENGE/PHASE)."""
     _, queue = site_and_queue(ctx)
     if challenge is not None:
-        queue.challenge_dir(challenge)  # an unknown name is one sentence, not an empty list
+        directory = queue.challenge_dir(challenge)  # an unknown name is one sentence, not an empty list
+        if phase is not None:
+            load_challenge(directory).phase_named(phase)
     found = find_entries(queue.database, EntryFilter(challenge=challenge, states=states, outcome=outcome, owner=owner,
-                                                 late=late, since=_since(since)),
+                                                 late=late, since=_since(since), phase=phase),
                          limit=limit, offset=(page - 1) * limit)
     if as_json_:
         echo(json.dumps({"total": found.total, "page": page, "limit": limit,
@@ -91,7 +103,7 @@ def entries(ctx: click.Context, challenge: str | None, states: tuple[str, ...], 
         return
     echo(f"{'ID':>6}  {'CHALLENGE':<16} {'OWNER':<16} {'SUBMITTED':<20}  {'SCORE':>6}  {'EXAM':<10} VERDICT")
     for e in found.entries:
-        echo(f"{e.id:>6}  {e.challenge:<16} {e.owner + (' (late)' if e.late else ''):<16} {e.submitted_at:<20}  "
+        echo(f"{e.id:>6}  {where(e):<16} {e.owner + (' (late)' if e.late else ''):<16} {e.submitted_at:<20}  "
              f"{score(e):>6}  {exam(e):<10} {verdict(e)}")
     shown = len(found.entries)
     if found.total == 0:

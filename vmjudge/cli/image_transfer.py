@@ -25,10 +25,11 @@ def _hashes(done: Transferred) -> None:
 @click.argument("challenge_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="The tar file to write (replaced whole, never half written).")
+@click.option("--phase", default=None, help="The phase whose image to export (a contest's phases may each have one).")
 @click.pass_context
-def image_export(ctx: click.Context, challenge_dir: Path, output: Path) -> None:
+def image_export(ctx: click.Context, challenge_dir: Path, output: Path, phase: str | None) -> None:
     """Write CHALLENGE_DIR's built guest image to one tar file, for `vmjudge image import` on another host."""
-    done = export_image(site_of(ctx), load_challenge(challenge_dir), output)
+    done = export_image(site_of(ctx), load_challenge(challenge_dir).shared_view(phase, "the image"), output)
     echo(f"image {done.key} exported to {done.path} ({sum(done.sizes.values()) / 1e6:.0f} MB)")
     _hashes(done)
 
@@ -37,10 +38,11 @@ def image_export(ctx: click.Context, challenge_dir: Path, output: Path) -> None:
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--challenge", "challenge_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="Also check that FILE holds the image this host would build for CHALLENGE_DIR.")
+@click.option("--phase", default=None, help="With --challenge: the phase whose image FILE holds.")
 @click.pass_context
-def image_import(ctx: click.Context, file: Path, challenge_dir: Path | None) -> None:
+def image_import(ctx: click.Context, file: Path, challenge_dir: Path | None, phase: str | None) -> None:
     """Check FILE (written by `vmjudge image export`) and put its image in place under HOME/images."""
-    challenge = load_challenge(challenge_dir) if challenge_dir is not None else None
+    challenge = load_challenge(challenge_dir).shared_view(phase, "the image") if challenge_dir is not None else None
     done = import_image(site_of(ctx), file, challenge)
     if done.already_there:
         echo(f"image {done.key} is already here with the same sha256s, so nothing was changed: {done.path}")

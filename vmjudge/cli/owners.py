@@ -1,4 +1,5 @@
-"""`vmjudge owner add | list | revoke`: the accounts of the participants' portal (`vmjudge web`).
+"""`vmjudge owner add | list | set | revoke`: the accounts of the participants' portal (`vmjudge web`),
+and the address each may give to hear when its entries are judged (issue 35, opt-in).
 
 `add` prints the new sign-in token once, alone on stdout (only its sha256 is kept), so it can
 be piped to whoever passes it on; `revoke` stops the token, and every session signed in with
@@ -29,10 +30,11 @@ def owner() -> None:
 @owner.command("add")
 @click.argument("name")
 @click.option("--organiser", is_flag=True, help="May see every entry, attempts and logs in the portal.")
+@click.option("--email", default=None, metavar="ADDR", help="Email ADDR when an entry of NAME's is judged (opt-in).")
 @click.pass_context
-def owner_add(ctx: click.Context, name: str, organiser: bool) -> None:
+def owner_add(ctx: click.Context, name: str, organiser: bool, email: str | None) -> None:
     """Add NAME and print its sign-in token (shown this once: only its hash is kept)."""
-    token = _owners(ctx).add(name, organiser)
+    token = _owners(ctx).add(name, organiser, email)
     echo(token)
     echo(f"{name}{' (organiser)' if organiser else ''} added: give them the token above; it is not shown again.",
          err=True)
@@ -46,13 +48,27 @@ def owner_list(ctx: click.Context, as_json: bool) -> None:
     owners = _owners(ctx).all()
     if as_json:
         echo(json.dumps([{"name": o.name, "organiser": o.organiser, "created_at": o.created_at,
-                          "revoked_at": o.revoked_at} for o in owners], indent=2))
+                          "revoked_at": o.revoked_at, "email": o.email} for o in owners], indent=2))
         return
     for o in owners:
         role = "organiser" if o.organiser else "participant"
-        echo(f"{o.name:<24} {role:<12} added {o.created_at}" + (f", revoked {o.revoked_at}" if o.revoked_at else ""))
+        echo(f"{o.name:<24} {role:<12} added {o.created_at}" + (f", revoked {o.revoked_at}" if o.revoked_at else "")
+             + (f", email {o.email}" if o.email else ""))
     if not owners:
         echo("no owners yet: `vmjudge owner add NAME` makes one")
+
+
+@owner.command("set")
+@click.argument("name")
+@click.option("--email", default=None, metavar="ADDR", help="Email ADDR when an entry of NAME's is judged.")
+@click.option("--no-email", is_flag=True, help="Send NAME no email from now on.")
+@click.pass_context
+def owner_set(ctx: click.Context, name: str, email: str | None, no_email: bool) -> None:
+    """Change NAME's settings: the address it hears of its entries at, or none."""
+    if (email is None) == (not no_email):
+        raise click.UsageError("give either --email ADDR or --no-email.")
+    _owners(ctx).set_email(name, None if no_email else email)
+    echo(f"{name} hears of its entries at {email}." if email else f"{name} gets no email from now on.")
 
 
 @owner.command("revoke")

@@ -51,6 +51,7 @@ class _Progress:
               help="Only these entries (repeat, or separate ids with commas).")
 @click.option("--late", is_flag=True, help="The late entries instead of the official ones.")
 @click.option("--all", "all_", is_flag=True, help="Official and late entries.")
+@click.option("--phase", default=None, help="A contest's phase: its entries, against its reference.")
 @click.option("--scorer", default=None, metavar="NAME|module:function",
               help="Score with this scorer instead of the challenge's (also path/to/file.py:function).")
 @click.option("--reference", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
@@ -61,7 +62,7 @@ class _Progress:
               help="Also write every entry's old and new scores to this CSV file.")
 @click.pass_context
 def rescore(ctx: click.Context, challenge_name: str, entries: tuple[str, ...], late: bool, all_: bool,
-            scorer: str | None, reference: Path | None, rerun_stages: bool, as_json: bool,
+            phase: str | None, scorer: str | None, reference: Path | None, rerun_stages: bool, as_json: bool,
             csv_file: Path | None) -> None:
     """Score CHALLENGE_NAME's entries again from their archived stage-3 results (no VM).
 
@@ -84,9 +85,10 @@ def rescore(ctx: click.Context, challenge_name: str, entries: tuple[str, ...], l
     progress = _Progress() if sys.stderr.isatty() and not as_json else None
     try:
         if rerun_stages:
-            report = rs.rerun(site, queue, challenge_name, ids, which, progress=progress)
+            report = rs.rerun(site, queue, challenge_name, ids, which, progress=progress, phase=phase)
         else:
-            report = rs.rescore(site, queue, challenge_name, ids, which, scorer, reference, progress=progress)
+            report = rs.rescore(site, queue, challenge_name, ids, which, scorer, reference, progress=progress,
+                                phase=phase)
     finally:
         if progress is not None:
             progress.close()

@@ -1,6 +1,10 @@
 """`vmjudge service install`: the daemon as a systemd service, so that it survives reboots and
 restarts after a crash without every organiser writing their own unit.
 
+The unit carries no VMJUDGE_PROFILE: a service judges real entries, so it runs under site.toml's
+[site] profile, "production" unless the file says otherwise, and a daemon on a host that does not
+confine qemu refuses to start, with the reason in the journal (supervisor/confinement.py).
+
 Stopping it sends SIGTERM to the daemon alone (KillMode=mixed): the daemon destroys its VMs and
 puts their stages back in the queue, which takes a few seconds per slot, well inside the stop
 timeout; only what is left after it gets SIGKILL. libvirt's domains are not in the unit's
@@ -95,3 +99,7 @@ def install(ctx: click.Context, slots: int, name: str, unit_dir: Path, print_onl
     echo(f"  systemctl enable --now {name}.service")
     echo(f"and follow it with `journalctl -u {name} -f`; `systemctl stop {name}` puts running stages back in "
          "the queue.")
+    echo("It runs under site.toml's [site] profile (\"production\" unless the file says \"trial\"), which refuses a "
+         "host that does not confine qemu: run `vmjudge doctor` first." +
+         (f" VMJUDGE_PROFILE={os.environ['VMJUDGE_PROFILE']} in this shell is not written into the unit."
+          if os.environ.get("VMJUDGE_PROFILE") else ""))

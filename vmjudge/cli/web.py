@@ -1,6 +1,6 @@
 """`vmjudge web`: the participants' portal (vmjudge/web), served by uvicorn in this process.
 
-Meant to sit behind a TLS proxy (README: "Participants' portal"), so session cookies are
+Meant to sit behind a TLS proxy (docs/participants.md: "The portal and its API"), so session cookies are
 marked Secure by default; --no-secure-cookies is for plain http on loopback (tests, a look at
 it on the judge's own machine).
 """

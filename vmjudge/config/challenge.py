@@ -7,50 +7,24 @@ the value and what is allowed, before any VM or image build is started.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from .cpu import LEVEL_ALLOWED, LEVELS
+from .entry import RELPATH_RE, ContainerRules, EntryRules, container_rules, entry_rules, image_results_path
+from .image import GPU_DRIVERS, ImageRecipe, image_recipe
+from .limits import StageLimits, stage_limits
+from .phase import Phase, Shared, read_phases
+from .records import read_records, record_files
 from .values import Section, read_toml
 
-_PACKAGE_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
-_PIP_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?((==|>=|<=|~=|!=|<|>)[A-Za-z0-9.*+!_-]+)?$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-_RECORD_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
-_RELPATH_RE = re.compile(r"^(?!/)(?!.*(^|/)\.\.(/|$))[A-Za-z0-9_.{}/-]+$")
 
 
-# Debian's archive areas; "main" is where the base system comes from, so it is always one of them.
-COMPONENTS = ("main", "contrib", "non-free", "non-free-firmware")
-# [image] gpu: the guest driver an image may carry (Debian bookworm's Tesla 535 branch, the one
-# Grand Challenge's T4 runs). [vm] gpu: the card a stage needs; "any" is any GPU slot of the site.
-GPU_DRIVERS = ("nvidia-535",)
+# [vm] gpu: the card a stage needs; "any" is any GPU slot of the site.
 GPU_MODELS = ("t4", "any")
-
-
-@dataclass(frozen=True)
-class ImageRecipe:
-    """What goes into the guest root besides vmjudge's own base.
-
-    build names the challenge's own script (as written in challenge.toml, e.g.
-    "image/build.sh"), which runs in the new root after the packages; build_dir is the
-    challenge's image/ directory it is given. Software that is neither a Debian package nor
-    a wheel (PhysioNet's WFDB tools, a driver) gets into the image this way."""
-
-    packages: tuple[str, ...] = ()
-    pip: tuple[str, ...] = ()
-    components: tuple[str, ...] = ("main",)
-    build: str | None = None
-    build_dir: Path | None = None
-    build_timeout: float = 1800.0
-    gpu: str | None = None  # a GPU_DRIVERS name: the image carries that driver (images/gpu_driver.py)
-
-    @property
-    def build_script(self) -> str:
-        """The script's path inside build_dir (the directory the build sees at /run/vmjudge-build)."""
-        assert self.build is not None
-        return self.build.split("/", 1)[1]
 
 
 @dataclass(frozen=True)
@@ -59,49 +33,9 @@ class VmShape:
     memory_mib: int = 2048
     home_mib: int = 1024
     gpu: str | None = None  # a GPU_MODELS name: every VM stage runs in a GPU slot, with the card passed through
-
-
-@dataclass(frozen=True)
-class EntryRules:
-    """What an entry archive must hold and how big it may be."""
-
-    required: tuple[str, ...] = ("setup.sh", "next.sh")
-    max_size: int = 50 << 20  # archive bytes
-    max_members: int = 10000
-    max_unpacked: int = 1 << 30
-    # Scored entries an owner may have per board (official or late) of this challenge; None: no limit.
-    # A phase of a contest is a challenge of its own, so this is PhysioNet's "N entries per phase".
-    max_scored_per_owner: int | None = None
-
-
-@dataclass(frozen=True)
-class StageLimits:
-    """Seconds and bytes; PhysioNet's values are the defaults."""
-
-    setup: float = 300.0
-    per_record: float = 40.0
-    quiz_total: float = 4100.0
-    exam_total: float = 3600.0
-    output: int = 1 << 20  # bytes of each command's output kept from its start (the head)
-    output_tail: int = 64 << 10  # and from its end (the tail)
-    stage_output: int = 64 << 20  # bytes of output a stage's log keeps, all its commands together
-    # bytes of result files one stage keeps (style "files"); a file beyond it is not kept and
-    # that record gets no answer
-    stage_results: int = 256 << 20
-    # VM hours each owner may use on each board (official, late): a budget beside the entry
-    # count; None: no budget
-    vm_hours: float | None = None
-    # What one owner may do to this challenge through the portal (vmjudge web; `vmjudge submit`
-    # is the organiser's and is held to none of these), on both boards together, each checked
-    # before an upload's body is stored and again in the transaction that queues it. On by
-    # default, at what a public contest would want: an entry takes minutes of VM time to judge,
-    # and its archive stays in the spool for good (re-scoring and re-running need it).
-    # Entries accepted in any hour, counted from the queue's entries.
-    submissions_per_hour: int = 10
-    # Entries waiting or running at once (dry runs included: they run VMs too).
-    pending_per_owner: int = 3
-    # Bytes of archives the owner's entries keep in the spool, all of them ever accepted.
-    spool_bytes_per_owner: int = 1 << 30
+    # The least CPU level (config/cpu.py) its entries may be given: a host whose guests get less takes none of
+    # its stages (supervisor/environment.py), so an entry built for AVX2 never meets a CPU without it.
+    cpu_level: str | None = None
 
 
 @dataclass(frozen=True)
@@ -118,6 +52,13 @@ class ResultsRule:
     def submitted_path(self, record: str) -> str:
         return self.submitted.format(record=record)
 
+    def stored_path(self, record: str) -> str:
+        """Where the host keeps the entry's submitted result for `record`, relative to the entry's
+        directory: `submitted_path` itself for an archive; a container entry's path in its image
+        (absolute, e.g. "/submitted/{record}.txt") without its leading "/", so that joining it to
+        a host directory can never leave that directory."""
+        return self.submitted_path(record).lstrip("/")
+
 
 @dataclass(frozen=True)
 class ScoreOptions:
@@ -133,6 +74,10 @@ class ScoreOptions:
     invalid_answers: str = "refuse"
 
 
+# A container challenge's [results] unless it says otherwise: a file per record in the output, and
+# the entry's own results for the training records at the same names under /submitted in its image.
+CONTAINER_RESULTS = ResultsRule(style="files", pattern="{record}.txt", submitted="/submitted/{record}.txt")
+
 # A challenge.toml without [score]: the default argument of the built-in scorers.
 DEFAULT_SCORE_OPTIONS = ScoreOptions()
 
@@ -144,142 +89,143 @@ class Challenge:
     image: ImageRecipe = field(default_factory=ImageRecipe)
     vm: VmShape = field(default_factory=VmShape)
     entry: EntryRules = field(default_factory=EntryRules)
+    container: ContainerRules | None = None  # [container], for entry kind "container" only
     limits: StageLimits = field(default_factory=StageLimits)
     results: ResultsRule = field(default_factory=ResultsRule)
     scorer: str = "accuracy"
     score_options: ScoreOptions = field(default_factory=ScoreOptions)
     training: tuple[str, ...] = ()
     test: tuple[str, ...] = ()
+    phases: tuple[Phase, ...] = ()  # [[phase]], in the contest's order; () for a challenge without phases
+    # The phase this copy is seen in (in_phase): its sets, reference, limits and image replace the challenge's.
+    phase: Phase | None = None
 
     @property
     def reference_dir(self) -> Path:
-        return self.directory / "reference"
+        return self.phase.reference_dir if self.phase is not None else self.directory / "reference"
+
+    def set_dir(self, subset: str) -> Path:
+        """Where a record set's RECORDS and files are: training/, test/, or the phase's own sets."""
+        if self.phase is not None:
+            return self.phase.test_dir if subset == "test" else self.phase.training_dir
+        return self.directory / subset
+
+    @property
+    def recipes(self) -> tuple[ImageRecipe, ...]:
+        """The images its entries run in, each once, in the phases' order: every phase's (a phase
+        may have its own), or the challenge's when it has no phases. What `challenge add` and
+        `image build` build, and every host sharing the queue must hold."""
+        found = [p.image for p in self.phases] or [self.image]
+        return tuple(dict.fromkeys(found))
 
     def record_files(self, subset: str, record: str) -> list[Path]:
         """The files of one record (RECORD.*), which are linked beside next.sh."""
-        return sorted(p for p in (self.directory / subset).glob(f"{record}.*") if p.is_file())
+        return record_files(self.set_dir(subset), record)
+
+    def phase_named(self, name: str) -> Phase:
+        for phase in self.phases:
+            if phase.name == name:
+                return phase
+        if not self.phases:
+            raise ConfigError(f"challenge {self.name} has no phases, so there is no phase {name!r}: leave out "
+                              "--phase.")
+        raise ConfigError(f"challenge {self.name} has no phase {name!r}: its phases are "
+                          f"{', '.join(p.name for p in self.phases)}.")
+
+    def in_phase(self, name: str | None) -> Challenge:
+        """The challenge as an entry of phase `name` is judged: the phase's training and test
+        sets, reference, limits, scored-entry limit and image (None: the challenge itself)."""
+        if name is None:
+            return self
+        phase = self.phase_named(name)
+        return replace(self, phase=phase, training=phase.training, test=phase.test, limits=phase.limits,
+                       image=phase.image, entry=replace(self.entry, max_scored_per_owner=phase.max_scored_per_owner))
+
+    def shared_view(self, name: str | None, what: str) -> Challenge:
+        """`in_phase(name)`; without a name, the challenge itself, which stands for every phase
+        only while no phase has a training set or an image of its own: otherwise the organiser
+        is asked, in one sentence, which phase `what` (e.g. "the replica") is for."""
+        if name is not None:
+            return self.in_phase(name)
+        training = (self.directory / "training").resolve()
+        own = [p.name for p in self.phases if p.training_dir.resolve() != training or p.image != self.image]
+        if own:
+            which = f"phase {own[0]} has" if len(own) == 1 else f"phases {', '.join(own)} have"
+            raise ConfigError(f"{which} a training set or an image of {'its' if len(own) == 1 else 'their'} own, "
+                              f"so {what} of {self.name} differs by phase: name the phase with --phase "
+                              f"({', '.join(p.name for p in self.phases)}).")
+        return self
+
+    def before(self, phase: Phase) -> Phase | None:
+        """The phase before `phase` in the contest (the board owners are promoted from)."""
+        return self.phases[phase.position - 1] if phase.position > 0 else None
 
 
 def load_challenge(directory: Path) -> Challenge:
     directory = Path(directory).resolve()
     source = str(directory / "challenge.toml")
     data = read_toml(directory / "challenge.toml")
-    top = Section(source, "top level", {k: v for k, v in data.items() if not isinstance(v, dict)})
+    top = Section(source, "top level", {k: v for k, v in data.items() if not isinstance(v, dict) and k != "phase"})
     name = top.get("name", str, None, lambda v: bool(_NAME_RE.fullmatch(v)),
                    "letters, digits, '.', '_' and '-', at most 64 characters")
     if name is None:
         raise ConfigError(f"{source} has no name: add a line such as name = \"beats2014\".")
     top.done()
-    recipe = _image_recipe(source, directory, data)
+    recipe = image_recipe(source, directory, "image", data.get("image", {}))
     vm = Section(source, "vm", data.get("vm", {}))
     shape = VmShape(
         vcpus=vm.get("vcpus", int, 2, lambda v: 1 <= v <= 64, "a whole number from 1 to 64"),
         memory_mib=vm.get("memory", int, 2048, lambda v: 256 <= v <= 1 << 20,
                           "a whole number of MiB from 256 to 1048576"),
         home_mib=vm.get("home", int, 1024, lambda v: 64 <= v <= 1 << 22, "a whole number of MiB from 64 to 4194304"),
-        gpu=vm.get("gpu", str, None, lambda v: v in GPU_MODELS, " or ".join(f'"{m}"' for m in GPU_MODELS)))
+        gpu=vm.get("gpu", str, None, lambda v: v in GPU_MODELS, " or ".join(f'"{m}"' for m in GPU_MODELS)),
+        cpu_level=vm.get("cpu_level", str, None, lambda v: v in LEVELS, LEVEL_ALLOWED))
     vm.done()
-    if shape.gpu is not None and recipe.gpu is None:
-        raise ConfigError(f"{source}: [vm] gpu = {shape.gpu!r} needs a guest driver in the image: add "
-                          f"gpu = \"{GPU_DRIVERS[0]}\" to [image].")
     scorer, score_options = _scorer(source, data)
-    return Challenge(name=name, directory=directory, image=recipe, vm=shape, entry=_entry_rules(source, data),
-                     limits=_limits(source, data), results=_results(source, data), scorer=scorer,
-                     score_options=score_options, training=_records(directory, "training"),
-                     test=_records(directory, "test"))
+    entry = entry_rules(source, data)
+    limits = stage_limits(source, "limits", data.get("limits", {}))
+    phases = read_phases(source, directory, data, Shared(limits, entry, directory / "training", recipe))
+    for table, image in [("image", recipe)] + [(f"phase {p.name}.image", p.image) for p in phases]:
+        if shape.gpu is not None and image.gpu is None:
+            raise ConfigError(f"{source}: [vm] gpu = {shape.gpu!r} needs a guest driver in the image: add "
+                              f"gpu = \"{GPU_DRIVERS[0]}\" to [{table}].")
+    return Challenge(name=name, directory=directory, image=recipe, vm=shape, entry=entry,
+                     container=container_rules(source, data, entry.kind), limits=limits,
+                     results=_results(source, data, entry.kind), scorer=scorer, score_options=score_options,
+                     training=read_records(directory / "training"), test=read_records(directory / "test"),
+                     phases=phases)
 
 
-def _image_recipe(source: str, directory: Path, data: dict[str, Any]) -> ImageRecipe:
-    image = Section(source, "image", data.get("image", {}))
-    components = image.names("components", re.compile("^(" + "|".join(COMPONENTS) + ")$"),
-                             "Debian archive areas among " + ", ".join(f'"{c}"' for c in COMPONENTS)) or ("main",)
-    if "main" not in components or len(set(components)) != len(components):
-        raise ConfigError(f"{source}: [image] components = {list(components)!r} is not allowed: name each area "
-                          "once, and \"main\" among them (the base system comes from it).")
-    build = image.get("build", str, None, lambda v: bool(_RELPATH_RE.fullmatch(v)) and v.startswith("image/"),
-                      "the path of a script under the challenge's image/ directory, such as \"image/build.sh\"")
-    recipe = ImageRecipe(
-        packages=image.names("packages", _PACKAGE_RE, "Debian package names such as \"python3-numpy\""),
-        pip=image.names("pip", _PIP_RE, "pip requirements such as \"wfdb==4.3.1\""),
-        components=components, build=build, build_dir=directory / "image" if build else None,
-        build_timeout=image.get("build_timeout", float, ImageRecipe.build_timeout, lambda v: 1 <= v <= 86400,
-                                "a number of seconds from 1 to 86400"),
-        gpu=image.get("gpu", str, None, lambda v: v in GPU_DRIVERS, " or ".join(f'"{d}"' for d in GPU_DRIVERS)))
-    image.done()
-    if build is not None:
-        script, image_dir = directory / build, (directory / "image").resolve()
-        if not script.is_file() or not script.resolve().is_relative_to(image_dir):
-            raise ConfigError(f"{source}: [image] build = {build!r} names no file under {image_dir}: "
-                              "put the build script there, or correct the path.")
-    elif "build_timeout" in data.get("image", {}):
-        raise ConfigError(f"{source}: [image] build_timeout is set but there is no build script: "
-                          "add build = \"image/build.sh\" or remove build_timeout.")
-    return recipe
-
-
-def _entry_rules(source: str, data: dict[str, Any]) -> EntryRules:
-    sec = Section(source, "entry", data.get("entry", {}))
-    rules = EntryRules(
-        required=sec.names("required", _RELPATH_RE, "relative paths such as \"setup.sh\" or \"sources/\"")
-        or EntryRules.required,
-        max_size=sec.get("max_size", int, EntryRules.max_size, lambda v: 1 <= v <= 1 << 40, "a number of bytes"),
-        max_members=sec.get("max_members", int, EntryRules.max_members, lambda v: 1 <= v <= 10**6, "a count"),
-        max_unpacked=sec.get("max_unpacked", int, EntryRules.max_unpacked, lambda v: 1 <= v <= 1 << 42,
-                             "a number of bytes"),
-        max_scored_per_owner=sec.get("max_scored_per_owner", int, None, lambda v: 1 <= v <= 10**6,
-                                     "a whole number from 1 to 1000000, or leave the key out for no limit"))
-    sec.done()
-    return rules
-
-
-def _limits(source: str, data: dict[str, Any]) -> StageLimits:
-    sec = Section(source, "limits", data.get("limits", {}))
-    seconds = "seconds from 1 to 604800"
-
-    def secs(key: str, default: float) -> float:
-        return sec.get(key, float, default, lambda v: 1 <= v <= 604800, seconds)
-
-    limits = StageLimits(setup=secs("setup", 300.0), per_record=secs("per_record", 40.0),
-                         quiz_total=secs("quiz_total", 4100.0), exam_total=secs("exam_total", 3600.0),
-                         output=sec.get("output", int, 1 << 20, lambda v: 1024 <= v <= 1 << 30,
-                                        "bytes from 1024 to 1073741824"),
-                         output_tail=sec.get("output_tail", int, 64 << 10, lambda v: 0 <= v <= 1 << 30,
-                                             "bytes from 0 to 1073741824"),
-                         stage_output=sec.get("stage_output", int, 64 << 20, lambda v: 1024 <= v <= 1 << 40,
-                                              "bytes from 1024 to 1099511627776"),
-                         stage_results=sec.get("stage_results", int, 256 << 20, lambda v: 1024 <= v <= 1 << 40,
-                                               "bytes from 1024 to 1099511627776"),
-                         vm_hours=sec.get("vm_hours", float, None, lambda v: 0 < v <= 100000,
-                                          "hours from 0 to 100000, or leave the key out for no budget"),
-                         submissions_per_hour=sec.get("submissions_per_hour", int, StageLimits.submissions_per_hour,
-                                                      lambda v: 1 <= v <= 100000, "a whole number from 1 to 100000"),
-                         pending_per_owner=sec.get("pending_per_owner", int, StageLimits.pending_per_owner,
-                                                   lambda v: 1 <= v <= 100000, "a whole number from 1 to 100000"),
-                         spool_bytes_per_owner=sec.get("spool_bytes_per_owner", int,
-                                                       StageLimits.spool_bytes_per_owner,
-                                                       lambda v: 1 <= v <= 1 << 50,
-                                                       "a number of bytes from 1 to 1125899906842624"))
-    sec.done()
-    return limits
-
-
-def _results(source: str, data: dict[str, Any]) -> ResultsRule:
+def _results(source: str, data: dict[str, Any], kind: str = "archive") -> ResultsRule:
     sec = Section(source, "results", data.get("results", {}))
-    style = sec.get("style", str, "answer-lines", lambda v: v in ("answer-lines", "files"),
+    container = kind == "container"
+    style = sec.get("style", str, "files" if container else "answer-lines", lambda v: v in ("answer-lines", "files"),
                     "\"answer-lines\" or \"files\"")
+    if container and style != "files":
+        # Each run of a container entry starts with an empty output, so no answers.txt can grow
+        # from one record to the next as next.sh's does.
+        raise ConfigError(f"{source}: [results] style = \"{style}\" is for archive entries; a container entry leaves "
+                          "one file per record in its output: set style = \"files\" with a pattern such as "
+                          "\"{record}.txt\".")
     pattern_ok = "a file name holding {record}, such as \"{record}.qrs\""
-    pattern = sec.get("pattern", str, None,
-                      lambda v: "{record}" in v and "/" not in v and bool(_RELPATH_RE.fullmatch(v)), pattern_ok)
+    pattern = sec.get("pattern", str, CONTAINER_RESULTS.pattern if container else None,
+                      lambda v: "{record}" in v and "/" not in v and bool(RELPATH_RE.fullmatch(v)), pattern_ok)
     if style == "files":
         if pattern is None:
             raise ConfigError(f"{source}: [results] style = \"files\" needs pattern: use {pattern_ok}.")
-        submitted = sec.get("submitted", str, None, lambda v: "{record}" in v and bool(_RELPATH_RE.fullmatch(v)),
-                            "a path inside the entry holding {record}, such as \"outputs/{record}.qrs\"")
+        if container:
+            submitted = sec.get("submitted", str, CONTAINER_RESULTS.submitted, image_results_path,
+                                "an absolute path in the image holding {record}, such as "
+                                "\"/submitted/{record}.txt\" (not under /proc, /sys or /dev)")
+        else:
+            submitted = sec.get("submitted", str, None,
+                                lambda v: "{record}" in v and bool(RELPATH_RE.fullmatch(v)),
+                                "a path inside the entry holding {record}, such as \"outputs/{record}.qrs\"")
         if submitted is None:
             raise ConfigError(f"{source}: [results] style = \"files\" needs submitted, the path of the entry's "
                               "own results, such as \"outputs/{record}.qrs\".")
     else:
-        submitted = sec.get("submitted", str, "answers.txt", lambda v: "{" not in v and bool(_RELPATH_RE.fullmatch(v)),
+        submitted = sec.get("submitted", str, "answers.txt", lambda v: "{" not in v and bool(RELPATH_RE.fullmatch(v)),
                             "a path inside the entry such as \"answers.txt\"")
     sec.done()
     return ResultsRule(style=style, pattern=pattern, submitted=submitted)
@@ -300,34 +246,53 @@ def _scorer(source: str, data: dict[str, Any]) -> tuple[str, ScoreOptions]:
     return scorer, options
 
 
-def _records(directory: Path, subset: str) -> tuple[str, ...]:
-    """RECORDS of training/ or test/ (empty when the directory is absent; `challenge add` insists)."""
-    path = directory / subset / "RECORDS"
-    if not path.exists():
-        return ()
-    names = [line.strip() for line in path.read_text().splitlines() if line.strip()]
-    for name in names:
-        if not _RECORD_RE.fullmatch(name):
-            raise ConfigError(f"{path} lists {name!r}, which is not a usable record name: use letters, digits, "
-                              "'_' and '-'.")
-    if len(set(names)) != len(names):
-        raise ConfigError(f"{path} lists a record twice: each record must appear once.")
-    return tuple(names)
-
-
 def check_challenge_data(ch: Challenge) -> None:
-    """What `challenge add` insists on beyond the toml: both sets present, every record with files,
-    and no reference answer among the test records' files."""
-    for subset, records in (("training", ch.training), ("test", ch.test)):
-        if not records:
-            raise ConfigError(f"{ch.directory / subset / 'RECORDS'} is missing or empty: list one record per line.")
-        for record in records:
-            if not ch.record_files(subset, record):
-                raise ConfigError(f"record {record} in {subset}/RECORDS has no files {subset}/{record}.*: "
-                                  "add them or remove the record.")
-    if not ch.reference_dir.is_dir():
-        raise ConfigError(f"{ch.reference_dir} is missing: put the reference answers for the test set there.")
-    _check_no_answers_in_test(ch)
+    """What `challenge add` insists on beyond the toml: both sets present (with phases, each
+    phase's training and test sets), every record with files, no reference answer among the
+    test records' files, and no test record in a training set participants are given then."""
+    views = [ch.in_phase(p.name) for p in ch.phases] or [ch]
+    for view in views:
+        _check_set(view, "training", view.training)
+        _check_set(view, "test", view.test)
+        if not view.reference_dir.is_dir():
+            raise ConfigError(f"{view.reference_dir} is missing: put the reference answers for the test set there.")
+        _check_no_answers_in_test(view)
+    for i, view in enumerate(views):
+        for later in views[i:]:
+            _check_no_test_in_training(view, later)
+
+
+def _shown(ch: Challenge, subset: str) -> str:
+    """A set as the organiser names it: its RECORDS file in the challenge, and its phase."""
+    where = f"{ch.set_dir(subset).relative_to(ch.directory)}/RECORDS"
+    return f"phase {ch.phase.name}'s {subset} set ({where})" if ch.phase is not None else where
+
+
+def _check_no_test_in_training(ch: Challenge, later: Challenge) -> None:
+    """A phase's training set is given to every participant from the phase on (the quiz runs on
+    it, the replica carries it), so no record of its test set, or of a later phase's, may be
+    in it. An earlier phase's test records may: a contest releases them as it goes on."""
+    both = sorted(set(ch.training) & set(later.test))
+    if both:
+        named = f"record {both[0]} is" if len(both) == 1 else f"records {both[0]} and {len(both) - 1} more are"
+        raise ConfigError(f"{named} in {_shown(ch, 'training')} and in {_shown(later, 'test')}: "
+                          "a training set goes to every participant, so its records are not hidden; remove "
+                          f"{'it' if len(both) == 1 else 'them'} from one of the two RECORDS files.")
+
+
+def _check_set(ch: Challenge, subset: str, records: tuple[str, ...]) -> None:
+    where = ch.set_dir(subset)
+    # A directory the phase names (not training/ or test/ at the top): said as the phase's.
+    if ch.phase is not None and where.resolve() != (ch.directory / subset).resolve() and not where.is_dir():
+        raise ConfigError(f"{where} is missing: put phase {ch.phase.name}'s {subset} set there (its RECORDS and "
+                          f"each record's files), or correct [phase {ch.phase.name}] {subset} in challenge.toml.")
+    if not records:
+        raise ConfigError(f"{where / 'RECORDS'} is missing or empty: list one record per line.")
+    shown = where.relative_to(ch.directory)
+    for record in records:
+        if not ch.record_files(subset, record):
+            raise ConfigError(f"record {record} in {shown}/RECORDS has no files {shown}/{record}.*: "
+                              "add them or remove the record.")
 
 
 def _check_no_answers_in_test(ch: Challenge) -> None:
@@ -335,11 +300,12 @@ def _check_no_answers_in_test(ch: Challenge) -> None:
     it; a file named like one under reference/ (PhysioNet's test/100.atr beside reference/100.atr)
     is most likely the answer itself."""
     answers = {p.name for p in ch.reference_dir.rglob("*") if p.is_file()}
-    clashes = sorted(f"test/{f.name}" for record in ch.test for f in ch.record_files("test", record)
+    shown = ch.set_dir("test").relative_to(ch.directory)
+    clashes = sorted(f"{shown}/{f.name}" for record in ch.test for f in ch.record_files("test", record)
                      if f.name in answers)
     if clashes:
-        shown = ", ".join(clashes[:5]) + (f" and {len(clashes) - 5} more" if len(clashes) > 5 else "")
-        raise ConfigError(f"{shown} {'has' if len(clashes) == 1 else 'have'} the name of a reference answer under "
-                          f"{ch.reference_dir}, and test records' files go into the VM, where entries can read them: "
-                          "keep the answers under reference/ only, remove them from test/, and add the challenge "
-                          "again.")
+        shown_clashes = ", ".join(clashes[:5]) + (f" and {len(clashes) - 5} more" if len(clashes) > 5 else "")
+        raise ConfigError(f"{shown_clashes} {'has' if len(clashes) == 1 else 'have'} the name of a reference answer "
+                          f"under {ch.reference_dir}, and test records' files go into the VM, where entries can read "
+                          f"them: keep the answers under {ch.reference_dir.relative_to(ch.directory)}/ only, remove "
+                          f"them from {shown}/, and add the challenge again.")

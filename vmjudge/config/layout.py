@@ -8,6 +8,7 @@ results archive) is closed to everyone else (0700; see private.py).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 import shutil
@@ -40,6 +41,12 @@ class EntryFiles:
     @property
     def report(self) -> Path:
         return self.directory / "report.html"
+
+    @property
+    def entry_root(self) -> Path:
+        """A container entry's root as stage 1 made it (images/root_use.py): its
+        squashfs under HOME/entry-roots and the image's run settings, for the quiz and the exam."""
+        return self.directory / "entry-root.json"
 
     @property
     def exam_files(self) -> Path:
@@ -107,15 +114,29 @@ class Layout:
         return self.home / "images"
 
     @property
+    def entry_roots(self) -> Path:
+        """Container entries' root file systems, one read-only squashfs per image's layers, named
+        by their chain ID (images/entry_root.py): the same image twice is unpacked once."""
+        return self.home / "entry-roots"
+
+    @property
     def runs(self) -> Path:
         """Scratch directories of the VM runs under way (RunDir)."""
         return self.home / "run"
 
     @property
     def warm(self) -> Path:
-        """Saved VMs each stage is restored from (vm/warm.py), by image key and shape: this home's own,
-        as their domains bear this home's name, even where the images are another home's."""
-        return self.home / "warm"
+        """Saved VMs each stage is restored from (vm/warm.py), by image key and shape, beside the
+        images they were made from: HOME/warm, or beside the directory HOME/images links to (homes
+        that share their images share these too)."""
+        return self.images.resolve().parent / "warm"
+
+    def tree_hashes(self, directory: Path) -> Path:
+        """What the last pass over a challenge's image/ directory found of each file (stat
+        signature, sha256; images/build_step.tree_hash), so finding its image reads no file that
+        did not change. Hidden in the images' directory, as its locks and builds under way are."""
+        named = hashlib.sha256(str(directory.resolve()).encode(errors="surrogateescape")).hexdigest()[:20]
+        return self.images / ".trees" / f"{named}.json"
 
     @property
     def results(self) -> Path:

@@ -1,6 +1,6 @@
 """site.toml as a frozen dataclass: one organiser's host, where its state lives and how its
-VMs are started. VMJUDGE_URI and VMJUDGE_ACCEL override the file, so that a test or a
-one-off run on another host needs no file of its own.
+VMs are started. VMJUDGE_URI, VMJUDGE_ACCEL and VMJUDGE_PROFILE override the file, so that a
+test or a one-off run on another host needs no file of its own.
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from .cpu import CPU_ALLOWED, HOST_PASSTHROUGH, GuestCpu, default_cpu, is_cpu_setting
 from .layout import Layout
+from .notify import NotifySite, read_notify
 from .values import Section, read_toml
 
 
@@ -22,12 +24,20 @@ from .values import Section, read_toml
 class Retention:
     """How many days after its last event a finished (done or parked) entry keeps what only
     its evaluation needed; None keeps it for ever. Reports, logs, the spool archive and the
-    archived stage-3 results are always kept: they are what re-scoring and re-running need."""
+    archived stage-3 results are always kept: they are what re-scoring and re-running need.
+    The outbox's finished messages too are kept for ever unless bounded: they are small, and
+    `vmjudge notify list` is the organiser's only record of what was told to whom."""
 
     entry_tree_days: int | None = None  # results/ID/entry and results/ID/install
     home_disk_days: int | None = None  # results/ID/home.qcow2 and any overlay left beside it
     console_log_days: int | None = None  # results/ID/console-*.log
     media_days: int | None = None  # results/ID/*.iso, kept with [results] keep_media
+    # HOME/entry-roots: a container image's root that no entry still to be judged uses, this many
+    # days after its last use (images/root_store.py)
+    entry_root_days: int | None = None
+    # The outbox's messages sent, failed or dropped, this many days after they ended; never one
+    # still to be sent (queue/outbox.py prune)
+    outbox_days: int | None = None
 
 
 # domain:bus:slot.function as sysfs and `lspci -D` write it: slots 00-1f, functions 0-7.
@@ -84,6 +94,9 @@ class WebSite:
     checks: int = 2
 
 
+PROFILES = ("production", "trial")
+
+
 @dataclass(frozen=True)
 class Site:
     """One organiser's host: where state lives and how VMs are started."""
@@ -107,6 +120,19 @@ class Site:
     # [slots] overcommit: let slots × vCPUs exceed the usable cores, the slots then sharing them
     # (vm/pinning.py), and timings no longer comparable between entries. Off, such a site is refused.
     overcommit: bool = False
+    # [site] profile: "production" (the default) makes the daemon refuse a host whose qemu is not
+    # confined (supervisor/confinement.py); "trial" judges anyway, for demos, tests and benchmarks.
+    profile: str = "production"
+    # [site] allow_no_lsm: production without AppArmor or SELinux (the daemon names it first).
+    allow_no_lsm: bool = False
+    notify: NotifySite = field(default_factory=NotifySite)  # [notify]: who hears of what (issue 35)
+    # [vm] cpu: what every guest's CPU is (config/cpu.py); None: the accelerator's default, host-passthrough
+    # under KVM, "max" under TCG.
+    cpu: str | None = None
+
+    @property
+    def guest_cpu(self) -> GuestCpu:
+        return GuestCpu(self.cpu or default_cpu(self.accel))
 
     @property
     def domain_tag(self) -> str:
@@ -135,7 +161,7 @@ def default_accel() -> str:
 
 
 def load_site(home: Path | None = None) -> Site:
-    """site.toml in the home directory, then VMJUDGE_URI / VMJUDGE_ACCEL from the environment."""
+    """site.toml in the home directory, then VMJUDGE_URI / VMJUDGE_ACCEL / VMJUDGE_PROFILE from the environment."""
     home = Path(home) if home is not None else default_home()
     path = Layout(home).site_toml
     data = read_toml(path) if path.exists() else {}
@@ -163,24 +189,59 @@ def load_site(home: Path | None = None) -> Site:
     slots = Section(source, "slots", data.get("slots", {}))
     overcommit = slots.get("overcommit", bool, False, allowed="true or false")
     slots.done()
+    vm = Section(source, "vm", data.get("vm", {}))
+    cpu = vm.get("cpu", str, None, is_cpu_setting, CPU_ALLOWED)
+    vm.done()
+    profile, allow_no_lsm = _profile(source, data)
     retention = _retention(source, data)
     gpu = _gpu(source, data)
     queue = _queue(source, data)
     web = _web(source, data)
+    notify = read_notify(source, data)
     for key in data:
-        if isinstance(data[key], dict) and key not in ("libvirt", "image", "results", "slots", "retention", "gpu",
-                                                       "queue", "web"):
-            raise ConfigError(f"{source}: unknown table [{key}]: use [libvirt], [image], [results], [slots], "
-                              "[retention], [gpu], [queue] or [web].")
+        if isinstance(data[key], dict) and key not in ("site", "libvirt", "image", "results", "slots", "vm",
+                                                       "retention", "gpu", "queue", "web", "notify"):
+            raise ConfigError(f"{source}: unknown table [{key}]: use [site], [libvirt], [image], [results], [slots], "
+                              "[vm], [retention], [gpu], [queue], [web] or [notify].")
     env_accel = os.environ.get("VMJUDGE_ACCEL")
     if env_accel:
         if env_accel not in ("kvm", "tcg"):
             raise ConfigError(f"VMJUDGE_ACCEL={env_accel!r} is not allowed: use \"kvm\" or \"tcg\".")
         accel = env_accel
     uri = os.environ.get("VMJUDGE_URI") or uri
-    return Site(home=home, uri=uri, accel=accel, channel=channel, mirror=mirror, security_mirror=security,
+    if cpu == HOST_PASSTHROUGH and accel != "kvm":
+        raise ConfigError(f"{source}: [vm] cpu = \"host-passthrough\" is not allowed under {accel}: only KVM can pass "
+                          "the host's CPU through; use \"max\", a level such as \"x86-64-v3\" or a CPU model.")
+    return Site(cpu=cpu, home=home, uri=uri, accel=accel, channel=channel, mirror=mirror, security_mirror=security,
                 suite=suite, boot_timeout=boot, silence_timeout=silence, warm_start=warm, keep_media=keep_media,
-                retention=retention, gpu=gpu, queue=queue, overcommit=overcommit, web=web)
+                retention=retention, gpu=gpu, queue=queue, overcommit=overcommit, web=web, profile=profile,
+                allow_no_lsm=allow_no_lsm, notify=notify)
+
+
+def profile_line(what: str) -> str:
+    """The first line of the test suite, a benchmark or the demo: they run guests under TCG on
+    purpose, with VMJUDGE_PROFILE=trial, and say so before anything else, so that no one takes
+    their runs for what a production host would allow."""
+    env = os.environ.get("VMJUDGE_PROFILE")
+    if env == "trial":
+        return (f'{what}: profile = "trial" (VMJUDGE_PROFILE=trial): it judges even where the production profile '
+                "refuses (TCG, no AppArmor); not for real entries")
+    return f"{what}: profile {'from VMJUDGE_PROFILE=' + env if env else 'as site.toml says'}"
+
+
+def _profile(source: str, data: dict[str, Any]) -> tuple[str, bool]:
+    """[site] profile, which VMJUDGE_PROFILE overrides (the test suite, the benchmarks and the demo
+    set it to "trial": they judge under TCG on purpose), and allow_no_lsm."""
+    sec = Section(source, "site", data.get("site", {}))
+    profile = sec.get("profile", str, "production", lambda v: v in PROFILES, "\"production\" or \"trial\"")
+    allow_no_lsm = sec.get("allow_no_lsm", bool, False, allowed="true or false")
+    sec.done()
+    env = os.environ.get("VMJUDGE_PROFILE")
+    if env:
+        if env not in PROFILES:
+            raise ConfigError(f"VMJUDGE_PROFILE={env!r} is not allowed: use \"production\" or \"trial\".")
+        profile = env
+    return profile, allow_no_lsm
 
 
 def _queue(source: str, data: dict[str, Any]) -> QueueSite:

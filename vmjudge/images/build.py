@@ -31,8 +31,9 @@ from .kernel_modules import prune_modules
 BASE_PACKAGES = ("python3", "e2fsprogs", "busybox-static", "tiny-initramfs", "linux-image-amd64")
 GUEST_DIR = Path(__file__).parent / "guest"
 # The agent and every module it imports, copied side by side to /opt/vmjudge (the guest has no vmjudge).
-GUEST_FILES = ("agent.py", "channel.py", "command.py", "frames.py", "hardening.py", "media.py", "run_guard.py",
-               "system.py", "usage.py", "gpu.py", "wake.py", "init", "gpu-init")
+GUEST_FILES = ("agent.py", "channel.py", "command.py", "command_place.py", "frames.py", "hardening.py", "media.py",
+               "root_disk.py", "root_gpu.py", "root_layers.py", "root_spec.py", "root_start.py", "run_guard.py",
+               "system.py", "usage.py", "gpu.py", "cpu.py", "wake.py", "init", "gpu-init")
 ENTRY_UID = 1000
 EXCLUDE_DOCS = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/info/*", "/usr/share/locale/*")
 
@@ -64,7 +65,8 @@ def recipe_document(site: Site, recipe: ImageRecipe) -> dict:
                            "pip": sorted(recipe.pip), "code": code.hexdigest()}
     if recipe.build is not None:  # the script by content, and every file it may read: a new tarball, a new image
         assert recipe.build_dir is not None
-        doc["build"] = {"script": recipe.build, "tree": build_step.tree_hash(recipe.build_dir)}
+        doc["build"] = {"script": recipe.build,
+                        "tree": build_step.tree_hash(recipe.build_dir, site.layout.tree_hashes(recipe.build_dir))}
     if recipe.gpu is not None:  # absent, not null, for a CPU image: its key stays what it was
         doc["gpu"] = gpu_driver.document(recipe.gpu)
     return doc

@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import hashlib
+import json
 import os
 import shutil
 import signal
@@ -25,7 +26,7 @@ from pathlib import Path
 
 from ..config import ImageRecipe
 from ..errors import ImageError
-from ..files import sha256_file
+from ..files import durable_write, sha256_file, stat_signature
 
 MOUNT_POINT = "/run/vmjudge-build"
 ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root",
@@ -49,12 +50,17 @@ exec "$@"
 Progress = Callable[[str], None]
 
 
-def tree_hash(directory: Path) -> str:
+def tree_hash(directory: Path, known: Path | None = None) -> str:
     """The image/ directory by content: every path, whether it is executable, and its bytes.
 
     Permission bits other than x and times are left out: a checkout or a copy changes them
-    without changing what the build does."""
+    without changing what the build does. Every VM stage finds its image by this key, so with
+    `known` (a file of each file's stat signature and sha256 from the last pass) a file whose
+    inode, size, mtime and ctime are unchanged is not read again: a challenge shipping hundreds
+    of MB of weights there would otherwise pay for reading them at every stage."""
     digest = hashlib.sha256()
+    before = _known_hashes(known)
+    after: dict[str, list] = {}
 
     def unreadable(exc: OSError) -> None:
         raise ImageError(f"{exc.filename} cannot be read ({exc.strerror}): the image's key covers every file "
@@ -64,22 +70,41 @@ def tree_hash(directory: Path) -> str:
         dirs.sort()
         for name in sorted(dirs + files):
             path = Path(top) / name
+            rel = path.relative_to(directory).as_posix()
             try:
-                entry = _tree_entry(path, path.relative_to(directory).as_posix())
+                entry = _tree_entry(path, rel, before.get(rel), after)
             except OSError as exc:
                 unreadable(exc)
             digest.update(entry.encode(errors="surrogateescape") + b"\n")
+    if known is not None and after != before:
+        with contextlib.suppress(OSError):  # only a shortcut: a key taken by a user who cannot write it is still right
+            known.parent.mkdir(parents=True, exist_ok=True)
+            durable_write(known, [json.dumps(after, sort_keys=True).encode()], mode=0o644, sync_dir=False)
     return digest.hexdigest()
 
 
-def _tree_entry(path: Path, rel: str) -> str:
+def _known_hashes(known: Path | None) -> dict[str, list]:
+    try:
+        loaded = json.loads(known.read_text()) if known is not None else {}
+    except (OSError, ValueError):
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def _tree_entry(path: Path, rel: str, seen: list | None, after: dict[str, list]) -> str:
+    """The file's line of the tree's hash; `seen` its [signature, sha256] from the last pass, and
+    what this pass found is put in `after`."""
     st = path.lstat()
     if stat.S_ISLNK(st.st_mode):
         return f"l {rel}\0{os.readlink(path)}"
     if stat.S_ISDIR(st.st_mode):
         return f"d {rel}\0"
     if stat.S_ISREG(st.st_mode):
-        return f"f{'x' if st.st_mode & 0o111 else '-'} {rel}\0{sha256_file(path)}"
+        signature = stat_signature(path)
+        sha = seen[1] if isinstance(seen, list) and len(seen) == 2 and seen[0] == signature else sha256_file(path)
+        if stat_signature(path) == signature:  # not written while it was read: safe to take without reading
+            after[rel] = [signature, sha]
+        return f"f{'x' if st.st_mode & 0o111 else '-'} {rel}\0{sha}"
     raise ImageError(f"{path} is neither a file, a directory nor a symbolic link: "
                      "keep only those under the challenge's image/ directory.")
 

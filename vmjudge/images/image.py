@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ImageError, InfrastructureError
-from ..files import sha256_file
+from ..files import sha256_file, stat_signature
 
 FILES = ("root.sqfs", "vmlinuz", "initrd.img")
 
@@ -52,11 +52,7 @@ class GuestImage:
         return cls(Path(directory), manifest)
 
     def _signature(self) -> dict[str, list[int]]:
-        sig = {}
-        for name in FILES:
-            st = (self.directory / name).stat()
-            sig[name] = [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
-        return sig
+        return {name: stat_signature(self.directory / name) for name in FILES}
 
     def check(self) -> None:
         """Before each stage: the files must be those of the manifest. Hashing 150 MB per boot

@@ -3,7 +3,8 @@ stored in the spool and the entry queued.
 
 PhysioNet allowed a few scored entries per phase, and dry runs and entries that could not be
 scored did not count. Here `[entry] max_scored_per_owner` limits the entries of one owner on
-one board (official or late) of one challenge; a phase of a contest is a challenge of its own.
+one board (official or late) of one challenge, or of one phase of a contest ([[phase]]: each
+phase has boards and limits of its own, and a window; phase_rules.py says who may enter).
 An entry counts once it is scored, and while it is queued or running, since it may yet be
 scored: otherwise ten entries sent at once would all be accepted. Once it ends failed, as a dry
 run or parked, it gives its place back. An archive holding DRYRUN at its top can only end as a
@@ -30,16 +31,18 @@ from __future__ import annotations
 
 import fcntl
 import math
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..archive.checks import check_archive, check_size, declares_dry_run
+from ..archive.checks import check_archive, check_container, check_size, declares_dry_run
 from ..archive.names import check_archive_name
-from ..config import Challenge, Site
+from ..config import Challenge, Phase, Site
 from ..errors import EntryError
 from .db import Queue
+from .phase_rules import entrant_refusal, upload_phase, upload_refusal, window_refusal
 from .rows import Usage
 from .spool import Spool, StagedArchive
 
@@ -57,21 +60,27 @@ class Admitted:
     remaining: int | None
     vm_used: float = 0.0
     vm_budget: float | None = None
+    phase: str | None = None  # the contest phase it went to
+    # What participants are told of the phase now (participant.py): a phase that keeps its
+    # results back keeps back the budget's tenths (the exam's time is in them) and, giving no
+    # feedback at all, the entries left (an entry that fails gives its place back).
+    feedback: str = "full"
 
     def budget_line(self) -> str | None:
         """What `submit` tells the owner about the VM-time budget, or None when there is none:
         in tenths only, as every participant's view of it (budget_tenths)."""
-        if self.vm_budget is None:
+        if self.vm_budget is None or self.feedback != "full":
             return None
         return (f"{budget_tenths(self.vm_used, self.vm_budget)} of the {hours(self.vm_budget)} of VM "
                 f"time used by {self.owner}{' on the late board' if self.late else ''}")
 
     def remaining_line(self) -> str | None:
         """What `submit` tells the owner about the limit, or None when there is none."""
-        if self.remaining is None:
+        if self.remaining is None or self.feedback == "none":
             return None
         verb = "remains" if self.remaining == 1 else "remain"
-        line = f"{_scored_entries(self.remaining)} {verb} for {self.owner}{' on the late board' if self.late else ''}"
+        board = (f" in phase {self.phase}" if self.phase else "") + (" on the late board" if self.late else "")
+        line = f"{_scored_entries(self.remaining)} {verb} for {self.owner}{board}"
         return f"a dry run does not count: {line}" if self.dry_run else line
 
 
@@ -143,7 +152,8 @@ def spool_room(ch: Challenge, used: Usage) -> int:
 @dataclass(frozen=True)
 class Prepared:
     """An archive staged in the spool and checked, ready to be admitted: `given_name` is the
-    participant's name for it, `dry_run` whether it holds DRYRUN at its top."""
+    participant's name for it, `dry_run` whether it holds DRYRUN at its top (a container entry:
+    whether its image has the label org.vmjudge.dryrun)."""
 
     staged: StagedArchive
     given_name: str
@@ -155,63 +165,90 @@ def prepare(site: Site, name: str, ch: Challenge, archive: Path, owner: str, spo
     done without any lock (and by the portal in a worker process). A refusal leaves nothing
     staged. Picklable in and out, for that worker."""
     check_names(owner, archive.name)
-    check_archive_name(archive.name)
+    check_archive_name(archive.name, ch.entry.kind)
     check_size(ch, name, archive.name, archive.stat().st_size)  # only to spare copying a huge file
     spool = spool if spool is not None else Spool(site.layout.spool)
     staged = spool.stage(archive)
     try:
-        return Prepared(staged, archive.name, declares_dry_run(check_archive(ch, name, staged.path,
-                                                                             given_name=archive.name)))
+        if ch.entry.kind == "container":
+            dry_run = check_container(ch, name, staged.path, given_name=archive.name).dry_run
+        else:
+            dry_run = declares_dry_run(check_archive(ch, name, staged.path, given_name=archive.name))
+        return Prepared(staged, archive.name, dry_run)
     except BaseException:
         spool.discard(staged)
         raise
 
 
+def shown_feedback(queue: Queue, name: str, phase: Phase | None) -> str:
+    """What participants are told of `phase` now: its feedback level until it is published,
+    everything ("full") once it is, or when there is no phase."""
+    if phase is None or (name, phase.name) in queue.phases.publications(name):
+        return "full"
+    return phase.feedback
+
+
 def enter(site: Site, queue: Queue, name: str, ch: Challenge, prepared: Prepared, owner: str, late: bool,
-          spool: Spool | None = None, rate_limited: bool = False) -> Admitted:
+          spool: Spool | None = None, rate_limited: bool = False, phase: Phase | None = None) -> Admitted:
     """Under the admission lock, place a prepared archive and queue its entry, with the entry
-    limit, the budget and (`rate_limited`) the owner's limits applied in the same transaction.
-    The staged copy is gone afterwards, whatever happens."""
+    limit, the budget, (`rate_limited`) the owner's limits and (`phase`) the phase's window and
+    rules applied in the same transaction. The staged copy is gone afterwards, whatever happens."""
     spool = spool if spool is not None else Spool(site.layout.spool)
     staged, dry_run = prepared.staged, prepared.dry_run
-    limit, budget = ch.entry.max_scored_per_owner, ch.limits.vm_hours
+    view = ch.in_phase(phase.name) if phase is not None else ch
+    limit, budget = view.entry.max_scored_per_owner, view.limits.vm_hours
+    feedback = shown_feedback(queue, name, phase)
 
     def admissible(used: Usage) -> None:
         board = f"late entries to {name}" if late else name
+        if phase is not None:
+            board = f"{'late entries to ' if late else ''}phase {phase.name} of {name}"
+            window_refusal(name, phase, late, time.time())
+            entrant_refusal(ch, name, phase, owner, late, used)
         if rate_limited:
-            owner_limits(ch, name, owner, used, staged.size)
+            owner_limits(view, name, owner, used, staged.size)
         if budget is not None and used.vm_seconds >= budget * 3600:  # a dry run runs VMs too
             raise EntryError("vm-budget", f"{owner} has used the {hours(budget * 3600)} of VM time allowed "
                              f"for {board}: no further entry can be evaluated (time the judge's own failures "
                              "took is never charged).")
         if limit is not None and not dry_run and used.scored + used.pending >= limit:
+            # A phase that gives no feedback does not say how many of them were scored.
+            counts = "" if feedback == "none" else f" ({used.scored} scored, {used.pending} still being evaluated)"
             raise EntryError("entry-limit", f"{owner} has used the {_scored_entries(limit)} allowed for "
-                             f"{board} ({used.scored} scored, {used.pending} still being evaluated): an "
-                             "entry that ends without a score gives its place back, and a dry run (an entry "
-                             "holding DRYRUN) is always accepted.")
+                             f"{board}{counts}: an entry that ends without a score gives its place back, and a dry "
+                             "run (an entry holding DRYRUN) is always accepted.")
+    phase_name = phase.name if phase is not None else None
     try:
         with _admission_lock(site.layout.submit_lock):  # this host's spool: a refusal removes what it placed
             stored = spool.place(staged)
             try:
                 entry_id = queue.add_entry(name, owner, late, stored.sha256, prepared.given_name, stored.path,
-                                           dry_run=dry_run, admissible=admissible, size=stored.size)
+                                           dry_run=dry_run, admissible=admissible, size=stored.size,
+                                           phase=phase_name,
+                                           exam_time_hidden=phase is not None and phase.keeps_exam_time_back)
             except BaseException:
                 if stored.new:
                     spool.remove(stored)
                 raise
-            used = queue.owner_usage(name, owner, late)
+            used = queue.owner_usage(name, owner, late, phase_name)
     finally:
         spool.discard(staged)  # refused or failed before placing; once placed it is gone already
     remaining = None if limit is None else max(0, limit - used.scored - used.pending)
     allowed = None if budget is None else budget * 3600
-    return Admitted(entry_id, owner, late, dry_run, remaining, used.vm_seconds, allowed)
+    return Admitted(entry_id, owner, late, dry_run, remaining, used.vm_seconds, allowed, phase_name, feedback)
 
 
 def admit(site: Site, queue: Queue, name: str, ch: Challenge, archive: Path, owner: str, late: bool,
-          spool: Spool | None = None, rate_limited: bool = False) -> Admitted:
+          spool: Spool | None = None, rate_limited: bool = False, phase: str | None = None) -> Admitted:
     """Stage the archive, check the staged copy (prepare), then, under the admission lock, place
     it and queue the entry (enter). `name` is the challenge as registered, `ch` its
     challenge.toml; `spool` defaults to the home's. `rate_limited`: a participant's own upload
-    (the portal), held to the owner's limits (owner_limits) in the same transaction."""
+    (the portal), held to the owner's limits (owner_limits) in the same transaction. In a
+    contest, `phase` names the phase (default: the one taking uploads now), whose window, uploads,
+    promotion and limits per owner are checked first, before the archive is copied."""
+    chosen = upload_phase(ch, name, phase, late, time.time())
+    if chosen is not None:  # refused before the archive is copied; checked again as it is queued
+        upload_refusal(ch, name, chosen, late, time.time())
+        entrant_refusal(ch, name, chosen, owner, late, queue.owner_usage(name, owner, late, chosen.name))
     prepared = prepare(site, name, ch, archive, owner, spool)
-    return enter(site, queue, name, ch, prepared, owner, late, spool, rate_limited)
+    return enter(site, queue, name, ch, prepared, owner, late, spool, rate_limited, chosen)

@@ -20,41 +20,29 @@ from typing import Any
 
 from ..config import QueueSite
 from ..errors import VmjudgeError
-from ..pipeline import FIRST, HOME_STAGES, SILENT, VM_STAGES
+from ..pipeline import FIRST, HOME_STAGES, SILENT
 from .blobs import Blobs
+from .claim import take_one
+from .claim_fair import NEEDS_GPU, in_list, slot_filter, take_fairly
 from .connection import Database, Db, open_database
-from .fair_share import FAIR_ORDER, USAGE_BY_OWNER, charge, usage_args
+from .dialect import POSTGRESQL
+from .fair_share import charge
 from .gpu_slots import GpuSlots
 from .history import History, add_exam_results, add_scoring
 from .hosts import Hosts
 from .leases import Leases
-from .publish import record_exam_start, record_publish
+from .one_statement import claim_alone, start_alone, start_held
+from .outbox import entry_ended
+from .phases import PhaseRecords
+from .publish import record_publish
 from .requeue import event, requeue_or_park
-from .rows import EntryRow, Scoring, StageRun, Usage, now, stamp
+from .rows import EntryRow, Scoring, StageRun, Usage, now
 from .usage import owner_usage
-
-# A stage needs a GPU slot when its challenge asks for a GPU and it runs in a VM (stage 4,
-# on the host, needs none: a GPU challenge's scoring never waits for a card).
-_NEEDS_GPU = f"(c.gpu IS NOT NULL AND e.stage IN ({', '.join(repr(n) for n in VM_STAGES)}))"
 
 
 class StaleClaim(VmjudgeError):
     """A stage run that no longer holds its entry: its lease expired and the stage was queued
     again (perhaps already run elsewhere). What it found is not recorded."""
-
-
-def _slot_filter(gpu: tuple[str, ...] | None) -> tuple[str, tuple[str, ...]]:
-    """SQL (on entries e joined with challenges c) for what one kind of slot may take: a CPU
-    slot (gpu None) every stage that needs no GPU, and nothing else, so a CPU slot never runs
-    GPU work and GPU work never waits behind CPU work in a GPU slot; a GPU slot only stages
-    that need a GPU, of a model among `gpu` ("any", "t4")."""
-    if gpu is None:
-        return f" AND NOT {_NEEDS_GPU}", ()
-    return f" AND {_NEEDS_GPU} AND c.gpu IN ({','.join('?' * len(gpu))})", gpu
-
-
-def _in(column: str, values: tuple[Any, ...]) -> str:
-    return f"{column} IN ({','.join('?' * len(values))})" if values else "1 = 0"
 
 
 class Queue(History):
@@ -71,6 +59,11 @@ class Queue(History):
         self.hosts = Hosts(self.database)
         self.leases = Leases(self.database)
         self.blobs = Blobs(self.database)
+        self.phases = PhaseRecords(self.database)  # a contest's promotions and publications
+
+    def close(self) -> None:
+        """The database files or connection this thread keeps, closed."""
+        self.database.close()
 
     # challenges
 
@@ -118,23 +111,26 @@ class Queue(History):
     # entries
 
     def add_entry(self, challenge: str, owner: str, late: bool, sha256: str, name: str, path: Path,
-                  dry_run: bool = False, admissible: Callable[[Usage], None] | None = None, size: int = 0) -> int:
-        """Queue an entry whose archive is stored at `path`. `admissible`, given what the owner
-        has used of this board, raises to refuse it; it is called in the
-        same transaction as the insert, with other admissions to the board held off, so two
-        submissions at once cannot both take the last place, on one host or several."""
+                  dry_run: bool = False, admissible: Callable[[Usage], None] | None = None, size: int = 0,
+                  phase: str | None = None, exam_time_hidden: bool = False) -> int:
+        """Queue an entry whose archive is stored at `path` (in a contest, to phase `phase`;
+        `exam_time_hidden` when that phase keeps the exam's time back, record_publish).
+        `admissible`, given what the owner has used of this board, raises to refuse it; it is
+        called in the same transaction as the insert, with other admissions to the board held
+        off, so two submissions at once cannot both take the last place, on one host or several."""
         with self._transaction() as db:
             if admissible is not None:  # both boards: the rate limit counts them together
                 db.lock(f"admit {challenge} {owner}")
-                admissible(owner_usage(db, challenge, owner, late))
+                admissible(owner_usage(db, challenge, owner, late, phase))
             if self.shared:  # no file is shared between hosts: the archive's bytes go with the entry
                 self.blobs.put_file(db, sha256, path)
             entry_id = db.execute(
                 "INSERT INTO entries (challenge, owner, late, dry_run, archive_sha256, archive_name, archive_path, "
-                "submitted_at, state, stage, archive_bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?) "
-                "RETURNING id",
-                (challenge, owner, int(late), int(dry_run), sha256, name, str(path), now(), FIRST, size)).fetchone()[0]
-            event(db, entry_id, "submitted", f"{name} sha256 {sha256} by {owner}")
+                "submitted_at, state, stage, archive_bytes, phase, exam_time_hidden) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?) RETURNING id",
+                (challenge, owner, int(late), int(dry_run), sha256, name, str(path), now(), FIRST, size,
+                 phase, int(exam_time_hidden))).fetchone()[0]
+            event(db, entry_id, "submitted", f"{name} sha256 {sha256} by {owner}" + (f" to {phase}" if phase else ""))
         return int(entry_id)
 
     def entry(self, entry_id: int) -> EntryRow:
@@ -144,20 +140,22 @@ class Queue(History):
             raise VmjudgeError(f"there is no entry {entry_id}: `vmjudge status` lists the entries.")
         return EntryRow.from_row(row)
 
-    def owner_usage(self, challenge: str, owner: str, late: bool) -> Usage:
-        """What `owner` has used of one board of `challenge`, for the entry limit and the budget.
+    def owner_usage(self, challenge: str, owner: str, late: bool, phase: str | None = None) -> Usage:
+        """What `owner` has used of one board of `challenge` (of phase `phase` in a contest), for
+        the entry limits and the budget.
 
         Pending entries are queued or running and may yet be scored, so they count until they
         end otherwise; a declared dry run never can be scored and never counts. Failed, dry-run
         and parked entries do not count. Every stage run's charged VM time counts, whatever
         its entry became, but the organiser's re-runs never do (fair_share.py says why)."""
         with self._connect() as db:
-            return owner_usage(db, challenge, owner, late)
+            return owner_usage(db, challenge, owner, late, phase)
 
     def entries(self, states: tuple[str, ...] | None = None) -> list[EntryRow]:
         with self._connect() as db:
             if states:
-                rows = db.execute(f"SELECT * FROM entries WHERE {_in('state', states)} ORDER BY id", states).fetchall()
+                rows = db.execute(f"SELECT * FROM entries WHERE {in_list('state', states)} ORDER BY id",
+                                  states).fetchall()
             else:
                 rows = db.execute("SELECT * FROM entries ORDER BY id").fetchall()
         return [EntryRow.from_row(r) for r in rows]
@@ -171,9 +169,9 @@ class Queue(History):
         if only:
             where, args = " AND e.id = ?", (only,)
         if challenges is not None:
-            where, args = where + f" AND {_in('e.challenge', challenges)}", args + challenges
+            where, args = where + f" AND {in_list('e.challenge', challenges)}", args + challenges
         if self.shared:
-            where += f" AND (NOT {_in('e.stage', HOME_STAGES)} OR e.home_host IS NULL OR e.home_host = ?)"
+            where += f" AND (NOT {in_list('e.stage', HOME_STAGES)} OR e.home_host IS NULL OR e.home_host = ?)"
             args = args + HOME_STAGES + (self.host,)
         return where, args
 
@@ -186,18 +184,21 @@ class Queue(History):
         the window, an entry already begun before an owner's new ones, oldest first. Hosts
         claiming at once each get another entry: a row one is claiming is skipped by the
         others, never waited for."""
-        slot_where, slot_args = _slot_filter(gpu)
-        where, args = self._runnable(only, challenges)
+        slot_where, slot_args = slot_filter(gpu)
+        where, args = self._runnable(None, challenges)
+        where, args = slot_where + where, slot_args + args
         at = time.time()
+        skip_locked, alone = self.database.dialect.skip_locked, self.database.dialect is POSTGRESQL and not only
+        if alone:  # PostgreSQL: nearly always the whole claim, one statement (one_statement.py)
+            with self._connect() as db:
+                row = claim_alone(db, skip_locked, self.host, self.lease, self.fair_window, where, args, at)
+            if row is not None:
+                return EntryRow.from_row(row)
         with self._transaction() as db:
-            row = db.execute(
-                "UPDATE entries SET state = 'running', lease_owner = ?, lease_run = NULL, lease_until = ? "
-                "WHERE id = (SELECT e.id FROM entries e JOIN challenges c ON c.name = e.challenge "
-                f"LEFT JOIN ({USAGE_BY_OWNER}) u ON u.owner = e.owner "
-                "WHERE e.state = 'queued' AND e.not_before <= ?" + slot_where + where
-                + f" ORDER BY {FAIR_ORDER} LIMIT 1" + self.database.dialect.skip_locked + ") RETURNING *",
-                (self.host, at + self.lease, *usage_args(at, self.fair_window), at, *slot_args, *args,
-                 FIRST)).fetchone()
+            if only:
+                row = db.execute(take_one(where, skip_locked), (self.host, at + self.lease, only, at, *args)).fetchone()
+            else:
+                row = take_fairly(db, skip_locked, self.host, self.lease, self.fair_window, where, args, at, alone)
             if row is None:
                 return None
             event(db, row["id"], "running", f"{row['stage']} by {self.host}")
@@ -208,8 +209,8 @@ class Queue(History):
         """Whether any entry is queued (ready or waiting out a retry delay) that this host can
         run: every stage that needs no GPU, and GPU stages of the models in `gpu` (the ones
         its GPU slots in service answer to)."""
-        cpu_where, _ = _slot_filter(None)
-        gpu_where, gpu_args = _slot_filter(gpu) if gpu else (" AND 1 = 0", ())
+        cpu_where, _ = slot_filter(None)
+        gpu_where, gpu_args = slot_filter(gpu) if gpu else (" AND 1 = 0", ())
         where, args = self._runnable(only, challenges)
         with self._connect() as db:
             sql = ("SELECT 1 FROM entries e JOIN challenges c ON c.name = e.challenge WHERE e.state = 'queued'"
@@ -220,7 +221,7 @@ class Queue(History):
         """GPU model -> queued stages that need it: what the daemon says when no slot can run them."""
         with self._connect() as db:
             rows = db.execute("SELECT c.gpu AS gpu, COUNT(*) AS n FROM entries e JOIN challenges c "
-                              f"ON c.name = e.challenge WHERE e.state = 'queued' AND {_NEEDS_GPU} "
+                              f"ON c.name = e.challenge WHERE e.state = 'queued' AND {NEEDS_GPU} "
                               "GROUP BY c.gpu").fetchall()
         return {r["gpu"]: r["n"] for r in rows}
 
@@ -246,22 +247,15 @@ class Queue(History):
         """The stage run of this host's claim on the entry, which it now holds: only its result
         can be recorded; the organiser's when the entry is batch work (fair_share.py: never
         charged to its owner). StaleClaim when the claim was lost meanwhile."""
-        with self._transaction() as db:
-            row = db.execute("SELECT state, lease_owner, lease_run, evaluation, batch FROM entries WHERE id = ?"
-                             + self.database.dialect.for_update, (entry_id,)).fetchone()
-            if row is None or (row["state"], row["lease_owner"], row["lease_run"]) != ("running", self.host, None):
-                raise StaleClaim(f"entry {entry_id}'s claim by {self.host} was lost before its {stage} stage started.")
-            attempt = 1 + db.execute("SELECT COUNT(*) FROM stage_runs WHERE entry_id = ? AND stage = ?",
-                                     (entry_id, stage)).fetchone()[0]
-            started = time.time()
-            run_id = db.execute("INSERT INTO stage_runs (entry_id, stage, attempt, host, slot, started_at, evaluation, "
-                                "started, organiser) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-                                (entry_id, stage, attempt, self.host, slot, stamp(started), row["evaluation"],
-                                 started, row["batch"])).fetchone()[0]
-            if stage == SILENT:
-                record_exam_start(db, entry_id, started)
-            db.execute("UPDATE entries SET lease_run = ? WHERE id = ?", (run_id, entry_id))
-        return self.stage_run(run_id)
+        if self.database.dialect is POSTGRESQL and stage != SILENT:  # one statement (one_statement.py)
+            with self._connect() as db:
+                run = start_alone(db, entry_id, stage, self.host, slot, time.time())
+        else:
+            with self._transaction() as db:
+                run = start_held(db, self.database.dialect.for_update, entry_id, stage, self.host, slot)
+        if run is None:
+            raise StaleClaim(f"entry {entry_id}'s claim by {self.host} was lost before its {stage} stage started.")
+        return StageRun.from_row(run)
 
     def _hold(self, db: Db, run: StageRun) -> None:
         """Within a transaction that records `run`'s result: refuse unless the run still holds
@@ -282,6 +276,18 @@ class Queue(History):
         with self._connect() as db:
             rows = db.execute("SELECT * FROM stage_runs WHERE entry_id = ? ORDER BY id", (entry_id,)).fetchall()
         return [StageRun.from_row(r) for r in rows]
+
+    def last_passed(self, entry_ids: list[int], stage: str) -> dict[int, StageRun]:
+        """Each entry's last passed run of `stage`, for many entries in a few queries (a board's
+        rows each show where their exam ran: one query per row cost a board 10 ms per 100 owners)."""
+        found: dict[int, StageRun] = {}
+        with self._connect() as db:
+            for start in range(0, len(entry_ids), 500):
+                some = tuple(entry_ids[start:start + 500])
+                for r in db.execute(f"SELECT * FROM stage_runs WHERE stage = ? AND status = 'passed' AND "
+                                    f"{in_list('entry_id', some)} ORDER BY id", (stage, *some)).fetchall():
+                    found[r["entry_id"]] = StageRun.from_row(r)
+        return found
 
     def finish_stage(self, run: StageRun, status: str, message: str, manifest: dict[str, Any],
                      reason: str | None = None, next_stage: str | None = None,
@@ -317,6 +323,7 @@ class Queue(History):
                            (outcome, failed_stage, reason, json.dumps(scores) if scores is not None else None,
                             now(), run.entry_id))
                 record_publish(db, run.entry_id)
+                entry_ended(db, run.entry_id)  # its owner's message, sent from its publish time
                 event(db, run.entry_id, "done", f"{run.stage} {status}: {outcome} {reason or ''}".strip())
 
     def infra_failure(self, run: StageRun, reason: str, message: str, manifest: dict[str, Any]) -> bool:

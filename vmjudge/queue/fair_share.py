@@ -11,7 +11,9 @@ batch of re-runs jam a contest. So a slot takes, in this order:
 3. an entry already begun (its later stages) before new ones, so entries finish rather than
    interleave;
 4. the oldest.
-Infrastructure failures are never charged, so a host's trouble does not cost an owner his turn.
+claim.py takes them in this order by owners, not by stages, so that a claim costs the same
+whatever the number of ready stages. Infrastructure failures are never charged, so a host's
+trouble does not cost an owner his turn.
 
 Nor is the organiser's batch work: a re-run is the organiser's choice (a fixed image, a
 corrected stage), not the owner's, so its stage runs (`organiser`, set from the entry's `batch`
@@ -31,20 +33,17 @@ import time
 from ..pipeline import VM_STAGES
 from .connection import Db
 from .rows import StageRun
+from .running import RUNNING_BY_OWNER
 
-_VM_LIST = ", ".join(repr(name) for name in VM_STAGES)
 HOUR = 3600
 
 # owner -> VM seconds used in the window: the charged time of ended runs, kept per owner and
-# hour in owner_usage (a claim reads a few rows per owner, not every run of the window), and
-# the time so far of the owners' own runs now holding an entry. Parameters: usage_args(now, window).
+# hour in owner_usage, and the time so far of the owners' own runs now holding an entry, kept per
+# owner in owner_running (running.py): a claim reads a few rows per owner, never a row per run.
+# Parameters: usage_args(now, window).
 USAGE_BY_OWNER = ("SELECT t.owner AS owner, SUM(t.used) AS used FROM ("
-                  "SELECT owner, seconds AS used FROM owner_usage WHERE hour >= ? UNION ALL "
-                  "SELECT x.owner AS owner, ? - r.started AS used FROM entries x "
-                  f"JOIN stage_runs r ON r.id = x.lease_run WHERE x.state = 'running' AND r.stage IN ({_VM_LIST}) "
-                  "AND r.organiser = 0) t GROUP BY t.owner")
-# On entries e joined with USAGE_BY_OWNER as u; one parameter: the first stage's name.
-FAIR_ORDER = "e.batch, COALESCE(u.used, 0), CASE WHEN e.stage = ? THEN 1 ELSE 0 END, e.id"
+                  f"SELECT owner, seconds AS used FROM owner_usage WHERE hour >= ? UNION ALL {RUNNING_BY_OWNER}) t "
+                  "GROUP BY t.owner")
 
 
 def usage_args(at: float, window: float) -> tuple[float, float]:

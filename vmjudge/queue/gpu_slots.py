@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .connection import Database
+from .outbox import organiser_event
 from .rows import now
 
 
@@ -67,4 +68,12 @@ class GpuSlots:
             db.execute("INSERT INTO events (entry_id, at, kind, detail) VALUES (NULL, ?, 'gpu', ?)",
                        (now(), f"{host} GPU {address} " + ("back in service" if in_service
                                                             else f"out of service: {reason}")))
+            condition = f"gpu {host} {address}"
+            if in_service:  # "back to normal", told once the condition was
+                organiser_event(db, condition, f"GPU {address} of {host}", f"GPU {address} of {host} is back in "
+                                "service.", kind="gpu-back")
+            else:
+                organiser_event(db, condition, f"GPU {address} of {host}", f"GPU {address} of {host} was taken out "
+                                f"of service: {reason}. `vmjudge gpu enable` puts it back once it is looked at.",
+                                kind="gpu-out")
         return True

@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from ..config.notify import email_ok
 from ..errors import VmjudgeError
 from .connection import Database
 from .rows import now
@@ -37,6 +38,7 @@ class Owner:
     revoked_at: str | None
     token_sha256: str
     signed_out_at: float | None = None  # epoch seconds: sessions begun before it are over
+    email: str | None = None  # where the owner hears of its entries (issue 35); None: not at all
 
     @property
     def active(self) -> bool:
@@ -56,7 +58,15 @@ def token_hash(token: str) -> str:
 def _owner(r: Any) -> Owner:
     """From a row (sqlite3.Row or connection.Row), read by column name."""
     return Owner(name=r["name"], organiser=bool(r["organiser"]), created_at=r["created_at"],
-                 revoked_at=r["revoked_at"], token_sha256=r["token_sha256"], signed_out_at=r["signed_out_at"])
+                 revoked_at=r["revoked_at"], token_sha256=r["token_sha256"], signed_out_at=r["signed_out_at"],
+                 email=r["email"])
+
+
+def checked_email(email: str | None) -> str | None:
+    if email is not None and not email_ok(email):
+        raise OwnerError(f"The address {email!r} is not allowed: give one plain address such as "
+                         "\"ana@example.org\" (no name, no spaces).")
+    return email
 
 
 class Owners:
@@ -65,9 +75,11 @@ class Owners:
     def __init__(self, database: Database):
         self.database = database
 
-    def add(self, name: str, organiser: bool = False) -> str:
+    def add(self, name: str, organiser: bool = False, email: str | None = None) -> str:
         """Add `name` (or give a revoked one a new token) and return its token, which is stored
-        nowhere: the caller shows it once. An active owner is refused: revoke it first."""
+        nowhere: the caller shows it once. An active owner is refused: revoke it first. `email`:
+        the owner opts in to hear of its entries there."""
+        checked_email(email)
         if not name or len(name) > 64 or not name.isprintable() or name != name.strip():
             raise OwnerError(f"The owner {name!r} is not allowed: use at most 64 printable characters (no control "
                              "characters, newlines, invisible formatting or spaces at either end).")
@@ -77,11 +89,22 @@ class Owners:
             if row is not None and row["revoked_at"] is None:
                 raise OwnerError(f"the owner {name!r} already has a token: `vmjudge owner revoke {name}` first, "
                                  "then add it again for a new one.")
-            db.execute("INSERT INTO owners (name, token_sha256, organiser, created_at, revoked_at) "
-                       "VALUES (?, ?, ?, ?, NULL) ON CONFLICT(name) DO UPDATE SET token_sha256 = "
+            db.execute("INSERT INTO owners (name, token_sha256, organiser, created_at, revoked_at, email) "
+                       "VALUES (?, ?, ?, ?, NULL, ?) ON CONFLICT(name) DO UPDATE SET token_sha256 = "
                        "excluded.token_sha256, organiser = excluded.organiser, created_at = excluded.created_at, "
-                       "revoked_at = NULL", (name, token_hash(token), int(organiser), now()))
+                       "revoked_at = NULL, email = excluded.email", (name, token_hash(token), int(organiser), now(),
+                                                                     email))
         return token
+
+    def set_email(self, name: str, email: str | None) -> None:
+        """Where `name` hears of its entries from now on; None: nowhere (messages not yet sent
+        are dropped when their time comes)."""
+        checked_email(email)
+        with self.database.transaction() as db:
+            done = db.execute("UPDATE owners SET email = ? WHERE name = ? AND revoked_at IS NULL",
+                              (email, name)).rowcount
+        if done != 1:
+            raise OwnerError(f"no owner named {name!r} holds a token: `vmjudge owner list` shows who does.")
 
     def revoke(self, name: str) -> None:
         with self.database.transaction() as db:

@@ -25,6 +25,7 @@ import time
 
 from ..pipeline import SILENT
 from .connection import Db
+from .rows import EntryRow
 
 # SQL on entries e, one parameter (now): the entry is "being examined" for participants, so
 # what its exam did (its outcome, its exam's VM time, its place back under the limits) is not
@@ -34,6 +35,12 @@ STEPS = 10  # the exam's cap in tenths: what a participant may learn of its time
 # The step for an exam whose cap no run recorded (parked before its VM measured anything):
 # one tenth of PhysioNet's one-hour cap.
 DEFAULT_CAP = 3600.0
+
+
+def being_examined(entry: EntryRow, at: float) -> bool:
+    """Whether participants see the entry as "being examined" at `at`: its exam started in this
+    evaluation and its publish time has not come (or is not known yet). EXAMINING in Python."""
+    return entry.exam_started is not None and (entry.published is None or at < entry.published)
 
 
 def tenths(used: float | None, cap: float | None) -> int | None:
@@ -61,13 +68,16 @@ def record_exam_start(db: Db, entry_id: int, started: float) -> None:
 def record_publish(db: Db, entry_id: int) -> None:
     """Within the transaction that ends the entry (done or parked): its publish time, when its
     exam started in this evaluation; the counted exam run's figures give its time and cap."""
-    row = db.execute("SELECT exam_started, evaluation FROM entries WHERE id = ?", (entry_id,)).fetchone()
+    row = db.execute("SELECT exam_started, evaluation, exam_time_hidden FROM entries WHERE id = ?",
+                     (entry_id,)).fetchone()
     if row is None or row["exam_started"] is None:
         return
     run = db.execute("SELECT figures FROM stage_runs WHERE entry_id = ? AND stage = ? AND evaluation = ? "
                      "AND figures IS NOT NULL AND status IS NOT NULL AND status != 'infra' ORDER BY id DESC LIMIT 1",
                      (entry_id, SILENT, row["evaluation"])).fetchone()
     figures = json.loads(run["figures"]) if run is not None else {}
-    at = publish_time(float(row["exam_started"]), figures.get("stage_seconds"), figures.get("stage_limit"),
-                      time.time())
+    cap = figures.get("stage_limit")
+    # A phase that keeps the exam's time back: published at the cap, as if the exam took all of it.
+    used = cap if row["exam_time_hidden"] else figures.get("stage_seconds")
+    at = publish_time(float(row["exam_started"]), used, cap, time.time())
     db.execute("UPDATE entries SET published = ? WHERE id = ?", (at, entry_id))

@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from .connection import Db
+from .outbox import entry_ended
 from .publish import record_publish
 from .retry import after_infra_failure
 from .rows import now
@@ -36,6 +37,7 @@ def requeue_or_park(db: Db, entry_id: int, stage: str, evaluation: int, run_id: 
                                                None if retry.again else reason, time.time() + retry.delay, entry_id))
     if not retry.again:
         record_publish(db, entry_id)
+        entry_ended(db, entry_id)  # the owner's message and the organisers', with the parking itself
     event(db, entry_id, "infra", f"{stage} attempt {attempt}: {reason}: {message}"
           + ("" if retry.again else f" (parked after {failures} failures)"))
     return retry.again

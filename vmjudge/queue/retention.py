@@ -13,6 +13,10 @@ An entry queued or running is never touched: each entry's files are removed unde
 queue's write lock, after checking the entry is still finished and idle (Queue.collect), so
 the daemon cannot take it up meanwhile. Each removal is recorded in the entry's event log,
 which `show --organiser` prints.
+
+The outbox's notifications that ended (sent, failed or dropped) go too once `outbox_days` have
+passed since they ended: on a busy contest they are a row per judged entry, and only `notify
+list` reads them. A message still to be sent is never removed (queue/outbox.py prune).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from typing import Any
 
 from ..config import Retention, Site
 from .db import Queue
+from .outbox import prune
 from .rows import stamp
 
 DAY = 86400.0
@@ -60,6 +65,7 @@ class GcReport:
     policy: Retention
     removals: list[Removal] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # one sentence each: what could not be removed
+    messages: int = 0  # the outbox's finished notifications removed (outbox_days)
 
     @property
     def bytes(self) -> int:
@@ -67,8 +73,12 @@ class GcReport:
 
     def lines(self) -> list[str]:
         verb = "would remove" if self.dry_run else "removed"
-        return [f"entry {r.entry_id}: {verb} {r.name} ({_size(r.bytes)}, {r.kind}_days = {r.days})"
-                for r in self.removals]
+        lines = [f"entry {r.entry_id}: {verb} {r.name} ({_size(r.bytes)}, {r.kind}_days = {r.days})"
+                 for r in self.removals]
+        if self.policy.outbox_days is not None:
+            lines.append(f"notifications: {verb} {self.messages} sent, failed or dropped more than "
+                         f"{self.policy.outbox_days} days ago (outbox_days = {self.policy.outbox_days})")
+        return lines
 
     def summary(self) -> str:
         if all(v is None for v in asdict(self.policy).values()):
@@ -80,7 +90,8 @@ class GcReport:
 
     def as_json(self) -> dict[str, Any]:
         return {"dry_run": self.dry_run, "policy": asdict(self.policy), "bytes": self.bytes,
-                "removed": [asdict(r) for r in self.removals], "problems": self.problems}
+                "removed": [asdict(r) for r in self.removals], "problems": self.problems,
+                "notifications": self.messages}
 
 
 def _size(n: int) -> str:
@@ -141,4 +152,6 @@ def collect(site: Site, queue: Queue, dry_run: bool = False, now: float | None =
             # Nothing is removed when the entry moved on since it was listed (queued again, say).
             queue.collect(entry_id, last_event, partial(_remove, site, planned, report.problems, removed))
             report.removals += removed
+    if site.retention.outbox_days is not None:
+        report.messages = prune(queue.database, now - site.retention.outbox_days * DAY, now, dry_run)
     return report

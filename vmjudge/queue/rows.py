@@ -39,6 +39,12 @@ class Usage:
     last_hour: int = 0  # entries the owner submitted to the challenge (both boards) in the last hour
     waiting: int = 0  # entries queued or running, dry runs included (both boards)
     spool_bytes: int = 0  # the archives' bytes of all the owner's entries to the challenge (both boards)
+    # A contest's phase (the board is then the phase's): every entry accepted, uploaded or carried,
+    # but those the judge parked; those that passed the phase (scored); whether the owner was
+    # promoted into it.
+    submitted: int = 0
+    passed: int = 0
+    promoted: bool = False
 
 
 @dataclass(frozen=True)
@@ -63,6 +69,8 @@ class EntryRow:
     evaluation: int = 1  # how many times the entry was (re)queued from stage 1
     exam_started: float | None = None  # epoch seconds: the evaluation's first exam run started
     published: float | None = None  # epoch seconds: participants may see its result from then (publish.py)
+    phase: str | None = None  # the contest phase it was submitted or carried to (None: no phases)
+    carried_from: int | None = None  # the entry of an earlier phase whose archive it is
 
     @classmethod
     def from_row(cls, row: Any) -> EntryRow:

@@ -2,9 +2,14 @@
 
 Written once for SQLite and PostgreSQL; {id} and {blob} are the types dialect.py gives each.
 
+LATER_INDEXES are made after the MIGRATIONS, on columns those add; entries_ready is claim.py's
+(written there, next to the query that must match it).
+
 Queue (db.py) creates what is missing and adds the MIGRATIONS columns to a database made by
 an older vmjudge, so a home keeps working across upgrades.
 """
+
+from .claim import INDEX
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS challenges (
@@ -140,6 +145,58 @@ CREATE TABLE IF NOT EXISTS owners (
     created_at TEXT NOT NULL,
     revoked_at TEXT                    -- set by `owner revoke`: the token and its sessions stop at once
 );
+-- A contest's phases (challenge.toml [[phase]], issue 40): the owners the organiser promoted into
+-- a phase, and when a phase's results were published to participants. Both are the organiser's
+-- acts, recorded with who did them and when.
+CREATE TABLE IF NOT EXISTS promotions (
+    challenge TEXT NOT NULL,
+    phase TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    place INTEGER,                     -- the owner's rank on the board promoted from; NULL: chosen by name
+    how TEXT NOT NULL,                 -- "top 15 of validation" or "chosen"
+    promoted_by TEXT NOT NULL,
+    promoted_at TEXT NOT NULL,
+    PRIMARY KEY (challenge, phase, owner)
+);
+CREATE TABLE IF NOT EXISTS publications (
+    challenge TEXT NOT NULL,
+    phase TEXT NOT NULL,
+    published_by TEXT NOT NULL,
+    published_at TEXT NOT NULL,
+    at DOUBLE PRECISION NOT NULL,      -- epoch seconds: participants see the phase in full from then
+    PRIMARY KEY (challenge, phase)
+);
+-- Notifications (issue 35, outbox.py): each written in the transaction of the event that causes
+-- it, sent by one daemon's sender, tried again with backoff, then failed for `notify list`.
+CREATE TABLE IF NOT EXISTS outbox (
+    id {id},
+    kind TEXT NOT NULL,                -- entry-judged | entry-parked | gpu-out | host-down | ... | digest
+    audience TEXT NOT NULL,            -- owner (the entry's, by the email it gave) | organisers
+    owner TEXT,
+    entry_id BIGINT,
+    evaluation INTEGER,                -- the entry's evaluation it tells of
+    condition TEXT,                    -- organisers: told at most once an hour, then in a digest
+    subject TEXT,                      -- organisers' messages: written with the event; an owner's
+    body TEXT,                         -- is built when sent, from the participant view
+    events INTEGER NOT NULL DEFAULT 1,
+    created DOUBLE PRECISION NOT NULL,  -- epoch seconds
+    not_before DOUBLE PRECISION NOT NULL,  -- an owner's: the entry's publish time
+    state TEXT NOT NULL DEFAULT 'pending',  -- pending | sent | failed | dropped
+    tries INTEGER NOT NULL DEFAULT 0,
+    next_try DOUBLE PRECISION NOT NULL,
+    claimed_by TEXT,                   -- the host sending it, until claim_until
+    claim_until DOUBLE PRECISION,
+    delivered TEXT NOT NULL DEFAULT '[]',  -- JSON: the addresses it reached; a retry skips them
+    last_error TEXT,
+    finished DOUBLE PRECISION
+);
+CREATE INDEX IF NOT EXISTS outbox_due ON outbox(state, next_try);
+CREATE INDEX IF NOT EXISTS outbox_condition ON outbox(audience, condition);
+CREATE TABLE IF NOT EXISTS notify_conditions (  -- conditions.py: each one's state as last told
+    name TEXT PRIMARY KEY,             -- "host judge2", "daemon judge1"
+    state TEXT NOT NULL,               -- down | up | stopped | error | running
+    changed DOUBLE PRECISION NOT NULL
+);
 """
 # Columns added after the first release: (table, column, definition) for homes made before.
 MIGRATIONS = (
@@ -178,4 +235,15 @@ MIGRATIONS = (
     # Issue 30: a stage run of the organiser's batch work (an entry queued again by `rescore
     # --rerun-stages`): its VM time is recorded but never charged to the entry's owner.
     ("stage_runs", "organiser", "INTEGER NOT NULL DEFAULT 0"),
+    # Issue 40: the contest phase an entry belongs to (NULL: a challenge without phases), and the
+    # entry it was carried from (the same archive, judged again on this phase's data).
+    ("entries", "phase", "TEXT"),
+    ("entries", "carried_from", "BIGINT"),
+    # Its phase keeps scores and the exam's time back until published (feedback "errors" or "none"):
+    # its outcome waits for the exam's cap, so when it appears says nothing of the exam's time.
+    ("entries", "exam_time_hidden", "INTEGER NOT NULL DEFAULT 0"),
+    # Issue 35: the address an owner gave to hear of its entries (`vmjudge owner add|set --email`).
+    ("owners", "email", "TEXT"),
 )
+# Indexes on columns MIGRATIONS add, so made after them.
+LATER_INDEXES = (INDEX,)

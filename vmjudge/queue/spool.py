@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .. import private
-from ..archive.names import check_archive_name
+from ..archive.names import stored_format
 from ..errors import VmjudgeError
 from ..files import CHUNK, DurableFile, fsync_dir
 from .blobs import Blobs
@@ -55,7 +55,7 @@ class StoredArchive:
 
     @property
     def kind(self) -> str:
-        return check_archive_name(self.name)
+        return stored_format(self.name)
 
 
 
@@ -75,7 +75,7 @@ def _mib(n: int) -> int:
 
 
 class Spool:
-    """Content-addressed archive store under `root`: root/<sha[:2]>/<sha>.<zip|tar.gz>."""
+    """Content-addressed archive store under `root`: root/<sha[:2]>/<sha>.<zip|tar.gz|image.tar|image.tar.gz>."""
 
     def __init__(self, root: Path):
         self.root = Path(root)
@@ -84,7 +84,7 @@ class Spool:
         """Where the archive with this hash and (participant's) file name is stored."""
         if not _SHA256.fullmatch(sha256):
             raise ValueError(f"not a sha256 hex digest: {sha256!r}")
-        return self.root / sha256[:2] / f"{sha256}.{check_archive_name(name)}"
+        return self.root / sha256[:2] / f"{sha256}.{stored_format(name)}"
 
     def exists(self, sha256: str, name: str) -> bool:
         return self.path_for(sha256, name).is_file()
@@ -111,7 +111,7 @@ class Spool:
         caller places it or discards it. Raises as store() does, leaving nothing behind."""
         source = Path(source)
         name = source.name
-        check_archive_name(name)
+        stored_format(name)
         try:
             size = source.stat().st_size
         except OSError as exc:
@@ -127,7 +127,7 @@ class Spool:
         if size + MARGIN > free:
             raise VmjudgeError(f"the spool at {self.root} has {free >> 20} MB free, not enough for this "
                                f"{_mib(size)} MB archive: free some space and submit again.")
-        staged = self.incoming / f"{secrets.token_hex(16)}.{check_archive_name(name)}"
+        staged = self.incoming / f"{secrets.token_hex(16)}.{stored_format(name)}"
         try:
             out = DurableFile(self.incoming, prefix=f".{staged.name}.", suffix=".part")  # mode 0600
             with out, open(source, "rb") as src:

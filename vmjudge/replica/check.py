@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..archive.checks import check_archive
+from ..archive.checks import check_archive, check_container
 from ..config import Challenge, Site, load_challenge
 from ..errors import EntryError, VmjudgeError
 from ..files import sha256_file
@@ -34,6 +34,7 @@ from ..stages.answers import parse_answer_lines
 from ..stages.context import StageContext
 from ..supervisor.attempts import record_outcome, write_report
 from ..terminal import printable
+from .cpu_match import warning
 from .local import LocalRunner
 
 REPLICA_DIR = Path("/media/replica/vmjudge")
@@ -62,8 +63,9 @@ def _archive_directory(directory: Path, out_dir: Path) -> Path:
 
 def training_scores(ch: Challenge, entry_dir: Path) -> dict[str, float] | None:
     """The entry's submitted training answers (stage 2 proved next.sh reproduces them) scored
-    with the challenge's scorer against training/REFERENCE*; None when there is no reference."""
-    training = ch.directory / "training"
+    with the challenge's scorer against training/REFERENCE* (a phase's own training set: its
+    REFERENCE*); None when there is no reference."""
+    training = ch.set_dir("training")
     if not any(training.glob("REFERENCE*")):
         return None
     rule = ch.results
@@ -74,36 +76,55 @@ def training_scores(ch: Challenge, entry_dir: Path) -> dict[str, float] | None:
     else:
         files = {}
         for r in ch.training:
-            p = entry_dir / rule.submitted_path(r)
+            p = entry_dir / rule.stored_path(r)
             files[r] = p.read_bytes() if p.is_file() else None
         results = ExamResults(records=ch.training, files=files)
     return load_scorer(ch.scorer)(results, training)
 
 
+def replica_phase(replica_dir: Path) -> str | None:
+    """The phase the replica was built for (replica.json), None for a challenge's own."""
+    meta = replica_dir / "replica.json"
+    return json.loads(meta.read_text()).get("phase") if meta.is_file() else None
+
+
 def check(entry: Path, replica_dir: Path = REPLICA_DIR, work: Path = WORK, score: bool = True,
           progress: Callable[[str], None] = lambda m: say(m, file=sys.stderr, flush=True)) -> dict[str, Any]:
-    ch = load_challenge(replica_dir / "challenge")
+    # A contest's replica is built for one phase (replica.json names it): its training set and image.
+    ch = load_challenge(replica_dir / "challenge").in_phase(replica_phase(replica_dir))
     image = GuestImage.load(replica_dir)
+    cpu_warning = warning(json.loads((replica_dir / "replica.json").read_text()).get("cpu"))
+    if cpu_warning:
+        progress(cpu_warning)
     if work.exists():
         for old in work.glob("check-*"):
             shutil.rmtree(old, ignore_errors=True)
     home = work / f"check-{os.getpid()}"
     home.mkdir(parents=True)
     site = Site(home=home, uri="replica", accel="replica")
-    if entry.is_dir():
+    container = ch.entry.kind == "container"
+    if entry.is_dir() and not container:
         archive = _archive_directory(entry, home)
         progress(f"{entry} is a directory: checking it as the archive {archive.name}")
     elif entry.is_file():
         archive = entry
+    elif container:
+        raise EntryError("no-entry", f"{entry} is not a file: give the path of your saved image (NAME-image.tar or "
+                         "NAME-image.tar.gz, from `docker save`); `vmjudge-replica media` lists them.")
     else:
         raise EntryError("no-entry", f"{entry} does not exist: give the path of your entry archive "
                          "(NAME-entry.zip or NAME-entry.tar.gz) or directory; `vmjudge-replica media` lists them.")
-    check_archive(ch, ch.name, archive)
+    if container:
+        check_container(ch, ch.name, archive)
+    else:
+        check_archive(ch, ch.name, archive)
     queue = Queue(site.layout.queue_db)
     queue.add_challenge(ch.name, ch.directory, image.key)
     entry_id = queue.add_entry(ch.name, "participant", False, sha256_file(archive), archive.name, archive.resolve())
-    titles = {"prep": "stage 1 (prep): unpacking, installing, setup.sh",
-              "quiz": f"stage 2 (quiz): next.sh on {len(ch.training)} training records"}
+    titles = {"prep": "stage 1 (prep): the image's root file system (skopeo, umoci, mksquashfs)" if container
+              else "stage 1 (prep): unpacking, installing, setup.sh",
+              "quiz": f"stage 2 (quiz): {'the image' if container else 'next.sh'} on {len(ch.training)} training "
+                      "records"}
     for stage in PIPELINE[:2]:  # up to the quiz: the replica has no test records
         row = queue.entry(entry_id)
         if row.state != "queued":
@@ -126,7 +147,8 @@ def check(entry: Path, replica_dir: Path = REPLICA_DIR, work: Path = WORK, score
     result = {"challenge": ch.name, "archive": archive.name,
               "outcome": "passed" if passed else doc["outcome"],
               "failed_stage": doc["failed_stage"], "reason": doc["reason"], "stages": stages,
-              "report": report, "results_dir": str(site.layout.results_of(entry_id).directory), "training_scores": None}
+              "report": report, "results_dir": str(site.layout.results_of(entry_id).directory), "training_scores": None,
+              "cpu_warning": cpu_warning}
     if passed and score:
         try:
             result["training_scores"] = training_scores(ch, site.layout.results_of(entry_id).entry)
@@ -139,6 +161,8 @@ def print_report(result: dict) -> None:
     say("=" * 72)
     say("vmjudge REPLICA check: stages 1 and 2 as the judge runs them (not an official evaluation)")
     say("=" * 72)
+    if result.get("cpu_warning"):
+        say(result["cpu_warning"])
     say(result["report"], end="")
     scores = result.get("training_scores")
     if scores:
@@ -153,7 +177,8 @@ def print_report(result: dict) -> None:
 
 def media(root: Path = MEDIA_ROOT) -> list[Path]:
     """Mount every attached disk and CD (not the replica CD) read-only under /media/NAME, and
-    list what looks like an entry: *entry.zip, *entry.tar.gz, or a directory with next.sh."""
+    list what looks like an entry: *entry.zip, *entry.tar.gz, a directory with next.sh, or a
+    saved image, *image.tar or *image.tar.gz."""
     mounted_devs = {line.split()[0] for line in Path("/proc/mounts").read_text().splitlines()}
     replica_dev = next((line.split()[0] for line in Path("/proc/mounts").read_text().splitlines()
                         if line.split()[1] == "/media/replica"), None)
@@ -179,7 +204,8 @@ def media(root: Path = MEDIA_ROOT) -> list[Path]:
     for base in sorted(p for p in root.iterdir() if p.is_dir() and os.path.ismount(p) and p.name not in
                        ("replica", "cdrom")):
         found.extend(path for path in sorted(base.rglob("*"))
-                     if (path.is_file() and path.name.endswith(("entry.zip", "entry.tar.gz")))
+                     if (path.is_file() and path.name.endswith(("entry.zip", "entry.tar.gz", "image.tar",
+                                                                "image.tar.gz")))
                      or (path.is_dir() and (path / "next.sh").is_file()))
     return found
 
@@ -187,7 +213,8 @@ def media(root: Path = MEDIA_ROOT) -> list[Path]:
 def info(replica_dir: Path = REPLICA_DIR) -> dict:
     meta = json.loads((replica_dir / "replica.json").read_text())
     image = GuestImage.load(replica_dir)
-    return {"challenge": meta["challenge"], "image": image.key, "kernel_version": image.manifest.get("kernel_version"),
+    return {"challenge": meta["challenge"], **({"phase": meta["phase"]} if "phase" in meta else {}),
+            "image": image.key, "cpu": meta.get("cpu"), "kernel_version": image.manifest.get("kernel_version"),
             "agent_version": image.manifest.get("agent_version"),
             "sha256": {name: sha256_file(replica_dir / name) for name in image.manifest["sha256"]},
             "manifest_sha256": image.manifest["sha256"],

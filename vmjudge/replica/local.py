@@ -9,6 +9,11 @@ FrameStream and the same read loop with the same limits and stop rules (reading.
 
 A home "disk" is a tar archive of the home directory: blank = empty, an overlay = a copy, so
 stage 2 starts from the post-setup home as in the judge, and throwing it away is unlinking it.
+
+A container entry's root, which the judge gives its VM as a read-only disk, is a read-only loop
+device of the same squashfs here, named to the agent (--entry-root-device); its commands' layers
+go on the home tmpfs as on the judge's home disk. Their input is bound from /media/cdrom into the
+entry's root, where a link to the replica CD would lead nowhere: such a job's files are copied.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from ..vm.reading import POWEROFF_GRACE, JobRun, Limits, Reading, check_agent_er
 MEDIA = Path("/media/cdrom")
 HOME = Path("/home/entry")
 REPLICA_CD = Path("/media/replica")
+ENTRY_ROOT = Path("/media/entry-root")  # where the agent mounts a container entry's root (guest/root_disk.py)
 # Exactly how the judge's /opt/vmjudge/init starts the agent, plus --replica.
 AGENT_ARGV = ("/usr/bin/python3", "-I", "-S", "-c",
               'import sys; sys.path.insert(0, "/opt/vmjudge"); import agent; agent.main()', "--replica")
@@ -104,11 +110,16 @@ class LocalRunner:
         log_path = self.files.agent_log(stage, self.attempt)
         boot_timeout, silence_timeout, budget = host_timeouts(self.site, limits, job)
         self._lay_out_media(job, nonce)
+        device = None
         try:
+            argv = list(AGENT_ARGV)
+            if job.entry_root is not None:
+                device = _attach(Path(job.entry_root))
+                argv.append(f"--entry-root-device={device}")
             self._restore_home(home, self.home_mib)
             try:
                 with open(log_path, "wb") as log:
-                    proc = subprocess.Popen(AGENT_ARGV, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                             stderr=log, start_new_session=True)
                 assert proc.stdout is not None
                 try:
@@ -134,6 +145,9 @@ class LocalRunner:
             finally:
                 self._save_home(home)
         finally:
+            if device is not None:
+                _umount(ENTRY_ROOT)
+                subprocess.run(["losetup", "-d", device], capture_output=True)
             _umount(MEDIA)
 
     def _lay_out_media(self, job: Job, nonce: str) -> None:
@@ -153,7 +167,7 @@ class LocalRunner:
             if isinstance(source, bytes):
                 target.write_bytes(source)
                 os.chmod(target, 0o400 if str(rel) == JOB_FILE else 0o444)
-            elif REPLICA_CD in source.resolve().parents:
+            elif REPLICA_CD in source.resolve().parents and job.entry_root is None:
                 target.symlink_to(source.resolve())
             else:
                 shutil.copyfile(source, target)
@@ -178,6 +192,16 @@ class LocalRunner:
             os.replace(tmp, home)
         finally:
             _umount(HOME)
+
+
+def _attach(squashfs: Path) -> str:
+    """A read-only loop device of `squashfs`, whose name the agent is given."""
+    proc = subprocess.run(["losetup", "--find", "--show", "--read-only", str(squashfs)], capture_output=True,
+                          text=True)
+    if proc.returncode != 0 or not proc.stdout.strip().startswith("/dev/loop"):
+        raise InfrastructureError("replica", f"cannot attach the entry's root {squashfs} as a loop device: "
+                                             f"{proc.stderr.strip()}")
+    return proc.stdout.strip()
 
 
 def _expand(media: Mapping[str, Path | bytes]) -> dict[PurePosixPath, Path | bytes]:

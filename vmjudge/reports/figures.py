@@ -4,7 +4,7 @@ Stage 1 and the quiz run on files the participant has: they get every figure bes
 limit, the slowest records and a per-record table. The exam is silent, and timing is a
 channel: an entry can encode test labels in how long each record takes, or how much memory
 it holds. So of the exam a participant gets two numbers only, its time and its peak memory
-as a share of their caps in whole tenths, rounded up (README, "What participants see", gives
+as a share of their caps in whole tenths, rounded up (docs/participants.md, "Reading a report", gives
 the bits this leaves). Organisers get everything, per record, the exam's included.
 """
 
@@ -69,10 +69,11 @@ def participant_view(stage: str, figures: dict[str, Any]) -> dict[str, Any]:
     cap = memory_cap(figures)
     rows = figures.get("commands", [])
     peak = _peak(rows)
-    if stage == "exam":
+    if stage == "exam":  # of the VM's memory as configured: the cgroup's cap moves with each boot's kernel by pages
+        vm = figures.get("vm_memory") or cap
         return {"time_tenths": tenths(figures.get("stage_seconds"), figures.get("stage_limit")),
                 "time_cap_seconds": figures.get("stage_limit"),
-                "memory_tenths": tenths(peak["peak_memory"] if peak else None, cap), "memory_cap": cap}
+                "memory_tenths": tenths(peak["peak_memory"] if peak else None, vm), "memory_cap": vm}
     doc: dict[str, Any] = {"command_limit": figures.get("command_limit"), "memory_limit": cap,
                            "peak_memory": peak["peak_memory"] if peak else None,
                            "home_used": figures.get("home_used"), "home_size": figures.get("home_size")}
@@ -94,7 +95,7 @@ def participant_lines(stage: str, figures: dict[str, Any]) -> list[str]:
         time_part = (f"time {view['time_tenths']}/10 of the {duration(view['time_cap_seconds'])} cap"
                      if view["time_tenths"] is not None
                      else "time unknown")
-        mem_part = (f"peak memory {view['memory_tenths']}/10 of the {cap} cap" if view["memory_tenths"] is not None
+        mem_part = (f"peak memory {view['memory_tenths']}/10 of the VM's {cap}" if view["memory_tenths"] is not None
                     else "peak memory unknown")
         return [f"Resources (the exam gives tenths of its caps only): {time_part}; {mem_part}."]
     rows = figures.get("commands", [])

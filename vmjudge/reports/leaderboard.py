@@ -1,6 +1,6 @@
 """The leaderboard: each owner's best scored entry, ranked by its "score"; a tie goes to the
 earlier submission. Late entries are ranked on a board of their own and never on the
-official one.
+official one, and each phase of a contest has boards of its own.
 
 A board shown to participants counts an entry only from its publish time (participant.py):
 a row appearing the moment an exam ends would time the exam. Its rows carry what
@@ -23,11 +23,10 @@ from typing import Any
 
 from ..errors import VmjudgeError
 from ..files import durable_write
+from ..queue.boards import PRIMARY, best_entries, scored_entries
 from ..queue.db import Queue
 from ..queue.rows import EntryRow
-from .participant import examining
-
-PRIMARY = "score"  # the field every scorer returns and the board ranks by
+from ..vm.hardware import line as hardware_line
 
 
 @dataclass(frozen=True)
@@ -44,28 +43,46 @@ class Row:
     exam_hardware: dict[str, Any] | None = None
 
 
-def leaderboard(queue: Queue, challenge: str, late: bool = False, at: float | None = None) -> list[Row]:
+def leaderboard(queue: Queue, challenge: str, late: bool = False, at: float | None = None,
+                phase: str | None = None) -> list[Row]:
     """The board as participants see it `at` (an entry counts from its publish time on:
-    participant.py), or, with `at` None, the organiser's, with every scored entry at once."""
+    participant.py), or, with `at` None, the organiser's, with every scored entry at once. In a
+    contest, the board of one phase: its entries alone (whether participants may see it at
+    all is phase_view.py's to say)."""
     best: dict[str, tuple[tuple[float, str, int], EntryRow]] = {}
-    for e in queue.entries(("done",)):
-        if e.challenge != challenge or e.late != late or e.outcome != "scored" or not e.scores:
-            continue
-        if at is not None and examining(e, at):
-            continue
-        key = (-float(e.scores.get(PRIMARY) or 0.0), e.submitted_at, e.id)
-        if e.owner not in best or key < best[e.owner][0]:
-            best[e.owner] = (key, e)
+    for e in best_entries(queue.database, challenge, late, phase, at):  # one per owner, chosen in SQL
+        key = (-float((e.scores or {}).get(PRIMARY) or 0.0), e.submitted_at, e.id)
+        best[e.owner] = (key, e)
     ordered = sorted(best.values(), key=lambda ke: ke[0])
+    exams = queue.last_passed([e.id for _key, e in ordered], "exam")
     rows = []
     for i, (_key, e) in enumerate(ordered):
-        exams = [r for r in queue.stage_runs(e.id) if r.stage == "exam" and r.status == "passed"]
-        exam = exams[-1] if exams else None
+        exam = exams.get(e.id)
         rows.append(Row(rank=i + 1, owner=e.owner, entry_id=e.id, score=float((e.scores or {}).get(PRIMARY) or 0.0),
                         submitted_at=e.submitted_at, scores=dict(e.scores or {}),
                         exam_host=exam.host if exam else None,
                         exam_hardware=(exam.manifest or {}).get("hardware") if exam else None))
     return rows
+
+
+def history(queue: Queue, challenge: str, late: bool = False, at: float | None = None,
+            phase: str | None = None) -> dict[str, list[tuple[str, float]]]:
+    """How the board came to be: each owner's counted entries in the order submitted, each with
+    the owner's best score once it was in (a point per scored entry; the portal's chart)."""
+    out: dict[str, list[tuple[str, float]]] = {}
+    for e in scored_entries(queue.database, challenge, late, phase, at):  # in the order submitted
+        points = out.setdefault(e.owner, [])
+        score = float((e.scores or {}).get(PRIMARY) or 0.0)
+        points.append((e.submitted_at, max(score, points[-1][1]) if points else score))
+    return out
+
+
+def exam_lines(rows: list[Row]) -> list[str]:
+    """The organiser's text board ends with where each row's exam ran and on what guest CPU, so
+    that two entries judged on unlike machines (or instruction sets) are seen side by side."""
+    return [f"entry {r.entry_id} ({r.owner}) exam: " + (hardware_line(r.exam_hardware) if r.exam_hardware
+                                                        else f"judged on {r.exam_host or 'an unrecorded host'}")
+            for r in rows]
 
 
 def columns(rows: list[Row]) -> list[str]:
@@ -81,14 +98,14 @@ def _value(row: Row, name: str) -> str:
     return "" if value is None else f"{value:.4f}"
 
 
-def title(challenge: str, late: bool) -> str:
-    return f"{challenge} {'late ' if late else ''}leaderboard"
+def title(challenge: str, late: bool, phase: str | None = None) -> str:
+    return f"{challenge} {f'phase {phase} ' if phase else ''}{'late ' if late else ''}leaderboard"
 
 
-def as_text(challenge: str, rows: list[Row], late: bool = False) -> str:
+def as_text(challenge: str, rows: list[Row], late: bool = False, phase: str | None = None) -> str:
     names = columns(rows)
     widths = [max(8, len(n)) for n in names]
-    head = title(challenge, late)
+    head = title(challenge, late, phase)
     lines = [head, "=" * len(head),
              "  ".join([f"{'rank':>4}", *(f"{n:>{w}}" for n, w in zip(names, widths, strict=True)), f"{'entry':>6}",
                         "owner"])]
@@ -123,7 +140,8 @@ _CSS = ("body{font-family:sans-serif;max-width:60em;margin:2em auto;padding:0 1e
         "tbody tr:first-child{font-weight:bold}caption{text-align:left;color:#666;padding:.5em 0}")
 
 
-def as_html(challenge: str, rows: list[Row], late: bool = False, generated_at: str = "") -> str:
+def as_html(challenge: str, rows: list[Row], late: bool = False, generated_at: str = "", phase: str | None = None
+            ) -> str:
     e = html.escape
     names = columns(rows)
     head = "".join(f"<th scope='col'{cls}>{e(h)}</th>" for h, cls in
@@ -142,8 +160,8 @@ def as_html(challenge: str, rows: list[Row], late: bool = False, generated_at: s
     return ("<!doctype html><html lang='en'><head><meta charset='utf-8'>"
             "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; style-src 'unsafe-inline'\">"
             "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-            f"<title>{e(title(challenge, late))}</title><style>{_CSS}</style></head><body>"
-            f"<h1>{e(title(challenge, late))}</h1>"
+            f"<title>{e(title(challenge, late, phase))}</title><style>{_CSS}</style></head><body>"
+            f"<h1>{e(title(challenge, late, phase))}</h1>"
             f"<table id='leaderboard'><caption>{caption}</caption><thead><tr>{head}</tr></thead>"
             f"<tbody>{body}</tbody></table></body></html>\n")
 

@@ -17,10 +17,11 @@ from ..config import Site, load_challenge
 from ..errors import VmjudgeError
 from ..queue.admit import budget_tenths
 from ..queue.db import Queue
-from ..queue.rows import EntryRow, StageRun, stamp
+from ..queue.rows import EntryRow, Scoring, StageRun, stamp
 from ..terminal import printable
 from . import participant
 from .figures import organiser_lines
+from .phase_view import PhaseViews
 
 # How much of each stage log `show --organiser` quotes: its head and its tail. A stage log
 # may hold up to `stage_output` bytes of what an entry printed (64 MiB by default), which
@@ -58,16 +59,16 @@ def organiser_details(site: Site, entry: EntryRow, runs: list[StageRun]) -> dict
             "logs": logs, "results_dir": str(results.directory)}
 
 
-def show(site: Site, queue: Queue, entry_id: int, organiser: bool = False, at: float | None = None
-         ) -> dict[str, Any]:
+def show(site: Site, queue: Queue, entry_id: int, organiser: bool = False, at: float | None = None,
+         views: PhaseViews | None = None) -> dict[str, Any]:
     """The entry's report: the participant's document as seen `at` (default now; see
-    participant.py), or the organiser's, whole and at once, with every attempt and log."""
+    participant.py), at its phase's feedback level then (phase_view.py), or the organiser's,
+    whole and at once, with every attempt and log."""
     entry = queue.entry(entry_id)
     runs = queue.stage_runs(entry_id)
     scorings = queue.scorings(entry_id)
     if not organiser:
-        seen = participant.Seen.at(entry, runs, scorings, participant.now() if at is None else at)
-        return participant.entry_document(seen, _budget(queue, entry))
+        return participant.entry_document(_seen(queue, entry, runs, scorings, at, views), _budget(queue, entry))
     doc = participant.entry_document(participant.Seen(entry, runs, scorings), _budget(queue, entry))
     doc["scorings"] = [{"at": s.at, "why": s.why, "scorer": s.scorer, "scorer_version": s.scorer_version,
                         "reference_sha256": s.reference_sha256, "results_sha256": s.results_sha256,
@@ -80,24 +81,41 @@ def show(site: Site, queue: Queue, entry_id: int, organiser: bool = False, at: f
     return doc
 
 
+def report_page(queue: Queue, entry_id: int, views: PhaseViews | None = None) -> dict[str, Any]:
+    """The portal's report page as the participant sees it now: show()'s document and each stage
+    as a step (participant.report_page)."""
+    entry = queue.entry(entry_id)
+    seen = _seen(queue, entry, queue.stage_runs(entry_id), queue.scorings(entry_id), None, views)
+    return participant.report_page(seen, _budget(queue, entry))
+
+
+def _seen(queue: Queue, entry: EntryRow, runs: list[StageRun], scorings: list[Scoring], at: float | None,
+          views: PhaseViews | None) -> participant.Seen:
+    """The entry as participants see it `at` (default now), at its phase's feedback level then."""
+    at = participant.now() if at is None else at
+    feedback = (views or PhaseViews.load(queue)).feedback(entry, at)
+    return participant.Seen.at(entry, runs, scorings, at, feedback)
+
+
 def _budget(queue: Queue, entry: EntryRow) -> dict[str, Any] | None:
     """The owner's VM-time budget on the entry's board, as a participant may see it: in tenths
     (budget_tenths says why); None when the challenge sets none or is not on this host."""
     try:
-        vm_hours = load_challenge(queue.challenge_dir(entry.challenge)).limits.vm_hours
+        vm_hours = load_challenge(queue.challenge_dir(entry.challenge)).in_phase(entry.phase).limits.vm_hours
     except VmjudgeError:
         return None
     if vm_hours is None:
         return None
-    used = queue.owner_usage(entry.challenge, entry.owner, entry.late).vm_seconds
+    used = queue.owner_usage(entry.challenge, entry.owner, entry.late, entry.phase).vm_seconds
     return {"vm_hours": vm_hours, "used": budget_tenths(used, vm_hours * 3600)}
 
 
 def write_html(queue: Queue, site: Site, entry_id: int) -> Path:
     """The participant's report as a page, as it reads once published (the organiser passes
-    it on; the daemon writes it when the entry ends, before the publish time). Entry output in
-    it has its control and bidi characters written as visible escapes, as on a terminal: a
-    browser reorders text around U+202E too."""
+    it on; the daemon writes it when the entry ends, before the publish time): once its exam's
+    publish time has come, at its phase's feedback level now (`vmjudge publish` writes the
+    phase's pages again). Entry output in it has its control and bidi characters written as
+    visible escapes, as on a terminal: a browser reorders text around U+202E too."""
     doc = show(site, queue, entry_id, at=participant.AS_PUBLISHED)
     path = site.layout.results_of(entry_id, make=True).report
     scores = "".join(f"<tr><th>{html.escape(k)}</th><td>{'undefined (0/0)' if v is None else format(v, '.4f')}"

@@ -3,6 +3,7 @@ record, with the record's files on the CD. Shared here so neither stage imports 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..vm.job import Command, Job
@@ -12,6 +13,24 @@ from .context import StageContext, script_argv
 # (a longer file arrives truncated, so it can never match or score as complete). answers.txt
 # keeps the output cap: it is sent after every quiz record.
 RESULT_FILE_LIMIT = 16 << 20
+
+
+@dataclass(frozen=True)
+class RecordRuns:
+    """A stage's job over records and which records each command answers (its results are
+    theirs): one command per record (next.sh, or a container entry's per_case run), or one for
+    the whole set (a container entry's whole_set run)."""
+
+    job: Job
+    covers: tuple[tuple[str, ...], ...]  # by command index
+    names: tuple[str, ...]  # each command's name in the figures: its record, or "whole set"
+    command_limit: float  # seconds each command may take
+
+
+def record_runs(ctx: StageContext, subset: str, records: tuple[str, ...], collect_each: bool) -> RecordRuns:
+    """record_job as RecordRuns: one command per record."""
+    return RecordRuns(record_job(ctx, subset, records, collect_each), tuple((r,) for r in records), records,
+                      ctx.challenge.limits.per_record)
 
 
 def record_job(ctx: StageContext, subset: str, records: tuple[str, ...], collect_each: bool) -> Job:

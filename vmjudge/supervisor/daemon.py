@@ -5,7 +5,8 @@ table a second daemon under the same host name. At start it destroys leftover vm
 and puts stages that this host's dead daemon left running back in the queue, to be run again.
 Its heartbeat (heartbeat.py) keeps its claims and takes back those of hosts that died; with
 several hosts it claims only stages of challenges whose files and image it holds as
-registered (environment.py).
+registered (environment.py). Its sender (notifier.py) delivers the outbox's notifications;
+the ones this host's dead daemon was sending are given back first, to go again at once.
 """
 
 from __future__ import annotations
@@ -26,14 +27,19 @@ from typing import TextIO
 from ..config import Site
 from ..config.layout import Layout
 from ..errors import VmjudgeError
+from ..queue.conditions import daemon_failed, daemon_started
 from ..queue.connection import QueueUnavailable
 from ..queue.db import Queue
+from ..queue.outbox import release_host
 from ..queue.rows import EntryRow
-from ..vm import domain
+from ..vm import domain, warm
+from . import confinement
 from .cores import core_plan
+from .cpu_gate import refuse_unfit_site
 from .environment import Environment
 from .evaluate import run_stage
 from .heartbeat import Heartbeat
+from .notifier import Notifier
 from .progress import Progress
 from .slots import Slot, SlotPool
 
@@ -84,9 +90,11 @@ def recover(site: Site, queue: Queue) -> None:
         for name in domain.leftover_domains(conn, prefix=f"{domain.DOMAIN_PREFIX}{site.domain_tag}-"):
             log.warning("destroying leftover domain %s", name)
             try:
-                domain.Domain(conn.lookupByName(name)).destroy()
+                domain.Domain(conn.lookupByName(name)).destroy_leftover()
             except Exception as exc:  # noqa: BLE001 - a domain that vanished meanwhile is fine
                 log.warning("could not destroy %s: %s", name, exc)
+        for name in warm.recover(conn, site):
+            log.warning("destroyed leftover warm-started domain %s", name)
     finally:
         conn.close()
     for entry_id in queue.requeue_running():
@@ -103,9 +111,18 @@ def serve(site: Site, queue: Queue, slots: int, until_idle: bool, only: int | No
     """Run queued stages until stopped (or, with until_idle, until nothing is queued or running).
     `only` restricts the daemon to one entry (vmjudge evaluate); `progress` hears each stage's
     start and end, and is asked for a summary at the end."""
-    # Before anything else, and before any VM: a site whose slots do not fit the cores is
-    # refused in one sentence, and an overcommitted one says first that its timings are not comparable.
+    # Before anything else, and before any VM: under the production profile, a host that does not
+    # confine qemu (TCG, qemu as root, no seccomp, no security driver) is refused in one sentence,
+    # and allow_no_lsm is named first; then a site whose slots do not fit the cores is refused in
+    # one sentence, and an overcommitted one says first that its timings are not comparable.
+    why = confinement.refusal(site)
+    if why is not None:
+        raise confinement.Unconfined(why)
+    said = confinement.notice(site)
+    if said is not None:
+        log.warning("%s", said)
     plan = core_plan(site, queue, slots)
+    refuse_unfit_site(site)  # a [vm] cpu this host cannot give: refused too, before any VM
     if plan.shared:
         log.warning("%s", plan.notice())
     lock = DaemonLock(site.home)
@@ -116,9 +133,17 @@ def serve(site: Site, queue: Queue, slots: int, until_idle: bool, only: int | No
     restore = _stop_on_signals(stop)
     running: dict[Future, tuple[Slot, EntryRow, float]] = {}
     heartbeat = Heartbeat(site, queue, busy=lambda: len(running))
+    notifier: Notifier | None = None
+    started = False  # a failure before this host's daemon ran (its name taken, say) is the caller's to show
     try:
+        notifier = Notifier(site, queue)  # a secret file others may read stops the daemon here
         slot_pool = SlotPool(site, queue, slots, plan)
         heartbeat.start(slots, len(slot_pool.gpus))
+        if held := release_host(queue.database, queue.host):  # before this host's sender takes any
+            log.warning("%d notifications this host was sending when its daemon stopped will go again", held)
+        notifier.start()  # its own thread: a slow mail server never holds a slot or a claim
+        daemon_started(queue.database, queue.host)  # "back to normal" after a stop by an error
+        started = True
         recover(site, queue)
         libvirt_up = _LibvirtWatch(site.uri)
         environment = Environment(site, queue)
@@ -158,10 +183,26 @@ def serve(site: Site, queue: Queue, slots: int, until_idle: bool, only: int | No
                 _ended(fut, slot, entry, began, progress)
         if progress:
             progress.summary()
+    except Exception as exc:
+        if notifier is not None and started:
+            _tell_failure(queue, notifier, exc)
+        raise
     finally:
+        if notifier is not None:
+            notifier.stop()
         heartbeat.stop()
         restore()
         lock.release()
+
+
+def _tell_failure(queue: Queue, notifier: Notifier, exc: Exception) -> None:
+    """The daemon stops because of an error: the organisers' message is written and, as no
+    sender of this host will run until it is started again, sent now if it can be (bounded)."""
+    try:
+        daemon_failed(queue.database, queue.host, f"{type(exc).__name__}: {exc}")
+        notifier.flush()
+    except QueueUnavailable as unavailable:
+        log.error("could not tell the organisers that the daemon stops (%s)", unavailable)
 
 
 def _waiting(queue: Queue, only: int | None, models: tuple[str, ...], environment: Environment) -> bool:

@@ -3,8 +3,14 @@
 The cores check refuses a site whose slots × vCPUs exceed the cores the daemon may use (as the
 daemon does), unless site.toml allows overcommit; the test boot is pinned to slot 0's cores.
 
+The guests' CPU is read from libvirt, no VM needed: what [vm] cpu gives them (its x86-64 level and
+whether it has AVX, AVX2 and FMA), or, when the host cannot give it, why (cpu_gate.py refuses the
+daemon the same way); with --challenge, whether that reaches the challenge's [vm] cpu_level.
+
 The accelerator is checked by booting a trivial job for real, because /dev/kvm can exist
-and still hang (nested KVM does here): only a finished boot proves it works. Each GPU of
+and still hang (nested KVM does here): only a finished boot proves it works. While that VM
+runs, its qemu process is read (confinement.py): the lines after the boot say what confines
+it, and what the production profile refuses is FAIL under it (warn under "trial"). Each GPU of
 site.toml's [gpu] gets a line of its own after that boot, which it never holds back: a
 broken GPU takes only its own slot away, and CPU entries still need the boot's answer.
 """
@@ -16,7 +22,7 @@ import shutil
 import stat
 import subprocess
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import libvirt
@@ -25,25 +31,21 @@ from ..config import GpuSite, Site
 from ..config.layout import RunDir
 from ..errors import ConfigError, VmjudgeError
 from ..images.image import GuestImage
-from ..vm import domain, gpu_preflight
+from ..vm import cpu_offer, domain, gpu_preflight
 from ..vm.job import Command, Job
 from ..vm.libvirt_uri import is_local
 from ..vm.pinning import SlotCores, plan_cores
+from ..vm.qemu_process import NotFound
 from ..vm.reading import Limits
 from ..vm.runner import make_blank_disk, run_job
+from . import confinement
+from .checks import Check
 from .cores import host_cores, slot_count
+from .cpu_gate import level_shortfall
+
+__all__ = ["Check", "as_json", "gpu_checks", "run_checks", "unreachable_parent"]
 
 BOOT_LIMIT = {"kvm": 30.0, "tcg": 180.0}
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    ok: bool
-    detail: str
-
-    def line(self) -> str:
-        return f"{'ok  ' if self.ok else 'FAIL'}  {self.name:<10} {self.detail}"
 
 
 def _qemu() -> Check:
@@ -86,15 +88,24 @@ def _image(image: GuestImage | None, find: Callable[[], GuestImage]) -> tuple[Ch
                  f"agent {image.manifest.get('agent_version')})"), image
 
 
-def _boot(site: Site, conn: libvirt.virConnect, image: GuestImage, cores: SlotCores) -> Check:
+def _boot(site: Site, conn: libvirt.virConnect, image: GuestImage, cores: SlotCores,
+          seen: dict[str, confinement.Observed | str]) -> Check:
+    """The test boot; its qemu, read while it runs, goes into `seen["qemu"]` (or why it could not be read)."""
     limit = BOOT_LIMIT[site.accel]
     job = Job(commands=(Command("doctor", ("sh", "-c", "echo vmjudge-ok; ls /sys/class/net"), 10.0),))
+
+    def read(dom: domain.Domain) -> None:
+        try:
+            seen["qemu"] = confinement.observe(conn, dom, gpu=False)
+        except (NotFound, libvirt.libvirtError, VmjudgeError, OSError, ValueError) as exc:
+            seen["qemu"] = str(exc)
+
     try:
         with RunDir(site.layout, "doctor") as rd:
             make_blank_disk(rd.path / "home.qcow2", 64)
             run = run_job(conn, site, image, job, home_disk=rd.path / "home.qcow2", workdir=rd.path,
                           console_log=rd.path / "console.log", vcpus=1, memory_mib=512, label="doctor",
-                          limits=Limits(boot_timeout=limit, deadline=limit + 60), cores=cores)
+                          limits=Limits(boot_timeout=limit, deadline=limit + 60), cores=cores, on_start=read)
     except VmjudgeError as exc:
         use_tcg = "set accel = \"tcg\" under [libvirt] in site.toml (or VMJUDGE_ACCEL=tcg)"
         if site.accel == "kvm" and getattr(exc, "reason", "") in ("guest-no-hello", "guest-deadline"):
@@ -127,13 +138,29 @@ def _cores(site: Site, slots: int, vcpus: int, conn: libvirt.virConnect | None) 
     return Check("cores", True, where + plan.describe()), plan.of(0)
 
 
-def run_checks(site: Site, find_image: Callable[[], GuestImage], slots: int = 1, vcpus: int = 1) -> list[Check]:
-    """`slots` and `vcpus`: the daemon's --slots and the largest VM it will run (cores.py)."""
+def _cpu(site: Site, conn: libvirt.virConnect, challenge: tuple[str, str] | None) -> Check:
+    """What the guests get; `challenge`: a challenge's name and [vm] cpu_level, to be reached."""
+    why = cpu_offer.refusal(site, conn)
+    if why is not None:
+        return Check("cpu", False, why)
+    offered = cpu_offer.offer(conn, site)
+    if challenge is not None:
+        short = level_shortfall(*challenge, offered)
+        if short is not None:
+            return Check("cpu", False, f"{offered.describe()}; {short}.")
+    return Check("cpu", True, offered.describe())
+
+
+def run_checks(site: Site, find_image: Callable[[], GuestImage], slots: int = 1, vcpus: int = 1,
+               cpu_level: tuple[str, str] | None = None) -> list[Check]:
+    """`slots` and `vcpus`: the daemon's --slots and the largest VM it will run (cores.py);
+    `cpu_level`: a challenge's name and the level it asks for, if it does."""
     checks = [_qemu()]
     conn = None
     try:
         conn = domain.connect(site.uri)
         checks.append(Check("libvirt", True, f"{site.uri} (libvirt {_version(conn.getLibVersion())})"))
+        checks.append(_cpu(site, conn, cpu_level))
     except VmjudgeError as exc:
         checks.append(Check("libvirt", False, str(exc)))
     if site.accel == "kvm" and not os.access("/dev/kvm", os.R_OK | os.W_OK):
@@ -145,12 +172,25 @@ def run_checks(site: Site, find_image: Callable[[], GuestImage], slots: int = 1,
     image_check, image = _image(None, find_image)
     checks.append(image_check)
     if conn is not None and image is not None and cores is not None and all(c.ok for c in checks):
-        checks.append(_boot(site, conn, image, cores))
+        seen: dict[str, confinement.Observed | str] = {}
+        checks.append(_boot(site, conn, image, cores, seen))
+        if checks[-1].ok:
+            checks += _confinement(site, seen.get("qemu", "the test VM was never seen running"))
     else:
         checks.append(Check("accel", False, "the test boot was not tried: fix the checks above first."))
     if conn is not None:
         conn.close()
     return checks + gpu_checks(site.gpu)
+
+
+def _confinement(site: Site, seen: confinement.Observed | str) -> list[Check]:
+    if isinstance(seen, confinement.Observed):
+        return confinement.checks(site, seen, site.accel)
+    trial = site.profile == "trial"  # unproven is what production refuses, and trial warns of
+    if not is_local(site.uri):
+        return [Check("confined", trial, f"libvirt at {site.uri} runs its qemu on another machine, whose processes "
+                      "cannot be read from here: run `vmjudge doctor` on that machine.", warn=trial)]
+    return [Check("confined", trial, f"the test VM's qemu process could not be read ({seen}).", warn=trial)]
 
 
 def gpu_checks(gpu: GpuSite) -> list[Check]:

@@ -78,7 +78,8 @@ def _in_slot(queue: Queue, site: Site, entry: EntryRow, stage: Stage, run: Stage
 
 def _run(queue: Queue, site: Site, entry: EntryRow, stage: Stage, run: StageRun, slot: Slot,
          cancel: threading.Event | None) -> StageOutcome:
-    challenge = load_challenge(queue.challenge_dir(entry.challenge))
+    # In a contest, the entry's phase: its test set, reference and limits.
+    challenge = load_challenge(queue.challenge_dir(entry.challenge)).in_phase(entry.phase)
     if not stage.in_vm:  # stage 4: on the host only, from the archived results
         found = archived_results(queue, site.home, entry.id)
         ctx = StageContext(site=site, challenge=challenge, image=None, entry=entry, attempt=run.attempt,
@@ -93,7 +94,7 @@ def _run(queue: Queue, site: Site, entry: EntryRow, stage: Stage, run: StageRun,
         _say_if_larger_than_its_slot(challenge, slot)
         runner = VmRunner(conn, site, image, entry_id=entry.id,
                           attempt=run.attempt, vcpus=challenge.vm.vcpus, memory_mib=challenge.vm.memory_mib,
-                          cancel=cancel, gpu=slot.gpu, cores=slot.cores)
+                          cancel=cancel, gpu=slot.gpu, cores=slot.cores, cpu_level=challenge.vm.cpu_level)
         ctx = StageContext(site=site, challenge=challenge, image=image, entry=entry, attempt=run.attempt,
                            runner=runner, cancel=cancel)
         return stage.load()(ctx)

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..config import Site, load_challenge
+from ..config import Challenge, Site, load_challenge
 from ..errors import AnswerError, ArchiveError, ScoringError, VmjudgeError
 from ..queue.db import Queue
 from ..queue.results import archived_results, fetch
@@ -67,6 +67,7 @@ class EntryOutcome:
 class RescoreReport:
     challenge: str
     mode: str  # rescore | rerun
+    phase: str | None = None  # the contest phase worked on
     scorer: str | None = None
     scorer_version: str | None = None
     reference: str | None = None
@@ -81,7 +82,8 @@ class RescoreReport:
     def summary(self) -> str:
         done = sum(1 for e in self.entries if e.status != "refused")
         verb = "re-scored" if self.mode == "rescore" else "queued again"
-        text = f"{verb} {done} of {len(self.entries)} chosen entries of {self.challenge}"
+        text = f"{verb} {done} of {len(self.entries)} chosen entries of {self.challenge}" + (
+            f" phase {self.phase}" if self.phase else "")
         if self.mode == "rescore":
             text += f" (scorer {self.scorer_version}, reference {str(self.reference_sha256)[:12]})"
             text += f": {self.changed} with changed scores"
@@ -93,7 +95,8 @@ class RescoreReport:
         return sum(1 for e in self.entries if e.changed_keys)
 
     def as_json(self) -> dict[str, Any]:
-        return {**{k: v for k, v in asdict(self).items() if k != "entries"}, "ok": self.ok,
+        return {**{k: v for k, v in asdict(self).items() if k != "entries" and (k != "phase" or v is not None)},
+                "ok": self.ok,
                 "done": sum(1 for e in self.entries if e.status != "refused"),
                 "refused": sum(1 for e in self.entries if e.status == "refused"),
                 **({"changed": self.changed} if self.mode == "rescore" else {}),
@@ -127,15 +130,26 @@ def _number(scores: dict[str, float | None] | None, key: str) -> str:
     return repr(scores[key]) if scores and key in scores else ""
 
 
+def phase_of(ch: Challenge, phase: str | None) -> Challenge:
+    """The challenge as its phase `phase` scores entries: a contest's phases each have their own
+    reference, so a re-scoring of one must name its phase."""
+    if phase is None and ch.phases:
+        raise VmjudgeError(f"challenge {ch.name} has phases, each scored against its own reference: name the phase "
+                           f"to work on with --phase ({', '.join(p.name for p in ch.phases)}).")
+    return ch.in_phase(phase)
+
+
 def choose(queue: Queue, challenge: str, ids: Iterable[int], which: str,
-           keep: Callable[[EntryRow], bool]) -> tuple[list[EntryRow], list[EntryOutcome]]:
+           keep: Callable[[EntryRow], bool], phase: str | None = None) -> tuple[list[EntryRow], list[EntryOutcome]]:
     """The entries to work on, and a refusal for each asked-for id that cannot be: given `ids`,
-    exactly those; otherwise the challenge's entries of `which` kind that `keep` accepts."""
+    exactly those; otherwise the challenge's entries of `which` kind (of the contest phase
+    `phase`) that `keep` accepts."""
     queue.challenge_dir(challenge)  # an unknown challenge is refused with its own sentence
     ids = list(dict.fromkeys(ids))
     if not ids:
         late = {"official": (False,), "late": (True,), "all": (False, True)}[which]
-        return [e for e in queue.entries() if e.challenge == challenge and e.late in late and keep(e)], []
+        return [e for e in queue.entries()
+                if e.challenge == challenge and e.phase == phase and e.late in late and keep(e)], []
     chosen, refused = [], []
     for entry_id in ids:
         try:
@@ -148,20 +162,26 @@ def choose(queue: Queue, challenge: str, ids: Iterable[int], which: str,
                                         problem=f"entry {entry_id} belongs to challenge {entry.challenge}, not "
                                                 f"{challenge}: leave it out or rescore {entry.challenge}."))
             continue
+        if entry.phase != phase:
+            refused.append(EntryOutcome(entry_id, "refused", entry.owner, entry.late,
+                                        problem=f"entry {entry_id} is an entry of phase {entry.phase}, not {phase}: "
+                                                f"leave it out or name its phase with --phase {entry.phase}."))
+            continue
         chosen.append(entry)
     return chosen, refused
 
 
 def rescore(site: Site, queue: Queue, challenge: str, ids: Iterable[int] = (), which: str = "official",
             scorer: str | None = None, reference: Path | None = None,
-            progress: Callable[[int, int], None] | None = None) -> RescoreReport:
+            progress: Callable[[int, int], None] | None = None, phase: str | None = None) -> RescoreReport:
     """Score the chosen entries again from their archived results; see the module's docstring.
-    The default choice is every entry of `which` kind that was scored or is being scored.
-    Raises ScoringError (nothing recorded) when the scorer or the reference is at fault."""
-    ch = load_challenge(queue.challenge_dir(challenge))
+    The default choice is every entry of `which` kind (of the contest's phase `phase`, whose
+    reference is used) that was scored or is being scored. Raises ScoringError (nothing
+    recorded) when the scorer or the reference is at fault."""
+    ch = phase_of(load_challenge(queue.challenge_dir(challenge)), phase)
     rules = ScoringRules.load(scorer or ch.scorer, reference if reference is not None else ch.reference_dir,
                               ch.score_options)
-    report = RescoreReport(challenge, "rescore", rules.scorer, rules.scorer_version, str(rules.reference),
+    report = RescoreReport(challenge, "rescore", phase, rules.scorer, rules.scorer_version, str(rules.reference),
                            rules.reference_sha256)
     archived = queue.latest_exam_results(challenge)
 
@@ -170,7 +190,7 @@ def rescore(site: Site, queue: Queue, challenge: str, ids: Iterable[int] = (), w
         any with archived results that is not done yet (reported: the daemon has it)."""
         return e.outcome == "scored" or (e.state != "done" and e.id in archived)
 
-    entries, refused = choose(queue, challenge, ids, which, scored_or_scoring)
+    entries, refused = choose(queue, challenge, ids, which, scored_or_scoring, phase)
     outcomes: dict[int, EntryOutcome] = {o.entry_id: o for o in refused}
     scorings: list[Scoring] = []
     for done, entry in enumerate(entries, start=1):
@@ -234,10 +254,12 @@ def _not_rescorable(entry: EntryRow, has_results: bool) -> str | None:
 
 
 def rerun(site: Site, queue: Queue, challenge: str, ids: Iterable[int] = (), which: str = "official",
-          progress: Callable[[int, int], None] | None = None) -> RescoreReport:
-    """Queue the chosen entries (default: every entry of `which` kind) again from stage 1,
-    as a new evaluation that the daemon runs; entries queued or running are refused."""
-    entries, refused = choose(queue, challenge, ids, which, lambda e: True)
+          progress: Callable[[int, int], None] | None = None, phase: str | None = None) -> RescoreReport:
+    """Queue the chosen entries (default: every entry of `which` kind, of the contest's phase
+    `phase`) again from stage 1, as a new evaluation that the daemon runs, in the phase they
+    belong to; entries queued or running are refused."""
+    phase_of(load_challenge(queue.challenge_dir(challenge)), phase)
+    entries, refused = choose(queue, challenge, ids, which, lambda e: True, phase)
     outcomes = {o.entry_id: o for o in refused}
     for done, entry in enumerate(entries, start=1):
         outcome = EntryOutcome(entry.id, "refused", entry.owner, entry.late, old=entry.scores)
@@ -254,4 +276,4 @@ def rerun(site: Site, queue: Queue, challenge: str, ids: Iterable[int] = (), whi
                 outcome.problem = str(exc)
         if progress is not None:
             progress(done, len(entries))
-    return RescoreReport(challenge, "rerun", entries=[outcomes[k] for k in sorted(outcomes)])
+    return RescoreReport(challenge, "rerun", phase, entries=[outcomes[k] for k in sorted(outcomes)])

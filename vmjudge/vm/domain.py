@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import subprocess
+import tempfile
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
@@ -44,6 +46,14 @@ def connect(uri: str) -> libvirt.virConnect:
 # infrastructure failure. qemu keeps running meanwhile, and so does the data channel.
 RECONNECT_WINDOW = 60.0
 
+# How long a dead run's leftover domain may stay busy with a libvirt call of its before it is
+# destroyed all the same: a restore or hot-plug takes seconds, even under TCG on a busy host.
+LEFTOVER_SETTLE = 60.0
+
+# How long a restore may take before the run gives it up: seconds for a state of a few GiB, even
+# under TCG on a busy host. Past it, the child is killed, which is what the child is there to avoid.
+RESTORE_TIMEOUT = 300.0
+
 
 def unreachable(uri: str) -> str | None:
     """Why libvirt at `uri` cannot be used right now, or None when it answers."""
@@ -72,23 +82,54 @@ class Domain:
         self.reconnects = 0
 
     @classmethod
-    def start_paused(cls, conn: libvirt.virConnect, xml: str) -> Domain:
+    def start_paused(cls, conn: libvirt.virConnect, xml: str, uri: str | None = None) -> Domain:
         """Start paused so the host can open the channel before the guest writes to it:
-        qemu drops what a pty port is sent while nobody has it open."""
+        qemu drops what a pty port is sent while nobody has it open. A connection that died
+        (libvirtd restarted since the stage began, as when a warm start broke off and this is its
+        cold boot) is replaced by one of the domain's own on `uri`, not taken for the VM's fault."""
+        own = None
+        if uri is not None and not _alive(conn):
+            log.warning("the libvirt connection died; opening another to start the VM")
+            conn = own = connect(uri)
         try:
-            return cls(conn.createXML(xml, libvirt.VIR_DOMAIN_START_PAUSED), uri=conn.getURI())
+            made = cls(conn.createXML(xml, libvirt.VIR_DOMAIN_START_PAUSED), uri=uri or conn.getURI())
         except libvirt.libvirtError as exc:
+            if own is not None:
+                with contextlib.suppress(libvirt.libvirtError):
+                    own.close()
             raise InfrastructureError("vm-start", f"the VM would not start: {exc.get_error_message()}") from None
+        made._own_conn = own
+        return made
 
     @classmethod
-    def restore_paused(cls, conn: libvirt.virConnect, state: Path, xml: str, name: str) -> Domain:
+    def restore_paused(cls, conn: libvirt.virConnect, state: Path, xml: str, name: str,
+                       timeout: float = RESTORE_TIMEOUT) -> Domain:
         """A saved domain back, paused (vm/warm.py): `xml` is its saved XML with this run's host
-        paths; libvirt keeps the saved name and uuid, so one saved state runs once at a time."""
-        try:
-            conn.restoreFlags(str(state), xml, libvirt.VIR_DOMAIN_SAVE_PAUSED)
-            return cls(conn.lookupByName(name), uri=conn.getURI())
-        except libvirt.libvirtError as exc:
+        paths; libvirt keeps the saved name and uuid, so one saved state runs once at a time.
+
+        The restore is asked by a child process in a session of its own (virsh), not on the
+        daemon's connection: libvirt 9.0 aborts a restore whose client dies, and its libvirtd
+        segfaulted as that abort ended (twice on 2026-11-26, a daemon SIGKILLed 0.1 s into a
+        restore). A daemon killed now leaves the child to finish; the restored domain is then
+        a leftover like any other, which the next daemon's recovery destroys."""
+        uri = conn.getURI()
+        with tempfile.NamedTemporaryFile("w", prefix="vmjudge-restore-", suffix=".xml") as definition:
+            definition.write(xml)
+            definition.flush()
+            try:
+                proc = subprocess.run(["virsh", "-q", "-c", uri, "restore", str(state), "--xml", definition.name,
+                                       "--paused"], capture_output=True, text=True, timeout=timeout,
+                                      start_new_session=True)
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                raise InfrastructureError("vm-restore", f"libvirt would not restore {state.name}: {exc}") from None
+        if proc.returncode != 0:
+            said = proc.stderr.strip().removeprefix("error: ").replace("\nerror: ", "; ")[-2000:]
             raise InfrastructureError("vm-restore", f"libvirt would not restore {state.name}: "
+                                      f"{said or f'virsh exited {proc.returncode}'}")
+        try:
+            return cls(conn.lookupByName(name), uri=uri)
+        except libvirt.libvirtError as exc:
+            raise InfrastructureError("vm-restore", f"libvirt restored {state.name} but has no domain {name}: "
                                       f"{exc.get_error_message()}") from None
 
     def save(self, state: Path) -> None:
@@ -168,6 +209,30 @@ class Domain:
             raise InfrastructureError("vm-start", f"libvirt gave domain {self.name} no pty for its data channel.")
         return paths[0]
 
+    def bound_memory(self, kib: int) -> None:
+        """qemu's memory cgroup capped at `kib` (the domain's <memtune><hard_limit>, live), while the
+        domain is still paused: vm/memory.py says why it is not in the XML it started from. A bound
+        libvirt will not set is the judge's failure, never skipped: the caller destroys the VM
+        before its guest runs (libvirt's qemu driver refuses it when the memory controller is missing)."""
+        try:
+            self._call(lambda d: d.setMemoryParameters({libvirt.VIR_DOMAIN_MEMORY_HARD_LIMIT: kib},
+                                                       libvirt.VIR_DOMAIN_AFFECT_LIVE), "bounding the memory of")
+        except libvirt.libvirtError as exc:
+            raise InfrastructureError("vm-start", f"libvirt would not bound the memory of domain {self.name} "
+                                      f"({exc.get_error_message()}), and no VM runs unbounded: when libvirt names "
+                                      "the memory cgroup, enable that controller (cgroup_controllers in "
+                                      "/etc/libvirt/qemu.conf) and restart libvirtd.") from None
+
+    def live_xml(self) -> str:
+        """The running domain's XML as libvirt holds it (its memtune, its devices, its labels)."""
+        return self._call(lambda d: d.XMLDesc(0), "reading")
+
+    def security_label(self) -> tuple[str, bool]:
+        """The label libvirt's security driver gave this domain's qemu ("" under none), and
+        whether it is enforced."""
+        label = self._call(lambda d: d.securityLabel(), "reading the label of")
+        return str(label[0] or ""), bool(label[1])
+
     def resume(self) -> None:
         try:
             self._call(lambda d: d.resume(), "resuming")
@@ -215,6 +280,23 @@ class Domain:
                 return False
             time.sleep(poll)
         return True
+
+    def destroy_leftover(self, settle: float = LEFTOVER_SETTLE, poll: float = 0.05) -> None:
+        """Destroy a dead run's domain once no libvirt call on it is still under way. libvirt goes
+        on with a killed client's call (a restore, a disk hot-plug) after the client is gone, and
+        libvirtd 9.0 crashed (a segfault in its qemu driver, every VM of the host orphaned) when a
+        destroy landed in the middle of one: seen in the full run of 2026-11-26, a daemon killed
+        while its VM was being restored and the next daemon's recovery destroying it."""
+        deadline = time.monotonic() + settle
+        while time.monotonic() < deadline:
+            try:
+                state = self._dom.controlInfo()[0]
+            except libvirt.libvirtError:
+                break  # gone, or libvirt cannot say: destroy() copes with either
+            if state not in (libvirt.VIR_DOMAIN_CONTROL_JOB, libvirt.VIR_DOMAIN_CONTROL_OCCUPIED):
+                break
+            time.sleep(poll)
+        self.destroy()
 
     def destroy(self) -> None:
         try:

@@ -18,11 +18,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config.site import PCI_ADDRESS_RE
+from .guest_cpu import add_cpu
+from .memory import hard_limit_mib
 from .pinning import CpuTune
 
 CHANNEL_NAME = "org.vmjudge.data"
 HOME_TARGET = "vdb"
 CDROM_TARGET = "hdc"  # on the pc machine's IDE; a GPU VM's (q35) is on SATA
+# A container entry's root (vm/job.py Job.entry_root): read-only, after the home disk. The guest
+# names virtio disks in the order it finds them, which a hot-plug (a warm start) need not keep, so
+# the agent finds this one by its serial (guest/root_disk.py), not by its name.
+ENTRY_ROOT_TARGET = "vdc"
+ENTRY_ROOT_SERIAL = "vmjudge-entry-root"
 # The GPU's root port: bus 0 is q35's pcie-root, so the port is bus 1 and the card sits alone
 # on it (a root port has one slot), where libvirt cannot place another device.
 _GPU_ROOT_PORT = 1
@@ -65,6 +72,8 @@ class DomainSpec:
     cmdline_extra: tuple[str, ...] = field(default_factory=tuple)
     gpu: str | None = None  # the host PCI address of a GPU to pass through, as site.toml's [gpu] devices
     cputune: CpuTune | None = None  # its slot's cores (pinning.py); None leaves the VM unpinned
+    entry_root: Path | None = None  # a container entry's root file system (squashfs), a read-only disk
+    cpu: str | None = None  # site.toml's [vm] cpu (guest_cpu.py); None: the accelerator's default
 
     @property
     def cmdline(self) -> str:
@@ -80,7 +89,7 @@ def _sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) ->
 
 
 def _disk(devices: ET.Element | None, path: Path | None, fmt: str, target: str, bus: str, device: str = "disk",
-          readonly: bool = False, relabel: bool = True) -> ET.Element:
+          readonly: bool = False, relabel: bool = True, serial: str | None = None) -> ET.Element:
     disk = ET.Element("disk", type="file", device=device) if devices is None else \
         _sub(devices, "disk", type="file", device=device)
     # A failed read or write on the host (disk full, I/O error) pauses the VM instead of
@@ -92,14 +101,28 @@ def _disk(devices: ET.Element | None, path: Path | None, fmt: str, target: str, 
             # Shared by every VM at once: libvirt must not chown it back and forth.
             _sub(source, "seclabel", model="dac", relabel="no")
     _sub(disk, "target", dev=target, bus=bus)
+    if serial is not None:
+        _sub(disk, "serial", serial)
     if readonly:
         _sub(disk, "readonly")
     return disk
 
 
+def _entry_root(devices: ET.Element | None, path: Path) -> ET.Element:
+    """Read-only, and relabelled by libvirt for its qemu user, which a read-only disk keeps after
+    the run (libvirt gives back no read-only disk, which other VMs might share): run_job gives it
+    back to root."""
+    return _disk(devices, path, "raw", ENTRY_ROOT_TARGET, "virtio", readonly=True, serial=ENTRY_ROOT_SERIAL)
+
+
 def home_disk_xml(path: Path) -> str:
     """The home disk alone, as a warm-started VM is given it once restored (attachDevice)."""
     return ET.tostring(_disk(None, path, "qcow2", HOME_TARGET, "virtio"), encoding="unicode")
+
+
+def entry_root_xml(path: Path) -> str:
+    """The entry-root disk alone, as a warm-started VM is given it once restored (attachDevice)."""
+    return ET.tostring(_entry_root(None, path), encoding="unicode")
 
 
 def cdrom_xml(path: Path) -> str:
@@ -114,10 +137,11 @@ def _gpu(devices: ET.Element, address: PciAddress) -> None:
     # managed='no': the card stays bound to vfio-pci on the host for good (the preflight checks
     # it), so libvirt never unbinds or rebinds it between entries; vfio-pci resets it when qemu
     # lets it go. No <memoryBacking><locked/>: VFIO pins all guest RAM itself when it maps it for
-    # the card's DMA, and libvirt raises qemu's memlock limit to the guest's memory plus 1 GiB
-    # whenever a VFIO hostdev is present (qemuDomainGetMemLockLimitBytes; libvirt's
-    # qemumemlocktest "pc-hostdev"). <locked/> would add nothing VFIO needs, and without a
-    # <memtune><hard_limit> it lifts that limit to unlimited ("pc-locked+hostdev").
+    # the card's DMA, and libvirt raises qemu's memlock limit whenever a VFIO hostdev is present: to
+    # the guest's memory plus 1 GiB (qemuDomainGetMemLockLimitBytes; libvirt's qemumemlocktest
+    # "pc-hostdev"); the judge's memory bound (memory.py) is set on the running domain, which
+    # leaves that limit as it is. <locked/> would add nothing VFIO needs, and without a
+    # <memtune><hard_limit> in this XML it lifts that limit to unlimited ("pc-locked+hostdev").
     hostdev = _sub(devices, "hostdev", mode="subsystem", type="pci", managed="no")
     _sub(hostdev, "driver", name="vfio")
     source = _sub(hostdev, "source")
@@ -130,6 +154,12 @@ def tune_xml(tune: CpuTune, vcpus: int) -> str:
     holder = ET.Element("domain")
     _cputune(holder, tune, vcpus)
     return ET.tostring(holder[0], encoding="unicode")
+
+
+def hard_limit_kib(spec: DomainSpec) -> int:
+    """qemu's memory bound for this VM (memory.py), which the runner sets on the started domain
+    (Domain.bound_memory) rather than in this XML: see memory.py for why."""
+    return hard_limit_mib(spec.memory_mib, spec.accel, spec.gpu is not None) * 1024
 
 
 def _cputune(dom: ET.Element, tune: CpuTune, vcpus: int) -> None:
@@ -164,8 +194,7 @@ def domain_xml(spec: DomainSpec) -> str:
     _sub(os_el, "cmdline", spec.cmdline)
     features = _sub(dom, "features")
     _sub(features, "acpi")
-    if spec.accel == "kvm":
-        _sub(dom, "cpu", mode="host-passthrough")
+    add_cpu(dom, spec.cpu, spec.accel)
     _sub(dom, "clock", offset="utc")
     for event in ("on_poweroff", "on_reboot", "on_crash"):
         _sub(dom, event, "destroy")
@@ -173,6 +202,8 @@ def domain_xml(spec: DomainSpec) -> str:
     _disk(devices, spec.root, "raw", "vda", "virtio", readonly=True, relabel=False)
     if spec.home is not None:
         _disk(devices, spec.home, "qcow2", HOME_TARGET, "virtio")
+    if spec.entry_root is not None:
+        _entry_root(devices, spec.entry_root)
     target, bus = (CDROM_TARGET, "ide") if gpu is None else ("sda", "sata")
     _disk(devices, spec.cdrom, "raw", target, bus, device="cdrom", readonly=True)
     _sub(devices, "controller", type="usb", model="none")

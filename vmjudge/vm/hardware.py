@@ -10,11 +10,16 @@ The VMs' host is this machine unless site.toml's [libvirt] uri names libvirt on 
 (getHostname, as "vm_host"), its CPU (the SMBIOS processor name from getSysinfo, else the
 vendor and model in getCapabilities), its online CPUs (getInfo); libvirt gives no kernel
 release, so the kernel is "unknown" rather than this machine's.
+
+The guest's own CPU (`guest_cpu`: site.toml's [vm] cpu, and the model, flags and x86-64 level
+the guest's kernel reported in the agent's hello) is added once the agent has said hello: that
+is what the entry could use, whatever the host's CPU is.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -22,9 +27,14 @@ from typing import Any
 import libvirt
 
 from ..config import Site
+from ..config.cpu import level_of, missing, rank
 from .libvirt_uri import is_local
 
 UNKNOWN = "unknown"
+# What the host keeps of a guest's report: a flag is a kernel name ("avx2", "sse4_1"), a model a line.
+_FLAG_RE = re.compile(r"[a-z0-9_]{1,40}")
+MAX_FLAGS = 400
+MODEL_CHARS = 120
 
 
 def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
@@ -102,6 +112,46 @@ def fingerprint(conn: libvirt.virConnect, site: Site, vcpus: int, memory_mib: in
             "libvirt": _asked(conn.getLibVersion), "vcpus": vcpus, "memory_mib": memory_mib, "accel": site.accel}
 
 
+def guest_cpu(setting: str, hello: dict[str, Any] | None) -> dict[str, Any]:
+    """The guest's CPU for the manifest: `setting` (site.toml's [vm] cpu) and, from the agent's
+    hello (agent 1.8 on), the model and flags its kernel reported and their x86-64 level. What the
+    guest sends is bounded and checked here: a hello without a readable report gives the setting
+    alone."""
+    found: dict[str, Any] = {"setting": setting}
+    report = (hello or {}).get("cpu")
+    if not isinstance(report, dict):
+        return found
+    model = report.get("model")
+    raw = report.get("flags")
+    flags = sorted({f for f in raw[:MAX_FLAGS] if isinstance(f, str) and _FLAG_RE.fullmatch(f)}) \
+        if isinstance(raw, list) else []
+    found["model"] = model[:MODEL_CHARS] if isinstance(model, str) else None
+    found["flags"] = flags
+    found["level"] = level_of(frozenset(flags))
+    return found
+
+
+def below_level(guest: dict[str, Any] | None, level: str) -> str | None:
+    """Why a guest that reported its CPU (`guest_cpu`'s result) did not reach a challenge's
+    [vm] cpu_level, or None: a host whose libvirt described its guests wrongly must not judge the
+    challenge's entries, whose failures there would be the CPU's, not theirs. A guest that reported
+    nothing (an agent before 1.8) is not held to it."""
+    if not guest or "flags" not in guest or rank(guest.get("level")) >= rank(level):
+        return None
+    lacks = ", ".join(missing(level, frozenset(guest["flags"])))
+    return (f"the guest's CPU is {guest.get('level') or 'below x86-64-v1'}, below the challenge's cpu_level {level} "
+            f"(it lacks {lacks}), although libvirt said cpu = \"{guest.get('setting')}\" would reach it")
+
+
+def cpu_phrase(guest: dict[str, Any] | None) -> str:
+    """"guest CPU x86-64-v3 (QEMU TCG CPU version 2.5+, cpu = "max")", or "" before #41."""
+    if not guest:
+        return ""
+    level = guest.get("level") or ("not reported" if "flags" not in guest else "below x86-64-v1")
+    model = f"{guest['model']}, " if guest.get("model") else ""
+    return f"; guest CPU {level} ({model}cpu = \"{guest.get('setting')}\")"
+
+
 def line(hardware: dict[str, Any]) -> str:
     """One line for `show`: where the stage ran."""
     gpu = f", GPU {hardware['gpu']}" if hardware.get("gpu") else ""
@@ -109,4 +159,5 @@ def line(hardware: dict[str, Any]) -> str:
     cores = hardware["host_cores"] or UNKNOWN
     return (f"judged on {hardware['host']}{vm_host}: {hardware['cpu']} ({cores} cores), qemu "
             f"{hardware['qemu']}, libvirt {hardware['libvirt']}, kernel {hardware['kernel']}; VM of "
-            f"{hardware['vcpus']} vCPU and {hardware['memory_mib']} MiB under {hardware['accel']}{gpu}")
+            f"{hardware['vcpus']} vCPU and {hardware['memory_mib']} MiB under {hardware['accel']}{gpu}"
+            f"{cpu_phrase(hardware.get('guest_cpu'))}")

@@ -1,15 +1,19 @@
 """What a VM is asked to do: the commands, their limits, and what goes on its CD-ROM.
 
 The host writes this as job.json on the CD; the guest agent reads it back. Stages build
-Jobs; nothing in a Job comes from an entry except file contents placed on the CD.
+Jobs; nothing in a Job comes from an entry except file contents placed on the CD, and, for a
+container entry, its root file system (Job.entry_root, a disk of its own) and the few facts of
+its image's config that InRoot carries (its user, environment and working directory), which
+the host read from the image and checked here.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from ..images.guest import frames
 from .channel import Caps
@@ -18,6 +22,78 @@ MIB = 1 << 20
 JOB_FILE = "job.json"  # on the CD, readable by the guest's root only
 # Time the agent may need around each command (links, collecting files, framing).
 COMMAND_SLACK = 5.0
+# Where the guest mounts file systems of its own in an entry's root: neither the input nor the
+# output may be there, nor the root itself.
+RESERVED_IN_ROOT = ("/proc", "/sys", "/dev")
+ENV_MAX = 1000  # variables in an image's environment
+ENV_MAX_BYTES = 128 << 10
+_ENV_NAME_RE = re.compile(r"^[^=\0]+$")
+
+
+def _root_path(value: str, what: str) -> str:
+    """An absolute, normal path in the entry's root, outside RESERVED_IN_ROOT."""
+    parts = value.split("/")
+    if not value.startswith("/") or value == "/" or "\0" in value or len(value) > 1024 or \
+            any(p in ("", ".", "..") for p in parts[1:]):
+        raise ValueError(f"{what} must be an absolute path such as /input, without . or .. parts: {value!r}")
+    if any(value == r or value.startswith(r + "/") for r in RESERVED_IN_ROOT):
+        raise ValueError(f"{what} may not be under {', '.join(RESERVED_IN_ROOT)}: {value!r}")
+    return value
+
+
+def _cd_path(value: str, what: str) -> str:
+    parts = PurePosixPath(value).parts
+    if not value or value.startswith("/") or "\0" in value or ".." in parts or value in (".", "./"):
+        raise ValueError(f"{what} must be a path on the CD, relative and below its top: {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class InRoot:
+    """A command that runs in the entry's own root (Job.entry_root), as its container image
+    would: the image's user (mapped by the agent to a user that is not root), environment and
+    working directory; `input` (read-only, the command's files from the CD: `input_files` by
+    their base names, or the CD directory `input_dir` as a whole) and `output` (empty at the
+    start of each command; Command.collect names files in it, relative to it).
+
+    user: the image's USER, "uid[:gid]" or "name[:group]" (looked up in the image's own
+    /etc/passwd and /etc/group by the agent); "", "root" and uid 0 run as the guest's entry user."""
+
+    user: str = ""
+    env: tuple[str, ...] = ()  # "NAME=value" each, the image's ENV
+    workdir: str = "/"
+    input: str = "/input"
+    output: str = "/output"
+    input_files: tuple[str, ...] = ()
+    input_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        _root_path(self.input, "the input")
+        _root_path(self.output, "the output")
+        if self.input == self.output or self.input.startswith(self.output + "/") or \
+                self.output.startswith(self.input + "/"):
+            raise ValueError(f"the input {self.input} and the output {self.output} overlap")
+        if not self.workdir.startswith("/") or "\0" in self.workdir or len(self.workdir) > 1024:
+            raise ValueError(f"the working directory must be an absolute path: {self.workdir!r}")
+        if len(self.user) > 256 or any(c in self.user for c in "\0\n") or self.user.count(":") > 1:
+            raise ValueError(f"not a user such as 1000:1000 or app: {self.user!r}")
+        if len(self.env) > ENV_MAX or sum(len(v) for v in self.env) > ENV_MAX_BYTES:
+            raise ValueError(f"an image's environment is at most {ENV_MAX} variables and {ENV_MAX_BYTES} bytes")
+        for var in self.env:
+            name, eq, value = var.partition("=")
+            if not eq or not _ENV_NAME_RE.fullmatch(name) or "\0" in value:
+                raise ValueError(f"not an environment variable NAME=value: {var!r}")
+        if self.input_files and self.input_dir is not None:
+            raise ValueError("the input is either files or a directory from the CD, not both")
+        names = [PurePosixPath(_cd_path(f, "an input file")).name for f in self.input_files]
+        if len(set(names)) != len(names):
+            raise ValueError(f"two input files share a name in {self.input}: {sorted(names)}")
+        if self.input_dir is not None:
+            _cd_path(self.input_dir, "the input directory")
+
+    def document(self) -> dict:
+        return {"user": self.user, "env": list(self.env), "workdir": self.workdir, "input": self.input,
+                "output": self.output, "input_files": list(self.input_files), "input_dir": self.input_dir}
 
 
 @dataclass(frozen=True)
@@ -29,14 +105,23 @@ class Command:
     tail_limit: int = 0  # the end of the output beyond the head, kept too
     user: str = "entry"  # "root" only for the judge's own checks (doctor, benchmarks)
     links: tuple[str, ...] = ()  # CD paths linked into the working directory for this command
-    collect: tuple[str, ...] = ()  # files (relative to home) sent back after the command
+    collect: tuple[str, ...] = ()  # files (relative to home, or to InRoot.output) sent back after the command
     file_limit: int | None = None
+    root: InRoot | None = None  # run in the entry's own root (Job.entry_root), not in the guest's
+
+    def __post_init__(self) -> None:
+        if self.root is not None and (self.user != "entry" or self.links):
+            raise ValueError(f"command {self.name!r} runs in the entry's root: as the entry, its files in "
+                             "InRoot.input_files rather than links")
 
     def document(self) -> dict:
-        return {"name": self.name, "argv": list(self.argv), "timeout": self.timeout,
-                "output_limit": self.output_limit, "tail_limit": self.tail_limit, "user": self.user,
-                "links": list(self.links),
-                "collect": list(self.collect), "file_limit": self.file_limit or self.output_limit}
+        doc = {"name": self.name, "argv": list(self.argv), "timeout": self.timeout,
+               "output_limit": self.output_limit, "tail_limit": self.tail_limit, "user": self.user,
+               "links": list(self.links),
+               "collect": list(self.collect), "file_limit": self.file_limit or self.output_limit}
+        if self.root is not None:  # absent, not null, for the guest's own commands: their job.json is as it was
+            doc["root"] = self.root.document()
+        return doc
 
 
 @dataclass(frozen=True)
@@ -47,6 +132,14 @@ class Job:
     stop_on_failure: bool = False
     raw_copy: str | None = None  # benchmark: a CD file copied to the channel by `cat`
     heartbeat: float = 2.0
+    # A container entry's root file system, a squashfs file the VM is given as a read-only disk
+    # (vm/runner.py): the commands with an InRoot run in it. Its directories must be crossable by
+    # libvirt's qemu user, as a home disk's are.
+    entry_root: Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.entry_root is None and any(c.root is not None for c in self.commands):
+            raise ValueError("a command runs in the entry's root, and the job has no entry_root")
 
     def job_json(self, nonce: str, gpu: bool = False, seed: str | None = None) -> bytes:
         """`gpu`: the VM is lent a GPU, and the agent must find it working before any command
@@ -57,6 +150,8 @@ class Job:
                "commands": [c.document() for c in self.commands]}
         if gpu:
             doc["gpu"] = True
+        if self.entry_root is not None:  # the agent mounts it; its path on the host is none of the guest's business
+            doc["entry_root"] = True
         if seed is not None:
             doc["seed"] = seed
         return json.dumps(doc, indent=1, sort_keys=True).encode()

@@ -126,8 +126,19 @@ class Reading:
             raise InfrastructureError("guest-no-hello", f"the guest did not report within {self.boot_timeout:.0f} s "
                                       f"of starting; it may not have booted (console log: {self.console_log}).")
         if transcript.hello is not None and now - last_frame >= self.silence_timeout:
-            raise InfrastructureError("channel-silent", f"the data channel was silent for {self.silence_timeout:.0f} s;"
-                                      f" the guest agent has stopped (console log: {self.console_log}).")
+            raise InfrastructureError("channel-silent", f"the data channel was silent for {self.silence_timeout:.0f} s"
+                                      f"{_during(transcript)}; the guest agent has stopped (console log: "
+                                      f"{self.console_log}).")
+
+
+def _during(transcript: Transcript) -> str:
+    """Which command was running when the channel fell silent, for the organiser (an infrastructure
+    failure's message is never in the participant's view): the first thing to know of a stall."""
+    running = transcript.commands[-1] if transcript.commands and transcript.commands[-1].status == "running" else None
+    if running is None:
+        return f" between commands ({len(transcript.commands)} ended)"
+    return f" while command {running.index} ({running.name}) ran"
+
 
 
 def check_agent_error(transcript: Transcript, gpu: str | None = None) -> None:

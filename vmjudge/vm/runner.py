@@ -31,13 +31,14 @@ from ..images.iso import write_iso
 from . import warm
 from .channel import FrameStream, Watch
 from .domain import DOMAIN_PREFIX, Domain
-from .domain_xml import DomainSpec, domain_xml
+from .domain_xml import DomainSpec, domain_xml, hard_limit_kib
 from .gpu_preflight import lendable_card
-from .hardware import fingerprint
+from .hardware import below_level, fingerprint, guest_cpu
 from .job import JOB_FILE, Job
 from .pinning import SlotCores
 from .pty_reader import ChannelReader
 from .reading import DEFAULT_LIMITS, POWEROFF_GRACE, JobRun, Limits, Reading, check_agent_error, host_timeouts
+from .warm_rules import why_cold
 
 log = logging.getLogger(__name__)
 
@@ -77,11 +78,15 @@ def _qemu_img(args: list[str]) -> None:
 def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *, home_disk: Path,
             workdir: Path, console_log: Path, vcpus: int = 2, memory_mib: int = 2048, label: str = "job",
             limits: Limits = DEFAULT_LIMITS, watch: Watch | None = None, keep_iso: Path | None = None,
-            cancel: threading.Event | None = None, gpu: str | None = None, cores: SlotCores | None = None) -> JobRun:
+            cancel: threading.Event | None = None, gpu: str | None = None, cores: SlotCores | None = None,
+            on_start: Callable[[Domain], None] | None = None) -> JobRun:
     """`gpu`: the host PCI address of a GPU slot's card, passed through to this VM. `cores`: its
     slot's host cores, which the VM is pinned to (the daemon's, evaluate's and the doctor's VMs
     always are; None leaves it unpinned, for tests and benchmarks that want it so). The VM is
-    restored from a warm state when it can be (warm.py), else booted: JobRun.start says which."""
+    restored from a warm state when it can be (warm.py), else booted: JobRun.start says which.
+    A container entry's root (job.entry_root) is given to it as a read-only disk either way.
+    `on_start` is called with the domain once it runs, before its hello is read: what the host reads
+    of a running qemu (the doctor's confinement checks, the tests') is read there."""
     # Checked again just before the VM is given it; the manifest records what was lent.
     lent = {"address": gpu, "ids": lendable_card(site.gpu, gpu).ids} if gpu is not None else None
     # Read now, while `conn` is known to answer: libvirtd may restart while the VM runs, and the
@@ -90,6 +95,7 @@ def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *
     nonce = secrets.token_hex(16)
     name = domain_name(label)
     iso = Path(workdir) / f"{name}.iso"
+    entry_root = Path(job.entry_root).resolve() if job.entry_root is not None else None
     write_iso(iso, {**job.media, JOB_FILE: job.job_json(nonce, gpu=gpu is not None, seed=secrets.token_hex(32))},
               private=frozenset({JOB_FILE}))
     os.chmod(iso, PRIVATE_FILE)  # the test records: libvirt lends it to its qemu user for the run
@@ -98,22 +104,37 @@ def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *
         spec = DomainSpec(name=name, kernel=image.kernel, initrd=image.initrd, root=image.root,
                           home=Path(home_disk).resolve(), cdrom=iso, console_log=Path(console_log).resolve(),
                           accel=site.accel, vcpus=vcpus, memory_mib=memory_mib, channel=site.channel, gpu=gpu,
-                          cputune=cores.tune(vcpus) if cores is not None else None)
-        run = _Run(conn, site, job, nonce, limits, watch, cancel, console_log)
-        why = warm.why_cold(site, gpu)
+                          cputune=cores.tune(vcpus) if cores is not None else None, entry_root=entry_root,
+                          cpu=site.cpu)
+        run = _Run(conn, site, job, nonce, limits, watch, cancel, console_log, on_start)
+        why = why_cold(site, gpu)
         if why is None:
             warm_run = _warm(run, image, spec, lent, hardware, iso_sha)
             if isinstance(warm_run, JobRun):
                 return warm_run
             log.warning("%s boots cold: %s", name, warm_run)
             why = warm_run
-        return run.go(lambda: _start(conn, domain_xml(spec), gpu), {"mode": "cold", "why": why}, lent, hardware,
-                      iso_sha)
+        return run.go(lambda: _start(conn, site.uri, domain_xml(spec), gpu, hard_limit_kib(spec)),
+                      {"mode": "cold", "why": why}, lent, hardware, iso_sha)
     finally:
         if keep_iso is not None and iso.exists():
             os.replace(iso, keep_iso)
             os.chmod(keep_iso, 0o600)  # the domain is gone: an audit copy, test records and all
+            give_back(keep_iso)  # a read-only disk too: libvirt left it to its qemu user
         iso.unlink(missing_ok=True)
+        if entry_root is not None:
+            give_back(entry_root)
+
+
+def give_back(path: Path) -> None:
+    """A read-only disk back to root once its domain is gone. libvirt gives its qemu user each
+    disk for a run, and gives back the writable ones after; a read-only one it leaves to the qemu
+    user for good (another VM might share it). An entry's root is the participant's image: between
+    its runs no VM's qemu may read it."""
+    try:
+        os.chown(path, 0, 0)
+    except OSError as exc:
+        log.warning("could not give %s back to root after its run: %s", path, exc)
 
 
 def _warm(run: _Run, image: GuestImage, spec: DomainSpec, lent: dict | None, hardware: dict,
@@ -153,6 +174,7 @@ class _Run:
     watch: Watch | None
     cancel: threading.Event | None
     console_log: Path
+    on_start: Callable[[Domain], None] | None = None
 
     def go(self, start: Callable[[], Domain], how: dict[str, Any], lent: dict | None, hardware: dict,
            iso_sha: str) -> JobRun:
@@ -171,6 +193,8 @@ class _Run:
             if is_warm:
                 reader.write(warm.wake_line())
                 boot_timeout = min(boot_timeout, warm.HELLO_TIMEOUT)
+            if self.on_start is not None:
+                self.on_start(domain)
             reading = Reading(domain, reader, stream, started, self.console_log, boot_timeout, silence_timeout,
                               budget, self.limits.stage_cap, self.cancel)
             ended = reading.until_bye()
@@ -179,9 +203,10 @@ class _Run:
             if ended == "bye" and not domain.wait_stopped(POWEROFF_GRACE):
                 log.warning("domain %s did not power off after its last frame; destroying it", domain.name)
             check_agent_error(transcript, lent["address"] if lent else None)
+            ran_on = {**hardware, "guest_cpu": guest_cpu(self.site.guest_cpu.setting, transcript.hello)}
             return JobRun(domain=domain.name, transcript=transcript, iso_sha256=iso_sha,
                           boot_seconds=reading.boot_seconds, total_seconds=time.monotonic() - started, ended=ended,
-                          gpu=lent, hardware=hardware, cpu_seconds=cpu_seconds, start=how)
+                          gpu=lent, hardware=ran_on, cpu_seconds=cpu_seconds, start=how)
         except InfrastructureError as exc:
             hello = stream.transcript.hello
             # No hello, or one without this job's nonce: the agent never read the job (its CD unseen).
@@ -197,15 +222,22 @@ class _Run:
                     reader.close()
 
 
-def _start(conn: libvirt.virConnect, xml: str, gpu: str | None) -> Domain:
-    """A VM that will not start with a GPU lent to it is the card's or its host's doing (its
-    group not viable, a reset that failed, the card gone): the slot's fault, not libvirt's."""
+def _start(conn: libvirt.virConnect, uri: str, xml: str, gpu: str | None, limit_kib: int) -> Domain:
+    """Started paused and its memory bounded before the guest runs. A VM that will not start with a
+    GPU lent to it is the card's or its host's doing (its group not viable, a reset that failed,
+    the card gone): the slot's fault, not libvirt's."""
     try:
-        return Domain.start_paused(conn, xml)
+        started = Domain.start_paused(conn, xml, uri)
     except InfrastructureError as exc:
         if gpu is None:
             raise
         raise GpuFault("gpu-start", f"the VM would not start with the GPU {gpu}: {exc}", gpu) from None
+    try:
+        started.bound_memory(limit_kib)
+    except InfrastructureError:
+        started.destroy()
+        raise
+    return started
 
 
 @dataclass(frozen=True)
@@ -230,6 +262,7 @@ class VmRunner:
     cancel: threading.Event | None = None
     gpu: str | None = None  # the GPU slot's card (its host PCI address), lent to every VM of the stage
     cores: SlotCores | None = None  # the slot's host cores, every VM of the stage pinned to them
+    cpu_level: str | None = None  # the challenge's [vm] cpu_level: a guest below it is the infrastructure's failure
 
     def new_home(self, path: Path, size_mib: int) -> None:
         make_blank_disk(path, size_mib)
@@ -242,7 +275,11 @@ class VmRunner:
         console = files.console_log(stage, self.attempt)
         keep_iso = files.media(stage, self.attempt) if self.site.keep_media else None
         with self.site.layout.stage_run_dir(self.entry_id, stage) as rd:
-            return run_job(self.conn, self.site, self.image, job, home_disk=home, workdir=rd.path,
-                           console_log=console, vcpus=self.vcpus, memory_mib=self.memory_mib,
-                           label=f"{self.site.domain_tag}-e{self.entry_id}-{stage}", limits=limits, watch=watch,
-                           keep_iso=keep_iso, cancel=self.cancel, gpu=self.gpu, cores=self.cores)
+            ran = run_job(self.conn, self.site, self.image, job, home_disk=home, workdir=rd.path,
+                          console_log=console, vcpus=self.vcpus, memory_mib=self.memory_mib,
+                          label=f"{self.site.domain_tag}-e{self.entry_id}-{stage}", limits=limits, watch=watch,
+                          keep_iso=keep_iso, cancel=self.cancel, gpu=self.gpu, cores=self.cores)
+        short = below_level((ran.hardware or {}).get("guest_cpu"), self.cpu_level) if self.cpu_level else None
+        if short is not None:  # the gate (supervisor/cpu_gate.py) trusted libvirt's word; the guest says otherwise
+            raise InfrastructureError("guest-cpu", short)
+        return ran

@@ -2,19 +2,20 @@
 
 Under TCG a boot costs a stage 8-10 s before the entry's first command (about a second under
 KVM). A warm state is that boot done once: the image's VM booted with `vmjudge.warm=1`, its
-agent waiting to be woken (guest/wake.py), saved by libvirt. It is saved with no home disk and
-an empty CD-ROM drive, so nothing of a job or an entry is in it and no block cache of either
-can be: a stage restores it paused, puts its own job CD in the drive, attaches its own home
-disk, then resumes it and sends the wake line (the time, and fresh randomness to reseed the
-kernel's pool with before any process starts).
+agent waiting to be woken (guest/wake.py), saved by libvirt. It is saved with no home disk, no
+entry root and an empty CD-ROM drive, so nothing of a job or an entry is in it and no block
+cache of either can be: a stage restores it paused, puts its own job CD in the drive, attaches
+its own home disk (and a container entry's root), then resumes it and sends the wake line (the
+time, and fresh randomness to reseed the kernel's pool with before any process starts).
 
 libvirt restores a saved domain only under its saved name and uuid, so a state serves one VM
 at a time: each shape (accelerator, vCPUs, memory) has seats, each a state of its own, taken
-under a lock for the whole run; a run that finds every seat busy boots cold. A state lives
-under its image's directory (a new image, new states) with a record naming the image, the
-hypervisor and libvirt that made it, and its sha256; a record that names another is remade, a
-state whose hash differs is refused. Whatever goes wrong before the restored agent says hello
-sends the stage to a cold boot: never the entry's fault, never a failed stage.
+under a lock for the whole run; a run that finds every seat busy boots cold. States live beside
+the images (Layout.warm), by image key and shape, each with a record naming the image, the
+hypervisor, libvirt, domain XML and code that made it, and its sha256; a record that names another
+(or is a day old) is remade, a state whose hash differs is refused. Whatever goes wrong before
+the restored agent says hello sends the stage to a cold boot: never the entry's fault, never a
+failed stage.
 """
 
 from __future__ import annotations
@@ -36,15 +37,15 @@ import libvirt
 
 from ..config import Site
 from ..errors import InfrastructureError
-from ..files import sha256_file
+from ..files import durable_write, sha256_file, stat_signature
 from ..images.guest.frames import Decoder, FrameError
 from ..images.guest.wake import READY
 from ..images.image import GuestImage
 from .channel import ChannelClosed
 from .domain import DOMAIN_PREFIX, Domain
-from .domain_xml import DomainSpec, cdrom_xml, domain_xml, home_disk_xml, tune_xml
-from .libvirt_uri import is_local
+from .domain_xml import DomainSpec, cdrom_xml, domain_xml, entry_root_xml, hard_limit_kib, home_disk_xml, tune_xml
 from .pty_reader import ChannelReader
+from .warm_rules import maker_sha256
 
 log = logging.getLogger(__name__)
 
@@ -75,19 +76,6 @@ class Shape:
         return f"{self.accel}-{self.vcpus}c-{self.memory_mib}m"
 
 
-def why_cold(site: Site, gpu: str | None) -> str | None:
-    """Why a run cannot start warm at all, or None when it may."""
-    if not site.warm_start:
-        return "warm starts are off in site.toml ([libvirt] warm_start = false)"
-    if gpu is not None:
-        return "a GPU stage boots cold: a VM with a passed-through (VFIO) device cannot be saved or restored"
-    if site.channel != "virtio":
-        return "warm starts need the virtio data channel (the agent is woken through it)"
-    if not is_local(site.uri):
-        return "warm starts need libvirt on this machine (the saved states are this machine's files)"
-    return None
-
-
 def wake_line() -> bytes:
     """The host's time and 32 bytes of its randomness, for the agent to set and to reseed with."""
     return b"go %d %s\n" % (time.time_ns(), secrets.token_hex(32).encode())
@@ -99,11 +87,11 @@ class Seat:
     number: int
     image: GuestImage
     shape: Shape
-    tag: str  # the home's (Site.domain_tag): its daemon's recovery destroys what a killed run left
+    tag: str  # names the states' directory (states_tag): homes sharing it restore under the same names
 
     @property
     def name(self) -> str:
-        return f"{DOMAIN_PREFIX}{self.tag}-warm-{self.image.key[:10]}-{self.shape.key}-{self.number}"
+        return seat_name(self.tag, self.image.key, self.shape.key, self.number)
 
     @property
     def state(self) -> Path:
@@ -119,8 +107,10 @@ class Seat:
         return self.directory / f"seat-{self.number}.failed"
 
     def _saving_spec(self, spec: DomainSpec) -> DomainSpec:
-        """The VM that is saved: this run's, with no home disk, an empty drive, told to wait."""
-        return replace(spec, name=self.name, home=None, cdrom=None, cmdline_extra=spec.cmdline_extra + (WARM_ARG,))
+        """The VM that is saved: this run's, with no home disk, no entry root, an empty drive, told
+        to wait: one state serves archive and container entries alike."""
+        return replace(spec, name=self.name, home=None, cdrom=None, entry_root=None,
+                       cmdline_extra=spec.cmdline_extra + (WARM_ARG,))
 
     def _identity(self, conn: libvirt.virConnect, spec: DomainSpec) -> dict:
         """What the state must have been made with to be restored here: the image, qemu, libvirt,
@@ -128,12 +118,12 @@ class Seat:
         xml = domain_xml(replace(self._saving_spec(spec), console_log=Path("/console.log"), cputune=None))
         return {"image": self.image.key, "image_sha256": self.image.manifest["sha256"],
                 "hypervisor": conn.getVersion(), "libvirt": conn.getLibVersion(), "shape": asdict(self.shape),
-                "xml_sha256": hashlib.sha256(xml.encode()).hexdigest()}
+                "xml_sha256": hashlib.sha256(xml.encode()).hexdigest(), "maker_sha256": maker_sha256()}
 
     def ready(self, conn: libvirt.virConnect, site: Site, spec: DomainSpec) -> dict:
         """Make sure the seat holds a state to restore: made now when missing, older than
-        MAX_AGE, or made for another image, qemu, libvirt or VM (what the manifest's start says).
-        WarmFailed when it cannot be made, or when the state on disk is not the one its record
+        MAX_AGE, or made for another image, qemu, libvirt, VM or version of this code (what the
+        manifest's start says). WarmFailed when it cannot be made, or when the state on disk is not the one its record
         hashed."""
         try:
             record = json.loads(self.record.read_text())
@@ -146,14 +136,14 @@ class Seat:
             self._check(record)
             return {"state": "saved", "made": record.get("made")}
         why = "missing" if record is None else "older than a day" if age is None or age >= MAX_AGE \
-            else "made for another image, qemu, libvirt or VM"
+            else "made for another image, qemu, libvirt, VM or version of this code"
         self._not_failing_lately()
         log.info("making warm state %s (%s)", self.state, why)
         started = time.monotonic()
         try:
             self._make(conn, site, spec, identity)
         except WarmFailed as exc:
-            self.failed.write_text(json.dumps({"at": time.time(), "why": str(exc)}))
+            durable_write(self.failed, [json.dumps({"at": time.time(), "why": str(exc)}).encode()], mode=0o644)
             raise
         self.failed.unlink(missing_ok=True)
         return {"state": f"made for this run ({why}) in {time.monotonic() - started:.1f} s"}
@@ -172,8 +162,7 @@ class Seat:
     def _check(self, record: dict) -> None:
         """Hashed whenever its inode, size, mtime or ctime differs from the last pass (as the
         image's files are, images/image.py): not 150 MB read before every stage."""
-        st = self.state.stat()
-        signature = [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+        signature = stat_signature(self.state)
         if record.get("verified") == signature:
             return
         got = sha256_file(self.state)
@@ -184,9 +173,7 @@ class Seat:
         self._write_record({**record, "verified": signature})
 
     def _write_record(self, record: dict) -> None:
-        tmp = self.record.with_name(f"{self.record.name}.tmp")
-        tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
-        tmp.replace(self.record)
+        durable_write(self.record, [json.dumps(record, indent=1, sort_keys=True).encode() + b"\n"], mode=0o644)
 
     def discard(self) -> None:
         self.record.unlink(missing_ok=True)
@@ -204,6 +191,12 @@ class Seat:
         except InfrastructureError as exc:
             raise WarmFailed(f"could not make a warm state: {exc}") from None
         try:
+            # Not bounded (Domain.bound_memory): libvirt saves the live XML, a bound included, and a
+            # restore whose XML keeps it (another checkout's, sharing the states) has libvirt raise
+            # the restored qemu's locked-memory limit to it, which a libvirtd without CAP_SYS_RESOURCE
+            # cannot: that restore fails and its stage boots cold (vm/memory.py). This VM runs the
+            # judge's own image to its agent's ready frame, no entry; each run's restored VM is
+            # bounded before its guest resumes (restore).
             reader = ChannelReader(domain.channel_pty(spec.channel))
             try:
                 domain.resume()
@@ -225,11 +218,12 @@ class Seat:
     def leave_no_domain(self, conn: libvirt.virConnect) -> None:
         """A domain under the seat's name while the seat is held is a killed run's: gone."""
         with contextlib.suppress(libvirt.libvirtError):
-            Domain(conn.lookupByName(self.name)).destroy()
+            Domain(conn.lookupByName(self.name)).destroy_leftover()
 
     def restore(self, conn: libvirt.virConnect, spec: DomainSpec) -> Domain:
         """The state restored paused with this run's console log and pinning, its job CD in the
-        drive and its home disk attached: ready to resume and wake."""
+        drive and its home disk attached (then a container entry's root, after it, as a cold boot
+        has them): ready to resume and wake."""
         self.leave_no_domain(conn)
         try:
             xml = restore_xml(conn.saveImageGetXMLDesc(str(self.state)), spec)
@@ -243,10 +237,13 @@ class Seat:
             self.discard()  # another qemu or libvirt, or a damaged file: made again next time
             raise WarmFailed(str(exc)) from None
         try:
+            domain.bound_memory(hard_limit_kib(spec))
             if spec.cdrom is None or spec.home is None:
                 raise WarmFailed("a warm-started VM needs its job CD and home disk")
             domain.give(cdrom_xml(spec.cdrom), attach=False)
             domain.give(home_disk_xml(spec.home), attach=True)
+            if spec.entry_root is not None:
+                domain.give(entry_root_xml(spec.entry_root), attach=True)
         except (InfrastructureError, WarmFailed) as exc:
             domain.destroy()
             raise WarmFailed(str(exc)) from None
@@ -255,7 +252,11 @@ class Seat:
 
 def restore_xml(saved: str, spec: DomainSpec) -> str:
     """The saved domain's XML with this run's host-side parts: its console log file, its slot's
-    pinning, and no stale pty path (libvirt gives the channel a new one)."""
+    pinning, no stale pty path (libvirt gives the channel a new one), and no memory bound: the states
+    this judge makes carry none (Seat._make), but libvirt saved the bound of a VM that ran under one
+    (older versions of it made such states; their records' maker_sha256 has them made again, and this
+    holds should one be restored all the same), and restoring with it would raise qemu's locked-memory
+    limit (vm/memory.py); the restored domain is bounded as a cold one is, once restored."""
     dom = ET.fromstring(saved)
     for serial in dom.findall("./devices/serial[@type='file']"):
         source = serial.find("source")
@@ -268,6 +269,8 @@ def restore_xml(saved: str, spec: DomainSpec) -> str:
         dom.remove(old)
     if spec.cputune is not None:
         dom.append(ET.fromstring(tune_xml(spec.cputune, spec.vcpus)))
+    for old in dom.findall("memtune"):
+        dom.remove(old)
     return ET.tostring(dom, encoding="unicode")
 
 
@@ -284,6 +287,38 @@ def _wait_ready(reader: ChannelReader, timeout: float, console_log: Path) -> Non
     raise WarmFailed(f"the VM booted to be saved did not get ready within {timeout:.0f} s (console log: {console_log})")
 
 
+def states_tag(site: Site) -> str:
+    """Names the domains of the states under site.layout.warm: another directory's states (another
+    home's, on the same libvirt) have other names, so neither takes the other's domain for a leftover."""
+    return "w" + hashlib.sha256(str(site.layout.warm).encode()).hexdigest()[:6]
+
+
+def seat_name(tag: str, image_key: str, shape_key: str, number: int) -> str:
+    """The name its state was saved under, which libvirt keeps for every restore of it."""
+    return f"{DOMAIN_PREFIX}{tag}-{image_key[:10]}-{shape_key}-{number}"
+
+
+def recover(conn: libvirt.virConnect, site: Site) -> list[str]:
+    """A killed run leaves its restored VM running (its home disk attached), and the seat's lock
+    free: every domain of a seat nobody holds is such a leftover, destroyed here (the daemon's
+    recovery). Returns their names."""
+    tag, gone = states_tag(site), []
+    for lock_path in sorted(site.layout.warm.glob("*/*/seat-*.lock")):
+        number = int(lock_path.stem.removeprefix("seat-"))
+        name = seat_name(tag, lock_path.parent.parent.name, lock_path.parent.name, number)
+        with open(lock_path, "a") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # a live run's
+            try:
+                Domain(conn.lookupByName(name)).destroy_leftover()
+            except libvirt.libvirtError:
+                continue
+            gone.append(name)
+    return gone
+
+
 @contextlib.contextmanager
 def seat(site: Site, image: GuestImage, shape: Shape) -> Iterator[Seat | None]:
     """A free seat of this shape, held until the block ends (its VM destroyed); None when all are
@@ -296,6 +331,6 @@ def seat(site: Site, image: GuestImage, shape: Shape) -> Iterator[Seat | None]:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 continue
-            yield Seat(directory, number, image, shape, site.domain_tag)
+            yield Seat(directory, number, image, shape, states_tag(site))
             return
     yield None

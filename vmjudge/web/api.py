@@ -18,6 +18,7 @@ from starlette.routing import Route
 from ..queue.listing import EntryFilter
 from ..queue.owners import Owner
 from ..reports import participant
+from ..reports.phase_view import PhaseViews
 from ..reports.report import show
 from .entries import entries_page, entry_number, page_number
 from .portal import PAGE_SIZE, Portal
@@ -47,7 +48,8 @@ class Api:
         owner = self.caller(request)
         page = page_number(request)
         found = entries_page(self.portal, EntryFilter(owner=owner.name), page)
-        return JSONResponse(participant.entry_list(found.entries, found.total, page, PAGE_SIZE, participant.now()))
+        return JSONResponse(participant.entry_list(found.entries, found.total, page, PAGE_SIZE, participant.now(),
+                                                   PhaseViews.load(self.portal.queue).feedback))
 
     def entry(self, request: Request) -> Response:
         owner = self.caller(request)
@@ -61,5 +63,6 @@ class Api:
         admitted = await upload_entry(self.portal, request, owner)
         return JSONResponse(participant.allowed(
             {"id": admitted.entry_id, "owner": admitted.owner, "late": admitted.late, "dry_run": admitted.dry_run,
+             **({"phase": admitted.phase} if admitted.phase else {}),
              "remaining": admitted.remaining_line(), "budget": admitted.budget_line()}, participant.SUBMITTED),
             status_code=201)

@@ -28,10 +28,12 @@ from .failures import HANDLERS, LastResort
 from .gate import Gate
 from .organiser import Organiser
 from .pages import Pages
+from .phase_pages import PhasePages
 from .portal import HERE, Portal, templates
 from .refusal import refusal
 from .secret import session_key
 from .security import SMALL_BODY, BodyIdle, BodyLimit, Refusal, SecurityHeaders
+from .settings import Settings
 
 SESSION_SECONDS = 14 * 24 * 3600
 UPLOADS = ("/upload", "/api/entries")
@@ -66,7 +68,9 @@ def create_app(site: Site, secure_cookies: bool = True, queue: Queue | None = No
         except VmjudgeError:  # the queue is down: the handler answers 503 before it reads a byte, and
             return UNKNOWN_CAP  # an archive is still capped by its challenge's max_size as it streams
 
-    routes = [*Pages(portal).routes(), *Organiser(portal).routes(), *Api(portal).routes(),
+    api = Api(portal)
+    routes = [*Pages(portal).routes(), *Organiser(portal).routes(), *api.routes(),
+              *PhasePages(portal, api.caller).routes(), *Settings(portal).routes(),
               Mount("/static", StaticFiles(directory=HERE / "static"), name="static")]
     middleware = [Middleware(SecurityHeaders), Middleware(LastResort),
                   Middleware(BodyIdle, seconds=site.web.body_timeout),

@@ -1,7 +1,8 @@
 """The organiser's pages: every entry (filtered by challenge, owner, state, outcome; paged),
-an entry's attempts with the infrastructure's reasons (show(..., organiser=True)), the parked
-entries, and an entry's logs as `show --organiser` quotes them (head and tail). Organiser
-accounts only: a participant gets 404, as if the pages did not exist."""
+an entry's attempts as a timeline with the infrastructure's reasons (show(..., organiser=True)),
+the queue now (queue_now.py), the parked entries, and an entry's logs as `show --organiser`
+quotes them (head and tail). Organiser accounts only: a participant gets 404, as if the pages
+did not exist."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from ..queue.listing import OUTCOMES, STATES, EntryFilter
 from ..reports.report import show
 from .entries import entries_page, entry_number, organiser_filter, page_number, pages_of
 from .portal import Portal
+from .queue_now import queue_now
 
 
 class Organiser:
@@ -25,7 +27,7 @@ class Organiser:
     def routes(self) -> list[Route]:
         return [Route("/organiser/entries", self.entries), Route("/organiser/parked", self.parked),
                 Route("/organiser/entries/{entry_id}", self.entry),
-                Route("/organiser/entries/{entry_id}/logs", self.logs)]
+                Route("/organiser/entries/{entry_id}/logs", self.logs), Route("/organiser/queue", self.queue_now)]
 
     def _entry_doc(self, request: Request) -> dict[str, Any]:
         entry_id = entry_number(request, "There is no entry {}.")
@@ -42,6 +44,10 @@ class Organiser:
                                 total=found.total, query=query, states=STATES, outcomes=OUTCOMES,
                                 challenges=self.portal.challenge_names(),
                                 query_string=urlencode({k: v for k, v in query.items() if v}) + "&")
+
+    def queue_now(self, request: Request) -> Response:
+        self.portal.organiser(request)
+        return self.portal.page(request, "queue_now.html", now=queue_now(self.portal.queue))
 
     def parked(self, request: Request) -> Response:
         self.portal.organiser(request)

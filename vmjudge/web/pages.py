@@ -1,9 +1,11 @@
 """The participant's pages: sign in and out, upload an entry, my entries (refreshed by
-static/entries.js from /entries.json), an entry's report, and the boards.
+static/entries.js from /entries.json), an entry's report, and the boards (a contest's: one per
+phase, a hidden one until its phase is published).
 
 Every page is built from reports/participant.py's documents, seen now (an entry being
-examined shows nothing of its exam until its publish time): a report is its text, through
-autoescaping and terminal.printable. Another owner's entry is 404, never 403.
+examined shows nothing of its exam until its publish time): a report from report_page (steps
+and bars by report_view.py), a board's chart from board_history (chart.py); entry output goes
+through autoescaping and terminal.printable. Another owner's entry is 404, never 403.
 """
 
 from __future__ import annotations
@@ -11,13 +13,17 @@ from __future__ import annotations
 import anyio
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from ..queue.listing import EntryFilter
 from ..reports import leaderboard as lb
 from ..reports import participant
-from ..reports.report import show
+from ..reports.phase_view import PhaseViews, board_phase, hidden_board
+from ..reports.report import report_page
+from ..terminal import printable
+from . import report_view
+from .chart import chart
 from .entries import entries_page, entry_number, page_number, pages_of
 from .portal import Portal
 from .upload import upload_entry
@@ -63,7 +69,8 @@ class Pages:
         owner = self.portal.participant(request)
         page = page_number(request)
         found = entries_page(self.portal, EntryFilter(owner=owner.name), page)
-        doc = participant.entry_list(found.entries, found.total, page, None, participant.now())
+        doc = participant.entry_list(found.entries, found.total, page, None, participant.now(),
+                                     PhaseViews.load(self.portal.queue).feedback)
         return self.portal.page(request, "entries.html", rows=doc["entries"], page=page, pages=pages_of(found),
                                 total=found.total)
 
@@ -71,18 +78,33 @@ class Pages:
         owner = self.portal.participant(request)
         page = page_number(request)
         found = entries_page(self.portal, EntryFilter(owner=owner.name), page)
-        return JSONResponse(participant.entry_list(found.entries, found.total, page, None, participant.now()))
+        return JSONResponse(participant.entry_list(found.entries, found.total, page, None, participant.now(),
+                                                   PhaseViews.load(self.portal.queue).feedback))
 
     def report(self, request: Request) -> Response:
+        """The report as a page of steps, bars and tables; `?format=text` the same report as the
+        text of `vmjudge show`, which the page was before and scripts may still read."""
         owner = self.portal.participant(request)
         entry_id = entry_number(request)
-        self.portal.own_entry(owner, entry_id)
-        doc = show(self.portal.site, self.portal.queue, entry_id)
-        return self.portal.page(request, "report.html", entry_id=entry_id, report=doc["report"])
+        entry = self.portal.own_entry(owner, entry_id)
+        views = PhaseViews.load(self.portal.queue)
+        doc = report_page(self.portal.queue, entry_id, views=views)
+        if request.query_params.get("format") == "text":
+            return PlainTextResponse(printable(doc["report"]))
+        ch = views.challenge(entry.challenge)
+        # "Choose for phase P": the phases that take entries carried from this one's phase
+        carries = [p.name for p in ch.phases if entry.phase and p.carry == entry.phase] if ch is not None else []
+        return self.portal.page(request, "report.html", doc=doc, steps=report_view.steps(doc),
+                                budget=report_view.budget_bar(doc), hardware=report_view.hardware(doc),
+                                carries=carries)
 
     def upload_form(self, request: Request) -> Response:
         self.portal.participant(request)
-        return self.portal.page(request, "upload.html", challenges=self.portal.challenge_names())
+        views = PhaseViews.load(self.portal.queue)
+        names = self.portal.challenge_names()
+        phases = {name: [p.name for p in ch.phases if p.uploads]
+                  for name in names if (ch := views.challenge(name)) is not None and ch.phases}
+        return self.portal.page(request, "upload.html", challenges=names, phases=phases)
 
     async def upload(self, request: Request) -> Response:
         owner = await anyio.to_thread.run_sync(self.portal.participant, request, limiter=self.portal.upload_io)
@@ -93,15 +115,31 @@ class Pages:
 
     def boards(self, request: Request) -> Response:
         self.portal.participant(request)
-        return self.portal.page(request, "boards.html", challenges=self.portal.challenge_names())
+        views = PhaseViews.load(self.portal.queue)
+        names = self.portal.challenge_names()
+        phases = {name: [p.name for p in ch.phases] for name in names if (ch := views.challenge(name)) is not None}
+        return self.portal.page(request, "boards.html", challenges=names, phases=phases)
 
     def board(self, request: Request) -> Response:
-        self.portal.participant(request)
+        """A board: its rows, the signed-in owner's marked, and the chart of how it came to be."""
+        me = self.portal.participant(request)
         challenge = request.path_params["challenge"]
         if challenge not in self.portal.challenge_names():
             raise HTTPException(404, f"There is no challenge named {challenge!r}.")
         late = request.query_params.get("late") == "1"
-        rows = lb.leaderboard(self.portal.queue, challenge, late, at=participant.now())
+        views, at = PhaseViews.load(self.portal.queue), participant.now()
+        ch = views.challenge(challenge)
+        asked = request.query_params.get("phase") or None
+        if asked is not None and (ch is None or asked not in [p.name for p in ch.phases]):
+            raise HTTPException(404, f"{challenge} has no phase {asked[:40]!r}.")
+        phase = board_phase(ch, asked, at) if ch is not None else None
+        title = lb.title(challenge, late, phase)
+        if not views.board_shown(challenge, phase, at):
+            return self.portal.page(request, "board.html", challenge=challenge, late=late, rows=[], columns=[],
+                                    title=title, phase=phase, hidden=hidden_board(challenge, str(phase)), chart=None)
+        rows = lb.leaderboard(self.portal.queue, challenge, late, at=at, phase=phase)
+        history = participant.board_history(lb.history(self.portal.queue, challenge, late, at=at, phase=phase))
+        drawn = chart(history, [r["owner"] for r in participant.board_rows(rows)], me.name)
         return self.portal.page(request, "board.html", challenge=challenge, late=late,
-                                rows=participant.board_rows(rows), columns=lb.columns(rows),
-                                title=lb.title(challenge, late))
+                                rows=participant.board_rows(rows), columns=lb.columns(rows), title=title, phase=phase,
+                                hidden=None, chart=drawn)

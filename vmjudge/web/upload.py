@@ -5,8 +5,9 @@ stores nothing it refuses.
 
 What costs the judge is paid for by the owner before it is spent: the form must name its
 challenge before its archive (browsers and curl send fields in the order given), and the
-owner's limits on that challenge are checked, and the page form's CSRF token too, before the
-archive's first byte is written; the archive is capped as it streams at the smaller of the
+owner's limits on that challenge (and, in a contest, the phase it goes to: its window, whether
+it takes uploads) are checked, and the page form's CSRF token too, before the archive's first
+byte is written; the archive is capped as it streams at the smaller of the
 challenge's max_size and the spool room the owner has left. The form may hold a few small
 fields only (MAX_PARTS, FIELD_LIMIT, HEADER_LIMIT), so a body of thousands of fields is refused
 at the ninth, not held in memory. The body is parsed on the portal's upload threads
@@ -37,10 +38,11 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 
 from .. import private
-from ..config import Challenge, load_challenge
+from ..config import Challenge, Phase, load_challenge
 from ..errors import EntryError, VmjudgeError
 from ..queue.admit import Admitted, check_names, enter, owner_limits, spool_room
 from ..queue.owners import Owner
+from ..queue.phase_rules import entrant_refusal, upload_phase, upload_refusal
 from ..queue.rows import Usage
 from ..queue.spool import STALE
 from .failures import entry_status
@@ -48,7 +50,7 @@ from .portal import Portal
 
 FIELD_LIMIT = 4096  # bytes of any field but the archive
 HEADER_LIMIT = 8192  # bytes of one part's headers
-MAX_PARTS = 8  # the form has four: csrf, challenge, archive, late
+MAX_PARTS = 8  # the form has five: csrf, challenge, phase, archive, late
 
 
 @dataclass
@@ -60,6 +62,7 @@ class Upload:
     archive: Path | None = None
     archive_bytes: int = 0
     challenge: Challenge | None = None
+    phase: Phase | None = None  # a contest's phase the entry goes to, chosen before its archive is stored
 
     def text(self, name: str) -> str | None:
         return self.fields.get(name)
@@ -138,9 +141,16 @@ class _Parts:
         if not name:
             raise HTTPException(400, "The form names no challenge before its archive: send the challenge field "
                                      "first, then the archive.")
-        self.upload.challenge = load_challenge(self.portal.challenge_dir(name))
-        self.used = self.portal.queue.owner_usage(name, self.owner.name, self.upload.late)
-        owner_limits(self.upload.challenge, name, self.owner.name, self.used)
+        ch = self.upload.challenge = load_challenge(self.portal.challenge_dir(name))
+        phase = self.upload.phase = upload_phase(ch, name, self.upload.text("phase") or None, self.upload.late,
+                                                 time.time())
+        if phase is not None:  # a phase's window and uploads, before a byte is stored
+            upload_refusal(ch, name, phase, self.upload.late, time.time())
+        self.used = self.portal.queue.owner_usage(name, self.owner.name, self.upload.late,
+                                                  phase.name if phase is not None else None)
+        if phase is not None:  # promotion and the phase's limits per owner, before a byte is stored
+            entrant_refusal(ch, name, phase, self.owner.name, self.upload.late, self.used)
+        owner_limits(ch.in_phase(phase.name if phase is not None else None), name, self.owner.name, self.used)
 
     def data(self, data: bytes, start: int, end: int) -> None:
         if self.file is None:
@@ -228,7 +238,8 @@ async def admit_upload(portal: Portal, owner: Owner, upload: Upload) -> Admitted
     # VmjudgeError is the judge's (the spool's disk full, the queue unreachable): 503 and the log.
     prepared = await portal.checker.prepare(portal.site, challenge, ch, upload.archive, owner.name)
     return await anyio.to_thread.run_sync(lambda: enter(portal.site, portal.queue, challenge, ch, prepared,
-                                                        owner.name, upload.late, rate_limited=True),
+                                                        owner.name, upload.late, rate_limited=True,
+                                                        phase=upload.phase),
                                           limiter=portal.upload_io)
 
 

@@ -9,13 +9,17 @@ wall-time limit passes, its session is killed and then every process the entry u
 has, so nothing an entry starts outlives its command. The host enforces every limit again
 from outside.
 
-The hello frame says what GPU the VM has (gpu.py). A GPU stage's job says "gpu": true; if the
+The hello frame says what CPU the guest was given (cpu.py: the model and flags of its
+/proc/cpuinfo) and what GPU the VM has (gpu.py). A GPU stage's job says "gpu": true; if the
 card does not work there, the agent runs nothing and says so as the GPU's fault, which the
-host takes for the infrastructure's (the slot is taken out of service), never the entry's.
+host takes for the infrastructure's (the slot is taken out of service), never the entry's. A
+container entry's commands on such a stage see the card as a CUDA container does (root_gpu.py).
 
 On the replica ISO the same agent runs the same jobs with `--replica`: the frames go to
 its standard output (a pipe read by `vmjudge-replica check`, which prepared the home
-directory and the job's files at /media/cdrom), and the home is left mounted for the caller.
+directory and the job's files at /media/cdrom), and the home is left mounted for the caller;
+a container entry's root is the loop device the caller names (`--entry-root-device=DEV`), where
+the judge's VM has a disk.
 
 Only the standard library is used: these files (copied beside each other to /opt/vmjudge)
 must run on the guest's Python as they are. Modules needed only on some paths (ctypes,
@@ -33,6 +37,7 @@ import frames
 import gpu
 from channel import Channel, open_channel, ticking
 from command import Command, run_command
+from cpu import read_cpu
 from hardening import harden, make_entry_cgroup
 from media import CDROM, HOME, install, mount_cdrom, mount_home
 from run_guard import become_subreaper, protect_from_oom
@@ -40,7 +45,7 @@ from system import EntryFault, JobError
 from usage import job_figures
 from wake import reseed, wait_for_wake
 
-AGENT_VERSION = "1.5"
+AGENT_VERSION = "1.8"
 
 
 def kernel_args():
@@ -89,13 +94,28 @@ def check_job(job):
                 raise JobError(f"command {i} needs a positive {key}")
         if cmd.get("user", "entry") not in ("entry", "root"):
             raise JobError(f"command {i} has unknown user {cmd.get('user')!r}")
+        if cmd.get("root") is not None:
+            check_root_command(job, i, cmd)
+
+
+def check_root_command(job, i, cmd):
+    """A command of the entry's own root: the job must have one, and the command is the entry's."""
+    from root_spec import RootSpec
+    if job.get("entry_root") is not True:
+        raise JobError(f"command {i} runs in the entry's root, and the job has none")
+    if cmd.get("user", "entry") != "entry" or cmd.get("links"):
+        raise JobError(f"command {i} runs in the entry's root: as the entry, with no links")
+    try:
+        RootSpec(cmd["root"])
+    except JobError as exc:
+        raise JobError(f"command {i}: {exc}") from None
 
 
 def greet(channel, job, found, warm=False):
     """The hello frame, with the GPU the VM has; False (and an error frame) when the job is a GPU
     stage's and its card does not work, so that no entry command runs without it."""
     channel.send_json("hello", {"nonce": job.get("nonce"), "agent": AGENT_VERSION,
-                                "protocol": frames.PROTOCOL, "gpu": found, "warm": warm})
+                                "protocol": frames.PROTOCOL, "gpu": found, "warm": warm, "cpu": read_cpu()})
     if job.get("gpu") is True and found.get("state") != "ok":
         channel.send_json("error", {"message": f"the GPU passed to this VM did not work: {found.get('why')}",
                                     "fault": "gpu"})
@@ -110,6 +130,14 @@ def probe_gpu():
         return {"state": "failed", "why": f"the agent's GPU probe failed: {type(exc).__name__}: {exc}"}
 
 
+def replica_device():
+    """The entry root's loop device the replica's runner gives (--entry-root-device=/dev/loopN)."""
+    for arg in sys.argv[1:]:
+        if arg.startswith("--entry-root-device=/dev/loop"):
+            return arg.split("=", 1)[1]
+    return None
+
+
 def run_job(channel, job, home_ready=False):
     heartbeat = float(job.get("heartbeat", 2))
     with ticking(channel, heartbeat):
@@ -119,11 +147,18 @@ def run_job(channel, job, home_ready=False):
         make_entry_cgroup()
         if job.get("install"):
             install(job["install"])
+        gpu_view = None
+        if job.get("entry_root") is True:  # a container entry's: its commands run in it
+            from root_disk import mount_entry_root
+            mount_entry_root(replica_device() if home_ready else None)
+            if job.get("gpu") is True:  # the card was found working (greet): shown the toolkit's way
+                from root_gpu import find_view
+                gpu_view = find_view()
     if job.get("raw_copy"):
         channel.send_file_raw(os.path.join(CDROM, job["raw_copy"]))
     done = 0
     for index, spec in enumerate(job["commands"]):
-        status = run_command(channel, index, Command(spec, heartbeat))
+        status = run_command(channel, index, Command(spec, heartbeat), gpu_view)
         done += 1
         if status != "ok" and job.get("stop_on_failure", False):
             break

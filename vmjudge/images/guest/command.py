@@ -1,7 +1,8 @@
-"""One command of the job, from its "start" frame to its "end" frame: its record files linked
-in, its output relayed (the head as it comes, the tail at the end) while its deadline holds,
-the files it was asked to leave sent back, and what it used (usage.py) in its end frame.
-run_guard confines and ends it."""
+"""One command of the job, from its "start" frame to its "end" frame: its place readied (its
+record files linked into the home, or its layers of the entry's own root: command_place.py), its
+output relayed (the head as it comes, the tail at the end) while its deadline holds, the files it
+was asked to leave sent back, and what it used (usage.py) in its end frame. run_guard confines
+and ends it."""
 
 import contextlib
 import fcntl
@@ -12,8 +13,9 @@ import subprocess
 import time
 
 import frames
-from media import CHUNK, HOME, LinkError, make_links, read_result, remove_links
-from run_guard import kill_user, reap, start_command, stop_command
+from command_place import Home, PlaceError, Root
+from media import CHUNK, read_result
+from run_guard import kill_user, reap, stop_command
 from usage import CommandCgroup
 
 # After a command's process has ended and every process of the entry user was killed, the
@@ -32,6 +34,7 @@ class Command:
         self.user = spec.get("user", "entry")
         self.links = spec.get("links", [])
         self.collect = spec.get("collect", [])
+        self.root = spec.get("root")  # runs in the entry's own root (root_spec.py), or None
         self.heartbeat = heartbeat
 
 
@@ -64,51 +67,53 @@ class OutputCap:
         return self.total - self.kept - len(self.ring)
 
 
-def run_command(channel, index, cmd):
+def run_command(channel, index, cmd, gpu=None):
+    """Run one command and frame what it did; `gpu`: a GPU stage's view for a command in the entry's
+    root (root_gpu.py)."""
     channel.send_json("start", {"index": index, "name": cmd.name})
     entry = pwd.getpwnam("entry")
     as_entry = cmd.user == "entry"
-    links: list[str] = []
     started = time.monotonic()
     try:
-        make_links(cmd.links, links)
-    except LinkError as exc:
-        remove_links(links)
+        place = Root(index, cmd, entry, gpu) if cmd.root is not None else Home(cmd, entry)
+    except PlaceError as exc:
         return end_without_running(channel, index, str(exc))
+    user = place.user  # whom the sweep ends: the entry user, or the user an entry's root runs as
     cgroup = CommandCgroup(index) if as_entry else None
     read_fd, write_fd = os.pipe()
     widen(read_fd)
     try:
-        proc = start_command(cmd.argv, cmd.user, entry, HOME, write_fd,
-                             **({"cgroup": cgroup.path} if cgroup else {}))
+        proc = place.start(cmd, write_fd, cgroup)
     except (OSError, subprocess.SubprocessError) as exc:
         os.close(read_fd)
         os.close(write_fd)
-        remove_links(links)
         if cgroup is not None:
+            place.ended(cgroup)
             cgroup.remove()
+        place.undo()
         return end_without_running(channel, index,
                                    f"could not start {cmd.argv[0]}: {getattr(exc, 'strerror', None) or exc}")
     os.close(write_fd)
     output = OutputCap(cmd.output_limit, cmd.tail_limit)
     try:
-        status = watch(channel, cmd, proc, read_fd, output, started, entry, as_entry)
+        status = watch(channel, cmd, proc, read_fd, output, started, user, as_entry)
     finally:
         os.close(read_fd)
     seconds = time.monotonic() - started
     if as_entry:  # nothing the command started may outlive it (a setsid child appending later)
-        kill_user(entry.pw_uid)
+        place.ended(cgroup)
+        kill_user(user.pw_uid)
     reap()
     usage = None
     if cgroup is not None:  # read once nothing of the command is left: its peaks are final
         usage = cgroup.figures()
         cgroup.remove()
-    remove_links(links)
     if status is None:
         status = "ok" if proc.returncode == 0 else "error"
     for start_at in range(0, len(output.ring), frames.MAX_PAYLOAD):
         channel.send("tail", bytes(output.ring[start_at:start_at + frames.MAX_PAYLOAD]))
-    send_files(channel, cmd)
+    send_files(channel, cmd, place.files)
+    place.undo()
     channel.send_json("end", {"index": index, "status": status, "exit_code": proc.returncode,
                               "seconds": round(seconds, 3), "output_bytes": output.total,
                               "tail_bytes": len(output.ring), "truncated": output.omitted > 0,
@@ -185,10 +190,10 @@ def watch(channel, cmd, proc, read_fd, output, started, entry, as_entry):
     return status
 
 
-def send_files(channel, cmd):
-    """Send back the files a command was asked to leave (e.g. RECORD.qrs), capped."""
+def send_files(channel, cmd, base):
+    """Send back the files a command was asked to leave (e.g. RECORD.qrs) under `base`, capped."""
     for pattern in cmd.collect:
-        size, data = read_result(pattern, cmd.file_limit)
+        size, data = read_result(pattern, cmd.file_limit, base)
         channel.send_json("file", {"name": pattern, "size": size, "kept": len(data)})
         for start in range(0, len(data), CHUNK):
             channel.send("fdata", data[start:start + CHUNK])

@@ -7,7 +7,13 @@ import os
 from run_guard import CGROUPS, ENTRY_CGROUP
 from system import JobError, run_quiet
 
-ENTRY_MEMORY_RESERVE = 64 << 20  # kept for the agent and the kernel (or a tenth, if more)
+# Kept for the kernel, the agent and the page cache of the programs running (or a tenth, if more):
+# above what a booted guest uses (about 68 MiB in a 512 MiB VM, 25 of it page cache), so an entry
+# filling its cgroup meets its own cap, and its OOM kill, before the VM runs short. With 64 MiB the
+# cap lay beyond the VM's free memory: the kernel reclaimed the page cache of the very programs
+# running, the entry's python refaulted its code from the squashfs root under emulation, and the
+# agent went unheard for 15 s and more (a channel-silent infrastructure failure for the entry's doing).
+ENTRY_MEMORY_RESERVE = 128 << 20
 
 # Defence in depth for the kernel the entry shares with the agent (the channel's only guard
 # is guest root). Set once the home is mounted (ext4 and its checksum module are loaded by

@@ -121,8 +121,9 @@ def remove_links(links):
             pass
 
 
-def read_result(rel, limit):
-    """(size, first `limit` bytes) of the regular file at `rel` under the home, or (None, b"").
+def read_result(rel, limit, base=HOME):
+    """(size, first `limit` bytes) of the regular file at `rel` under `base` (the home, or the
+    output of a command of the entry's root), or (None, b"").
 
     The agent is root and the home is the entry's: every path component is opened without
     following links (a linked directory could lead to job.json or any root-only file), the
@@ -134,7 +135,7 @@ def read_result(rel, limit):
         return None, b""
     fds = []
     try:
-        fds.append(os.open(HOME, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+        fds.append(os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
         for part in parts[:-1]:
             fds.append(os.open(part, flags | os.O_DIRECTORY, dir_fd=fds[-1]))
         fds.append(os.open(parts[-1], flags, dir_fd=fds[-1]))

@@ -52,18 +52,25 @@ def become_entry(entry: pwd.struct_passwd, cgroup: str = ENTRY_CGROUP) -> None:
         f.write("0")
     with open(cgroup + "/cgroup.procs", "w") as f:  # root's file: before the uid changes
         f.write("0")
-    resource.setrlimit(resource.RLIMIT_NPROC, (ENTRY_MAX_PROCESSES, ENTRY_MAX_PROCESSES))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     libc = _libc()
     if libc.unshare(CLONE_NEWIPC) != 0:
         raise OSError(ctypes_errno(), "cannot make an IPC namespace for the command")
     with open("/proc/sys/kernel/shm_rmid_forced", "w") as f:  # a setting of each IPC namespace
         f.write("1")
-    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-        raise OSError(ctypes_errno(), "cannot set no_new_privs for the command")
+    confine(libc)
     os.setgroups([])
     os.setgid(entry.pw_gid)
     os.setuid(entry.pw_uid)
+
+
+def confine(libc) -> None:
+    """In the child, before its ids change: a cap on the user's processes against fork bombs, no
+    core files, and no gaining privileges through setuid programs or file capabilities. Shared
+    with a command that runs in the entry's own root (root_start.py)."""
+    resource.setrlimit(resource.RLIMIT_NPROC, (ENTRY_MAX_PROCESSES, ENTRY_MAX_PROCESSES))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes_errno(), "cannot set no_new_privs for the command")
 
 
 def stop_command(proc: subprocess.Popen[bytes], entry: pwd.struct_passwd, as_entry: bool) -> None:

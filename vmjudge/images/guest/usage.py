@@ -35,6 +35,15 @@ class CommandCgroup:
                 "oom_kills": _keyed(self.path + "/memory.events").get("oom_kill"),
                 "processes": _number(self.path + "/pids.peak")}
 
+    def kill(self):
+        """SIGKILL every process in the cgroup, whatever its user (cgroup.kill): the backstop after
+        a command of the entry's root, whose processes the kill sweep finds by their user."""
+        try:
+            with open(self.path + "/cgroup.kill", "w") as f:
+                f.write("1")
+        except OSError:
+            pass  # gone already, or a kernel without cgroup.kill: the sweep by user still runs
+
     def remove(self, tries=50):
         """Remove the cgroup once its last process is gone (killed and reaped by the caller;
         a process still exiting keeps it populated for a moment)."""

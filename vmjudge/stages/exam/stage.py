@@ -1,4 +1,5 @@
-"""Stage 3, exam: next.sh on every test record, silently, under the stage's cap.
+"""Stage 3, exam: next.sh on every test record (a container entry: the image's command, per
+record or once for the whole set), silently, under the stage's cap.
 
 Errors and timeouts do not stop it; a failed record gets an empty answer. Nothing the
 entry prints reaches the participant: the report gives counts only, and the outputs are
@@ -18,9 +19,10 @@ from ...queue.results import encode_chunks, put_chunks
 from ...vm.channel import CommandResult, Watch
 from ...vm.reading import JobRun, Limits
 from ..answers import parse_answer_lines
+from ..container import container_runs, recorded_root
 from ..context import StageContext, StageOutcome
 from ..figures import measured
-from ..records import record_job
+from ..records import RecordRuns, record_runs
 
 
 class ResultFiles:
@@ -28,29 +30,33 @@ class ResultFiles:
     keeps no more than one in memory), within the stage's budget of result bytes; a file
     past the budget is not kept, and its record gets no answer."""
 
-    def __init__(self, directory: Path, output_name: Callable[[str], str], budget: int, records: tuple[str, ...]):
+    def __init__(self, directory: Path, output_name: Callable[[str], str], budget: int, runs: RecordRuns):
         self.directory = directory
         self.output_name = output_name
         self.budget = budget
-        self.records = records
+        self.runs = runs
+        self._index = {r: i for i, r in enumerate(r for covered in runs.covers for r in covered)}
         self.kept = 0
         self.over_budget = 0  # records whose file the budget could not take
         shutil.rmtree(directory, ignore_errors=True)  # a retried stage starts afresh
         directory.mkdir(mode=0o700)
 
     def on_end(self, cmd: CommandResult) -> bool:
-        got = cmd.files.get(self.output_name(self.records[cmd.index]))
-        if cmd.status != "ok" or got is None or got.size is None or got.truncated:
+        if cmd.status != "ok":
             return False
-        if self.kept + len(got.data) > self.budget:
-            self.over_budget += 1
-            return False
-        (self.directory / str(cmd.index)).write_bytes(got.data)
-        self.kept += len(got.data)
+        for record in self.runs.covers[cmd.index]:
+            got = cmd.files.get(self.output_name(record))
+            if got is None or got.size is None or got.truncated:
+                continue
+            if self.kept + len(got.data) > self.budget:
+                self.over_budget += 1
+                continue
+            (self.directory / str(self._index[record])).write_bytes(got.data)
+            self.kept += len(got.data)
         return False
 
-    def source(self, index: int) -> Callable[[], bytes] | None:
-        path = self.directory / str(index)
+    def source(self, record: str) -> Callable[[], bytes] | None:
+        path = self.directory / str(self._index[record])
         return (lambda: path.read_bytes()) if path.exists() else None
 
 
@@ -58,28 +64,31 @@ def run(ctx: StageContext) -> StageOutcome:
     ch = ctx.challenge
     records = ch.test
     files_style = ch.results.style == "files"
-    job = record_job(ctx, "test", records, collect_each=files_style)
+    if ch.entry.kind == "container":
+        runs = container_runs(ctx, "test", records, recorded_root(ctx), ch.limits.exam_total)
+    else:
+        runs = record_runs(ctx, "test", records, collect_each=files_style)
     overlay = ctx.files.overlay("exam")
     kept = ResultFiles(ctx.files.exam_files, ch.results.output_name, ch.limits.stage_results,
-                       records) if files_style else None
+                       runs) if files_style else None
     ctx.jobs.overlay(overlay, ctx.home_disk)
     try:
         with ctx.stage_log("exam") as log:
-            run_ = ctx.run("exam", job, overlay, Limits(stage_cap=ch.limits.exam_total),
+            run_ = ctx.run("exam", runs.job, overlay, Limits(stage_cap=ch.limits.exam_total),
                            watch=Watch(log=log, on_end=kept.on_end if kept else None, keep_all=False))
-        return replace(_outcome(ctx, run_, kept), figures=measured(ctx, run_, records, ch.limits.per_record,
-                                                                   ch.limits.exam_total))
+        return replace(_outcome(ctx, run_, runs, kept), figures=measured(ctx, run_, runs.names, runs.command_limit,
+                                                                         ch.limits.exam_total))
     finally:
         overlay.unlink(missing_ok=True)
         if kept is not None:
             shutil.rmtree(kept.directory, ignore_errors=True)
 
 
-def _outcome(ctx: StageContext, run_: JobRun, kept: ResultFiles | None) -> StageOutcome:
+def _outcome(ctx: StageContext, run_: JobRun, runs: RecordRuns, kept: ResultFiles | None) -> StageOutcome:
     ch = ctx.challenge
     records = ch.test
     t = run_.transcript
-    statuses = {records[c.index]: c.status for c in t.commands}
+    statuses = {r: c.status for c in t.commands for r in runs.covers[c.index]}
     counts = {"records": len(records),
               "completed": sum(1 for s in statuses.values() if s == "ok"),
               "failed": sum(1 for s in statuses.values() if s == "error"),
@@ -92,7 +101,7 @@ def _outcome(ctx: StageContext, run_: JobRun, kept: ResultFiles | None) -> Stage
                             f"processing {done} of {len(records)} test records ({share:.0f} %). Entry not scored.",
                             reason="exam-timeout", exam=counts, manifest=manifest)
     if kept is not None:
-        files = {records[c.index]: kept.source(c.index) for c in t.commands}
+        files = {r: kept.source(r) for r in statuses}
         chunks = encode_chunks(records, statuses, ch.results.style, files=files)
         if kept.over_budget:
             manifest["results_over_budget"] = kept.over_budget

@@ -3,7 +3,7 @@
 Reads like the original `prep`: unpack with every member checked, look for the required
 files, make sure the entry can fit in the home disk, put the entry on a CD, boot a VM with a
 blank home disk, copy the entry in, run setup.sh under its limit, and keep the home disk for
-the next stages.
+the next stages. A container entry's stage 1 is container.py's: its root made on the host.
 """
 
 from __future__ import annotations
@@ -21,11 +21,14 @@ from ...vm.job import Command, Job
 from ..answers import answers_allowance
 from ..context import StageContext, StageOutcome, output_text, script_argv
 from ..figures import measured
+from .container import run_container
 from .home_fit import check_fits
 
 
 def run(ctx: StageContext) -> StageOutcome:
     ch = ctx.challenge
+    if ch.entry.kind == "container":
+        return run_container(ctx)
     try:
         unpack_entry(ctx)
     except EntryError as exc:

@@ -1,9 +1,11 @@
-"""Stage 2, quiz: next.sh on every training record must reproduce what the entry submitted.
+"""Stage 2, quiz: next.sh on every training record must reproduce what the entry submitted
+(a container entry: the image's command, per record or once for the whole set, in its own root).
 
 Runs in a VM on a throw-away overlay of the post-setup home disk with the training set on
 the CD. The first error, timeout or mismatch ends the stage: the agent stops at an error
 or a timeout, and the host destroys the VM at a mismatch (the channel is one-way, so the
-host acts rather than asks). An entry holding DRYRUN ends here with the original message.
+host acts rather than asks). An entry holding DRYRUN (a container entry: an image labelled
+org.vmjudge.dryrun, as admission read it) ends here with the original message.
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ from ...scorers.loader import answer_check
 from ...vm.channel import CommandResult, Watch
 from ...vm.reading import JobRun, Limits
 from ..answers import parse_answer_lines, read_answer_lines, refused_line
-from ..context import DRYRUN_MESSAGE, StageContext, StageOutcome, output_text
+from ..container import container_runs, recorded_root
+from ..context import DRYRUN_LABEL_MESSAGE, DRYRUN_MESSAGE, StageContext, StageOutcome, output_text
 from ..figures import measured
-from ..records import record_job
-from .mismatch import file_detail, line_detail
+from ..records import RecordRuns, record_runs
+from .mismatch import file_detail, line_detail, numbers_note, numbers_only, numbers_only_files
 
 
 class Comparison:
@@ -30,12 +33,18 @@ class Comparison:
     checked is compared byte for byte and only the new lines are parsed; a next.sh that
     rewrote it has the whole file checked again, earlier records included."""
 
-    def __init__(self, ctx: StageContext, records: tuple[str, ...]):
+    def __init__(self, ctx: StageContext, records: tuple[str, ...], runs: RecordRuns | None = None):
         self.ctx = ctx
         self.records = records
+        # Which records each command answers, and its name (next.sh's: one command per record).
+        self.covers = runs.covers if runs is not None else tuple((r,) for r in records)
+        self.names = tuple(c.name for c in runs.job.commands) if runs is not None else \
+            tuple(f"next.sh {r}" for r in records)
+        self.limit = runs.command_limit if runs is not None else ctx.challenge.limits.per_record
         self._order = {r: i for i, r in enumerate(records)}
         self.rule = ctx.challenge.results
         self.failure: tuple[int, str, str] | None = None  # (index, reason, message)
+        self.numbers_only = False  # the mismatch is one of last digits alone (mismatch.py)
         self._checked = b""  # answers.txt up to its last newline, as last checked
         self._answers: dict[str, str] = {}  # what that part of answers.txt says
         # Records already run whose line is not in that part yet (a last line with no newline):
@@ -50,15 +59,18 @@ class Comparison:
         return self.failure is not None
 
     def _verdict(self, cmd: CommandResult) -> tuple[int, str, str] | None:
-        record = self.records[cmd.index]
+        name = self.names[cmd.index]
         if cmd.status == "timeout":
-            limit = self.ctx.challenge.limits.per_record
-            return cmd.index, "quiz-timeout", f"next.sh {record}: timed out after {limit:.0f} s"
+            return cmd.index, "quiz-timeout", f"{name}: timed out after {self.limit:.0f} s"
         if cmd.status != "ok":
             why = f": {cmd.message}" if cmd.message else f" (exit status {cmd.exit_code})"
-            return cmd.index, "quiz-error", f"next.sh {record}: failed{why}"
-        wrong = self._answer_line(cmd, record) if self.rule.style == "answer-lines" else self._file(cmd, record)
-        return (cmd.index, "quiz-mismatch", wrong) if wrong else None
+            return cmd.index, "quiz-error", f"{name}: failed{why}"
+        for record in self.covers[cmd.index]:  # one record, or the whole set's in order
+            wrong = self._answer_line(cmd, record) if self.rule.style == "answer-lines" else \
+                self._file(cmd, record, name)
+            if wrong:
+                return cmd.index, "quiz-mismatch", wrong
+        return None
 
     def _answer_line(self, cmd: CommandResult, record: str) -> str | None:
         got = cmd.files.get("answers.txt")
@@ -76,6 +88,7 @@ class Comparison:
             return f"next.sh {record}: no line for {record} in answers.txt" + \
                 line_detail(record, self.submitted.get(record), None, sheet)
         if answers[record] != self.submitted.get(record):
+            self.numbers_only = numbers_only((self.submitted.get(record) or "").encode(), answers[record].encode())
             return f"next.sh {record}: output does not match submission" + \
                 line_detail(record, self.submitted.get(record), answers[record], sheet)
         # answers.txt is the entry's whole answer sheet: a next.sh that loses or changes
@@ -90,12 +103,12 @@ class Comparison:
         self._unsettled = {r for r in earlier | {record} if r not in self._answers}
         return None
 
-    def _file(self, cmd: CommandResult, record: str) -> str | None:
+    def _file(self, cmd: CommandResult, record: str, command: str) -> str | None:
         name = self.rule.output_name(record)
         got = cmd.files.get(name)
         if got is None or got.size is None:
-            return f"next.sh {record}: no output file {name}"
-        submitted = self.ctx.entry_dir / self.rule.submitted_path(record)
+            return f"{command}: no output file {name}"
+        submitted = self.ctx.entry_dir / self.rule.stored_path(record)
         try:
             st = os.lstat(submitted)
         except OSError:
@@ -105,7 +118,8 @@ class Comparison:
             with open(submitted, "rb") as f:
                 if f.read(got.size + 1) == got.data:
                     return None
-        return f"next.sh {record}: output does not match submission" + file_detail(
+        self.numbers_only = numbers_only_files(submitted, got.data, got.size, got.truncated)
+        return f"{command}: output does not match submission" + file_detail(
             submitted, self.rule.submitted_path(record), name, got.data, got.size, got.truncated)
 
 
@@ -131,8 +145,12 @@ def run(ctx: StageContext) -> StageOutcome:
     if refused is not None:
         return refused
     records = ch.training
-    job = replace(record_job(ctx, "training", records, collect_each=True), stop_on_failure=True)
-    compare = Comparison(ctx, records)
+    if ch.entry.kind == "container":
+        runs = container_runs(ctx, "training", records, recorded_root(ctx), ch.limits.quiz_total)
+    else:
+        runs = record_runs(ctx, "training", records, collect_each=True)
+    job = replace(runs.job, stop_on_failure=True)
+    compare = Comparison(ctx, records, runs)
     overlay = ctx.files.overlay("quiz")
     ctx.jobs.overlay(overlay, ctx.home_disk)
     try:
@@ -141,7 +159,7 @@ def run(ctx: StageContext) -> StageOutcome:
                            watch=Watch(log=log, on_end=compare.on_end, keep_all=False))
     finally:
         overlay.unlink(missing_ok=True)
-    return replace(_outcome(ctx, run_, compare), figures=measured(ctx, run_, records, ch.limits.per_record,
+    return replace(_outcome(ctx, run_, compare), figures=measured(ctx, run_, runs.names, runs.command_limit,
                                                                   ch.limits.quiz_total))
 
 
@@ -154,15 +172,19 @@ def _outcome(ctx: StageContext, run_: JobRun, compare: Comparison) -> StageOutco
         i, reason, message = compare.failure
         # The verdict on the first line, the mismatch's two sides (if any) under it, then the output.
         headline, _, sides = message.partition("\n")
+        if reason == "quiz-mismatch" and compare.numbers_only:
+            sides += "\n" + numbers_note(((run_.hardware or {}).get("guest_cpu") or {}).get("level"))
         return StageOutcome("failed", f"{headline}. Entry not scored." + (f"\n{sides}" if sides else "")
-                            + f"\n--- output of next.sh {records[i]} ---\n{output_text(t.commands[i])}",
+                            + f"\n--- output of {compare.names[i]} ---\n{output_text(t.commands[i])}",
                             reason=reason, manifest=manifest)
-    done = sum(1 for c in t.commands if c.status != "running")
+    done = sum(len(compare.covers[c.index]) for c in t.commands if c.status != "running")
     if run_.ended == "capped" or done < len(records):
         return StageOutcome("failed", f"The quiz did not finish within {ch.limits.quiz_total:.0f} s "
                             f"({done} of {len(records)} training records run). Entry not scored.",
                             reason="quiz-timeout", manifest=manifest)
-    if (ctx.entry_dir / "DRYRUN").exists():
+    if ch.entry.kind == "container" and ctx.entry.dry_run:
+        return StageOutcome("dry-run", DRYRUN_LABEL_MESSAGE, manifest=manifest)
+    if ch.entry.kind != "container" and (ctx.entry_dir / "DRYRUN").exists():
         return StageOutcome("dry-run", DRYRUN_MESSAGE, manifest=manifest)
     return StageOutcome("passed", f"All {len(records)} training records reproduced the submitted answers.",
                         manifest=manifest)

@@ -1,0 +1,37 @@
+"""#35's opt-in in the portal: an owner sets or clears the address it hears of its entries at on
+/settings (CSRF-checked, a bad address refused in one sentence), and sees only its own."""
+
+from __future__ import annotations
+
+from vmjudge.queue.outbox import listing
+
+from .test_notify_outbox import judge, new_entry
+from .web_home import WebHome, csrf_of, sign_in
+
+
+def test_an_owner_opts_in_and_out_on_the_settings_page(tmp_path):
+    web = WebHome(tmp_path)
+    token = web.owners.add("ana")
+    web.owners.add("bo", email="bo@example.org")
+    client = web.client()
+    assert client.get("/settings").status_code == 401
+    assert sign_in(client, token).status_code == 303
+    page = client.get("/settings")
+    assert page.status_code == 200 and 'value=""' in page.text and "bo@example.org" not in page.text
+    assert client.post("/settings", data={"email": "ana@example.org"}).status_code == 403  # no CSRF token
+    assert web.owners.get("ana").email is None
+    saved = client.post("/settings", data={"email": " ana@example.org ", "csrf": csrf_of(client, "/settings")})
+    assert saved.status_code == 303 and saved.headers["location"] == "/settings?saved=1"
+    assert web.owners.get("ana").email == "ana@example.org"
+    assert 'value="ana@example.org"' in client.get("/settings?saved=1").text
+    bad = client.post("/settings", data={"email": "ana@example.org, bo@example.org",
+                                         "csrf": csrf_of(client, "/settings")})
+    assert bad.status_code == 400 and "is not allowed: give one plain address" in bad.text
+    assert web.owners.get("ana").email == "ana@example.org"
+    # Opted in: an entry of ana's now writes its message.
+    entry_id = new_entry(web.queue, tmp_path, owner="ana")
+    judge(web.queue, entry_id)
+    assert [(r.owner, r.entry_id) for r in listing(web.queue.database)] == [("ana", entry_id)]
+    cleared = client.post("/settings", data={"email": "", "csrf": csrf_of(client, "/settings")})
+    assert cleared.status_code == 303 and web.owners.get("ana").email is None
+    assert web.owners.get("bo").email == "bo@example.org"

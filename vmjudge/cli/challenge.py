@@ -1,0 +1,62 @@
+"""`vmjudge challenge`: making a challenge (`new`) and registering it (`add`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..config import Challenge, Phase, check_challenge_data, load_challenge
+from ..images.build import build_image
+from ..scorers.loader import load_scorer
+from ..supervisor.cpu_gate import CpuGate
+from .challenge_new import challenge_new
+from .echo import echo
+from .home import queue_of, site_of
+from .hosts import register
+
+
+@click.group()
+def challenge() -> None:
+    """Make and register challenges."""
+
+
+challenge.add_command(challenge_new)
+
+
+@challenge.command("add")
+@click.argument("challenge_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--replace", is_flag=True, help="With several hosts: make this copy the one every host must have.")
+@click.pass_context
+def challenge_add(ctx: click.Context, challenge_dir: Path, replace: bool) -> None:
+    """Validate CHALLENGE_DIR, build its guest images if needed (a contest's phases may each have
+    one), and register it."""
+
+    site = site_of(ctx)
+
+    ch = load_challenge(challenge_dir)
+    check_challenge_data(ch)
+    load_scorer(ch.scorer)
+    images = [build_image(site, recipe, progress=lambda m: echo(m, err=True)) for recipe in ch.recipes]
+    done = register(site, queue_of(site), ch, images, replace)
+    echo(f"{done}: {_sets(ch)}, scorer {ch.scorer}"
+         + (f", {len(images)} images" if len(images) > 1 else "")
+         + (f", its VM stages in GPU slots (gpu = \"{ch.vm.gpu}\")" if ch.vm.gpu else ""))
+    short = CpuGate(site).shortfall(ch.name, str(challenge_dir))
+    if short is not None:
+        echo(f"{short}: this host's daemon will take none of its stages.", err=True)
+
+
+def _sets(ch: Challenge) -> str:
+    """The record sets as `challenge add` says them: a phase's training set only where it is not
+    the challenge's."""
+    if not ch.phases:
+        return f"{len(ch.training)} training and {len(ch.test)} test records"
+    shared = (ch.directory / "training").resolve()
+
+    def phase(p: Phase) -> str:
+        own = f"{len(p.training)} training and " if p.training_dir.resolve() != shared else ""
+        return f"{p.name} ({own}{len(p.test)} test records)"
+
+    any_shared = any(p.training_dir.resolve() == shared for p in ch.phases)
+    return (f"{len(ch.training)} training and " if any_shared else "") + "phases " + ", ".join(map(phase, ch.phases))

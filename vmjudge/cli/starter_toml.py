@@ -1,0 +1,112 @@
+"""The challenge.toml that `vmjudge challenge new` writes: the keys the sample needs set, and every
+other key of challenge.toml beside them as a comment with its default, so that an author reads in
+one file what can be changed instead of searching the reference for a key's name.
+"""
+
+from __future__ import annotations
+
+_ANSWER_LINES = """\
+[results]
+style = "answer-lines"          # next.sh RECORD appends "RECORD,LABEL" to answers.txt
+submitted = "answers.txt"       # the entry's own answers for the training records, compared in the quiz
+# pattern = "{{record}}.out"      # style "files" only: the file next.sh RECORD leaves
+"""
+
+_FILES = """\
+[results]
+style = "files"                 # next.sh RECORD leaves one file per record
+pattern = "{{record}}.mha"        # the file next.sh RECORD leaves in its working directory
+submitted = "outputs/{{record}}.mha"   # the entry's own results for the training records, compared in the quiz
+"""
+
+_TEMPLATE = """\
+# A small challenge written by `vmjudge challenge new` ({style}, scorer {scorer}). Every key of
+# challenge.toml is here: those the sample needs are set, the others are comments showing their
+# default. docs/reference/configuration.md says what each takes; `vmjudge challenge add DIR`
+# refuses a bad value naming the key.
+name = "{name}"
+
+[entry]
+# kind = "archive"              # or "container": a saved container image instead of an archive
+required = {required}   # what the archive must hold ("dir/" is a directory)
+# max_size = 52428800           # bytes of the archive
+# max_members = 10000           # files and directories in it
+# max_unpacked = 1073741824     # bytes of its files unpacked
+# max_scored_per_owner = 5      # scored entries per owner and board; left out: no limit
+
+# [container]                   # kind = "container" only
+# input = "/input"              # where each record's files are, read-only
+# output = "/output"            # where the entry leaves its results
+# command = ["/app/run"]        # what runs; left out: the image's ENTRYPOINT and CMD
+# run = "per_case"              # or "whole_set"
+
+[image]
+packages = []                   # Debian packages for the guest (it has python3 already)
+# pip = []                      # pip requirements, such as "numpy==1.26.4"
+# components = ["main"]         # Debian archive areas; also "contrib", "non-free", "non-free-firmware"
+# build = "image/build.sh"      # a script under image/, run in the new root, offline
+# build_timeout = 1800          # seconds the build script may take
+# gpu = "nvidia-535"            # the guest carries NVIDIA's Tesla 535 driver
+
+[vm]
+vcpus = 1                       # default 2
+memory = 512                    # MiB; default 2048
+home = 256                      # MiB of the entry's home disk; default 1024
+# gpu = "t4"                    # or "any": every VM stage in a GPU slot (needs [image] gpu)
+# cpu_level = "x86-64-v2"       # the least x86-64 level its entries may get; hosts below take none
+
+[limits]
+setup = 60                      # seconds for setup.sh; default 300
+per_record = 15                 # seconds for one next.sh RECORD; default 40
+quiz_total = 120                # seconds for every training record; default 4100
+exam_total = 120                # seconds for every test record; default 3600
+# output = 1048576              # bytes of each command's output kept from its start
+# output_tail = 65536           # and from its end
+# stage_output = 67108864       # bytes of output one stage's log keeps
+# stage_results = 268435456     # bytes of result files one stage keeps (style "files")
+# vm_hours = 10                 # VM hours per owner and board; left out: no budget
+# submissions_per_hour = 10     # through the portal: entries accepted from one owner in an hour
+# pending_per_owner = 3         # through the portal: one owner's entries waiting or running
+# spool_bytes_per_owner = 1073741824   # through the portal: bytes of one owner's archives kept
+
+{results}
+[score]
+scorer = "{scorer}"{scorer_note}
+# undefined = "omit"            # a part that is 0/0: "omit" it from score, or count it "zero"
+# invalid_answers = "refuse"    # an answer the official scorer refuses: "refuse" or "map"
+
+# A contest in phases: one [[phase]] table per phase, each with its own test set and reference.
+# [[phase]]
+# name = "validation"
+# test = "phases/validation/test"           # the default, as is reference's
+# reference = "phases/validation/reference"
+# training = "phases/validation/training"   # its own training set (default: the challenge's)
+# opens = 2026-06-01T00:00:00Z              # unquoted, with its offset
+# closes = 2026-07-01T00:00:00Z
+# carry = "sanity"                          # an earlier phase: take only entries carried from it
+# entrants = "all"                          # or "promoted"
+# feedback = "full"                         # or "errors", "none"
+# board = "public"                          # or "hidden"
+# max_scored_per_owner = 2
+# max_submitted_per_owner = 10
+# max_working_per_owner = 2
+# [phase.limits]                            # the [limits] keys, over the challenge's
+# exam_total = 600
+# [phase.image]                             # the [image] keys, over the challenge's
+# packages = ["python3-numpy"]
+"""
+
+SCORER_NOTES = {
+    "accuracy": "             # the share of test records answered with the reference label",
+    "af2017": "               # F1 per class (N, A, O, ~), as PhysioNet/CinC 2017",
+    "heart2016": "            # (Se+Sp)/2 with labels 1 and -1, as PhysioNet/CinC 2016",
+    "alarms2015": "           # true and false alarms (1 and 0), as PhysioNet/CinC 2015",
+    "dice": "                 # mean Dice of each mask against reference/REFERENCE-RECORD.mha",
+}
+
+
+def challenge_toml(name: str, style: str, scorer: str, required: tuple[str, ...]) -> str:
+    listed = "[" + ", ".join(f'"{r}"' for r in required) + "]"
+    results = (_ANSWER_LINES if style == "answer-lines" else _FILES).format()
+    return _TEMPLATE.format(name=name, style=style, scorer=scorer, required=listed, results=results,
+                            scorer_note=SCORER_NOTES[scorer])

@@ -1,0 +1,113 @@
+"""A container entry's root as the agent (root) sees it: the read-only disk the host gives the VM
+(vm/domain_xml.py), mounted once per job, and the little the agent reads in it: the image's
+/etc/passwd and /etc/group, to map the image's user to ids, never to root.
+
+Everything in this file system is the entry's: its links, its device nodes, its setuid bits. It
+is mounted nosuid and nodev, and the agent reads it only by walking each part of a path without
+following links (a link could lead to job.json, or to a FIFO that would hang the agent), opening
+non-blocking and reading at most a bounded size. Nothing in it is ever run by the agent."""
+
+import os
+import stat
+
+from root_spec import RootError
+from system import JobError, run_quiet, wait_for
+
+ENTRY_ROOT = "/media/entry-root"
+SERIAL = "vmjudge-entry-root"  # vm/domain_xml.py ENTRY_ROOT_SERIAL
+ACCOUNTS_MAX = 1 << 20  # bytes of the image's /etc/passwd or /etc/group that are read
+UID_MAX = (1 << 32) - 2  # (uid_t)-1 means "no change" to setuid and chown
+
+
+def find_disk(seconds=20):
+    """The entry root's device, by its serial: a hot-plugged disk's name depends on when the
+    guest saw it (vm/warm.py attaches it after the home disk, but the guest names what it finds)."""
+    def look():
+        for name in sorted(os.listdir("/sys/block")):
+            try:
+                with open(f"/sys/block/{name}/serial") as f:
+                    if f.read().strip() == SERIAL:
+                        return "/dev/" + name
+            except OSError:
+                continue
+        return None
+    dev = wait_for(look, seconds)
+    if dev is None or not wait_for(dev, 5):
+        raise JobError(f"the job runs in the entry's root, and no disk with serial {SERIAL} appeared")
+    return dev
+
+
+def mount_entry_root(device=None):
+    """The root mounted at ENTRY_ROOT: from the disk with its serial (the judge's VM), or from
+    `device`, a read-only loop device of its squashfs that the replica's runner made."""
+    dev = device or find_disk()
+    with open(dev, "rb") as f:
+        if f.read(4) != b"hsqs":
+            raise JobError(f"the entry root's disk {dev} holds no squashfs file system")
+    os.makedirs(ENTRY_ROOT, mode=0o700, exist_ok=True)
+    run_quiet(["mount", "-t", "squashfs", "-o", "ro,nosuid,nodev", dev, ENTRY_ROOT])
+
+
+def read_image_file(rel, limit=ACCOUNTS_MAX):
+    """The first `limit` bytes of the regular file at `rel` in the image, or None (missing, a link
+    on the way, not a regular file)."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    fds = []
+    try:
+        fds.append(os.open(ENTRY_ROOT, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+        parts = rel.strip("/").split("/")
+        for part in parts[:-1]:
+            fds.append(os.open(part, flags | os.O_DIRECTORY, dir_fd=fds[-1]))
+        fds.append(os.open(parts[-1], flags, dir_fd=fds[-1]))
+        if not stat.S_ISREG(os.fstat(fds[-1]).st_mode):
+            return None
+        return os.read(fds[-1], limit)
+    except OSError:
+        return None
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _accounts(rel):
+    """name → (id, primary gid or None) from an /etc/passwd or /etc/group style file of the image."""
+    data = read_image_file(rel)
+    found = {}
+    for line in (data or b"").decode("utf-8", "replace").splitlines():
+        fields = line.split(":")
+        if len(fields) >= 3 and fields[0] and fields[0] not in found and fields[2].isdigit():
+            gid = fields[3] if len(fields) >= 4 and fields[3].isdigit() else None
+            found[fields[0]] = (int(fields[2]), None if gid is None else int(gid))
+    return found
+
+
+def image_ids(user, entry):
+    """(uid, gid) a command of the image's `user` runs as: never root. `user` is "uid[:gid]" or
+    "name[:group]", names looked up in the image's own files, as Docker does. Root (by name or by
+    id, or an empty user) runs as the guest's entry user; a group of 0 (or none named, for a uid
+    the image's /etc/passwd lacks) is the entry's group. The image decides only which unprivileged
+    ids its files meet, which it could give itself anyway. RootError for a name the image lacks."""
+    name, _, group = user.partition(":")
+    if name in ("", "root", "0"):
+        return entry.pw_uid, entry.pw_gid
+    gid: int | None
+    if name.isdigit():
+        uid = int(name)
+        primary = next((g for u, g in _accounts("etc/passwd").values() if u == uid), None)
+    else:
+        uid, primary = _accounts("etc/passwd").get(name, (None, None))
+        if uid is None:
+            raise RootError(f"the image's user {name!r} is not in its /etc/passwd")
+    if group.isdigit():
+        gid = int(group)
+    elif group:
+        gid = _accounts("etc/group").get(group, (None, None))[0]
+        if gid is None:
+            raise RootError(f"the image's group {group!r} is not in its /etc/group")
+    else:
+        gid = primary  # None when the image's /etc/passwd lacks the uid
+    if uid == 0:
+        return entry.pw_uid, entry.pw_gid
+    if uid > UID_MAX or (gid is not None and gid > UID_MAX):
+        raise RootError(f"the image's user {user!r} has an id out of range")
+    return uid, gid or entry.pw_gid

@@ -1,0 +1,51 @@
+"""Stage 1 for a container entry (#39): its root made on the host, its submitted results read
+from it, and a blank home disk for the quiz and the exam. No VM and no setup step: a container
+comes built.
+
+The spooled archive is checked again with admission's own checker (the same bytes, under the
+challenge's limits as they are now) rather than trusting a record of what admission found: the
+checker gives the image's run settings and the chain ID the root is named by, and an archive
+whose spooled copy changed since would be caught here, before any tool reads it. What the image
+does wrong (too big, layers that cannot be applied, a link or a device where its submitted
+results should be, results larger than the judge keeps) is the entry's verdict; a tool or the
+host's disk failing is the judge's (InfrastructureError, retried).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ... import private
+from ...archive.checks import check_container
+from ...errors import EntryError
+from ...images.entry_root import held_root
+from ...images.root_files import ResultBounds, read_submitted
+from ...images.root_use import RootUse
+from ..context import StageContext, StageOutcome
+from ..records import RESULT_FILE_LIMIT
+
+
+def run_container(ctx: StageContext) -> StageOutcome:
+    ch = ctx.challenge
+    manifest = ctx.manifest("prep")
+    archive = Path(ctx.entry.archive_path)
+    bounds = ResultBounds(per_file=max(RESULT_FILE_LIMIT, ch.limits.output), total=ch.limits.stage_results)
+    try:
+        image = check_container(ch, ctx.entry.challenge, archive, given_name=ctx.entry.archive_name)
+        manifest["entry_image"] = image.as_dict()
+        # The root's lock is held until the entry's use of it is recorded: gc never removes it between.
+        with held_root(ctx.site.layout, archive, image, ch.entry.max_unpacked) as root:
+            # reused: the organiser's alone; a participant told so would learn that someone had
+            # submitted an image with the same layers.
+            manifest["entry_root"] = {**root.manifest(), "reused": root.reused, "path": str(root.path)}
+            private.fresh_dir(ctx.entry_dir)
+            found = read_submitted(root.path, {r: ch.results.submitted_path(r) for r in ch.training},
+                                   ctx.entry_dir, bounds)
+            RootUse(root.path, root.digest, root.squashfs_bytes, image.config).save(ctx.files.entry_root)
+    except EntryError as exc:
+        return StageOutcome("failed", f"{exc} Entry not scored.", reason=exc.reason, manifest=manifest)
+    ctx.home_disk.unlink(missing_ok=True)
+    ctx.jobs.new_home(ctx.home_disk, ch.vm.home_mib)  # formatted in the quiz's VM, on its overlay
+    return StageOutcome("passed", f"The image's root file system is ready ({root.files} files, "
+                        f"{root.unpacked_bytes / 1e6:.1f} MB); the image holds submitted results for {found} of the "
+                        f"{len(ch.training)} training records ({ch.results.submitted}).", manifest=manifest)
