@@ -4,6 +4,8 @@ output relayed (the head as it comes, the tail at the end) while its deadline ho
 was asked to leave sent back, and what it used (usage.py) in its end frame. run_guard confines
 and ends it."""
 
+import contextlib
+import fcntl
 import os
 import pwd
 import select
@@ -79,6 +81,7 @@ def run_command(channel, index, cmd, gpu=None):
     user = place.user  # whom the sweep ends: the entry user, or the user an entry's root runs as
     cgroup = CommandCgroup(index) if as_entry else None
     read_fd, write_fd = os.pipe()
+    widen(read_fd)
     try:
         proc = place.start(cmd, write_fd, cgroup)
     except (OSError, subprocess.SubprocessError) as exc:
@@ -124,6 +127,13 @@ def end_without_running(channel, index, message):
     return "error"
 
 
+def widen(fd):
+    """A pipe of a frame's size, not the default 64 KiB: a command that prints fast is relayed in
+    a few large frames instead of many small ones, each a pass of the agent's loop under emulation."""
+    with contextlib.suppress(OSError):  # the kernel's limit (pipe-max-size) is lower: the default serves
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, frames.MAX_PAYLOAD)
+
+
 def watch(channel, cmd, proc, read_fd, output, started, entry, as_entry):
     """Relay the command's output until it has ended and its pipe is closed, holding the
     deadline all the while: a command that closes its stdout and stderr is still timed and
@@ -165,7 +175,7 @@ def watch(channel, cmd, proc, read_fd, output, started, entry, as_entry):
                 stop_command(proc, entry, as_entry)
                 drain_until = time.monotonic() + DRAIN_SECONDS
             if read_fd in ready:
-                data = os.read(read_fd, CHUNK)
+                data = os.read(read_fd, frames.MAX_PAYLOAD)
                 if not data:
                     pipe_open = False
                     continue
