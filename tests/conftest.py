@@ -61,8 +61,11 @@ def pytest_collection_modifyitems(config, items):
     host lock, in several pytest-xdist workers; the VM tests in one session, which holds the host."""
     part = config.getoption("--part")
     if part is not None:
-        keep = [item for item in items if ("site" in getattr(item, "fixturenames", ())) == (part == "vm")]
-        config.hook.pytest_deselected(items=[item for item in items if item not in keep])
+        keep: list = []
+        drop: list = []
+        for item in items:
+            (keep if ("site" in getattr(item, "fixturenames", ())) == (part == "vm") else drop).append(item)
+        config.hook.pytest_deselected(items=drop)
         items[:] = keep
 
 

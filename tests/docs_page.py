@@ -18,9 +18,14 @@ def page(name: str) -> str:
     return (DOCS / name).read_text()
 
 
+def pages() -> list[Path]:
+    """Every page of docs/, in a fixed order."""
+    return sorted(DOCS.rglob("*.md"))
+
+
 def every_page() -> str:
     """Every page of docs/ one after the other, for a claim that may sit on any of them."""
-    return "\n".join(path.read_text() for path in sorted(DOCS.rglob("*.md")))
+    return "\n".join(path.read_text() for path in pages())
 
 
 def section(name: str, heading: str) -> str:

@@ -8,7 +8,9 @@ from __future__ import annotations
 import importlib.util
 import re
 
-from .docs_page import README, REPO, every_page, one_line, page
+from markdown.extensions.toc import slugify
+
+from .docs_page import README, REPO, every_page, one_line, page, pages
 
 ARCHITECTURE = page("architecture.md")
 README_TEXT = README.read_text()
@@ -32,8 +34,8 @@ def test_the_timing_spread_loop_sizes_are_the_benchs_own():
 
 def test_no_document_says_a_slot_claims_the_oldest_stage():
     """Fair share decides (queue/fair_share.py); "oldest" is only its last tie-break."""
-    for name in ["README.md", *(str(p.relative_to(REPO)) for p in sorted((REPO / "docs").rglob("*.md")))]:
-        said = one_line((REPO / name).read_text())
+    for path in [README, *pages()]:
+        name, said = path.relative_to(REPO), one_line(path.read_text())
         assert not re.search(r"claims? the oldest", said), name
         assert not re.search(r"GPU challenges, oldest first", said), name
     assert "claims the stage fair share puts first" in one_line(page("organisers.md"))
@@ -88,11 +90,6 @@ def test_every_local_link_of_the_readme_resolves():
         if path.startswith("docs/"):
             assert f" {path.removeprefix('docs/')}\n" in nav, f"{link}: not in mkdocs.yml's nav"
         if anchor:
-            headings = [slug(h) for h in re.findall(r"^#{1,6} (.*?)\s*$", target.read_text(), re.M)]
+            # The anchors mkdocs gives the headings: Python-Markdown's toc extension, its own slugify.
+            headings = [slugify(h, "-") for h in re.findall(r"^#{1,6} (.*?)\s*$", target.read_text(), re.M)]
             assert anchor in headings, link
-
-
-def slug(heading: str) -> str:
-    """The anchor Python-Markdown's toc extension gives a heading: lower case, punctuation dropped, spaces to -."""
-    text = re.sub(r"[^\w\s-]", "", heading.replace("`", "")).strip().lower()
-    return re.sub(r"[-\s]+", "-", text)
