@@ -10,13 +10,16 @@ from pathlib import Path
 
 from .waiting import wait_until
 
+# As `make setup` starts it where no systemd does: under a subreaper that reaps its qemus at once.
+START = Path(__file__).resolve().parent.parent / "scripts" / "start-libvirtd"
+
 
 def libvirt_answers(uri: str) -> bool:
     return subprocess.run(["virsh", "-c", uri, "uri"], capture_output=True, timeout=300).returncode == 0
 
 
 class Libvirtd:
-    """Stops and starts the host's libvirtd the way it was started (systemd, or by hand)."""
+    """Stops and starts the host's libvirtd the way it was started (systemd, or by hand as `make setup` does)."""
 
     def __init__(self, uri: str):
         self.uri = uri
@@ -40,5 +43,5 @@ class Libvirtd:
         if self.systemd:
             subprocess.run(["systemctl", "start", "libvirtd"], check=True, timeout=300)
         else:
-            subprocess.run(["libvirtd", "-d"], check=True, timeout=300)
+            subprocess.run([str(START)], check=True, timeout=300)
         wait_until(lambda: libvirt_answers(self.uri), 60, "libvirtd to answer")
