@@ -22,6 +22,7 @@ import sys
 import tarfile
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -56,21 +57,30 @@ def submit_all(home: Path, cases: dict[str, tuple[str, ...]]) -> dict[int, tuple
     return ids
 
 
-def record_times(doc: Any, stage: str | None = None) -> list[tuple[str, float]]:
-    """(stage, seconds) of every record command in an organiser's show: its quiz and exam runs."""
-    found = []
+def stage_nodes(doc: Any, stage: str | None = None) -> Iterator[tuple[str, dict]]:
+    """Every table of an organiser's show inside its quiz or its exam, with that stage's name."""
     if isinstance(doc, dict):
-        stage = doc.get("stage", stage) if isinstance(doc.get("stage"), str) else stage
-        for key, value in doc.items():
-            if key == "commands" and isinstance(value, list) and stage in ("quiz", "exam"):
-                found += [(stage, float(r["seconds"])) for r in value if isinstance(r, dict)
-                          and isinstance(r.get("seconds"), (int, float))]
-            else:
-                found += record_times(value, stage)
+        stage = doc["stage"] if isinstance(doc.get("stage"), str) else stage
+        if stage in ("quiz", "exam"):
+            yield stage, doc
+        for value in doc.values():
+            yield from stage_nodes(value, stage)
     elif isinstance(doc, list):
         for value in doc:
-            found += record_times(value, stage)
-    return found
+            yield from stage_nodes(value, stage)
+
+
+def record_times(doc: Any) -> list[tuple[str, float]]:
+    """(stage, seconds) of every record command: its quiz and exam runs."""
+    return [(stage, float(r["seconds"])) for stage, node in stage_nodes(doc)
+            for r in node.get("commands", []) if isinstance(r, dict) and isinstance(r.get("seconds"), (int, float))]
+
+
+def stage_times(doc: Any) -> list[tuple[str, float, float]]:
+    """(stage, seconds, limit) of the quiz and the exam as a whole: the stage caps need their margin too."""
+    number = (int, float)
+    return [(stage, float(node["stage_seconds"]), float(node["stage_limit"])) for stage, node in stage_nodes(doc)
+            if isinstance(node.get("stage_seconds"), number) and isinstance(node.get("stage_limit"), number)]
 
 
 def main(args: argparse.Namespace) -> None:
@@ -96,6 +106,7 @@ def main(args: argparse.Namespace) -> None:
             hog.kill()
             hog.wait()
     differences, slowest = [], {}
+    totals: dict[tuple[str, str], tuple[float, float]] = {}
     for entry_id, (example, case) in sorted(ids.items()):
         doc = json.loads(cli(home, "show", str(entry_id), "--json", "--organiser").stdout)
         got = (doc.get("outcome"), doc.get("failed_stage"), doc.get("reason"))
@@ -104,6 +115,9 @@ def main(args: argparse.Namespace) -> None:
         if case in ("good", "dryrun"):
             for stage, secs in record_times(doc):
                 slowest[example, stage] = max(slowest.get((example, stage), 0.0), secs)
+            for stage, secs, limit in stage_times(doc):
+                worst = totals.get((example, stage), (0.0, limit))
+                totals[example, stage] = max(worst, (secs, limit))
     limits = {ex: load_challenge(REPO / "examples" / ex).limits.per_record for ex in cases}
     print(json.dumps({
         "benchmark": "demo_under_load", "smoke": args.smoke, "hogs": args.hogs, "cpus": os.cpu_count(),
@@ -111,6 +125,9 @@ def main(args: argparse.Namespace) -> None:
         "slowest_record_s": {f"{ex}/{stage}": round(s, 2) for (ex, stage), s in sorted(slowest.items())},
         "per_record_limit_s": limits,
         "margin": {f"{ex}/{stage}": round(limits[ex] / s, 2) for (ex, stage), s in sorted(slowest.items()) if s},
+        "slowest_stage_s": {f"{ex}/{stage}": round(s, 2) for (ex, stage), (s, _) in sorted(totals.items())},
+        "stage_margin": {f"{ex}/{stage}": round(limit / s, 2) for (ex, stage), (s, limit) in sorted(totals.items())
+                         if s},
         "differences": differences, "met": not differences,
     }, indent=2))
     if not differences:
