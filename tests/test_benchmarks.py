@@ -48,7 +48,8 @@ INVARIANTS: dict[str, Callable[[dict], bool]] = {
     "container.py": lambda d: d["stage1"]["all_passed"] and d["same_image_twice"]["roots_made"] == 1
     and d["same_image_twice"]["second_reused"] is True and len(d["stage1"]["archive_seconds"]) == 1
     and d["image"]["payload_bytes"] == 2 << 20,
-    "boot.py": lambda d: d["boot"]["runs"] == 1 and d["warm"]["runs"] == 1 and d["channel"]["payload_mib"] == 1,
+    "boot.py": lambda d: d["boot"]["runs"] == 1 and d["warm"]["runs"] == 1 and d["channel"]["payload_mib"] == 1
+    and d["channel"]["one_pipe_hop_over_direct"] > 0,
     "cpu_matmul.py": lambda d: (d["default"]["level"], d["qemu64"]["level"]) == ("x86-64-v3", "x86-64-v1")
     and d["default"]["avx2"] and not d["qemu64"]["avx2"] and d["matmul_ratio_qemu64_over_default"] > 0,
     "demo_under_load.py": lambda d: d["met"] and d["entries"] == 1 and d["hogs"] == 1,
