@@ -186,6 +186,24 @@ def rundir(site):
         yield rd.path
 
 
+CONSOLE_TAIL = 60  # lines of each guest console log a failed test's report shows
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A VM test that fails shows the end of each guest console log of its run directory in its
+    report: the directory is removed after the test, and on a CI machine the report is all there is
+    (the guest's kernel messages of an agent that fell silent, 2026-11-27)."""
+    outcome = yield
+    report = outcome.get_result()
+    path = item.funcargs.get("rundir") if hasattr(item, "funcargs") else None
+    if report.when != "call" or not report.failed or not isinstance(path, Path):
+        return
+    for log in sorted(path.glob("console*.log")):
+        lines = log.read_text(errors="replace").splitlines()[-CONSOLE_TAIL:]
+        report.sections.append((f"guest console {log.name} (last {len(lines)} lines)", "\n".join(lines)))
+
+
 class Booter:
     """Runs jobs in real VMs for a test, each with a fresh blank home unless given one."""
 

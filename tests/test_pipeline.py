@@ -534,7 +534,9 @@ def test_the_exam_reaches_participants_as_tenths_of_its_caps_only(judged):
     # The quiz, on the participant's own files, is told in full beside its limits.
     quiz = doc["figures"]["quiz"]
     assert [r["record"] for r in quiz["records"]] == list(ch.training)
-    assert quiz["command_limit"] == 15.0 and quiz["stage_limit"] == 300.0 and len(quiz["slowest"]) == 5
-    assert re.search(r"Resources: slowest training record A\d{4}: \d+\.\d s of 15\.0 s; the quiz took \d+\.\d s of "
-                     r"300\.0 s; peak memory \d+\.\d MiB of \d+\.\d [GM]iB \(A\d{4}\); home disk \d+\.\d [KMG]iB of "
+    per_record, quiz_total = ch.limits.per_record, ch.limits.quiz_total
+    assert quiz["command_limit"] == per_record and quiz["stage_limit"] == quiz_total and len(quiz["slowest"]) == 5
+    assert re.search(rf"Resources: slowest training record A\d{{4}}: \d+\.\d s of {per_record:.1f} s; the quiz took "
+                     rf"\d+\.\d s of {quiz_total:.1f} s; "
+                     r"peak memory \d+\.\d MiB of \d+\.\d [GM]iB \(A\d{4}\); home disk \d+\.\d [KMG]iB of "
                      r"\d+\.\d [GM]iB used\.\nSlowest records: A\d{4} ", text), text
