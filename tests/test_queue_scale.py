@@ -122,7 +122,7 @@ def test_the_claim_walks_the_index_and_sorts_only_owners(tmp_path, least):
     queue = Queue(tmp_path / "queue.db")
     with queue.database.connect() as db:
         plan = [r[3] for r in db.execute("EXPLAIN QUERY PLAN " + heads("", USAGE_BY_OWNER, least),
-                                         (0, 0, 0, 0.0, 0, 0.0)).fetchall()]
+                                         (0, 0, 0.0, 0, 0.0)).fetchall()]
     entries = [step for step in plan if " e " in f" {step} " or " n " in f" {step} " or "entries" in step]
     assert entries and all(step.startswith("SEARCH") for step in entries), plan
     assert any("entries_ready" in step for step in entries), plan

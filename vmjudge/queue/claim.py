@@ -6,9 +6,9 @@ queue (issue 36: 82 claims/s on SQLite with 10,000 ready, and a queue of 100,000
 in the bench's 15 minutes). The order is (batch, owner's use, begun before new, oldest), and
 within one owner and one kind of work (participant's or batch) it is the index's own order. So
 a claim looks at owners, not stages:
-1. the owners with a stage queued as this kind of work, found by a walk of the index
-   entries_ready from one owner to the next (a seek per owner: no stage is read but the first
-   of each owner);
+1. the owners with a stage queued as this kind of work, from the counts the database keeps per
+   owner (owner_queued: queued.py), a row per owner; a walk of the index entries_ready from one
+   owner to the next, a seek per owner, cost a PostgreSQL claim more than all the rest;
 2. their use, read from what the queue keeps per owner (hours in owner_usage, running stages in
    owner_running: running.py), a row per owner too;
 3. the heads of those who used the least: each one's first stage in (begun before new, oldest)
@@ -22,7 +22,7 @@ one_statement.py). On PostgreSQL the claim's UPDATE takes the owner's head again
 LOCKED, so hosts claiming at once each get another stage (the next of the same owner, or the next
 owner's when that owner has none left unlocked).
 
-What still grows: a seek per owner with a stage queued, and an owner's head is found past that
+What still grows: a row read per owner with a stage queued, and an owner's head is found past that
 owner's stages this slot may not take (GPU stages for a CPU slot, stages waiting out a retry,
 stages of a challenge this host lacks), which the index cannot tell from the others.
 
@@ -33,6 +33,7 @@ stage can be taken.
 from __future__ import annotations
 
 from ..pipeline import FIRST
+from .queued import QUEUED_OWNERS
 
 # Begun before new: false (0) sorts first on both databases. Written as the index entries_ready
 # writes it (made with the queue's tables: schema.LATER_INDEXES), so the planner walks that index
@@ -49,14 +50,11 @@ _KEY = f"e.id - CASE WHEN {NEW} THEN 0 ELSE 4611686018427387904 END"
 
 
 def _owners(usage: str) -> str:
-    """The CTEs o (the owners with a stage queued as one kind of work, a seek each) and w (each
-    with its use). Parameters: batch, batch, usage's."""
-    return ("WITH RECURSIVE o(owner) AS ("
-            "SELECT (SELECT owner FROM entries WHERE state = 'queued' AND batch = ? ORDER BY owner LIMIT 1) UNION ALL "
-            "SELECT (SELECT n.owner FROM entries n WHERE n.state = 'queued' AND n.batch = ? AND n.owner > o.owner "
-            "ORDER BY n.owner LIMIT 1) FROM o WHERE o.owner IS NOT NULL), "
+    """The CTEs o (the owners with a stage queued as one kind of work, from the counts the
+    database keeps: queued.py) and w (each with its use). Parameters: batch, usage's."""
+    return (f"WITH o(owner) AS ({QUEUED_OWNERS}), "
             f"w(owner, used) AS (SELECT o.owner, COALESCE(u.used, 0) FROM o LEFT JOIN ({usage}) u "
-            "ON u.owner = o.owner WHERE o.owner IS NOT NULL)")
+            "ON u.owner = o.owner)")
 
 
 def _head(where: str, owner: str) -> str:
@@ -70,7 +68,7 @@ def heads(where: str, usage: str, least: bool) -> str:
     with its head's key (NULL: none this slot may run): the claim tries them in turn. `least`:
     only the owners who used the least, so that the heads of the others are not looked for.
     `where`: the slot's and host's conditions on entries e joined with challenges c; `usage`:
-    fair_share.USAGE_BY_OWNER. Parameters: batch, batch, usage's, batch, now, where's."""
+    fair_share.USAGE_BY_OWNER. Parameters: batch, usage's, batch, now, where's."""
     return (_owners(usage) + f" SELECT w.owner AS owner, {_head(where, 'w.owner')} AS head FROM w"
             + (" WHERE w.used = (SELECT MIN(used) FROM w)" if least else "") + " ORDER BY w.used, head")
 
@@ -79,8 +77,8 @@ def take_first(where: str, usage: str, skip_locked: str) -> str:
     """The claim as one statement, as it nearly always goes: the first head among the owners who
     used the least, taken (on PostgreSQL, past the rows other claims hold). Nothing when none of
     them has a stage this slot may take now, or other hosts hold every one: the claim then tries
-    every owner's head in turn (heads, take). Parameters: batch, batch, usage's, batch, now,
-    where's, host, lease until, batch, now, where's."""
+    every owner's head in turn (heads, take). Parameters: batch, usage's, batch, now, where's,
+    host, lease until, batch, now, where's."""
     return _picked(where, usage) + _take_picked(where, skip_locked)
 
 
@@ -95,8 +93,10 @@ def take_first_logged(where: str, usage: str, skip_locked: str) -> str:
 
 
 def _picked(where: str, usage: str) -> str:
-    """The CTEs of take_first up to pick (the owner whose head is taken)."""
-    return (_owners(usage) + f", h(owner, used, head) AS (SELECT w.owner, w.used, {_head(where, 'w.owner')} FROM w "
+    """The CTEs of take_first up to pick (the owner whose head is taken). h is MATERIALIZED: else
+    PostgreSQL writes its head into pick twice, for the filter and for the order, a seek each."""
+    return (_owners(usage) + ", h(owner, used, head) AS MATERIALIZED (SELECT w.owner, w.used, "
+            f"{_head(where, 'w.owner')} FROM w "
             "WHERE w.used = (SELECT MIN(used) FROM w)), "
             "pick(owner) AS (SELECT owner FROM h WHERE head IS NOT NULL ORDER BY used, head LIMIT 1) ")
 

@@ -38,10 +38,10 @@ def take_fairly(db: Db, skip_locked: str, host: str, lease: float, fair_window: 
     for batch in (0, 1):
         if not (skip_first and batch == 0):
             row = db.execute(take_first(where, USAGE_BY_OWNER, skip_locked),
-                             (batch, batch, *usage, batch, at, *args, host, at + lease, batch, at, *args)).fetchone()
+                             (batch, *usage, batch, at, *args, host, at + lease, batch, at, *args)).fetchone()
             if row is not None:
                 return row
-        owners = db.execute(heads(where, USAGE_BY_OWNER, False), (batch, batch, *usage, batch, at, *args))
+        owners = db.execute(heads(where, USAGE_BY_OWNER, False), (batch, *usage, batch, at, *args))
         for owner in owners.fetchall():  # the least-used owners have none to give: every owner in turn
             if owner["head"] is None:  # nothing of this owner's that this slot may run now
                 continue

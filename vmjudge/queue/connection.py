@@ -31,13 +31,15 @@ except ImportError:  # the replica ISO carries vmjudge without it: there, the qu
 
 from .. import private
 from ..errors import VmjudgeError
-from . import running
+from . import queued, running
 from .dialect import POSTGRESQL, SQLITE, Dialect
+from .pg_row import row_factory
 from .redact import redacted
 from .schema import LATER_INDEXES, MIGRATIONS, SCHEMA
 
 BUSY_SECONDS = 30  # how long a SQLite statement waits for another process's lock before failing
 _SCHEMA_LOCK = 0x766D6A75  # PostgreSQL advisory lock: one host at a time makes or upgrades the tables
+KEPT = (running, queued)  # the tables the database keeps up to date itself, by triggers
 
 
 class QueueUnavailable(VmjudgeError):
@@ -130,12 +132,8 @@ class SqliteDatabase:
                         db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
                 for index in LATER_INDEXES:
                     db.execute(index)
-            with self.transaction() as db:  # BEGIN IMMEDIATE: one process fills the table once
-                exists = db.execute("SELECT 1 FROM sqlite_master WHERE name = 'owner_running'").fetchone()
-                for statement in running.statements(SQLITE):
-                    db.execute(statement)
-                if exists is None:
-                    db.execute(running.FILL)
+            with self.transaction() as db:  # BEGIN IMMEDIATE: one process fills each table once
+                _keep(db, "SELECT 1 FROM sqlite_master WHERE name = ?")
         except (sqlite3.Error, OSError, QueueUnavailable) as exc:
             raise VmjudgeError(f"cannot open the queue database {self.path}: {exc}; "
                                "check the home directory.") from exc
@@ -236,6 +234,17 @@ class SqliteDatabase:
                 fcntl.flock(writers, fcntl.LOCK_UN)
 
 
+def _keep(db: Db, exists: str) -> None:
+    """The tables the database keeps up to date itself (KEPT), made with their triggers, and
+    filled from the entries when new (`exists`: whether a table is there, by its name)."""
+    for kept in KEPT:
+        missing = db.execute(exists, (kept.NAME,)).fetchone() is None
+        for statement in kept.statements(db.dialect):
+            db.execute(statement)
+        if missing:
+            db.execute(kept.FILL)
+
+
 def _make_private(path: Path) -> None:
     """The queue holds every entry's messages and scores: 0600. SQLite gives the -wal and
     -shm files it makes the database file's mode, so the file is made before SQLite opens
@@ -247,20 +256,6 @@ def _make_private(path: Path) -> None:
         os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, private.FILE))
     for suffix in ("", "-wal", "-shm"):
         private.restrict(path.with_name(path.name + suffix))
-
-
-class Row(dict):
-    """A PostgreSQL row read like sqlite3.Row: by column name, or by position."""
-
-    def __getitem__(self, key: Any) -> Any:
-        if isinstance(key, int):
-            return list(self.values())[key]
-        return super().__getitem__(key)
-
-
-def _row_factory(cursor: Any) -> Any:
-    names = [c.name for c in cursor.description or ()]
-    return lambda values: Row(zip(names, values, strict=True))
 
 
 class PostgresDatabase:
@@ -278,7 +273,7 @@ class PostgresDatabase:
         conn = getattr(self._local, "conn", None)
         if conn is None or conn.closed or conn.broken:
             try:
-                conn = psycopg.connect(self.url, autocommit=True, row_factory=_row_factory, connect_timeout=10)
+                conn = psycopg.connect(self.url, autocommit=True, row_factory=row_factory, connect_timeout=10)
             except psycopg.Error as exc:
                 raise _unavailable(self.where, exc, "start PostgreSQL, or fix [queue] url in site.toml.") from exc
             self._local.conn = conn
@@ -322,7 +317,8 @@ class PostgresDatabase:
                 triggers = {r[0] for r in db.execute("SELECT tgname FROM pg_trigger WHERE NOT tgisinternal").fetchall()}
             tables = set(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA))
             wanted = set(re.findall(r"CREATE INDEX IF NOT EXISTS (\w+)", SCHEMA + ";".join(LATER_INDEXES)))
-            if tables <= {t for t, _ in columns} and wanted <= indexes and "owner_running_lease" in triggers and \
+            if tables <= {t for t, _ in columns} and wanted <= indexes and \
+                    all(set(kept.TRIGGERS) <= triggers and (kept.NAME, "owner") in columns for kept in KEPT) and \
                     all((table, column) in columns for table, column, _ in MIGRATIONS):
                 return
             with self.transaction() as db:
@@ -334,12 +330,8 @@ class PostgresDatabase:
                     db.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {definition}")
                 for index in LATER_INDEXES:
                     db.execute(index)
-                exists = db.execute("SELECT 1 FROM information_schema.tables WHERE table_schema = current_schema() "
-                                    "AND table_name = 'owner_running'").fetchone()
-                for statement in running.statements(POSTGRESQL):
-                    db.execute(statement)
-                if exists is None:
-                    db.execute(running.FILL)
+                _keep(db, "SELECT 1 FROM information_schema.tables WHERE table_schema = current_schema() "
+                          "AND table_name = ?")
         except psycopg.Error as exc:
             said = " ".join(str(exc).split())
             raise VmjudgeError(f"cannot make the queue's tables in {self.where}: {said}; check that the database "

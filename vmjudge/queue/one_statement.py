@@ -46,7 +46,7 @@ def claim_alone(db: Db, skip_locked: str, host: str, lease: float, fair_window: 
     entry's row, or None (the claim then goes on in a transaction: take_fairly's skip_first)."""
     usage = usage_args(at, fair_window)
     return db.execute(take_first_logged(where, USAGE_BY_OWNER, skip_locked),
-                      (0, 0, *usage, 0, at, *args, host, at + lease, 0, at, *args, now(), host)).fetchone()
+                      (0, *usage, 0, at, *args, host, at + lease, 0, at, *args, now(), host)).fetchone()
 
 
 def start_alone(db: Db, entry_id: int, stage: str, host: str, slot: int, started: float) -> Any:

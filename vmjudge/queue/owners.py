@@ -56,7 +56,7 @@ def token_hash(token: str) -> str:
 
 
 def _owner(r: Any) -> Owner:
-    """From a row (sqlite3.Row or connection.Row), read by column name."""
+    """From a row (sqlite3.Row or pg_row.Row), read by column name."""
     return Owner(name=r["name"], organiser=bool(r["organiser"]), created_at=r["created_at"],
                  revoked_at=r["revoked_at"], token_sha256=r["token_sha256"], signed_out_at=r["signed_out_at"],
                  email=r["email"])

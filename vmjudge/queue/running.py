@@ -26,6 +26,8 @@ from ..pipeline import VM_STAGES
 from .dialect import POSTGRESQL, Dialect
 
 _VM_LIST = ", ".join(repr(name) for name in VM_STAGES)
+NAME = "owner_running"
+TRIGGERS = ("owner_running_lease",)
 SHARDS = 8
 TABLE = ("CREATE TABLE IF NOT EXISTS owner_running (owner TEXT NOT NULL, shard INTEGER NOT NULL, "
          "runs INTEGER NOT NULL, started DOUBLE PRECISION NOT NULL, PRIMARY KEY (owner, shard))")
@@ -45,9 +47,12 @@ _CHANGED = ("OLD.lease_run IS NOT NULL AND NEW.lease_run IS NULL "
 SQLITE_TRIGGER = ("CREATE TRIGGER IF NOT EXISTS owner_running_lease AFTER UPDATE OF lease_run ON entries "
                   f"WHEN {_CHANGED} BEGIN {_REMOVE}; {_ADD}; END")
 POSTGRESQL_FUNCTION = ("CREATE OR REPLACE FUNCTION owner_running_lease() RETURNS trigger LANGUAGE plpgsql AS $$ "
-                       f"BEGIN IF {_CHANGED} THEN {_REMOVE}; {_ADD}; END IF; RETURN NULL; END $$")
+                       f"BEGIN IF {_CHANGED} THEN IF OLD.lease_run IS NOT NULL THEN {_REMOVE}; END IF; "
+                       f"IF NEW.lease_run IS NOT NULL THEN {_ADD}; END IF; END IF; RETURN NULL; END $$")
+# WHEN: a claim, which sets lease_run NULL again, calls no function (a function call per claim).
 POSTGRESQL_TRIGGER = ("CREATE OR REPLACE TRIGGER owner_running_lease AFTER UPDATE OF lease_run ON entries "
-                      "FOR EACH ROW EXECUTE FUNCTION owner_running_lease()")
+                      "FOR EACH ROW WHEN (OLD.lease_run IS DISTINCT FROM NEW.lease_run) "
+                      "EXECUTE FUNCTION owner_running_lease()")
 # What is running when the table is made (a queue an older vmjudge made, its daemons at work).
 FILL = (f"INSERT INTO owner_running (owner, shard, runs, started) SELECT x.owner, x.lease_run % {SHARDS}, "
         "COUNT(*), SUM(r.started) FROM entries x JOIN stage_runs r ON r.id = x.lease_run "
