@@ -536,7 +536,7 @@ def test_the_exam_reaches_participants_as_tenths_of_its_caps_only(judged):
     assert [r["record"] for r in quiz["records"]] == list(ch.training)
     per_record, quiz_total = ch.limits.per_record, ch.limits.quiz_total
     assert quiz["command_limit"] == per_record and quiz["stage_limit"] == quiz_total and len(quiz["slowest"]) == 5
-    assert re.search(rf"Resources: slowest training record A\d{{4}}: \d+\.\d s of {per_record:.1f} s; the quiz took "
-                     rf"\d+\.\d s of {quiz_total:.1f} s; "
+    assert re.search(rf"Resources: slowest training record A\d{{4}}: \d+\.\d s of {re.escape(f'{per_record:.1f}')} s; "
+                     rf"the quiz took \d+\.\d s of {re.escape(f'{quiz_total:.1f}')} s; "
                      r"peak memory \d+\.\d MiB of \d+\.\d [GM]iB \(A\d{4}\); home disk \d+\.\d [KMG]iB of "
                      r"\d+\.\d [GM]iB used\.\nSlowest records: A\d{4} ", text), text

@@ -5,7 +5,6 @@ out, whoever makes the change; a queue made before gains the counts of what is q
 from __future__ import annotations
 
 import hashlib
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -21,8 +20,8 @@ def queue(queue_location, tmp_path):
     return q
 
 
-def add(queue: Queue, owner: str) -> int:
-    archive = Path(tempfile.gettempdir()) / "vmjudge-test-queued-x.zip"
+def add(queue: Queue, where: Path, owner: str) -> int:
+    archive = where / f"{owner}-x.zip"
     archive.write_bytes(b"PK")
     return queue.add_entry("c", owner, False, hashlib.sha256(b"PK").hexdigest(), f"{owner}-entry.zip", archive)
 
@@ -41,9 +40,9 @@ def queued_now(queue: Queue) -> dict[tuple[str, int], int]:
             "SELECT owner, batch, COUNT(*) AS n FROM entries WHERE state = 'queued' GROUP BY owner, batch").fetchall()}
 
 
-def test_every_path_into_and_out_of_the_queue_keeps_the_owners_counts(queue):
-    ids = {owner: add(queue, owner) for owner in ("ann", "bob", "cid", "dee", "eve")}
-    add(queue, "ann")
+def test_every_path_into_and_out_of_the_queue_keeps_the_owners_counts(queue, tmp_path):
+    ids = {owner: add(queue, tmp_path, owner) for owner in ("ann", "bob", "cid", "dee", "eve")}
+    add(queue, tmp_path, "ann")
     assert counted(queue) == queued_now(queue) == {("ann", 0): 2, ("bob", 0): 1, ("cid", 0): 1, ("dee", 0): 1,
                                                    ("eve", 0): 1}
 
@@ -77,9 +76,9 @@ def test_every_path_into_and_out_of_the_queue_keeps_the_owners_counts(queue):
         assert db.execute("SELECT COUNT(*) FROM owner_queued WHERE owner = 'bob'").fetchone()[0] == 0
 
 
-def test_a_queue_made_before_gains_the_counts_of_what_is_queued(queue, queue_location):
-    ann, bob = add(queue, "ann"), add(queue, "bob")
-    add(queue, "bob")
+def test_a_queue_made_before_gains_the_counts_of_what_is_queued(queue, queue_location, tmp_path):
+    ann, bob = add(queue, tmp_path, "ann"), add(queue, tmp_path, "bob")
+    add(queue, tmp_path, "bob")
     queue.start_stage(queue.claim_next(only=ann).id, "prep", 0)
     with queue.database.transaction() as db:  # as a vmjudge before the counts left it
         for trigger in ("owner_queued_insert", "owner_queued_update", "owner_queued_delete"):
