@@ -17,7 +17,8 @@ a shared queue stores it): `add_entry` one by one would cost a synced transactio
 --ready-claimers (4) processes making --ready-claims (1000) claims in all, the same loop: claims/s
 and the p50/p99 of claim_next at each size, and p99 at the largest size / p99 at the smallest
 (fair share's claim looks at owners, not stages: queue/claim.py). Also `status --json` read on
-that queue, where every entry is not done (status lists every one).
+that queue, where every entry is queued (status lists the running and parked ones and the oldest
+queued, 100 in all, and counts the rest).
 
 --listing 100000: a queue of that many entries (1 in 100 queued, the others scored, with an exam
 run each, 97 owners) and what the organiser's and participants' listings read, timed in this
@@ -398,10 +399,10 @@ def listing_times(location: str, repeats: int) -> dict[str, dict[str, float]]:
 
 
 def status_document(queue: Queue) -> dict[str, Any]:
-    """`vmjudge status --json`'s entries part, as the command reads it."""
+    """`vmjudge status --json`'s entries part, as the command reads it (its default limit)."""
     found = queue_status(queue.database)
     return {"active": [{"id": e.id, "challenge": e.challenge, "owner": e.owner, "state": e.state, "stage": e.stage}
-                       for e in found.active], "done": found.done}
+                       for e in found.active], "unlisted": found.unlisted, "counts": found.counts, "done": found.done}
 
 
 # the run

@@ -149,9 +149,25 @@ def test_status_lists_what_is_waiting_running_or_parked_and_counts_the_rest(tmp_
     assert text == (f"{running:>6}  running  quiz   c                rick\n"
                     f"{parked:>6}  parked   prep   c                pam\n"
                     f"{queued:>6}  queued   prep   c                quinn\n"
-                    "3 waiting or running, 1 done\n")
+                    "3 waiting or running (1 running, 1 parked, 1 queued), 1 done\n")
     doc = json.loads(run_cli("status", "--json", home=tmp_path).stdout)
     assert doc == {"active": [{"id": running, "challenge": "c", "owner": "rick", "state": "running", "stage": "quiz"},
                               {"id": parked, "challenge": "c", "owner": "pam", "state": "parked", "stage": "prep"},
                               {"id": queued, "challenge": "c", "owner": "quinn", "state": "queued", "stage": "prep"}],
-                   "done": 1, "gpus": [], "hosts": []}
+                   "unlisted": 0, "counts": {"queued": 1, "running": 1, "done": 1, "parked": 1}, "done": 1,
+                   "gpus": [], "hosts": []}
+    # A queue too long to list: the running and parked entries first, then the oldest queued, and
+    # the counts say how many more wait (listing 100,000 took half a second and said nothing more).
+    later = [add(queue, "quinn") for _ in range(3)]
+    queue.start_stage(queue.claim_next(only=later[-1]).id, "prep", 0)  # running, and newer than 3 queued
+    text = run_cli("status", "--limit", "3", home=tmp_path).stdout
+    assert text.splitlines()[:3] == [f"{running:>6}  running  quiz   c                rick",
+                                     f"{parked:>6}  parked   prep   c                pam",
+                                     f"{later[-1]:>6}  running  prep   c                quinn"]
+    assert text.splitlines()[3:] == ["6 waiting or running (2 running, 1 parked, 3 queued), 1 done",
+                                     "3 more not listed: `vmjudge entries --state queued` pages them all, "
+                                     "or `vmjudge status --limit N` lists more."]
+    doc = json.loads(run_cli("status", "--json", "--limit", "4", home=tmp_path).stdout)
+    assert [e["id"] for e in doc["active"]] == [running, parked, queued, later[-1]] and doc["unlisted"] == 2
+    assert doc["counts"] == {"queued": 3, "running": 2, "done": 1, "parked": 1}
+    assert later[-1] in [e["id"] for e in json.loads(run_cli("status", "--json", home=tmp_path).stdout)["active"]]

@@ -1,5 +1,5 @@
 """What `vmjudge challenge add` records so that every host judges a challenge with the same
-bits, and how `vmjudge status` shows the hosts that share the queue."""
+bits."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from ..config.fingerprint import fingerprint
 from ..errors import VmjudgeError
 from ..images.image import GuestImage
 from ..queue.db import Queue
-from ..queue.hosts import HostRow
 from ..supervisor.environment import images_sha256, what_differs
 
 
@@ -34,14 +33,3 @@ def register(site: Site, queue: Queue, ch: Challenge, images: Sequence[GuestImag
                         data_sha256=json.dumps(data, sort_keys=True), image_sha256=image_sha256)
     return f"registered {ch.name}"
 
-
-def host_line(row: HostRow, lease: float) -> str:
-    gpus = f", GPU slots {row.gpu_slots}" if row.gpu_slots else ""
-    return (f"host {row.name}: {row.state(lease)}, {row.busy}/{row.slots + row.gpu_slots} slots busy{gpus}, "
-            f"last heartbeat {row.last_heartbeat} (pid {row.pid}, started {row.started_at})")
-
-
-def host_json(row: HostRow, lease: float) -> dict:
-    return {"name": row.name, "state": row.state(lease), "busy": row.busy, "slots": row.slots,
-            "gpu_slots": row.gpu_slots, "last_heartbeat": row.last_heartbeat, "pid": row.pid,
-            "started_at": row.started_at}

@@ -1,0 +1,72 @@
+"""`vmjudge doctor` and `gc`: is this host fit to judge, and what may go now that entries are done."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from ..config import load_challenge
+from ..images.build import find_image, newest_image
+from ..images.root_store import collect_roots
+from ..queue import retention
+from ..supervisor import doctor as doctor_checks
+from ..supervisor.cores import largest_vcpus
+from .echo import echo
+from .home import queue_of, site_of
+
+
+@click.command()
+@click.option("--challenge", "challenge_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Check the image of this challenge (default: the newest image built).")
+@click.option("--slots", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="The daemon's VMs at a time (as `daemon --slots`): do they fit the host's cores?")
+@click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
+@click.pass_context
+def doctor(ctx: click.Context, challenge_dir: Path | None, slots: int, as_json: bool) -> None:
+    """Check qemu, libvirt, the state directory, the cores for SLOTS slots, the image, the accelerator
+    (by a real boot) and each [gpu]."""
+
+    site = site_of(ctx)
+    challenge_ = load_challenge(challenge_dir) if challenge_dir is not None else None
+    vcpus = largest_vcpus(queue_of(site), (challenge_.vm.vcpus,) if challenge_ is not None else ())
+    if challenge_ is not None:
+        recipe = challenge_.recipes[0]  # a contest's phases may have images of their own: its first phase's
+        level = (challenge_.name, challenge_.vm.cpu_level) if challenge_.vm.cpu_level else None
+        checks = doctor_checks.run_checks(site, lambda: find_image(site, recipe), slots, vcpus, level)
+    else:
+        checks = doctor_checks.run_checks(site, lambda: newest_image(site), slots, vcpus)
+    if as_json:
+        echo(json.dumps({"ok": all(c.ok for c in checks), "profile": site.profile,
+                         "checks": doctor_checks.as_json(checks)}, indent=2))
+    else:
+        for check in checks:
+            echo(check.line())
+    sys.exit(0 if all(c.ok for c in checks) else 1)
+
+
+@click.command()
+@click.option("--dry-run", is_flag=True, help="Say what would be removed; remove nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print what was removed as JSON.")
+@click.pass_context
+def gc(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
+    """Remove what finished entries no longer need (entry trees, home disks, console logs,
+    kept ISOs), container roots no entry still to be judged uses, and notifications sent, failed
+    or dropped long ago, as site.toml's [retention] allows; reports, logs and archives stay."""
+    site = site_of(ctx)
+    queue = queue_of(site)
+    removed = retention.collect(site, queue, dry_run=dry_run)
+    roots = collect_roots(site, queue, dry_run=dry_run)
+    if as_json:
+        echo(json.dumps({**removed.as_json(), "entry_roots": roots.as_json()}, indent=2))
+    else:
+        for line in removed.lines() + roots.lines():
+            echo(line)
+        for problem in removed.problems + roots.problems:
+            echo(problem, err=True)
+        echo(removed.summary())
+        if (said := roots.summary()) is not None:
+            echo(said)
+    sys.exit(1 if removed.problems or roots.problems else 0)
