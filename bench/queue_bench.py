@@ -400,9 +400,7 @@ def listing_times(location: str, repeats: int) -> dict[str, dict[str, float]]:
 
 def status_document(queue: Queue) -> dict[str, Any]:
     """`vmjudge status --json`'s entries part, as the command reads it (its default limit)."""
-    found = queue_status(queue.database)
-    return {"active": [{"id": e.id, "challenge": e.challenge, "owner": e.owner, "state": e.state, "stage": e.stage}
-                       for e in found.active], "unlisted": found.unlisted, "counts": found.counts, "done": found.done}
+    return queue_status(queue.database).as_json()
 
 
 # the run

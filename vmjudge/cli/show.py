@@ -23,9 +23,10 @@ def show(ctx: click.Context, entry_id: int, as_json: bool, organiser: bool, wait
     """The report for ENTRY_ID."""
 
     site = site_of(ctx)
+    queue = queue_of(site)
     if wait:
-        _until_published(queue_of(site), entry_id)
-    doc = report.show(site, queue_of(site), entry_id, organiser=organiser)
+        _until_published(queue, entry_id)
+    doc = report.show(site, queue, entry_id, organiser=organiser)
     if as_json:
         echo(report.as_json(doc))
         return

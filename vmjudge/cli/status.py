@@ -25,17 +25,14 @@ def status(ctx: click.Context, as_json: bool, limit: int) -> None:
     found = queue_status(queue.database, limit)
     gpus, hosts = queue.gpu_slots.all(), queue.hosts.all()
     if as_json:
-        echo(json.dumps({"active": [{"id": e.id, "challenge": e.challenge, "owner": e.owner,
-                                     "state": e.state, "stage": e.stage} for e in found.active],
-                         "unlisted": found.unlisted, "counts": found.counts, "done": found.done,
-                         "gpus": [slot_json(g) for g in gpus],
+        echo(json.dumps({**found.as_json(), "gpus": [slot_json(g) for g in gpus],
                          "hosts": [host_json(h, site.queue.lease) for h in hosts]}, indent=2))
         return
     for e in found.active:
         echo(f"{e.id:>6}  {e.state:<8} {e.stage or '':<6} {e.challenge:<16} {e.owner}")
     counts = found.counts
-    echo(f"{counts['queued'] + counts['running'] + counts['parked']} waiting or running ({counts['running']} running, "
-         f"{counts['parked']} parked, {counts['queued']} queued), {found.done} done")
+    echo(f"{found.waiting} waiting or running ({counts['running']} running, {counts['parked']} parked, "
+         f"{counts['queued']} queued), {found.done} done")
     if found.unlisted:
         echo(f"{found.unlisted} more not listed: `vmjudge entries --state queued` pages them all, "
              "or `vmjudge status --limit N` lists more.")

@@ -79,9 +79,20 @@ class Status:
         return self.counts["done"]
 
     @property
+    def waiting(self) -> int:
+        """Entries queued, running or parked."""
+        return sum(self.counts[s] for s in ("queued", "running", "parked"))
+
+    @property
     def unlisted(self) -> int:
         """Entries waiting or running that `active` leaves out."""
-        return sum(self.counts[s] for s in ("queued", "running", "parked")) - len(self.active)
+        return self.waiting - len(self.active)
+
+    def as_json(self) -> dict[str, object]:
+        """`vmjudge status --json`'s entries part (the bench reads the same document)."""
+        return {"active": [{"id": e.id, "challenge": e.challenge, "owner": e.owner, "state": e.state,
+                            "stage": e.stage} for e in self.active],
+                "unlisted": self.unlisted, "counts": self.counts, "done": self.done}
 
 
 def queue_status(database: Database, listed: int = STATUS_LISTED) -> Status:
