@@ -87,7 +87,7 @@ def test_paths_are_escaped_by_the_library():
 CPU_XML_KVM_VIRTIO = (
     '<domain type="kvm"><name>vmj-e1-prep-0a1b</name><memory unit="MiB">2048</memory><vcpu>2</vcpu>'
     '<os><type arch="x86_64" machine="pc">hvm</type><kernel>/img/vmlinuz</kernel><initrd>/img/initrd.img</initrd>'
-    '<cmdline>console=ttyS0 quiet loglevel=3 panic=1 oops=panic vmjudge.channel=virtio</cmdline></os>'
+    '<cmdline>console=ttyS0 quiet loglevel=3 preempt=full panic=1 oops=panic vmjudge.channel=virtio</cmdline></os>'
     '<features><acpi /></features><cpu mode="host-passthrough" /><clock offset="utc" />'
     '<on_poweroff>destroy</on_poweroff><on_reboot>destroy</on_reboot><on_crash>destroy</on_crash><devices>'
     '<disk type="file" device="disk"><driver name="qemu" type="raw" error_policy="stop" rerror_policy="stop" />'
@@ -105,8 +105,9 @@ CPU_XML_KVM_VIRTIO = (
 CPU_XML_TCG_UART = (
     '<domain type="qemu"><name>vmj-e1-prep-0a1b</name><memory unit="MiB">2048</memory><vcpu>2</vcpu>'
     '<os><type arch="x86_64" machine="pc">hvm</type><kernel>/img/vmlinuz</kernel><initrd>/img/initrd.img</initrd>'
-    '<cmdline>console=ttyS0 quiet loglevel=3 panic=1 oops=panic vmjudge.channel=uart a=1</cmdline></os>'
-    '<features><acpi /></features><cpu mode="maximum" /><clock offset="utc" />'
+    '<cmdline>console=ttyS0 quiet loglevel=3 preempt=full panic=1 oops=panic vmjudge.channel=uart a=1</cmdline></os>'
+    '<features><acpi /></features><cpu mode="maximum"><feature policy="disable" name="erms" />'
+    '<feature policy="disable" name="fsrm" /></cpu><clock offset="utc" />'
     '<on_poweroff>destroy</on_poweroff><on_reboot>destroy</on_reboot><on_crash>destroy</on_crash><devices>'
     '<disk type="file" device="disk"><driver name="qemu" type="raw" error_policy="stop" rerror_policy="stop" />'
     '<source file="/img/root.sqfs"><seclabel model="dac" relabel="no" /></source>'

@@ -94,7 +94,11 @@ def test_the_domains_cpu_element_for_each_kind_of_setting():
         return ET.fromstring(domain_xml(spec(**kw))).find("cpu")
     assert cpu(accel="kvm").attrib == {"mode": "host-passthrough"}
     assert cpu(accel="tcg").attrib == {"mode": "maximum"}  # qemu's -cpu max: no longer qemu64
+    # without the "fast" rep movsb/stosb that TCG runs a byte at a time; KVM's max keeps them
+    disabled = [(f.get("name"), f.get("policy")) for f in cpu(accel="tcg").findall("feature")]
+    assert disabled == [("erms", "disable"), ("fsrm", "disable")]
     assert cpu(accel="kvm", cpu="max").attrib == {"mode": "maximum"}
+    assert cpu(accel="kvm", cpu="max").findall("feature") == []
     level = cpu(accel="tcg", cpu="x86-64-v3")
     assert (level.get("mode"), level.get("match"), level.findtext("model")) == ("custom", "exact", "kvm64")
     assert level.find("model").get("fallback") == "forbid"

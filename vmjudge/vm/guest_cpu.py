@@ -4,7 +4,8 @@ domain_xml.py so that what a guest's CPU is can be read, and tested, on its own.
 - "host-passthrough": the host's CPU as it is (KVM only): fastest, and a fleet of mixed hosts
   gives entries mixed instruction sets.
 - "max": everything the accelerator can give, qemu's `-cpu max`. Under TCG that is every
-  instruction this qemu emulates; qemu's own default, qemu64, is the 2003 baseline.
+  instruction this qemu emulates but ERMS and FSRM (TCG_SLOW); qemu's own default, qemu64, is
+  the 2003 baseline.
 - a level, "x86-64-v3": libvirt's plainest x86-64 model with the level's flags required and
   nothing more, so every host of a fleet gives the same instruction set whatever its CPU.
   kvm64 rather than qemu64: libvirt's qemu64 asks for AMD's svm, which no Intel host has.
@@ -22,6 +23,12 @@ import xml.etree.ElementTree as ET
 from ..config.cpu import HOST_PASSTHROUGH, LEVEL_FLAGS, LEVELS, MAX, default_cpu, libvirt_name
 
 LEVEL_BASE_MODEL = "kvm64"
+# "Fast" `rep movsb`/`rep stosb`, which make the guest's kernel (copy_user, clear_page) and glibc
+# copy a byte per iteration: TCG (Debian 12's qemu 7.2) runs each iteration through its loop, so with
+# them a TCG guest moved its data channel's 16 MiB at 33 MB/s instead of 53, and an entry's pipe
+# took twice as long (bench/boot.py, docs/development.md). They name no instruction a program could
+# need; KVM's hardware runs them fast and keeps them.
+TCG_SLOW = ("erms", "fsrm")
 
 
 def cpu_element(setting: str, accel: str) -> ET.Element:
@@ -31,7 +38,10 @@ def cpu_element(setting: str, accel: str) -> ET.Element:
             raise ValueError("host-passthrough needs kvm: TCG has no host CPU to pass through")
         return ET.Element("cpu", mode="host-passthrough")
     if setting == MAX:
-        return ET.Element("cpu", mode="maximum")
+        el = ET.Element("cpu", mode="maximum")
+        for name in TCG_SLOW if accel == "tcg" else ():
+            ET.SubElement(el, "feature", policy="disable", name=name)
+        return el
     el = ET.Element("cpu", mode="custom", match="exact")
     model = ET.SubElement(el, "model", fallback="forbid")
     if setting in LEVELS:
