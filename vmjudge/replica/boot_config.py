@@ -4,9 +4,11 @@ ISOLINUX (BIOS) and GRUB (UEFI) must start the same kernel and initramfs with th
 arguments, or the replica would differ by firmware; writing the arguments once keeps them so.
 """
 
+from ..vm.domain_xml import GUEST_KERNEL_ARGS
+
 KERNEL = "/vmjudge/vmlinuz"
 INITRD = "/vmjudge/initrd.img"
-KERNEL_ARGS = "vmjudge.replica console=tty0 console=ttyS0,115200 quiet loglevel=3"
+KERNEL_ARGS = " ".join(("vmjudge.replica", "console=tty0", "console=ttyS0,115200", *GUEST_KERNEL_ARGS))
 
 ISOLINUX_CFG = f"""SERIAL 0 115200
 PROMPT 0

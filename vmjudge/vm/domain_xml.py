@@ -56,6 +56,15 @@ class PciAddress:
                 "function": f"0x{self.function:x}"}
 
 
+# The guest kernel's arguments that the judge's VMs and the replica share. preempt=full: Debian's
+# kernel is built for every preemption model and starts in "voluntary", where kernel code runs on
+# until it reaches a resched point. An entry filling its memory made the kernel zero huge pages in
+# loops with none (init_on_alloc), and a 1-vCPU guest under TCG then ran nothing else for 2.5-4 s:
+# no agent, no heartbeat, not even a real-time task (docs/development.md). Fully preemptible, the
+# agent's tick comes through whatever the entry makes the kernel do.
+GUEST_KERNEL_ARGS = ("quiet", "loglevel=3", "preempt=full")
+
+
 @dataclass(frozen=True)
 class DomainSpec:
     name: str
@@ -77,7 +86,7 @@ class DomainSpec:
 
     @property
     def cmdline(self) -> str:
-        return " ".join(("console=ttyS0", "quiet", "loglevel=3", "panic=1", "oops=panic",
+        return " ".join(("console=ttyS0", *GUEST_KERNEL_ARGS, "panic=1", "oops=panic",
                          f"vmjudge.channel={self.channel}") + self.cmdline_extra)
 
 
