@@ -14,7 +14,9 @@ import libvirt
 import pytest
 
 from vmjudge.config import Site
+from vmjudge.config.layout import Layout
 from vmjudge.files import sha256_file
+from vmjudge.images.image import GuestImage
 from vmjudge.vm import warm, warm_rules
 from vmjudge.vm.job import Command, Job
 from vmjudge.vm.runner import make_blank_disk, run_job
@@ -66,11 +68,13 @@ class Runner:
 @pytest.fixture
 def runner(conn, site, image, rundir):
     r = Runner(conn, site, image, rundir)
-    for seat in r.seats():
+    for seat in r.seats():  # and what another run's failure to make one left: no waiting it out here
         seat.discard()
+        seat.failed.unlink(missing_ok=True)
     yield r
     for seat in r.seats():
         seat.discard()
+        seat.failed.unlink(missing_ok=True)
 
 
 def probe(run) -> dict:
@@ -124,6 +128,24 @@ def test_the_home_disk_is_the_stages_own_and_the_state_holds_none(runner, conn):
     # And no memory bound: restored as saved, a hard limit would have libvirt raise the restored qemu's
     # locked-memory limit to it, which a libvirtd without CAP_SYS_RESOURCE cannot (vm/memory.py).
     assert "<memtune" not in saved
+
+
+def test_a_home_that_links_the_images_restores_the_states_made_beside_them(runner, tmp_path):
+    """Homes linking one images directory share the states beside it (Layout.warm): the daemon tests' and
+    the benchmarks' homes do. The saved VM names the image's files by their real paths, so a run from
+    such a home restores what the test home saved, and the test home what it saved: by each home's own
+    link, each had the shared state made again (8-10 s under TCG), for the next home to remake."""
+    echo = Command("echo", ("echo", "hi"), 20)
+    assert runner(echo).start["mode"] == "warm"
+    other = tmp_path / "other"
+    other.mkdir()
+    Layout(other).images.symlink_to(runner.site.layout.images)
+    linked = GuestImage.load(Layout(other).images / runner.image.key)
+    run = run_job(runner.conn, replace(runner.site, home=other), linked, Job(commands=(echo,)), home_disk=runner.disk(),
+                  workdir=runner.rundir, console_log=runner.rundir / "linked.log", label="warm", **SHAPE)
+    assert (run.start["mode"], run.start["state"], output(run)) == ("warm", "saved", "hi\n"), run.start
+    again = runner(echo).start
+    assert (again["mode"], again["state"]) == ("warm", "saved"), again
 
 
 def test_a_state_whose_hash_does_not_match_or_another_code_made_is_not_restored(runner):
