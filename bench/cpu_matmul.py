@@ -9,7 +9,9 @@ the printed sum of the product, so the JSON shows both the speed ratio and wheth
 agree between the two instruction sets.
 
 --smoke: N = 64, R = 1, on the af2017 example's image (numpy with Debian's reference BLAS, which
-the test suite builds anyway): the same code, what the test suite runs.
+the test suite builds anyway), the default CPU's VM restored from the warm state af2017's stages
+share (its timings are not the smoke run's to judge; qemu64's is booted cold, as a state saved for
+it would be another CPU's): the same code, what the test suite runs.
 
 Usage: python bench/cpu_matmul.py [--smoke] [--home DIR] [--n 512] [--repeats 3]
 """
@@ -65,12 +67,13 @@ print(json.dumps({"matmul_seconds": matmul, "exp_seconds": exp, "sum": repr(floa
 """
 
 
-def measure(site, image, cpu: str | None, n: int, repeats: int, coretype: str | None = None) -> dict:
-    """One cold boot with `cpu` as site.toml's [vm] cpu (None: the accelerator's default), OpenBLAS
-    choosing its kernels itself or, with `coretype`, told which (OPENBLAS_CORETYPE). A failed
-    command gives {"failed": ...} with its output's end."""
+def measure(site, image, cpu: str | None, n: int, repeats: int, coretype: str | None = None,
+            warm: bool = False) -> dict:
+    """One cold boot (`warm`: a restore) with `cpu` as site.toml's [vm] cpu (None: the accelerator's
+    default), OpenBLAS choosing its kernels itself or, with `coretype`, told which (OPENBLAS_CORETYPE).
+    A failed command gives {"failed": ...} with its output's end."""
     env = ("env", f"OPENBLAS_CORETYPE={coretype}") if coretype else ()
-    run_site = replace(site, cpu=cpu, warm_start=False)
+    run_site = replace(site, cpu=cpu, warm_start=warm)
     conn = domain.connect(site.uri)
     try:
         with RunDir(site.layout, "bench-cpu") as rd:
@@ -89,7 +92,8 @@ def measure(site, image, cpu: str | None, n: int, repeats: int, coretype: str | 
     found = json.loads(bytes(cmd.output).decode())
     guest = run.hardware["guest_cpu"] if run.hardware else {}
     return {"cpu": guest.get("setting"), "level": guest.get("level"), "model": guest.get("model"),
-            "openblas_coretype": coretype, "boot_seconds": round(run.boot_seconds, 2), **found}
+            "openblas_coretype": coretype, "start": run.start["mode"] if run.start else None,
+            "boot_seconds": round(run.boot_seconds, 2), **found}
 
 
 def arguments() -> argparse.ArgumentParser:
@@ -109,7 +113,7 @@ def main(args: argparse.Namespace) -> None:
     n, repeats = (64, 1) if args.smoke else (args.n, args.repeats)
     recipe = ImageRecipe(packages=SMOKE_PACKAGES if args.smoke else FULL_PACKAGES)
     image = build_image(site, recipe, progress=lambda m: print(m, file=sys.stderr))
-    default = measure(site, image, None, n, repeats)
+    default = measure(site, image, None, n, repeats, warm=args.smoke)
     if "failed" in default:
         raise SystemExit(f"the matmul under the default CPU failed: {default}")
     old = auto = measure(site, image, "qemu64", n, repeats)
