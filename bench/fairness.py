@@ -152,9 +152,11 @@ def _run(args: argparse.Namespace, home: Path, db: Path, archive: Path, daemon_e
         rescore = json.loads(cli(home, "rescore", "hostile", "--entries", ",".join(map(str, batch)),
                                  "--rerun-stages", "--json"))
         batch_evaluations = {(i, Queue(db).entry(i).evaluation) for i in batch}
-        at = time.time()
         d_id = int(cli(home, "submit", "hostile", str(archive), "--owner", "D"))
-        submitted[d_id] = at
+        # Ready from when `submit` returned (it commits before it exits): timed from before the command,
+        # D counted as ready while the command still started, and a batch stage the daemon rightly took
+        # then read as one that overtook it (the suite's smoke run failed on it once, 2026-11-27).
+        submitted[d_id] = time.time()
         participants = [i for i in submitted if i not in batch]
 
         def verdict_known() -> bool:
