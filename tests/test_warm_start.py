@@ -60,6 +60,12 @@ class Runner:
         directory = self.site.layout.warm / self.image.key / self.shape.key
         return [warm.Seat(directory, n, self.image, self.shape, warm.states_tag(self.site)) for n in range(warm.SEATS)]
 
+    def clear(self) -> None:
+        """No state in this shape's seats, nor another run's failure to make one (no waiting it out here)."""
+        for seat in self.seats():
+            seat.discard()
+            seat.failed.unlink(missing_ok=True)
+
     @property
     def shape(self) -> warm.Shape:
         return warm.Shape(self.site.accel, SHAPE["vcpus"], SHAPE["memory_mib"])
@@ -68,13 +74,9 @@ class Runner:
 @pytest.fixture
 def runner(conn, site, image, rundir):
     r = Runner(conn, site, image, rundir)
-    for seat in r.seats():  # and what another run's failure to make one left: no waiting it out here
-        seat.discard()
-        seat.failed.unlink(missing_ok=True)
+    r.clear()
     yield r
-    for seat in r.seats():
-        seat.discard()
-        seat.failed.unlink(missing_ok=True)
+    r.clear()
 
 
 def probe(run) -> dict:

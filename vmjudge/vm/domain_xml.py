@@ -58,9 +58,9 @@ class PciAddress:
 
 # The guest kernel's arguments that the judge's VMs and the replica share. preempt=full: Debian's
 # kernel is built for every preemption model and starts in "voluntary", where kernel code runs on
-# until it reaches a resched point. An entry filling its memory made the kernel zero huge pages in
-# loops with none (init_on_alloc), and a 1-vCPU guest under TCG then ran nothing else for 2.5-4 s:
-# no agent, no heartbeat, not even a real-time task (docs/development.md). Fully preemptible, the
+# until it reaches a resched point. An entry filling its memory had the kernel clear its pages with
+# none for 2.5-4 s at a time, and a 1-vCPU guest under TCG then ran nothing else: no agent, no
+# heartbeat, not even a real-time task (docs/development.md). Fully preemptible, the
 # agent's tick comes through whatever the entry makes the kernel do.
 GUEST_KERNEL_ARGS = ("quiet", "loglevel=3", "preempt=full")
 

@@ -104,10 +104,9 @@ def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *
         # The image's files by their real paths: homes that link one images directory share its
         # warm states (Layout.warm), whose XML names these files; by a home's own link, every home
         # made the shared states again (8-10 s a stage under TCG) for the next one to remake.
-        files = image.directory.resolve()
-        spec = DomainSpec(name=name, kernel=files / image.kernel.name, initrd=files / image.initrd.name,
-                          root=files / image.root.name,
-                          home=Path(home_disk).resolve(), cdrom=iso, console_log=Path(console_log).resolve(),
+        spec = DomainSpec(name=name, kernel=image.kernel.resolve(), initrd=image.initrd.resolve(),
+                          root=image.root.resolve(), home=Path(home_disk).resolve(), cdrom=iso,
+                          console_log=Path(console_log).resolve(),
                           accel=site.accel, vcpus=vcpus, memory_mib=memory_mib, channel=site.channel, gpu=gpu,
                           cputune=cores.tune(vcpus) if cores is not None else None, entry_root=entry_root,
                           cpu=site.cpu)
