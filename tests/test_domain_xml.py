@@ -87,7 +87,8 @@ def test_paths_are_escaped_by_the_library():
 CPU_XML_KVM_VIRTIO = (
     '<domain type="kvm"><name>vmj-e1-prep-0a1b</name><memory unit="MiB">2048</memory><vcpu>2</vcpu>'
     '<os><type arch="x86_64" machine="pc">hvm</type><kernel>/img/vmlinuz</kernel><initrd>/img/initrd.img</initrd>'
-    '<cmdline>console=ttyS0 quiet loglevel=3 preempt=full panic=1 oops=panic vmjudge.channel=virtio</cmdline></os>'
+    '<cmdline>console=ttyS0 quiet loglevel=3 preempt=full acpi=noirq panic=1 oops=panic vmjudge.channel=virtio'
+    '</cmdline></os>'
     '<features><acpi /></features><cpu mode="host-passthrough" /><clock offset="utc" />'
     '<on_poweroff>destroy</on_poweroff><on_reboot>destroy</on_reboot><on_crash>destroy</on_crash><devices>'
     '<disk type="file" device="disk"><driver name="qemu" type="raw" error_policy="stop" rerror_policy="stop" />'
@@ -105,7 +106,8 @@ CPU_XML_KVM_VIRTIO = (
 CPU_XML_TCG_UART = (
     '<domain type="qemu"><name>vmj-e1-prep-0a1b</name><memory unit="MiB">2048</memory><vcpu>2</vcpu>'
     '<os><type arch="x86_64" machine="pc">hvm</type><kernel>/img/vmlinuz</kernel><initrd>/img/initrd.img</initrd>'
-    '<cmdline>console=ttyS0 quiet loglevel=3 preempt=full panic=1 oops=panic vmjudge.channel=uart a=1</cmdline></os>'
+    '<cmdline>console=ttyS0 quiet loglevel=3 preempt=full acpi=noirq panic=1 oops=panic vmjudge.channel=uart a=1'
+    '</cmdline></os>'
     '<features><acpi /></features><cpu mode="maximum"><feature policy="disable" name="erms" />'
     '<feature policy="disable" name="fsrm" /></cpu><clock offset="utc" />'
     '<on_poweroff>destroy</on_poweroff><on_reboot>destroy</on_reboot><on_crash>destroy</on_crash><devices>'
@@ -189,10 +191,15 @@ def test_gpu_domain_has_no_network_usb_graphics_or_balloon():
 
 
 def test_gpu_domain_is_the_cpu_domain_but_for_the_gpu():
-    """Everything but the machine, the CD-ROM's bus and the GPU itself is the CPU domain's, to the byte."""
+    """Everything but the machine, the CD-ROM's bus, the GPU itself and the pc machine's
+    interrupt routing (acpi=noirq: q35 has no PIRQ table to fall back on) is the CPU domain's, to
+    the byte."""
     for kw in ({}, {"channel": "uart", "memory_mib": 16384, "vcpus": 4}):
         gpu = ET.fromstring(domain_xml(spec(gpu=GPU, **kw)))
         gpu.find("os/type").set("machine", "pc")
+        cmdline = gpu.find("os/cmdline")
+        assert "acpi=noirq" not in cmdline.text.split()
+        cmdline.text = cmdline.text.replace("preempt=full", "preempt=full acpi=noirq")
         devices = gpu.find("devices")
         for el in devices.findall("controller[@type='pci']") + devices.findall("hostdev"):
             devices.remove(el)

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import gzip
+import re
 import stat
+from pathlib import Path
 
 import pytest
 
 from vmjudge.errors import ImageError
 from vmjudge.images import initramfs
+
+GUEST = Path(initramfs.__file__).parent / "guest"
 
 
 def modules_tree(tmp_path, deps, builtin=()):
@@ -29,6 +33,11 @@ DEPS = {
     "kernel/fs/isofs/isofs.ko": ["kernel/drivers/cdrom/cdrom.ko"],
     "kernel/drivers/cdrom/cdrom.ko": [],
 }
+
+
+def paths(load_list: bytes) -> list[str]:
+    """The modules of the init's list, each line a path and its parameters."""
+    return [line.split()[0] for line in load_list.decode().splitlines()]
 
 
 def test_dependencies_load_first(tmp_path):
@@ -57,7 +66,7 @@ def test_archive_holds_init_busybox_modules_and_console(tmp_path):
     assert members["init"].data == b"#!/bin/busybox sh\n" and members["init"].mode & 0o111
     assert members["bin/busybox"].data == b"BUSYBOX"
     assert stat.S_ISCHR(members["dev/console"].mode) and members["dev/console"].rdev == (5, 1)
-    assert members["modules.list"].data.decode().split() == order
+    assert paths(members["modules.list"].data) == order
     for rel in order:
         assert members["lib/modules/" + rel].data.startswith(b"\x7fELF")
     out2 = tmp_path / "again.img"
@@ -75,8 +84,50 @@ def test_replica_modules_are_listed_apart_from_the_judges(tmp_path):
     out = tmp_path / "initrd.img"
     order = initramfs.build_initramfs(tmp_path, "6.1.0-test", init, out)
     members = initramfs.read_newc(gzip.decompress(out.read_bytes()))
-    replica = members["modules-replica.list"].data.decode().split()
+    replica = paths(members["modules-replica.list"].data)
     assert replica == [f"kernel/x/{m}.ko" for m in initramfs.REPLICA_MODULES]
     assert not set(replica) & set(order)
     for rel in replica:
         assert members["lib/modules/" + rel].data.startswith(b"\x7fELF")
+
+
+def test_the_cdrom_controller_and_what_follows_probe_in_the_background(tmp_path):
+    """ata_piix (ahci in a GPU or the replica's list) and every module after it load with
+    async_probe, so the init goes on while libata resets the port; loading one without it would
+    wait for that probe. The modules before it probe as they load: the root disk is needed at once."""
+    modules_tree(tmp_path, {**DEPS, **{f"kernel/x/{m}.ko": [] for m in initramfs.MODULES + initramfs.REPLICA_MODULES}})
+    (tmp_path / "usr" / "bin").mkdir(parents=True)
+    (tmp_path / "usr" / "bin" / "busybox").write_bytes(b"BUSYBOX")
+    init = tmp_path / "init.sh"
+    init.write_text("#!/bin/busybox sh\n")
+    for gpu, listed in ((False, "modules.list"), (True, "modules.list"), (False, "modules-replica.list")):
+        initramfs.build_initramfs(tmp_path, "6.1.0-test", init, tmp_path / "initrd.img", gpu=gpu)
+        lines = initramfs.read_newc(gzip.decompress((tmp_path / "initrd.img").read_bytes()))[listed].data.decode()
+        params = [line.split()[1:] for line in lines.splitlines()]
+        first = next(i for i, line in enumerate(lines.splitlines())
+                     if Path(line.split()[0]).stem in ("ata_piix", "ahci"))
+        assert all(p == [] for p in params[:first]) and all(p == ["async_probe=1"] for p in params[first:]), lines
+        assert first > 0 or listed == "modules-replica.list"
+
+
+SHELL_WORDS = {"if", "fi", "for", "done", "while", "case", "esac", "break", "continue", "export", "echo", "read",
+               "fail"}
+
+
+def test_every_command_of_the_init_is_a_linked_applet(tmp_path):
+    """The init runs with PATH=/bin and no `busybox --install`: a command it names that is not a
+    shell word needs its link, or that line fails at boot (a failure path only when it is hit)."""
+    script = (GUEST / "initramfs-init").read_text()
+    code = "\n".join(line.split("#", 1)[0] for line in script.splitlines()[1:])
+    code = re.sub(r"\b(?:then|do|else|exec)\b", ";", code)  # each starts a command
+    words = set(re.findall(r"(?:^|[;|&{]|\$\()\s*([a-z_]+)\b(?!=)", code, re.M))  # not an assignment
+    assert words - SHELL_WORDS <= set(initramfs.APPLETS), words - SHELL_WORDS - set(initramfs.APPLETS)
+    assert {"insmod", "switch_root", "poweroff", "mount"} <= words
+    modules_tree(tmp_path, {f"kernel/x/{m}.ko": [] for m in initramfs.MODULES + initramfs.REPLICA_MODULES})
+    (tmp_path / "usr" / "bin").mkdir(parents=True)
+    (tmp_path / "usr" / "bin" / "busybox").write_bytes(b"BUSYBOX")
+    initramfs.build_initramfs(tmp_path, "6.1.0-test", GUEST / "initramfs-init", tmp_path / "initrd.img")
+    members = initramfs.read_newc(gzip.decompress((tmp_path / "initrd.img").read_bytes()))
+    for applet in initramfs.APPLETS:
+        link = members[f"bin/{applet}"]
+        assert stat.S_ISLNK(link.mode) and link.data == b"busybox", applet

@@ -23,12 +23,14 @@ CHUNK = 64 * 1024
 def mount_cdrom(medium_wait=0):
     """`medium_wait`: seconds to wait for a medium the host puts in the drive just before
     the VM runs (a warm start, wake.py), which the guest may not have noticed yet."""
-    if os.path.ismount(CDROM):  # the init mounts it with busybox, which starts faster
+    if os.path.ismount(CDROM):
         return
     os.makedirs(CDROM, exist_ok=True)
     if not wait_for(CDROM_DEV, 20):
         raise JobError(f"no CD-ROM device {CDROM_DEV} appeared")
-    argv = ["mount", "-t", "iso9660", "-o", "ro,nosuid,nodev", CDROM_DEV, CDROM]
+    # busybox's mount, static, starts in 0.04-0.06 s under TCG where util-linux's takes 0.10 (measured):
+    # this one is paid before the hello.
+    argv = ["busybox", "mount", "-t", "iso9660", "-o", "ro,nosuid,nodev", CDROM_DEV, CDROM]
     if wait_for(lambda: subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0,
                 medium_wait):
         return
