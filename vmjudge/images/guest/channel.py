@@ -27,17 +27,27 @@ class Channel:
         self.last_sent = time.monotonic()
         self.lock = threading.RLock()  # ticks may come from a second thread (ticking())
 
-    def _write(self, data):
-        view = memoryview(data)
-        while view:
-            n = os.write(self.fd, view)
-            view = view[n:]
+    def _write(self, *parts):
+        """The parts in order, whole: a frame's header and payload go out in one writev, not
+        joined first (a copy of each MiB of output, under emulation)."""
+        views = [memoryview(p).cast("B") for p in parts]
+        while views:
+            n = os.writev(self.fd, views)
+            while views and n >= len(views[0]):
+                n -= len(views[0])
+                views.pop(0)
+            if views:
+                views[0] = views[0][n:]
         self.last_sent = time.monotonic()
 
     def send(self, kind, payload=b""):
+        """`payload`: any buffer, sent before this returns (a command's output is a view of the
+        agent's read buffer, command.py)."""
         with self.lock:
             for start in range(0, max(len(payload), 1), frames.MAX_PAYLOAD):
-                self._write(frames.encode(kind, self.seq, payload[start:start + frames.MAX_PAYLOAD]))
+                part = payload[start:start + frames.MAX_PAYLOAD]
+                self._write(frames.header(kind, self.seq, len(part), frames.checksum(kind, self.seq, len(part), part)),
+                            part)
                 self.seq += 1
 
     def send_json(self, kind, obj):

@@ -145,6 +145,7 @@ def watch(channel, cmd, proc, read_fd, output, started, entry, as_entry):
     pipe_open = True
     drain_until = None
     last_kill = 0.0
+    buffer = bytearray(frames.MAX_PAYLOAD)  # read into again and again: no MiB allocated for each MiB read
     try:
         while pipe_open or not exited:
             now = time.monotonic()
@@ -175,11 +176,11 @@ def watch(channel, cmd, proc, read_fd, output, started, entry, as_entry):
                 stop_command(proc, entry, as_entry)
                 drain_until = time.monotonic() + DRAIN_SECONDS
             if read_fd in ready:
-                data = os.read(read_fd, frames.MAX_PAYLOAD)
-                if not data:
+                n = os.readv(read_fd, [buffer])
+                if not n:
                     pipe_open = False
                     continue
-                part = output.add(data)
+                part = output.add(memoryview(buffer)[:n])
                 if part:
                     channel.send("out", part)
     finally:
