@@ -2,8 +2,8 @@
 measured in the same run on the same host (JSON on stdout).
 
 - boot: median of N starts of the vmjudge image until its hello frame arrives, against N
-  starts of the same kernel with a bare busybox initramfs that powers off at once
-  (until the domain has stopped), each from the domain's creation. Target: ratio <= 1.5.
+  starts of the same kernel with a bare busybox initramfs whose init writes a line and powers
+  off (until that line is on the console), each from the domain's creation. Target: ratio <= 1.5.
 - warm: median of N warm starts (a saved VM restored, vm/warm.py) from the restore to the
   hello frame, against N cold boots of the same job to the same frame (site warm_start off).
   Target: ratio <= 0.3 (issue #37).
@@ -45,7 +45,8 @@ from vmjudge.vm.domain_xml import DomainSpec, domain_xml
 from vmjudge.vm.job import Command, Job
 from vmjudge.vm.runner import make_blank_disk, run_job
 
-BARE_INIT = b"#!/bin/busybox sh\n/bin/busybox poweroff -f\n"
+BARE_MARK = b"vmjudge-bench-bare-up"
+BARE_INIT = b"#!/bin/busybox sh\necho " + BARE_MARK + b" > /dev/console\n/bin/busybox poweroff -f\n"
 # In the guest, as the entry: the payload copied to /dev/null by cat directly and through one pipe
 # (cat | cat), best of 3 each, in ms per MiB.
 PIPE_HOP = """import os, subprocess, sys, time
@@ -78,9 +79,16 @@ def boot_bare(conn, site, image, rd: Path, initrd: Path, n: int) -> float:
     dom = domain.Domain.start_paused(conn, domain_xml(spec))
     try:
         dom.resume()
+        # To its first line on the console (its /init's), as the vmjudge image's is timed to its
+        # hello: not to its power-off, which adds the VM's stop (0.1-0.2 s) to the baseline.
+        while not (spec.console_log.exists() and BARE_MARK in spec.console_log.read_bytes()):
+            if time.monotonic() - started > 120:
+                raise RuntimeError("the bare kernel's init said nothing within 120 s")
+            time.sleep(0.01)
+        up = time.monotonic() - started
         if not dom.wait_stopped(120, poll=0.01):
             raise RuntimeError("the bare kernel did not power off within 120 s")
-        return time.monotonic() - started
+        return up
     finally:
         dom.destroy()
 
