@@ -40,6 +40,16 @@ def paths(load_list: bytes) -> list[str]:
     return [line.split()[0] for line in load_list.decode().splitlines()]
 
 
+def guest_root(tmp_path):
+    """A guest root with every module the initramfs lists and a busybox; returns a small init."""
+    modules_tree(tmp_path, {**DEPS, **{f"kernel/x/{m}.ko": [] for m in initramfs.MODULES + initramfs.REPLICA_MODULES}})
+    (tmp_path / "usr" / "bin").mkdir(parents=True)
+    (tmp_path / "usr" / "bin" / "busybox").write_bytes(b"BUSYBOX")
+    init = tmp_path / "init.sh"
+    init.write_text("#!/bin/busybox sh\n")
+    return init
+
+
 def test_dependencies_load_first(tmp_path):
     d = modules_tree(tmp_path, DEPS, builtin=["kernel/fs/squashfs/squashfs.ko"])
     order = initramfs.module_load_order(d, ("virtio_blk", "isofs", "squashfs"))
@@ -55,11 +65,7 @@ def test_missing_module_is_a_clear_error(tmp_path):
 
 
 def test_archive_holds_init_busybox_modules_and_console(tmp_path):
-    modules_tree(tmp_path, {**DEPS, **{f"kernel/x/{m}.ko": [] for m in initramfs.MODULES + initramfs.REPLICA_MODULES}})
-    (tmp_path / "usr" / "bin").mkdir(parents=True)
-    (tmp_path / "usr" / "bin" / "busybox").write_bytes(b"BUSYBOX")
-    init = tmp_path / "init.sh"
-    init.write_text("#!/bin/busybox sh\n")
+    init = guest_root(tmp_path)
     out = tmp_path / "initrd.img"
     order = initramfs.build_initramfs(tmp_path, "6.1.0-test", init, out)
     members = initramfs.read_newc(gzip.decompress(out.read_bytes()))
@@ -76,11 +82,7 @@ def test_archive_holds_init_busybox_modules_and_console(tmp_path):
 
 def test_replica_modules_are_listed_apart_from_the_judges(tmp_path):
     """The judge's boot loads modules.list only; the replica's extra drivers stay out of it."""
-    modules_tree(tmp_path, {**DEPS, **{f"kernel/x/{m}.ko": [] for m in initramfs.MODULES + initramfs.REPLICA_MODULES}})
-    (tmp_path / "usr" / "bin").mkdir(parents=True)
-    (tmp_path / "usr" / "bin" / "busybox").write_bytes(b"BUSYBOX")
-    init = tmp_path / "init.sh"
-    init.write_text("#!/bin/busybox sh\n")
+    init = guest_root(tmp_path)
     out = tmp_path / "initrd.img"
     order = initramfs.build_initramfs(tmp_path, "6.1.0-test", init, out)
     members = initramfs.read_newc(gzip.decompress(out.read_bytes()))
@@ -95,11 +97,7 @@ def test_the_cdrom_controller_and_what_follows_probe_in_the_background(tmp_path)
     """ata_piix (ahci in a GPU or the replica's list) and every module after it load with
     async_probe, so the init goes on while libata resets the port; loading one without it would
     wait for that probe. The modules before it probe as they load: the root disk is needed at once."""
-    modules_tree(tmp_path, {**DEPS, **{f"kernel/x/{m}.ko": [] for m in initramfs.MODULES + initramfs.REPLICA_MODULES}})
-    (tmp_path / "usr" / "bin").mkdir(parents=True)
-    (tmp_path / "usr" / "bin" / "busybox").write_bytes(b"BUSYBOX")
-    init = tmp_path / "init.sh"
-    init.write_text("#!/bin/busybox sh\n")
+    init = guest_root(tmp_path)
     for gpu, listed in ((False, "modules.list"), (True, "modules.list"), (False, "modules-replica.list")):
         initramfs.build_initramfs(tmp_path, "6.1.0-test", init, tmp_path / "initrd.img", gpu=gpu)
         lines = initramfs.read_newc(gzip.decompress((tmp_path / "initrd.img").read_bytes()))[listed].data.decode()
@@ -123,9 +121,7 @@ def test_every_command_of_the_init_is_a_linked_applet(tmp_path):
     words = set(re.findall(r"(?:^|[;|&{]|\$\()\s*([a-z_]+)\b(?!=)", code, re.M))  # not an assignment
     assert words - SHELL_WORDS <= set(initramfs.APPLETS), words - SHELL_WORDS - set(initramfs.APPLETS)
     assert {"insmod", "switch_root", "poweroff", "mount"} <= words
-    modules_tree(tmp_path, {f"kernel/x/{m}.ko": [] for m in initramfs.MODULES + initramfs.REPLICA_MODULES})
-    (tmp_path / "usr" / "bin").mkdir(parents=True)
-    (tmp_path / "usr" / "bin" / "busybox").write_bytes(b"BUSYBOX")
+    guest_root(tmp_path)
     initramfs.build_initramfs(tmp_path, "6.1.0-test", GUEST / "initramfs-init", tmp_path / "initrd.img")
     members = initramfs.read_newc(gzip.decompress((tmp_path / "initrd.img").read_bytes()))
     for applet in initramfs.APPLETS:

@@ -43,7 +43,8 @@ REPLICA_MODULES = ("loop", "sd_mod", "ahci", "xhci_pci", "ehci_pci", "ohci_pci",
 
 # The busybox applets the initramfs's init runs, linked when the archive is written: `busybox
 # --install` made all 269 links at each boot, 0.05-0.07 s under TCG. The shell itself runs any
-# other applet by name (busybox's standalone shell), as the replica's rescue shell does.
+# other applet by name (busybox's standalone shell, through /proc/self/exe while /proc is mounted),
+# as the replica's rescue shell does.
 APPLETS = ("sh", "mkdir", "mount", "umount", "insmod", "cat", "usleep", "sleep", "poweroff", "switch_root")
 
 
@@ -55,14 +56,19 @@ class Member:
     rdev: tuple[int, int] = (0, 0)
 
 
+def _module_name(path: str) -> str:
+    """kernel/drivers/char/hw_random/virtio-rng.ko -> virtio_rng, as modprobe names it."""
+    return Path(path).name.split(".ko")[0].replace("-", "_")
+
+
 def module_load_order(modules_dir: Path, wanted: tuple[str, ...] = MODULES) -> list[str]:
     """Paths (relative to modules_dir) of the wanted modules, each after what it needs."""
     deps = read_modules_dep(modules_dir)
     builtin = set()
     builtin_file = modules_dir / "modules.builtin"
     if builtin_file.exists():
-        builtin = {Path(p).name.split(".ko")[0] for p in builtin_file.read_text().split()}
-    by_name = {Path(p).name.split(".ko")[0].replace("-", "_"): p for p in deps}
+        builtin = {_module_name(p) for p in builtin_file.read_text().split()}
+    by_name = {_module_name(p): p for p in deps}
     order: list[str] = []
 
     def visit(path: str) -> None:
@@ -129,7 +135,7 @@ def _load_list(order: list[str]) -> bytes:
     controller's probe."""
     lines, background = [], False
     for path in order:
-        background = background or Path(path).name.split(".ko")[0].replace("-", "_") in ASYNC_PROBE
+        background = background or _module_name(path) in ASYNC_PROBE
         lines.append(f"{path} async_probe=1\n" if background else f"{path}\n")
     return "".join(lines).encode()
 

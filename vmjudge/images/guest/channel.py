@@ -46,8 +46,7 @@ class Channel:
         with self.lock:
             for start in range(0, max(len(payload), 1), frames.MAX_PAYLOAD):
                 part = payload[start:start + frames.MAX_PAYLOAD]
-                self._write(frames.header(kind, self.seq, len(part), frames.checksum(kind, self.seq, len(part), part)),
-                            part)
+                self._write(frames.header_of(kind, self.seq, part), part)
                 self.seq += 1
 
     def send_json(self, kind, obj):

@@ -47,11 +47,17 @@ def header(kind: str, seq: int, length: int, crc: int) -> bytes:
     return b"VMJ1 %s %d %d %08x\n" % (kind.encode("ascii"), seq, length, crc)
 
 
-def encode(kind: str, seq: int, payload: bytes = b"") -> bytes:
-    """Header and payload as one bytes object (small frames; large ones use header())."""
+def header_of(kind: str, seq: int, payload: bytes = b"") -> bytes:
+    """The header of a frame carrying `payload` (any buffer), to be written just before it."""
     if len(payload) > MAX_PAYLOAD:
         raise ValueError(f"frame payload of {len(payload)} bytes exceeds {MAX_PAYLOAD}")
-    return header(kind, seq, len(payload), checksum(kind, seq, len(payload), payload)) + bytes(payload)
+    return header(kind, seq, len(payload), checksum(kind, seq, len(payload), payload))
+
+
+def encode(kind: str, seq: int, payload: bytes = b"") -> bytes:
+    """Header and payload as one bytes object (small frames; large ones are written as
+    header_of() and the payload, not joined)."""
+    return header_of(kind, seq, payload) + bytes(payload)
 
 
 def encode_json(kind: str, seq: int, obj: object) -> bytes:
