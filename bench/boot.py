@@ -125,15 +125,19 @@ def channel_once(conn, site, image, rd: Path, payload: bytes) -> Copies:
     (rd / "hc.qcow2").unlink()
     t = run.transcript
     when: dict[str, float] = {}
-    for _seq, kind, at in t.timeline:  # the first of each: the cat command's start and end
+    for _seq, kind, at in t.timeline:  # the first of each: the raw copy's end, the cat command's start and end
         when.setdefault(kind, at)
     marks = [(kind, at) for _seq, kind, at in t.timeline]
     raw_start = [at for kind, at in marks if kind == "log" and at <= when["raw"]][-1]
+    # The framed copy ends with its last byte, as the raw one does: not with the end frame, which
+    # follows the command's teardown (the sweep of the entry's processes, its cgroup's figures).
+    framed_end = t.commands[0].output_arrived
+    assert framed_end is not None, "the framed copy sent no output"
     digest = hashlib.sha256(payload).hexdigest()
     assert hashlib.sha256(t.raw).hexdigest() == digest, "raw copy arrived damaged"
     assert hashlib.sha256(t.commands[0].output).hexdigest() == digest, "framed output arrived damaged"
     direct, piped = (float(x) for x in bytes(t.commands[1].output).split())
-    return Copies(when["raw"] - raw_start, when["end"] - when["start"], direct, piped)
+    return Copies(when["raw"] - raw_start, framed_end - when["start"], direct, piped)
 
 
 def channel(conn, site, image, rd: Path, mib: int, repeats: int) -> dict:

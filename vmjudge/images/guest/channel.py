@@ -6,6 +6,7 @@ The terminal modules are imported where used: only the UART needs them, and ever
 paid at each boot, before the first frame, under emulation.
 """
 
+import fcntl
 import os
 import subprocess
 import threading
@@ -16,6 +17,55 @@ import frames
 from system import wait_for
 
 PORT_NAME = "org.vmjudge.data"
+# A frame at least this large goes to the port through a pipe, by splice: a virtio port takes the
+# pipe's pages in one transfer, one notice to the host for a MiB, where write() hands it over in
+# 32 KiB pieces, each its own. A command's 16 MiB of output took 0.31 s of the guest's time instead
+# of 0.38 (medians of 6 and 4 VMs under TCG, 2026-11-27).
+SPLICE_MIN = 64 << 10
+RELAY_SIZE = 2 << 20  # a whole frame: MAX_PAYLOAD and its header
+MAX_PIPE = 1 << 20  # the kernel's default pipe-max-size: a larger frame goes in two transfers
+
+
+def _write_all(fd, views):
+    """Every byte of the buffers, in order, through as many writev calls as it takes."""
+    while views:
+        n = os.writev(fd, views)
+        while views and n >= len(views[0]):
+            n -= len(views[0])
+            views.pop(0)
+        if views:
+            views[0] = views[0][n:]
+
+
+def _pieces(views, room):
+    """The buffers cut into runs of at most `room` bytes each."""
+    piece, used = [], 0
+    for view in views:
+        while len(view):
+            take = view[:room - used]
+            piece.append(take)
+            used += len(take)
+            view = view[len(take):]
+            if used == room:
+                yield piece
+                piece, used = [], 0
+    if piece:
+        yield piece
+
+
+def relay_pipe(fd):
+    """(read end, write end, capacity) of the pipe large frames are spliced through, or None
+    for a terminal (the UART), which takes no transfer larger than a write."""
+    if os.isatty(fd):
+        return None
+    r, w = os.pipe()
+    for size in (RELAY_SIZE, MAX_PIPE):  # more than pipe-max-size needs CAP_SYS_RESOURCE
+        try:
+            fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, size)
+            break
+        except OSError:
+            pass
+    return r, w, fcntl.fcntl(w, fcntl.F_GETPIPE_SZ)
 
 
 class Channel:
@@ -26,18 +76,25 @@ class Channel:
         self.seq = 0
         self.last_sent = time.monotonic()
         self.lock = threading.RLock()  # ticks may come from a second thread (ticking())
+        self.relay = relay_pipe(fd)
 
     def _write(self, *parts):
-        """The parts in order, whole: a frame's header and payload go out in one writev, not
-        joined first (a copy of each MiB of output, under emulation)."""
+        """The parts in order, whole: a frame's header and payload are not joined first (a copy
+        of each MiB of output, under emulation); a large frame is spliced (SPLICE_MIN)."""
         views = [memoryview(p).cast("B") for p in parts]
-        while views:
-            n = os.writev(self.fd, views)
-            while views and n >= len(views[0]):
-                n -= len(views[0])
-                views.pop(0)
-            if views:
-                views[0] = views[0][n:]
+        size = sum(len(v) for v in views)
+        if self.relay is not None and size >= SPLICE_MIN:
+            read_end, write_end, room = self.relay
+            for piece in _pieces(views, room):
+                left = sum(len(v) for v in piece)
+                _write_all(write_end, piece)  # the pipe holds the piece whole: this never waits for the port
+                while left:
+                    moved = os.splice(read_end, self.fd, left)
+                    if not moved:
+                        raise OSError(f"the data channel took nothing of a {left}-byte frame")
+                    left -= moved
+        else:
+            _write_all(self.fd, views)
         self.last_sent = time.monotonic()
 
     def send(self, kind, payload=b""):
