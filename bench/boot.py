@@ -7,8 +7,9 @@ measured in the same run on the same host (JSON on stdout).
 - warm: median of N warm starts (a saved VM restored, vm/warm.py) from the restore to the
   hello frame, against N cold boots of the same job to the same frame (site warm_start off).
   Target: ratio <= 0.3 (issue #37).
-- channel: a 16 MiB file sent back as a command's framed output, against the same file
-  copied to the same device by `cat` in the same VM: the median of N VMs' ratios. Target: framed
+- channel: a 16 MiB file sent back as a command's framed output (from its start frame to its
+  last output frame), against the same file copied to the same device by `cat` in the same VM (to
+  its last byte): the median of N VMs' ratios. Target: framed
   >= 80 % of raw. And the ceiling of that ratio for any agent that captures a command's output: in the same VM, the file
   copied to /dev/null by `cat` directly and through one pipe (`cat | cat`), the hop between a
   command and its reader that the raw copy does not make.
