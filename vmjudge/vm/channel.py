@@ -99,8 +99,8 @@ class CommandResult:
     # cpu_seconds, peak_memory (bytes), oom_kills, processes (at most); None for root's commands
     # and older agents, a figure the guest could not read None too.
     usage: dict[str, float | None] | None = None
-    # When (host monotonic) its last output frame arrived: where its output ended, which its end
-    # frame follows only after the sweep and the figures (the channel benchmark's framed copy).
+    # When (host monotonic) its last out frame arrived: where the head of its output ended, which its
+    # end frame follows only after the sweep and the figures (the channel benchmark's framed copy).
     output_arrived: float | None = None
 
     @property
@@ -223,7 +223,7 @@ class Transcript:
         elif kind in ("out", "tail", "file", "fdata", "end"):
             if current is None:
                 raise self._broken(f"a {kind} frame came with no command running")
-            if kind in ("out", "tail"):
+            if kind == "out":
                 current.output_arrived = arrived
             self._command_frame(current, frame)
         elif kind == "error":

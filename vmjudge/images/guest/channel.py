@@ -23,7 +23,7 @@ PORT_NAME = "org.vmjudge.data"
 # of 0.38 (medians of 6 and 4 VMs under TCG, 2026-11-27).
 SPLICE_MIN = 64 << 10
 RELAY_SIZE = 2 << 20  # a whole frame: MAX_PAYLOAD and its header
-MAX_PIPE = 1 << 20  # the kernel's default pipe-max-size: a larger frame goes in two transfers
+MAX_PIPE = 1 << 20  # the kernel's default pipe-max-size, where RELAY_SIZE is refused: a larger frame is written
 
 
 def _write_all(fd, views):
@@ -35,22 +35,6 @@ def _write_all(fd, views):
             views.pop(0)
         if views:
             views[0] = views[0][n:]
-
-
-def _pieces(views, room):
-    """The buffers cut into runs of at most `room` bytes each."""
-    piece, used = [], 0
-    for view in views:
-        while len(view):
-            take = view[:room - used]
-            piece.append(take)
-            used += len(take)
-            view = view[len(take):]
-            if used == room:
-                yield piece
-                piece, used = [], 0
-    if piece:
-        yield piece
 
 
 def relay_pipe(fd):
@@ -80,19 +64,17 @@ class Channel:
 
     def _write(self, *parts):
         """The parts in order, whole: a frame's header and payload are not joined first (a copy
-        of each MiB of output, under emulation); a large frame is spliced (SPLICE_MIN)."""
+        of each MiB of output, under emulation); a large frame that fits the relay is spliced."""
         views = [memoryview(p).cast("B") for p in parts]
         size = sum(len(v) for v in views)
-        if self.relay is not None and size >= SPLICE_MIN:
-            read_end, write_end, room = self.relay
-            for piece in _pieces(views, room):
-                left = sum(len(v) for v in piece)
-                _write_all(write_end, piece)  # the pipe holds the piece whole: this never waits for the port
-                while left:
-                    moved = os.splice(read_end, self.fd, left)
-                    if not moved:
-                        raise OSError(f"the data channel took nothing of a {left}-byte frame")
-                    left -= moved
+        if self.relay is not None and SPLICE_MIN <= size <= self.relay[2]:
+            read_end, write_end, _ = self.relay
+            _write_all(write_end, views)  # the pipe holds the frame whole: this never waits for the port
+            while size:
+                moved = os.splice(read_end, self.fd, size)
+                if not moved:
+                    raise OSError(f"the data channel took nothing of a {size}-byte frame")
+                size -= moved
         else:
             _write_all(self.fd, views)
         self.last_sent = time.monotonic()
