@@ -49,7 +49,8 @@ INVARIANTS: dict[str, Callable[[dict], bool]] = {
     and d["same_image_twice"]["second_reused"] is True and len(d["stage1"]["archive_seconds"]) == 1
     and d["image"]["payload_bytes"] == 2 << 20,
     "boot.py": lambda d: d["boot"]["runs"] == 1 and d["warm"]["runs"] == 1 and d["channel"]["payload_mib"] == 1
-    and d["channel"]["one_pipe_hop_over_direct"] > 0,
+    and d["channel"]["one_pipe_hop_over_direct"] > 0 and len(d["boot"]["cold_steps_s"]) == 8
+    and 0 < sum(d["boot"]["cold_steps_s"].values()) < d["boot"]["median_vmjudge_s"],
     "cpu_matmul.py": lambda d: (d["default"]["level"], d["qemu64"]["level"]) == ("x86-64-v3", "x86-64-v1")
     and d["default"]["avx2"] and not d["qemu64"]["avx2"] and d["matmul_ratio_qemu64_over_default"] > 0,
     "demo_under_load.py": lambda d: d["met"] and d["entries"] == 1 and d["hogs"] == 1,

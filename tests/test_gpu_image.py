@@ -280,7 +280,7 @@ def test_gpu_init_does_nothing_on_a_cpu_image(tmp_path):
 def test_init_and_the_replicas_init_run_gpu_init_before_the_agent():
     init = (GUEST / "init").read_text()
     line = "[ -f /opt/vmjudge/gpu-modules.list ] && busybox sh /opt/vmjudge/gpu-init"
-    assert line in init and init.index(line) < init.index("agent.main()")
+    assert line in init and init.index(line) < init.index("import agent")
     replica = (Path(build.__file__).parent.parent / "replica" / "boot" / "init").read_text()
     assert line in replica and replica.index(line) < replica.index("exec busybox init")
     assert f"/{gpu_driver.LOAD_LIST}" == gpu.GPU_LIST

@@ -31,6 +31,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import frames
@@ -45,7 +46,7 @@ from system import EntryFault, JobError
 from usage import job_figures
 from wake import reseed, wait_for_wake
 
-AGENT_VERSION = "1.8"
+AGENT_VERSION = "1.9"
 
 
 def kernel_args():
@@ -55,6 +56,23 @@ def kernel_args():
     except OSError:
         return {}
     return dict(w.split("=", 1) for w in words if w.startswith("vmjudge.") and "=" in w)
+
+
+def boot_marks(started):
+    """Where a cold boot went, in the guest's clock (seconds since its kernel started): the end of each
+    step the inits marked (VMJUDGE_BOOT: the initramfs's init, its modules, the root mounted, the
+    stage-2 init, Python started) and the agent's first line (`started`, from init's command line); main
+    adds its imports done and greet the hello. For bench/boot.py; nothing of the entry's, as none has run."""
+    marks = {}
+    for word in os.environ.get("VMJUDGE_BOOT", "").split():
+        name, _, value = word.partition("=")
+        try:
+            marks[name] = float(value)
+        except ValueError:
+            continue
+    if started is not None:
+        marks["agent"] = started
+    return marks
 
 
 def read_job():
@@ -111,11 +129,14 @@ def check_root_command(job, i, cmd):
         raise JobError(f"command {i}: {exc}") from None
 
 
-def greet(channel, job, found, warm=False):
-    """The hello frame, with the GPU the VM has; False (and an error frame) when the job is a GPU
-    stage's and its card does not work, so that no entry command runs without it."""
-    channel.send_json("hello", {"nonce": job.get("nonce"), "agent": AGENT_VERSION,
-                                "protocol": frames.PROTOCOL, "gpu": found, "warm": warm, "cpu": read_cpu()})
+def greet(channel, job, found, warm=False, boot=None):
+    """The hello frame, with the GPU the VM has (and a cold boot's marks); False (and an error frame)
+    when the job is a GPU stage's and its card does not work, so that no entry command runs without it."""
+    hello = {"nonce": job.get("nonce"), "agent": AGENT_VERSION, "protocol": frames.PROTOCOL, "gpu": found,
+             "warm": warm, "cpu": read_cpu()}
+    if boot is not None:
+        hello["boot"] = {**boot, "hello": time.clock_gettime(time.CLOCK_BOOTTIME)}
+    channel.send_json("hello", hello)
     if job.get("gpu") is True and found.get("state") != "ok":
         channel.send_json("error", {"message": f"the GPU passed to this VM did not work: {found.get('why')}",
                                     "fault": "gpu"})
@@ -165,7 +186,9 @@ def run_job(channel, job, home_ready=False):
     return done
 
 
-def main():
+def main(started=None):
+    """`started`: the guest's clock when init's Python ran its first line, before this module's imports."""
+    imported = time.clock_gettime(time.CLOCK_BOOTTIME)
     replica = "--replica" in sys.argv[1:]
     args = kernel_args()
     fd = sys.stdout.fileno() if replica else open_channel(args.get("vmjudge.channel", "virtio"))
@@ -186,7 +209,8 @@ def main():
         channel.send_json("error", {"message": str(exc)})
         channel.send_json("bye", {"commands": 0})
         return
-    if not greet(channel, job, probe_gpu(), warm):
+    boot = None if warm or replica else {**boot_marks(started), "imported": imported}
+    if not greet(channel, job, probe_gpu(), warm, boot):
         channel.send_json("bye", {"commands": 0})
         return
     done = 0
