@@ -105,15 +105,25 @@ BOOT_STEPS = {"init": "kernel", "modules": "modules", "root": "root_mounts", "st
 
 
 def boot_steps(marks: dict[str, float]) -> dict[str, float]:
+    missing = [mark for mark in BOOT_STEPS if mark not in marks]
+    if missing:
+        raise RuntimeError(f"the agent's hello lacks the cold boot's marks {missing} (it has {sorted(marks)}): "
+                           "an image built by an older vmjudge, or an init whose mark failed; rebuild the image")
     steps, before = {}, 0.0
     for mark, step in BOOT_STEPS.items():
         steps[step], before = marks[mark] - before, marks[mark]
     return steps
 
 
-def boot_vmjudge(conn, site, image, rd: Path, n: int, warm: bool = False, steps: list | None = None) -> float:
-    """Start (createXML or restore) to the hello frame; `warm`: restored from a saved state. A cold
-    boot's steps (boot_steps) are appended to `steps`."""
+class Boot(NamedTuple):
+    """Start (createXML or restore) to the hello frame, and a cold boot's steps (boot_steps; None warm)."""
+
+    seconds: float
+    steps: dict[str, float] | None
+
+
+def boot_vmjudge(conn, site, image, rd: Path, n: int, warm: bool = False) -> Boot:
+    """`warm`: restored from a saved state."""
     make_blank_disk(rd / f"h{n}.qcow2", 64)
     run = run_job(conn, replace(site, warm_start=warm), image, Job(commands=(Command("true", ("true",), 10),)),
                   home_disk=rd / f"h{n}.qcow2", workdir=rd, console_log=rd / f"vmj{n}.log", vcpus=1, memory_mib=512,
@@ -121,9 +131,7 @@ def boot_vmjudge(conn, site, image, rd: Path, n: int, warm: bool = False, steps:
     (rd / f"h{n}.qcow2").unlink()
     if run.start is None or run.start["mode"] != ("warm" if warm else "cold"):
         raise RuntimeError(f"run {n} was meant to start {'warm' if warm else 'cold'}: {run.start}")
-    if steps is not None:
-        steps.append(boot_steps(run.transcript.hello["boot"]))
-    return run.boot_seconds
+    return Boot(run.boot_seconds, None if warm else boot_steps(run.transcript.hello.get("boot") or {}))
 
 
 class Copies(NamedTuple):
@@ -210,8 +218,10 @@ def main(args: argparse.Namespace) -> None:
         boot_vmjudge(conn, site, image, rd, 0, warm=True)  # the warm state made (or checked) first, not timed
         for n in range(args.runs):  # interleaved, so drift on a noisy host hits all alike
             bare_times.append(boot_bare(conn, site, image, rd, bare, n))
-            vmj_times.append(boot_vmjudge(conn, site, image, rd, n, steps=steps))
-            warm_times.append(boot_vmjudge(conn, site, image, rd, n, warm=True))
+            cold = boot_vmjudge(conn, site, image, rd, n)
+            vmj_times.append(cold.seconds)
+            steps.append(cold.steps)
+            warm_times.append(boot_vmjudge(conn, site, image, rd, n, warm=True).seconds)
             print(f"run {n}: bare {bare_times[-1]:.2f} s, vmjudge cold {vmj_times[-1]:.2f} s, "
                   f"warm {warm_times[-1]:.2f} s", file=sys.stderr)
         chan = channel(conn, site, image, rd, args.mib, args.runs)

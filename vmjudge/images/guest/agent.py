@@ -58,11 +58,11 @@ def kernel_args():
     return dict(w.split("=", 1) for w in words if w.startswith("vmjudge.") and "=" in w)
 
 
-def boot_marks(started):
+def boot_marks(started, imported):
     """Where a cold boot went, in the guest's clock (seconds since its kernel started): the end of each
     step the inits marked (VMJUDGE_BOOT: the initramfs's init, its modules, the root mounted, the
-    stage-2 init, Python started) and the agent's first line (`started`, from init's command line); main
-    adds its imports done and greet the hello. For bench/boot.py; nothing of the entry's, as none has run."""
+    stage-2 init, Python started), the agent's first line (`started`, from init's command line) and its
+    imports done; greet adds the hello. For bench/boot.py; nothing of the entry's, as none has run."""
     marks = {}
     for word in os.environ.get("VMJUDGE_BOOT", "").split():
         name, _, value = word.partition("=")
@@ -72,6 +72,7 @@ def boot_marks(started):
             continue
     if started is not None:
         marks["agent"] = started
+    marks["imported"] = imported
     return marks
 
 
@@ -209,7 +210,7 @@ def main(started=None):
         channel.send_json("error", {"message": str(exc)})
         channel.send_json("bye", {"commands": 0})
         return
-    boot = None if warm or replica else {**boot_marks(started), "imported": imported}
+    boot = None if warm or replica else boot_marks(started, imported)
     if not greet(channel, job, probe_gpu(), warm, boot):
         channel.send_json("bye", {"commands": 0})
         return
