@@ -1,7 +1,8 @@
-"""What `submit` checks of a container entry (#39), an image archive as `docker save` or `podman
-save` writes it, without Docker and without unpacking it: the archive read twice, once for its
-headers and documents (image_layout.py) and once through every layer (image_layers.py), all of
-it at a bounded cost whatever the archive declares.
+"""What `submit` checks of a container entry, an image archive as `docker save` or `podman save`
+writes it, without Docker and without unpacking it: the archive read once (image_reading.py),
+its documents resolved (image_layout.py) and every layer read through (image_layers.py), all of
+it at a bounded cost whatever the archive declares, and every tar read as Go's archive/tar reads
+it (image_tar.py), so that skopeo and umoci unpack the image that was checked.
 
 What is refused is refused in one sentence the participant can act on: an image for another
 machine (the judge runs linux/amd64), more than one image, damage or digests that do not match,
@@ -21,9 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import EntryError, VmjudgeError
-from .bounded import Refused, host_error, open_tar
-from .image_layers import Budget, LayerFacts, check_layers
-from .image_layout import REBUILD, ImageLayout, field, read_layout, refused
+from .bounded import host_error
+from .image_layers import LayerFacts
+from .image_layout import REBUILD, ImageLayout, field, refused
+from .image_reading import read_image
+from .image_tar import TarRefused
 
 DRYRUN_LABEL = "org.vmjudge.dryrun"
 NOT_SET = ("", "0", "false", "no")  # label values that do not ask for a dry run
@@ -132,14 +135,11 @@ class ImageLimits:
     max_unpacked: int = 8 << 30
 
 
-def _read(path: Path, limits: ImageLimits) -> tuple[ImageLayout, ImageConfig, bool, list[LayerFacts]]:
-    """The image resolved and its config read (an image for another machine is refused before
-    its layers are read through), then its layers checked."""
-    layout = read_layout(path, limits.max_members, limits.max_unpacked)
-    config, dry_run = read_config(layout.config)
-    budget = Budget(limits.max_members, limits.max_unpacked, layout.members)
-    with open_tar(path, "gz" if layout.gzipped else "") as tf:
-        return layout, config, dry_run, check_layers(tf, layout, budget)
+def _read(path: Path, limits: ImageLimits) -> tuple[ImageLayout, ImageConfig, bool, tuple[LayerFacts, ...]]:
+    """The image read and resolved, and its config's run settings."""
+    found = read_image(path, limits.max_members, limits.max_unpacked)
+    config, dry_run = read_config(found.layout.config)
+    return found.layout, config, dry_run, found.layers
 
 
 def check_image(path: Path, limits: ImageLimits = ImageLimits(), name: str | None = None) -> CheckedImage:
@@ -152,8 +152,8 @@ def check_image(path: Path, limits: ImageLimits = ImageLimits(), name: str | Non
         layout, config, dry_run, layers = _read(path, limits)
     except EntryError:
         raise
-    except Refused as exc:
-        raise EntryError("bad-archive", f"{shown} holds {exc}: {REBUILD}.") from exc
+    except TarRefused as exc:
+        raise EntryError("bad-archive", f"{shown} is not a readable image archive: it holds {exc}; {REBUILD}.") from exc
     except Exception as exc:
         host = host_error(exc)
         if isinstance(host, OSError):

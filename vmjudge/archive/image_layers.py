@@ -1,6 +1,8 @@
-"""Each layer of a container image read through once, before anything of it is unpacked: its
-bytes checked against the digests the image names, and every member's header against what a
-layer may hold.
+"""Each layer of a container image read through once, as the archive holding it is read
+(image_reading.py), before anything of it is unpacked: its bytes hashed for the digests the
+image names, and every member's header checked against what a layer may hold. The tar is read
+by image_tar.py, which reads it as Go's archive/tar (skopeo's and umoci's) does, and a gzipped
+layer by a gzip reader as strict as Go's.
 
 A layer is a tar that is applied over the ones below it (the OCI image spec's layer.md), so the
 checks are the entry archive's (members.py), loosened where images need it and kept where the
@@ -17,25 +19,27 @@ judge's safety does:
   "." or ".." (`.wh.`, `.wh..`, `.wh...`), any other `.wh..wh.` name, a directory named `.wh.*`
   or a whiteout that is itself a directory is refused: none is a change a tool records.
 - Character and block devices and FIFOs are allowed and counted (base images have carried /dev
-  entries); the root is made without the devices. Sparse members are refused, as bounded.py
-  refuses them (no image tool writes them, and their apparent size is what they would unpack to).
+  entries); the root is made without the devices. Sparse members are refused (image_tar.py):
+  no image tool writes them, and Go would unpack one to whatever size its header names.
 - Every regular file's declared size counts against max_unpacked, over all layers together, as
   do the layers' extended headers; every member counts against max_members.
 - The blob's sha256 must be its digest (OCI), and the uncompressed tar's sha256 its diff_id in
-  the config, so that what was checked is what skopeo and umoci will read.
+  the config (match_layer), so that what was checked is what skopeo and umoci will read.
+
+A layer is checked before the archive's manifest is known (docker save writes it last), so a
+refusal of its members names the layer by its member in the archive; one of its digests, by its
+place in the image.
 """
 
 from __future__ import annotations
 
-import gzip
 import hashlib
-import io
-import tarfile
+import zlib
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
-from .bounded import Refused, check_end, open_tar_stream
-from .image_layout import COMPRESSIONS, REBUILD, REBUILD_LAYERS, ImageLayout, LayerRef, refused
+from .image_layout import COMPRESSIONS, REBUILD, REBUILD_LAYERS, LayerRef, refused
+from .image_tar import TarMember, TarReader, TarRefused
 
 NAME_MAX = 255  # bytes of one path part (Linux)
 # Bytes of a path in the image, and its parts: the host unpacks it below a work directory, and
@@ -50,7 +54,6 @@ OPAQUE = ".wh..wh..opq"
 LAYER_TYPES = {"application/vnd.oci.image.layer.v1.tar": None,
                "application/vnd.oci.image.layer.v1.tar+gzip": "gzip",
                "application/vnd.docker.image.rootfs.diff.tar.gzip": "gzip"}
-DEVICES = (tarfile.CHRTYPE, tarfile.BLKTYPE, tarfile.FIFOTYPE)
 
 
 @dataclass(frozen=True)
@@ -68,25 +71,20 @@ class LayerFacts:
     setid: int
 
 
-class _Readable(Protocol):
+class Readable(Protocol):
     def read(self, n: int, /) -> bytes: ...
 
 
-class _Hashing(io.RawIOBase):
-    """A raw stream that hashes what is read through it."""
+class Hashing:
+    """A stream that hashes what is read through it."""
 
-    def __init__(self, raw: _Readable):
-        super().__init__()
+    def __init__(self, raw: Readable):
         self.raw, self.sha = raw, hashlib.sha256()
 
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        data = self.raw.read(len(buffer))
-        buffer[:len(data)] = data
+    def read(self, n: int, /) -> bytes:
+        data = self.raw.read(n)
         self.sha.update(data)
-        return len(data)
+        return data
 
     def drain(self) -> str:
         while self.read(CHUNK):
@@ -94,10 +92,46 @@ class _Hashing(io.RawIOBase):
         return "sha256:" + self.sha.hexdigest()
 
 
+class Gunzip:
+    """A gzip stream (one member or several, one after another, as Go's reader takes them)
+    decompressed as it is read, never more than is asked for; anything after the last member
+    that is not another member is refused, as Go refuses it (Python's gzip would skip zeros)."""
+
+    def __init__(self, raw: Readable):
+        self.raw = raw
+        self.inflate = zlib.decompressobj(31)
+        self.pending = b""  # compressed bytes read but not yet given to zlib
+
+    def _input(self) -> bytes:
+        data, self.pending = self.pending or self.raw.read(CHUNK), b""
+        return data
+
+    def read(self, n: int, /) -> bytes:
+        while True:
+            if self.inflate.eof:
+                rest = self.inflate.unused_data + self._input()
+                if not rest:
+                    return b""
+                while len(rest) < 2 and (more := self.raw.read(CHUNK)):
+                    rest += more
+                if not rest.startswith(b"\x1f\x8b"):
+                    raise TarRefused("data after its gzip stream")
+                self.inflate, self.pending = zlib.decompressobj(31), rest
+            data = self.inflate.unconsumed_tail or self._input()
+            if not data:
+                raise TarRefused("a gzip stream cut short")
+            try:
+                out = self.inflate.decompress(data, n)
+            except zlib.error as exc:
+                raise TarRefused(f"a damaged gzip stream ({exc})") from None
+            if out:
+                return out
+
+
 class Budget:
     """Members and bytes left for the whole image, spent layer by layer."""
 
-    def __init__(self, max_members: int, max_unpacked: int, members: int):
+    def __init__(self, max_members: int, max_unpacked: int, members: int = 0):
         self.max_members, self.max_unpacked = max_members, max_unpacked
         self.members, self.declared = members, 0
 
@@ -118,92 +152,124 @@ def _shown(name: str) -> str:
     return repr(name[:160])
 
 
-def _path(raw: str, n: int, what: str = "member") -> list[str]:
+def layer_name(member: str) -> str:
+    """A layer's member in the archive, as a refusal names it (its hex cut short)."""
+    return f"The image's layer {member[:40]}{'…' if len(member) > 40 else ''}"
+
+
+def _path(raw: str, layer: str, what: str = "member") -> list[str]:
     """A member's (or a hard link's target's) path parts, or the sentence refusing it."""
     parts = [p for p in raw.split("/") if p not in ("", ".")]
     if raw.startswith("/") or ".." in parts:
-        raise refused(f"Layer {n} of the image holds a {what} {_shown(raw)} that is absolute or climbs with '..', "
-                      f"which no image tool writes: {REBUILD_LAYERS}.")
+        raise refused(f"{layer} holds a {what} {_shown(raw)} that is absolute or climbs with '..', which no image "
+                      f"tool writes: {REBUILD_LAYERS}.")
     if len(raw.encode("utf-8", "surrogateescape")) > PATH_MAX or any(
             len(p.encode("utf-8", "surrogateescape")) > NAME_MAX for p in parts):
-        raise refused(f"Layer {n} of the image holds a {what} {_shown(raw)} longer than vmjudge unpacks ({PATH_MAX} "
-                      f"bytes, {NAME_MAX} a name): shorten it, {REBUILD_LAYERS}.")
+        raise refused(f"{layer} holds a {what} {_shown(raw)} longer than vmjudge unpacks ({PATH_MAX} bytes, {NAME_MAX} "
+                      f"a name): shorten it, {REBUILD_LAYERS}.")
     if len(parts) > DEPTH_MAX:
-        raise refused(f"Layer {n} of the image holds a {what} {_shown(raw)} {len(parts)} directories deep, deeper than "
-                      f"the {DEPTH_MAX} vmjudge unpacks: flatten it, {REBUILD_LAYERS}.")
+        raise refused(f"{layer} holds a {what} {_shown(raw)} {len(parts)} directories deep, deeper than the "
+                      f"{DEPTH_MAX} vmjudge unpacks: flatten it, {REBUILD_LAYERS}.")
     return parts
 
 
-def _whiteout(parts: list[str], ti: tarfile.TarInfo, n: int) -> None:
+def _whiteout(parts: list[str], m: TarMember, layer: str) -> None:
     """Refuse whiteouts that no tool writes (see the module's docstring)."""
+    shown = _shown("/".join(parts))
     if any(p.startswith(WHITEOUT) for p in parts[:-1]):
-        raise refused(f"Layer {n} of the image holds {_shown(ti.name)}, inside a directory named like a whiteout "
-                      f"('.wh.'), which no image tool writes: {REBUILD_LAYERS}.")
+        raise refused(f"{layer} holds {shown}, inside a directory named like a whiteout ('.wh.'), which no "
+                      f"image tool writes: {REBUILD_LAYERS}.")
     base = parts[-1] if parts else ""
     if not base.startswith(WHITEOUT) or base == OPAQUE:
-        if base == OPAQUE and ti.isdir():
-            raise refused(f"Layer {n} of the image holds the opaque marker {_shown(ti.name)} as a directory: "
-                          f"{REBUILD_LAYERS}.")
+        if base == OPAQUE and m.isdir():
+            raise refused(f"{layer} holds the opaque marker {shown} as a directory: {REBUILD_LAYERS}.")
         return
     target = base[len(WHITEOUT):]
     if target in ("", ".", ".."):
         why = "which would remove the directory itself or its parent"
     elif target.startswith(WHITEOUT):
         why = "a name kept for the union file systems' own use"
-    elif ti.isdir():
+    elif m.isdir():
         why = "as a directory"
     else:
         return
-    raise refused(f"Layer {n} of the image holds the whiteout {_shown(ti.name)}, {why}: no image tool writes it; "
-                  f"{REBUILD_LAYERS}.")
+    raise refused(f"{layer} holds the whiteout {shown}, {why}: no image tool writes it; {REBUILD_LAYERS}.")
 
 
-def _walk(tf: tarfile.TarFile, n: int, budget: Budget) -> tuple[int, int, int, int]:
+def _walk(reader: TarReader, layer: str, budget: Budget) -> tuple[int, int, int, int]:
     """Check every header of one layer; its members, declared bytes, devices and setid members."""
     seen: dict[str, bool] = {}  # path → whether a hard link may name it
     members = declared = devices = setid = 0
     extended = 0
-    while (ti := tf.next()) is not None:
+    while (m := reader.next()) is not None:
         members += 1
-        size = ti.size if ti.isreg() else 0
-        budget.spend(1, size + tf.extended_bytes - extended)  # type: ignore[attr-defined]
-        extended = tf.extended_bytes  # type: ignore[attr-defined]
-        declared += size
-        parts = _path(ti.name, n)
+        budget.spend(1, m.size + reader.extended_bytes - extended)
+        extended = reader.extended_bytes
+        declared += m.size
+        parts = _path(m.name, layer)
         path = "/".join(parts)
         if path in seen:
-            raise refused(f"Layer {n} of the image holds {_shown(path)} twice, which the OCI image spec forbids: "
-                          f"{REBUILD_LAYERS}.")
-        _whiteout(parts, ti, n)
-        if not path and not ti.isdir():
-            raise refused(f"Layer {n} of the image holds a member for its root that is not a directory: "
-                          f"{REBUILD_LAYERS}.")
-        if ti.islnk():
-            target = "/".join(_path(ti.linkname, n, "hard link to"))
+            raise refused(f"{layer} holds {_shown(path)} twice, which the OCI image spec forbids: {REBUILD_LAYERS}.")
+        _whiteout(parts, m, layer)
+        if not path and not m.isdir():
+            raise refused(f"{layer} holds a member for its root that is not a directory: {REBUILD_LAYERS}.")
+        if m.islnk():
+            target = "/".join(_path(m.linkname, layer, "hard link to"))
             if not seen.get(target):
-                raise refused(f"Layer {n} of the image holds a hard link {_shown(path)} to {_shown(ti.linkname)}, "
-                              "which is not a file earlier in that layer (image tools link only to those): "
+                raise refused(f"{layer} holds a hard link {_shown(path)} to {_shown(m.linkname)}, which is not a file "
+                              f"earlier in that layer (image tools link only to those): {REBUILD_LAYERS}.")
+        elif m.issym():
+            if len(m.linkname.encode("utf-8", "surrogateescape")) > TARGET_MAX:
+                raise refused(f"{layer} holds a symbolic link {_shown(path)} with an over-long target: "
                               f"{REBUILD_LAYERS}.")
-        elif ti.issym():
-            if not ti.linkname or len(ti.linkname.encode("utf-8", "surrogateescape")) > TARGET_MAX:
-                raise refused(f"Layer {n} of the image holds a symbolic link {_shown(path)} with an empty or over-long "
-                              f"target: {REBUILD_LAYERS}.")
-        elif ti.type in DEVICES:
+        elif m.isdev():
             devices += 1
-        elif not (ti.isreg() or ti.isdir()):
-            raise refused(f"Layer {n} of the image holds {_shown(path)} of tar type {ti.type!r}, which is not a file, "
-                          f"directory, link, device or FIFO: {REBUILD_LAYERS}.")
-        setid += bool(ti.mode & 0o6000)
-        seen[path] = not ti.isdir() and not parts[-1].startswith(WHITEOUT)
-    check_end(tf, members, budget.max_unpacked - budget.declared)
+        setid += bool(m.mode & 0o6000)
+        seen[path] = not m.isdir() and not parts[-1].startswith(WHITEOUT)
     return members, declared, devices, setid
 
 
-def _compression(ref: LayerRef, head: bytes, n: int) -> str | None:
+def _compression(head: bytes, layer: str) -> str | None:
     found = next((k for magic, k in COMPRESSIONS.items() if head.startswith(magic)), None)
     if found not in (None, "gzip"):
-        raise refused(f"Layer {n} of the image is {found}-compressed, which vmjudge does not unpack: save the image "
-                      "with gzip or uncompressed layers (`docker save` writes them) and submit again.")
+        raise refused(f"{layer} is {found}-compressed, which vmjudge does not unpack: save the image with gzip or "
+                      "uncompressed layers (`docker save` writes them) and submit again.")
+    return found
+
+
+class _Peeked:
+    """A stream with its first bytes read already and given back first."""
+
+    def __init__(self, head: bytes, raw: Readable):
+        self.head, self.raw = head, raw
+
+    def read(self, n: int, /) -> bytes:
+        if self.head:
+            out, self.head = self.head[:n], self.head[n:]
+            return out
+        return self.raw.read(n)
+
+
+def check_layer(blob: Readable, member: str, budget: Budget) -> LayerFacts:
+    """Read one layer's blob (the archive's member `member`) through: its headers checked, its
+    digests computed. The caller matches them with what the image names (match_layer)."""
+    layer = layer_name(member)
+    stored = Hashing(blob)
+    head = stored.read(8)
+    compression = _compression(head, layer)
+    peeked = _Peeked(head, stored)
+    tar_bytes = Hashing(Gunzip(peeked) if compression == "gzip" else peeked)
+    try:
+        members, declared, devices, setid = _walk(TarReader(tar_bytes), layer, budget)
+        diff_id = tar_bytes.drain()
+    except TarRefused as exc:
+        raise refused(f"{layer} holds {exc}: {REBUILD_LAYERS}.") from None
+    return LayerFacts(stored.drain(), diff_id, compression, members, declared, devices, setid)
+
+
+def match_layer(facts: LayerFacts, ref: LayerRef, n: int) -> None:
+    """The layer the image names as its `n`th is the one read: its compression as its media type
+    says, its blob's digest and its tar's the ones named."""
     if ref.media_type is not None:
         if "zstd" in ref.media_type:
             raise refused(f"Layer {n} of the image is zstd-compressed, which vmjudge does not unpack: save the image "
@@ -211,57 +277,12 @@ def _compression(ref: LayerRef, head: bytes, n: int) -> str | None:
         if ref.media_type not in LAYER_TYPES:
             raise refused(f"Layer {n} of the image is of media type {ref.media_type[:80]!r}, which is not a layer "
                           f"vmjudge unpacks (a tar, gzipped or not): {REBUILD}.")
-        if LAYER_TYPES[ref.media_type] != found:
-            raise refused(f"Layer {n} of the image is {found + '-compressed' if found else 'uncompressed'} where its "
-                          "manifest says "
-                          f"{ref.media_type}: {REBUILD}.")
-    return found
-
-
-def check_layer(blob: io.BufferedReader, ref: LayerRef, n: int, budget: Budget) -> LayerFacts:
-    """Read one layer's blob through: its headers checked, its digests compared."""
-    compression = _compression(ref, blob.peek(8)[:8], n)
-    stored = _Hashing(blob)
-    tar_bytes = _Hashing(gzip.GzipFile(fileobj=stored) if compression == "gzip" else stored)
-    try:
-        with open_tar_stream(io.BufferedReader(tar_bytes, CHUNK)) as tf:
-            members, declared, devices, setid = _walk(tf, n, budget)
-    except Refused as exc:
-        raise refused(f"Layer {n} of the image holds {exc}: {REBUILD_LAYERS}.") from exc
-    diff_id, digest = tar_bytes.drain(), stored.drain()
-    if ref.digest is not None and digest != ref.digest:
-        raise refused(f"Layer {n} of the image does not match its digest ({ref.digest} named, {digest} found): the "
-                      f"archive is damaged or was altered; {REBUILD}.")
-    if diff_id != ref.diff_id:
+        if LAYER_TYPES[ref.media_type] != facts.compression:
+            found = facts.compression + "-compressed" if facts.compression else "uncompressed"
+            raise refused(f"Layer {n} of the image is {found} where its manifest says {ref.media_type}: {REBUILD}.")
+    if ref.digest is not None and facts.digest != ref.digest:
+        raise refused(f"Layer {n} of the image does not match its digest ({ref.digest} named, {facts.digest} found): "
+                      f"the archive is damaged or was altered; {REBUILD}.")
+    if facts.diff_id != ref.diff_id:
         raise refused(f"Layer {n} of the image does not match the digest its config lists ({ref.diff_id} named, "
-                      f"{diff_id} found): the archive is damaged or was altered; {REBUILD}.")
-    return LayerFacts(digest, diff_id, compression, members, declared, devices, setid)
-
-
-def check_layers(tf: tarfile.TarFile, layout: ImageLayout, budget: Budget) -> list[LayerFacts]:
-    """Every layer of `layout`, read from the outer tar `tf` in the archive's order, in the
-    image's order. A blob the image lists twice is read once; each listing must match its
-    digests all the same, and counts against the budget."""
-    wanted: dict[str, list[int]] = {}
-    for i, ref in enumerate(layout.layers):
-        wanted.setdefault(ref.member, []).append(i)
-    facts: dict[int, LayerFacts] = {}
-    while (ti := tf.next()) is not None:
-        name = "/".join(p for p in ti.name.split("/") if p not in ("", "."))
-        if not ti.isreg() or name not in wanted:
-            continue
-        first, *again = wanted.pop(name)
-        blob = tf.extractfile(ti)
-        assert isinstance(blob, io.BufferedReader)
-        facts[first] = found = check_layer(blob, layout.layers[first], first + 1, budget)
-        for i in again:
-            ref = layout.layers[i]
-            if (ref.digest or found.digest, ref.diff_id) != (found.digest, found.diff_id):
-                raise refused(f"Layer {i + 1} of the image does not match the digest its config lists: the archive "
-                              f"is damaged or was altered; {REBUILD}.")
-            budget.spend(found.members, found.unpacked)
-            facts[i] = found
-    if wanted:
-        first = min(i for indexes in wanted.values() for i in indexes)
-        raise refused(f"Layer {first + 1} of the image was not found in the archive on a second reading: {REBUILD}.")
-    return [facts[i] for i in range(len(layout.layers))]
+                      f"{facts.diff_id} found): the archive is damaged or was altered; {REBUILD}.")

@@ -1,6 +1,7 @@
-"""A container image archive's outer tar read once, its headers and small documents only, and the
-one image it holds resolved: its config and its layers in order, each with the digests that
-must match its bytes (image_layers.py checks them).
+"""A container image archive's outer tar: which members a saved image may hold, its small
+documents, and the one image it holds resolved from them: its config and its layers in order,
+each with the digests that must match its bytes (image_layers.py checks them). The archive is
+read once, by image_reading.py.
 
 Two layouts are read, both as tools write them and without Docker: `docker save` (manifest.json
 naming the config and each layer's member; Docker 25 adds an OCI layout beside it) and the OCI
@@ -21,13 +22,12 @@ import hashlib
 import json
 import posixpath
 import re
-import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import EntryError
-from .bounded import open_tar, tar_headers
+from .image_tar import TarMember
 
 DOC_MAX = 4 << 20  # bytes of one JSON document read (a config with a long history is some 100 KB)
 DOCS_TOTAL = 32 << 20  # bytes of small documents kept from one archive
@@ -42,6 +42,16 @@ COMPRESSIONS = {b"\x1f\x8b": "gzip", b"\x28\xb5\x2f\xfd": "zstd", b"\xfd7zXZ\0":
 REBUILD = "save the image again with `docker save` or `podman save` and submit again"
 # What a layer holds is the build's doing, not the save's.
 REBUILD_LAYERS = "build the image with `docker build` or `podman build`, save it and submit again"
+
+
+# What a saved image holds, by tool: docker save (before 25: <id>/{VERSION,json,layer.tar}, <hex>.json,
+# manifest.json, repositories; since 25 an OCI layout beside them), podman's docker-archive (<hex>.tar,
+# <hex>.json, legacy <id>/layer.tar links), and an OCI layout (oci-layout, index.json, blobs/sha256/<hex>).
+HEX = "[0-9a-f]{64}"
+DIRECTORIES = re.compile(rf"blobs|blobs/sha256|{HEX}")
+DOCUMENTS = re.compile(rf"manifest\.json|index\.json|oci-layout|repositories|{HEX}\.json|{HEX}/json|{HEX}/VERSION")
+LAYERS = re.compile(rf"{HEX}/layer\.tar|{HEX}\.tar")
+BLOBS = re.compile(rf"blobs/sha256/{HEX}")
 
 
 def refused(message: str) -> EntryError:
@@ -87,7 +97,7 @@ def sniff(path: Path) -> str | None:
     return kind
 
 
-def _member_name(raw: str) -> str:
+def member_name(raw: str) -> str:
     parts = [p for p in raw.split("/") if p not in ("", ".")]
     if raw.startswith("/") or ".." in parts or "\\" in raw or not parts:
         raise refused(f"The image archive holds a member named {raw[:160]!r}, which no image tool writes "
@@ -95,49 +105,65 @@ def _member_name(raw: str) -> str:
     return "/".join(parts)
 
 
-class _Catalogue:
+def role(name: str, m: TarMember) -> str:
+    """What the outer member `name` is to a saved image: "directory", "document" (a JSON
+    document or a small file beside them), "layer", "blob" (a document or a layer, by its
+    content), "link"; anything else no image tool saves, and is refused before its data is read."""
+    if m.isdir() and DIRECTORIES.fullmatch(name):
+        return "directory"
+    if m.issym() and (DOCUMENTS.fullmatch(name) or LAYERS.fullmatch(name) or BLOBS.fullmatch(name)):
+        return "link"
+    if m.isreg():
+        if DOCUMENTS.fullmatch(name):
+            if m.size > DOC_MAX:
+                raise refused(f"The image archive's {name} is {m.size:,} bytes, more than the {DOC_MAX >> 20} MiB "
+                              f"vmjudge reads of a document: {REBUILD}.")
+            return "document"
+        if LAYERS.fullmatch(name):
+            return "layer"
+        if BLOBS.fullmatch(name):
+            return "blob"
+    what = "a directory" if m.isdir() else "a link" if m.issym() or m.islnk() else "a file" if m.isreg() else "a node"
+    raise refused(f"The image archive holds {what} {name[:160]!r}, which is not one of the files `docker save`, "
+                  f"`podman save` or an OCI layout holds: {REBUILD}.")
+
+
+class Catalogue:
     """The outer tar's members (name → header) and the small documents read from them."""
 
     def __init__(self) -> None:
-        self.headers: dict[str, tarfile.TarInfo] = {}
+        self.headers: dict[str, TarMember] = {}
         self.docs: dict[str, bytes] = {}
         self.kept = 0
         self.stored = 0
 
-    def add(self, tf: tarfile.TarFile, ti: tarfile.TarInfo) -> None:
-        name = _member_name(ti.name)
+    def add(self, name: str, m: TarMember) -> None:
         if name in self.headers:
             raise refused(f"The image archive holds {name} twice: {REBUILD}.")
-        if not (ti.isreg() or ti.isdir() or ti.issym()):
-            raise refused(f"The image archive's member {name} is not a file, directory or symbolic link: {REBUILD}.")
-        self.headers[name] = ti
-        self.stored += ti.size if ti.isreg() else 0
-        if ti.isreg() and ti.size <= DOC_MAX and (name.endswith(".json") or name in OCI_LAYOUT_NAMES
-                                                  or name.startswith("blobs/")):
-            data = tf.extractfile(ti)
-            assert data is not None
-            body = data.read(ti.size)
-            if name.startswith("blobs/") and body.lstrip()[:1] != b"{":
-                return  # a layer, read in the second pass
-            self.kept += len(body)
-            if self.kept > DOCS_TOTAL:
-                raise refused(f"The image archive holds more than {DOCS_TOTAL >> 20} MiB of JSON documents, more than "
-                              f"vmjudge reads: {REBUILD}.")
-            self.docs[name] = body
+        self.headers[name] = m
+        self.stored += m.size
+
+    def keep(self, name: str, body: bytes) -> None:
+        """A document's bytes, within DOCS_TOTAL for the archive."""
+        self.kept += len(body)
+        if self.kept > DOCS_TOTAL:
+            raise refused(f"The image archive holds more than {DOCS_TOTAL >> 20} MiB of JSON documents, more than "
+                          f"vmjudge reads: {REBUILD}.")
+        self.docs[name] = body
 
     def resolve(self, name: str, what: str) -> str:
         """The regular member `name` names, through one symbolic link (docker save links a
         layer saved twice to its first copy), never leaving the archive."""
         try:
-            clean = _member_name(name)
+            clean = member_name(name)
         except EntryError:
             raise refused(f"The image names its {what} as {name[:160]!r}, which is not a member's name: "
                           f"{REBUILD}.") from None
-        ti = self.headers.get(clean)
-        if ti is not None and ti.issym():
-            target = posixpath.normpath(posixpath.join(posixpath.dirname(clean), ti.linkname))
-            clean, ti = target, None if target.startswith(("/", "..")) else self.headers.get(target)
-        if ti is None or not ti.isreg():
+        m = self.headers.get(clean)
+        if m is not None and m.issym():
+            target = posixpath.normpath(posixpath.join(posixpath.dirname(clean), m.linkname))
+            clean, m = target, None if target.startswith(("/", "..")) else self.headers.get(target)
+        if m is None or not m.isreg():
             raise refused(f"The image names its {what} as {name[:160]!r}, which the archive does not hold (a blob "
                           f"left out when it was saved?): {REBUILD}.")
         return clean
@@ -146,8 +172,11 @@ class _Catalogue:
         """The JSON document in member `name` (resolved) and its sha256 digest."""
         member = self.resolve(name, what)
         if member not in self.docs:
-            raise refused(f"The image's {what} ({member}) is {self.headers[member].size:,} bytes, more than the "
-                          f"{DOC_MAX >> 20} MiB vmjudge reads of a JSON document: {REBUILD}.")
+            size = self.headers[member].size
+            if size <= DOC_MAX:
+                raise refused(f"The image's {what} ({member}) is not a JSON document: {REBUILD}.")
+            raise refused(f"The image's {what} ({member}) is {size:,} bytes, more than the {DOC_MAX >> 20} MiB "
+                          f"vmjudge reads of a JSON document: {REBUILD}.")
         body = self.docs[member]
         return parse_json(body, what), "sha256:" + hashlib.sha256(body).hexdigest()
 
@@ -198,7 +227,7 @@ def _named_digest(member: str) -> str | None:
 Refs = list[tuple[str, str | None, str | None]]
 
 
-def _docker(cat: _Catalogue) -> tuple[Any, str, None, Refs]:
+def _docker(cat: Catalogue) -> tuple[Any, str, None, Refs]:
     manifest, _ = cat.document("manifest.json", "manifest.json")
     if not isinstance(manifest, list) or len(manifest) != 1:
         count = len(manifest) if isinstance(manifest, list) else 0
@@ -228,7 +257,7 @@ def _descriptor(doc: Any, what: str) -> tuple[str, str, int]:
     return media, digest, size
 
 
-def _blob(cat: _Catalogue, digest: str, size: int, what: str) -> str:
+def _blob(cat: Catalogue, digest: str, size: int, what: str) -> str:
     member = cat.resolve("blobs/sha256/" + digest.removeprefix("sha256:"), what)
     if cat.headers[member].size != size:
         raise refused(f"The image's {what} is {cat.headers[member].size:,} bytes where its descriptor says {size:,}: "
@@ -236,7 +265,7 @@ def _blob(cat: _Catalogue, digest: str, size: int, what: str) -> str:
     return member
 
 
-def _oci(cat: _Catalogue) -> tuple[Any, str, str, Refs]:
+def _oci(cat: Catalogue) -> tuple[Any, str, str, Refs]:
     layout, _ = cat.document("oci-layout", "oci-layout")
     if not str(field(layout, "imageLayoutVersion", str, "oci-layout")).startswith("1."):
         raise refused(f"The image's OCI layout is of a version vmjudge does not read: {REBUILD}.")
@@ -268,19 +297,14 @@ def _oci(cat: _Catalogue) -> tuple[Any, str, str, Refs]:
 
 def outer_bound(max_members: int, max_unpacked: int) -> int:
     """What the archive's own members may declare, which bounds the decompression a gzipped one
-    can cost: the layers' files and a header and padding (1 KiB at most) for each, with as much
-    again to spare, as the layers' own checks (image_layers.py) are the real limit."""
-    return 2 * (max_unpacked + 1024 * max_members)
+    can cost: the layers' files with a header and padding (1 KiB at most) for each, and the
+    documents beside them."""
+    return max_unpacked + 1024 * max_members + DOCS_TOTAL
 
 
-def read_layout(path: Path, max_members: int, max_unpacked: int) -> ImageLayout:
-    """The image `path` holds, from its headers and documents alone (see the module's
-    docstring). A tar that cannot be read propagates as the libraries raise it."""
-    compression = sniff(path)
-    cat = _Catalogue()
-    with open_tar(path, "gz" if compression else "") as tf:
-        for ti in tar_headers(tf, max_members, outer_bound(max_members, max_unpacked)):
-            cat.add(tf, ti)
+def resolve(cat: Catalogue, gzipped: bool) -> ImageLayout:
+    """The one image the archive holds, from its headers and documents alone (see the module's
+    docstring)."""
     if "manifest.json" in cat.headers:
         fmt, (config, config_digest, manifest_digest, refs) = "docker-archive", _docker(cat)
     elif all(n in cat.headers for n in OCI_LAYOUT_NAMES):
@@ -300,5 +324,4 @@ def read_layout(path: Path, max_members: int, max_unpacked: int) -> ImageLayout:
                       "(fewer RUN steps, or a multi-stage build) and submit again.")
     layers = tuple(LayerRef(member, digest, diff_id, media) for (member, digest, media), diff_id in zip(refs, diff_ids,
                                                                                                       strict=True))
-    return ImageLayout(fmt, compression == "gzip", config, config_digest, manifest_digest, layers, cat.stored,
-                       len(cat.headers))
+    return ImageLayout(fmt, gzipped, config, config_digest, manifest_digest, layers, cat.stored, len(cat.headers))

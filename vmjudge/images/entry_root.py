@@ -23,8 +23,16 @@ that then gets a removed file's lock takes the new file's instead (root_lock).
 
 The disk: before anything is written, the free space must hold what the making can take at
 its peak (the archive decompressed, skopeo's copy and its own unpacking of an OCI archive, the
-tree, the squashfs); too little is the host's failure ("host-disk-full"), retried later. An
-image larger than the challenge allows is the entry's (EntryError), as at admission.
+tree, the squashfs); too little is the host's failure ("host-disk-full"), retried later. The
+tools write within that and no further: skopeo and umoci in a scratch file system sized from
+what admission found the image to hold, mksquashfs under a file size limit (root_tools.py). An
+image larger than the challenge allows, or than it declared, is the entry's (EntryError).
+
+One image: after skopeo has copied the archive, the image it wrote must be the one admission
+read, its layers' digests (the config's diff_ids) the ones admission checked, or the entry is
+refused before umoci reads a byte of it; umoci then checks every layer it applies against those
+digests. So the root stored under a chain ID is the one those layers make, whatever an archive
+could make one reader see that the other did not.
 """
 
 from __future__ import annotations
@@ -45,14 +53,17 @@ from typing import Any
 
 from .. import private
 from ..archive.container_image import CheckedImage, ImageConfig
+from ..archive.image_layout import DOC_MAX, parse_json
+from ..archive.image_layout import field as doc_field
 from ..config.layout import Layout
 from ..errors import EntryError, InfrastructureError
 from ..files import CHUNK, durable_write, fsync_dir
-from .root_tools import remove_tree, run_tool, version
+from .root_tools import INODE_BYTES, TOO_BIG_SENTENCE, remove_tree, run_tool, scratch, version
 from .root_tree import neutralise
 
 RULES = "v1"  # what a root is made without; a change makes new roots rather than reuse old ones
 MARGIN = 256 << 20  # free bytes left beyond the estimate
+SCRATCH_MARGIN = 32 << 20  # the scratch file system's room beyond the estimate: ext4's own blocks
 INODE = 4096  # bytes a file may take beyond its data, in the tree and its squashfs
 TAG = "root"
 
@@ -95,10 +106,22 @@ class EntryRoot:
                 "made_seconds": dict(self.seconds)}
 
 
+def scratch_bytes(image: CheckedImage) -> int:
+    """The scratch file system's size: the archive decompressed, skopeo's copy of it and its own
+    unpacking of an OCI archive, each with a header's worth per member; the tree, a block and an
+    inode per member beyond its files' bytes; and a margin."""
+    stored = image.stored_bytes + 1024 * image.members
+    return 3 * stored + image.unpacked_bytes + (INODE + INODE_BYTES) * image.members + SCRATCH_MARGIN
+
+
+def squashfs_limit(image: CheckedImage) -> int:
+    """The largest squashfs the tree can make: its bytes, and a block per file, uncompressed."""
+    return image.unpacked_bytes + INODE * image.members + SCRATCH_MARGIN
+
+
 def needed_bytes(image: CheckedImage) -> int:
     """The most disk the making takes at once (see the module's docstring), with a margin."""
-    tree = image.unpacked_bytes + INODE * image.members
-    return 3 * image.stored_bytes + 2 * tree + MARGIN
+    return scratch_bytes(image) + squashfs_limit(image) + MARGIN
 
 
 def store_of(layout: Layout) -> Path:
@@ -181,6 +204,43 @@ def _plain_archive(archive: Path, image: CheckedImage, work: Path) -> Path:
     return plain
 
 
+def _document(path: Path, what: str) -> Any:
+    """A JSON document skopeo wrote, read within admission's bound."""
+    try:
+        with open(path, "rb") as f:
+            body = f.read(DOC_MAX + 1)
+    except OSError as exc:
+        raise InfrastructureError("entry-root", f"skopeo wrote no readable {what} ({exc.strerror or exc}).") from exc
+    if len(body) > DOC_MAX:
+        raise EntryError("bad-image", f"The image's {what}, as skopeo copied it, is larger than the one admission "
+                                      "read: save the image again with `docker save` or `podman save` and submit "
+                                      "again.")
+    return parse_json(body, what)
+
+
+def check_copied(oci_dir: Path, image: CheckedImage) -> None:
+    """The image skopeo wrote into `oci_dir` is the one admission read: one manifest, whose
+    config lists the layers' digests admission checked (and, from an OCI archive, whose config is
+    the very one, digest for digest). umoci then checks each layer against those digests."""
+    index = _document(oci_dir / "index.json", "index")
+    manifests = doc_field(index, "manifests", list, "index")
+    blob = oci_dir / "blobs" / "sha256"
+    if len(manifests) != 1:
+        raise EntryError("bad-image", "The image archive, read by skopeo, holds another image than the one admission "
+                                      "read: save the image again with `docker save` or `podman save` and submit "
+                                      "again.")
+    digest = str(doc_field(manifests[0], "digest", str, "index")).removeprefix("sha256:")
+    manifest = _document(blob / digest[:64], "manifest")
+    config_digest = str(doc_field(doc_field(manifest, "config", dict, "manifest"), "digest", str, "manifest"))
+    config = _document(blob / config_digest.removeprefix("sha256:")[:64], "config")
+    diff_ids = doc_field(doc_field(config, "rootfs", dict, "config"), "diff_ids", list, "config")
+    same_config = image.format != "oci-archive" or config_digest == image.image_id
+    if diff_ids != [layer.diff_id for layer in image.layers] or not same_config:
+        raise EntryError("bad-image", "The image archive, read by skopeo, holds another image than the one admission "
+                                      "read (its tar headers read two ways): build the image with `docker build` or "
+                                      "`podman build`, save it and submit again.")
+
+
 class _Clock:
     """Seconds each step of the making took, by name."""
 
@@ -196,34 +256,41 @@ class _Clock:
 
 def _make(archive: Path, image: CheckedImage, work: Path, timeout: float,
           max_unpacked: int) -> tuple[Path, dict[str, Any]]:
-    """The squashfs made in `work`, and the facts its record keeps."""
+    """The squashfs made in `work`, and the facts its record keeps. skopeo and umoci write in a
+    scratch file system (root_tools.scratch), mksquashfs beside it under a file size limit."""
     clock = _Clock()
-    source = _plain_archive(archive, image, work)
-    oci_dir = work / "oci"
-    # An OCI archive's layers are copied as they are. A docker save's are gzipped on the way: its
-    # manifest calls every layer gzipped, and skopeo 1.9 would keep an uncompressed one under that
-    # name, which umoci then cannot read.
-    keep = ["--dest-oci-accept-uncompressed-layers"] if image.format == "oci-archive" else []
-    run_tool(["skopeo", "--insecure-policy", "--tmpdir", str(work / "tmp"), "copy", "--quiet", *keep,
-              f"{image.format}:{source}", f"oci:{oci_dir}:{TAG}"], work, timeout)
-    if source != archive:
-        source.unlink()
-    clock.lap("skopeo")  # with the gzip decompression before it, if any
-    tree = work / "rootfs"
-    run_tool(["umoci", "--log", "error", "raw", "unpack", "--image", f"{oci_dir}:{TAG}", str(tree)], work, timeout)
-    remove_tree(oci_dir)
-    remove_tree(work / "tmp")
-    clock.lap("umoci")
-    facts = neutralise(tree)
-    clock.lap("neutralise")
-    if facts.bytes > max_unpacked:
-        raise EntryError("bad-image", f"The image unpacked to {facts.bytes:,} bytes, more than the {max_unpacked:,} "
-                                      "this challenge takes: make it smaller and submit again.")
-    squashfs = work / "root.squashfs"
-    run_tool(["mksquashfs", str(tree), str(squashfs), "-comp", "lz4", "-noappend", "-no-xattrs", "-no-recovery",
-              "-quiet", "-no-progress", "-mkfs-time", "0"], work, timeout)
-    remove_tree(tree)
-    clock.lap("mksquashfs")
+    inodes = image.members + 4096
+    with scratch(work, scratch_bytes(image), inodes, timeout) as space:
+        source = _plain_archive(archive, image, space)
+        oci_dir = space / "oci"
+        # An OCI archive's layers are copied as they are. A docker save's are gzipped on the way: its
+        # manifest calls every layer gzipped, and skopeo 1.9 would keep an uncompressed one under that
+        # name, which umoci then cannot read.
+        keep = ["--dest-oci-accept-uncompressed-layers"] if image.format == "oci-archive" else []
+        limit = scratch_bytes(image)
+        run_tool(["skopeo", "--insecure-policy", "--tmpdir", str(space / "tmp"), "copy", "--quiet", *keep,
+                  f"{image.format}:{source}", f"oci:{oci_dir}:{TAG}"], space, timeout, limit, host=work)
+        if source != archive:
+            source.unlink()
+        check_copied(oci_dir, image)
+        clock.lap("skopeo")  # with the gzip decompression before it, if any
+        tree = space / "rootfs"
+        run_tool(["umoci", "--log", "error", "raw", "unpack", "--image", f"{oci_dir}:{TAG}", str(tree)], space,
+                 timeout, limit, host=work)
+        remove_tree(oci_dir)
+        remove_tree(space / "tmp")
+        clock.lap("umoci")
+        facts = neutralise(tree)
+        clock.lap("neutralise")
+        if facts.bytes > max_unpacked:
+            raise EntryError("bad-image", f"The image unpacked to {facts.bytes:,} bytes, more than the "
+                                          f"{max_unpacked:,} this challenge takes: make it smaller and submit again.")
+        if facts.bytes > image.unpacked_bytes:
+            raise EntryError("bad-image", TOO_BIG_SENTENCE)
+        squashfs = work / "root.squashfs"
+        run_tool(["mksquashfs", str(tree), str(squashfs), "-comp", "lz4", "-noappend", "-no-xattrs", "-no-recovery",
+                  "-quiet", "-no-progress", "-mkfs-time", "0"], work, timeout, squashfs_limit(image))
+        clock.lap("mksquashfs")
     return squashfs, {"files": facts.files, "unpacked_bytes": facts.bytes, "devices_removed": facts.devices_removed,
                       "setid_cleared": facts.setid_cleared, "seconds": clock.seconds}
 

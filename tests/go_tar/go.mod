@@ -1,0 +1,3 @@
+module vmjudge/tests/tarlist
+
+go 1.19
