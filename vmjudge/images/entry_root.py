@@ -220,8 +220,9 @@ def _document(path: Path, what: str) -> Any:
 
 def check_copied(oci_dir: Path, image: CheckedImage) -> None:
     """The image skopeo wrote into `oci_dir` is the one admission read: one manifest, whose
-    config lists the layers' digests admission checked (and, from an OCI archive, whose config is
-    the very one, digest for digest). umoci then checks each layer against those digests."""
+    config lists the layers' digests admission checked (and, from an OCI archive, whose config and
+    layers are the very blobs admission read, digest for digest). umoci then checks each layer
+    against the config's digests as it applies it."""
     index = _document(oci_dir / "index.json", "index")
     manifests = doc_field(index, "manifests", list, "index")
     blob = oci_dir / "blobs" / "sha256"
@@ -234,8 +235,11 @@ def check_copied(oci_dir: Path, image: CheckedImage) -> None:
     config_digest = str(doc_field(doc_field(manifest, "config", dict, "manifest"), "digest", str, "manifest"))
     config = _document(blob / config_digest.removeprefix("sha256:")[:64], "config")
     diff_ids = doc_field(doc_field(config, "rootfs", dict, "config"), "diff_ids", list, "config")
-    same_config = image.format != "oci-archive" or config_digest == image.image_id
-    if diff_ids != [layer.diff_id for layer in image.layers] or not same_config:
+    layers = [doc_field(layer, "digest", str, "manifest") for layer in doc_field(manifest, "layers", list, "manifest")]
+    # An OCI archive's blobs are copied as they are; a docker save's layers are compressed on the way.
+    same_blobs = image.format != "oci-archive" or (config_digest == image.image_id
+                                                   and layers == [layer.digest for layer in image.layers])
+    if diff_ids != [layer.diff_id for layer in image.layers] or not same_blobs:
         raise EntryError("bad-image", "The image archive, read by skopeo, holds another image than the one admission "
                                       "read (its tar headers read two ways): build the image with `docker build` or "
                                       "`podman build`, save it and submit again.")
