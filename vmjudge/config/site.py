@@ -82,14 +82,27 @@ class WebSite:
     """[web]: how `vmjudge web` treats its clients, whoever they are. A client that is slow on
     purpose holds a connection (and, mid-upload, a temporary file) for as long as it is let:
     `header_timeout` seconds for a request's line and headers, `body_timeout` seconds between two
-    pieces of its body. An owner whose uploads keep being refused or keep failing (broken
-    archives, tar bombs, stalled bodies) makes the judge pay for each: `failed_uploads_per_hour`
-    of them in any hour, then 429 until the hour has passed. `checks` archives are checked at
-    once, each in a worker process of the portal's, so that a tar bomb's decompression never
-    slows the pages the portal serves."""
+    pieces of its body; a body other than an upload (sign-in, settings, every other form: 16 KiB
+    at most) must then be whole within `form_timeout` seconds, and an upload, once `body_timeout`
+    seconds have passed, must keep arriving at `upload_min_rate` bytes a second on average, so
+    that no request is held longer than its size allows, however its bytes are spaced.
+    Connections are capped too: `connections_per_client` open at once from one address (an IPv6
+    client: from one /64; 0: no cap), and in all as many as the process's open-file limit leaves
+    room for (web/admission.py), beyond which a new connection is answered at once and closed.
+    Left out (None), the cap per address is 32, or none when the portal listens on loopback: a
+    reverse proxy is in front then, every client has the proxy's address, and the cap per client
+    is the proxy's to keep. An owner
+    whose uploads keep being refused or keep failing (broken archives, tar bombs, stalled
+    bodies) makes the judge pay for each: `failed_uploads_per_hour` of them in any hour, then
+    429 until the hour has passed. `checks` archives are checked at once, each in a worker
+    process of the portal's, so that a tar bomb's decompression never slows the pages the portal
+    serves."""
 
     header_timeout: float = 10.0
     body_timeout: float = 30.0
+    form_timeout: float = 10.0
+    upload_min_rate: int = 10240  # bytes a second
+    connections_per_client: int | None = None  # None: 32, or none on a loopback listener
     failed_uploads_per_hour: int = 30
     checks: int = 2
 
@@ -268,6 +281,12 @@ def _web(source: str, data: dict[str, Any]) -> WebSite:
                                "seconds from 0.5 to 300"),
         body_timeout=sec.get("body_timeout", float, WebSite.body_timeout, lambda v: 0.5 <= v <= 3600,
                              "seconds from 0.5 to 3600"),
+        form_timeout=sec.get("form_timeout", float, WebSite.form_timeout, lambda v: 0.5 <= v <= 300,
+                             "seconds from 0.5 to 300"),
+        upload_min_rate=sec.get("upload_min_rate", int, WebSite.upload_min_rate, lambda v: 1 <= v <= 10**9,
+                                "bytes a second, a whole number from 1 to 1000000000"),
+        connections_per_client=sec.get("connections_per_client", int, None, lambda v: 0 <= v <= 100000,
+                                       "a whole number from 1 to 100000, or 0 for no cap"),
         failed_uploads_per_hour=sec.get("failed_uploads_per_hour", int, WebSite.failed_uploads_per_hour,
                                         lambda v: 1 <= v <= 100000, "a whole number from 1 to 100000"),
         checks=sec.get("checks", int, WebSite.checks, lambda v: 1 <= v <= 64, "a whole number from 1 to 64"))

@@ -32,7 +32,7 @@ from .phase_pages import PhasePages
 from .portal import HERE, Portal, templates
 from .refusal import refusal
 from .secret import session_key
-from .security import SMALL_BODY, BodyIdle, BodyLimit, Refusal, SecurityHeaders
+from .security import SMALL_BODY, BodyLimit, BodyPace, Refusal, SecurityHeaders
 from .settings import Settings
 
 SESSION_SECONDS = 14 * 24 * 3600
@@ -73,7 +73,7 @@ def create_app(site: Site, secure_cookies: bool = True, queue: Queue | None = No
               *PhasePages(portal, api.caller).routes(), *Settings(portal).routes(),
               Mount("/static", StaticFiles(directory=HERE / "static"), name="static")]
     middleware = [Middleware(SecurityHeaders), Middleware(LastResort),
-                  Middleware(BodyIdle, seconds=site.web.body_timeout),
+                  Middleware(BodyPace, web=site.web, uploads=UPLOADS),
                   Middleware(BodyLimit, cap=cap, refusal=Refusal(lambda scope, status, sentence:
                                                                  refusal(scope["path"], status, sentence))),
                   Middleware(SessionMiddleware, secret_key=session_key(site.layout.home),

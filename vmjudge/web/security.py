@@ -9,20 +9,32 @@ read, and counted as it streams (a chunked body has no length): an upload may be
 the largest archive any challenge accepts, every other form is small. The count raises
 BodyTooLarge in the handler reading it, which app.py turns into the same 413 page.
 
-Body time: a client that stops sending its body holds a connection and, mid-upload, a
-temporary file; each wait for the next piece of a body is bounded (BodyIdle), and past it the
-handler reading the body gets ClientStalled, so it cleans up what it wrote, and the client
-gets 408 and a closed connection.
+Body time: a client that sends its body slowly holds a connection and, mid-upload, a
+temporary file, so BodyPace bounds it three ways: each wait for the next piece of a body
+([web] body_timeout: ClientStalled), the whole of a body other than an upload ([web]
+form_timeout: one byte every few seconds no longer keeps a sign-in open for days), and an
+upload's average rate once body_timeout has passed ([web] upload_min_rate: an upload is held
+at most its size over that rate). Past a bound the handler reading the body gets the
+exception, so it cleans up what it wrote, and the client gets 408 and a closed connection.
+Time is counted only while the handler waits for the client's bytes: a judge busy elsewhere
+(a slow disk, its threads taken) costs no client its request.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+import time
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 import anyio
+from starlette.exceptions import HTTPException
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ..config import WebSite
+
+log = logging.getLogger("vmjudge.web")
 
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
@@ -109,22 +121,80 @@ class ClientStalled(Exception):
         self.seconds = seconds
 
 
-class BodyIdle:
-    """Bounds each wait for the next piece of a request's body to `seconds`."""
+@dataclass
+class _Pace:
+    """One request's body so far: bytes that arrived, and seconds the handler waited for them."""
 
-    def __init__(self, app: ASGIApp, seconds: float):
-        self.app, self.seconds = app, seconds
+    web: WebSite
+    upload: bool
+    got: int = 0
+    waited: float = 0.0
+    done: bool = False  # the body is whole: what the app still receives is the client's going away
+
+    def allowance(self) -> tuple[float, str]:
+        """How long the next wait may last, and which bound ends it."""
+        idle = self.web.body_timeout
+        if self.upload:  # the average may fall to upload_min_rate, once the grace is over
+            left = max(self.web.body_timeout, self.got / self.web.upload_min_rate) - self.waited
+            return (idle, "idle") if idle <= left else (left, "rate")
+        left = self.web.form_timeout - self.waited
+        return (idle, "idle") if idle <= left else (left, "form")
+
+    def behind(self) -> bool:
+        """An upload below its rate, past the grace (checked as each piece arrives)."""
+        return (self.upload and self.waited >= self.web.body_timeout
+                and self.got < self.web.upload_min_rate * self.waited)
+
+    def too_slow(self, bound: str, scope: Scope) -> Exception:
+        """The handler's exception for `bound`, the organiser's log line with it."""
+        if bound == "idle":
+            return ClientStalled(self.web.body_timeout)
+        where = scope["client"][0] if scope.get("client") else "a client"
+        if bound == "form":
+            why = f"not whole within [web] form_timeout = {self.web.form_timeout:g} s"
+            sentence = (f"The request did not arrive whole within {self.web.form_timeout:g} seconds: send it again "
+                        "from a steadier connection.")
+        else:
+            why = (f"{self.got:,} bytes in {self.waited:.0f} s, below [web] upload_min_rate = "
+                   f"{self.web.upload_min_rate:,} bytes/s")
+            sentence = (f"The upload arrived at {self.got / max(self.waited, 1e-9):,.0f} bytes a second, below the "
+                        f"{self.web.upload_min_rate:,} the portal needs: send it again from a faster connection.")
+        log.info("%s sent its body to %s %s too slowly (%s): cut off", where, scope["method"], scope["path"], why)
+        return HTTPException(408, sentence, {"connection": "close"})
+
+
+class BodyPace:
+    """Bounds how long a request's body may take: each wait for its next piece, the whole of
+    a small form, an upload's average rate (`uploads`: the paths that take archives)."""
+
+    def __init__(self, app: ASGIApp, web: WebSite, uploads: Collection[str]):
+        self.app, self.web, self.uploads = app, web, uploads
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        pace = _Pace(self.web, upload=scope["path"] in self.uploads)
 
-        async def timed() -> Message:
+        async def paced() -> Message:
+            if pace.done:
+                return await receive()
+            seconds, bound = pace.allowance()
+            if seconds <= 0:
+                raise pace.too_slow(bound, scope)
+            start = time.monotonic()
             try:
-                with anyio.fail_after(self.seconds):
-                    return await receive()
+                with anyio.fail_after(seconds):
+                    message = await receive()
             except TimeoutError:
-                raise ClientStalled(self.seconds) from None
+                raise pace.too_slow(bound, scope) from None
+            finally:
+                pace.waited += time.monotonic() - start
+            if message["type"] == "http.request":
+                pace.got += len(message.get("body", b""))
+                pace.done = not message.get("more_body", False)
+                if not pace.done and pace.behind():
+                    raise pace.too_slow("rate", scope)
+            return message
 
-        await self.app(scope, timed, send)
+        await self.app(scope, paced, send)
