@@ -36,7 +36,8 @@ def test_notify_test_sends_one_message_and_says_what_happened(tmp_path):
         assert mail["Subject"] == "vmjudge: a test message"
         hooked = run_cli("notify", "test", receiver.url, home=home)
         assert hooked.returncode == 0, hooked.stderr
-        assert hooked.stdout == f"sent to {receiver.url}: 127.0.0.1:{receiver.server.server_address[1]} answered 200\n"
+        port = receiver.server.server_address[1]  # the URL shown as scheme://host/… only (issue 54)
+        assert hooked.stdout == f"sent to http://127.0.0.1:{port}/…: 127.0.0.1:{port} answered 200\n"
         [got] = receiver.accepted()
         assert got.json["kind"] == "test" and got.json["test"] is True
     down = run_cli("notify", "test", "ana@example.org", home=home)

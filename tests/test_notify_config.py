@@ -40,10 +40,12 @@ def test_a_whole_notify_table(tmp_path):
      "[notify] organisers has 'ops at example.org', which is not allowed: use plain addresses such as "
      "\"ops@example.org\"."),
     ('[notify]\nwebhooks = ["http://hooks.example.org/x"]\nwebhook_secret_file = "/s"\n',
-     "[notify] webhooks has 'http://hooks.example.org/x', which is not allowed: use an https:// URL (http:// only "
-     "to this machine, such as http://127.0.0.1:8080/hook)."),
-    ('[notify]\nwebhooks = ["https://user:pw@hooks.example.org/x"]\nwebhook_secret_file = "/s"\n',
-     "[notify] webhooks has 'https://user:pw@hooks.example.org/x', which is not allowed"),
+     "[notify] webhooks' URL number 1 is not allowed: use an https:// URL without user:password@ (http:// only "
+     "to this machine, such as http://127.0.0.1:8080/hook)."),  # never quoted: its path may hold its secret (#54)
+    ('[notify]\nwebhooks = ["https://a.example.org/", "https://user:pw@hooks.example.org/x"]\n'
+     'webhook_secret_file = "/s"\n', "[notify] webhooks' URL number 2 is not allowed"),
+    ('[notify]\nwebhooks = "https://hooks.example.org/s3cret"\nwebhook_secret_file = "/s"\n',
+     "[notify] webhooks is not allowed as written: use a list of https:// URLs"),
     ('[notify]\nwebhooks = ["https://hooks.example.org/x"]\n',
      "[notify] webhooks without webhook_secret_file is not allowed: name the file holding the secret their "
      "signatures are made with."),

@@ -188,8 +188,10 @@ PARTICIPANT_GETS = {"/entries": None, "/entries.json": participant.ENTRY_LIST, "
 API_GETS = {"/api/entries": participant.ENTRY_LIST, "/api/entries/{entry_id}": participant.ENTRY,
             "/api/challenges/{challenge}/phases": participant.PHASES}
 # A participant's upload, or an entry carried into a contest's phase: answered in SUBMITTED or a page.
-POSTS = {"/upload", "/api/entries", "/entries/{entry_id}/carry", "/api/entries/{entry_id}/carry"}
-PUBLIC = {"/", "/signin", "/signout", "/static"}
+POSTS = {"/upload", "/api/entries", "/entries/{entry_id}/carry", "/api/entries/{entry_id}/carry",
+         "/settings/resend"}  # the owner's own address's confirmation mailed again (#54)
+PUBLIC = {"/", "/signin", "/signout", "/static",
+          "/settings/confirm"}  # #54: the mailed link, by its token only (test_notify_confirm.py)
 ORGANISER = {"/organiser/entries", "/organiser/parked", "/organiser/queue", "/organiser/entries/{entry_id}",
              "/organiser/entries/{entry_id}/logs"}
 

@@ -4,6 +4,10 @@ and the address each may give to hear when its entries are judged (issue 35, opt
 `add` prints the new sign-in token once, alone on stdout (only its sha256 is kept), so it can
 be piped to whoever passes it on; `revoke` stops the token, and every session signed in with
 it, at once.
+
+An address given here is trusted as confirmed (issue 54): the organiser typed it. One the
+participant set on the portal is listed "(unconfirmed)" until its link is followed; setting it
+here again confirms it.
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ def owner() -> None:
 @owner.command("add")
 @click.argument("name")
 @click.option("--organiser", is_flag=True, help="May see every entry, attempts and logs in the portal.")
-@click.option("--email", default=None, metavar="ADDR", help="Email ADDR when an entry of NAME's is judged (opt-in).")
+@click.option("--email", default=None, metavar="ADDR",
+              help="Email ADDR when an entry of NAME's is judged (opt-in; trusted as confirmed).")
 @click.pass_context
 def owner_add(ctx: click.Context, name: str, organiser: bool, email: str | None) -> None:
     """Add NAME and print its sign-in token (shown this once: only its hash is kept)."""
@@ -48,19 +53,22 @@ def owner_list(ctx: click.Context, as_json: bool) -> None:
     owners = _owners(ctx).all()
     if as_json:
         echo(json.dumps([{"name": o.name, "organiser": o.organiser, "created_at": o.created_at,
-                          "revoked_at": o.revoked_at, "email": o.email} for o in owners], indent=2))
+                          "revoked_at": o.revoked_at, "email": o.email,
+                          "email_confirmed": o.confirmed_email is not None}
+                         for o in owners], indent=2))
         return
     for o in owners:
         role = "organiser" if o.organiser else "participant"
         echo(f"{o.name:<24} {role:<12} added {o.created_at}" + (f", revoked {o.revoked_at}" if o.revoked_at else "")
-             + (f", email {o.email}" if o.email else ""))
+             + (f", email {o.email}" + ("" if o.confirmed_email else " (unconfirmed)") if o.email else ""))
     if not owners:
         echo("no owners yet: `vmjudge owner add NAME` makes one")
 
 
 @owner.command("set")
 @click.argument("name")
-@click.option("--email", default=None, metavar="ADDR", help="Email ADDR when an entry of NAME's is judged.")
+@click.option("--email", default=None, metavar="ADDR",
+              help="Email ADDR when an entry of NAME's is judged (trusted as confirmed: you typed it).")
 @click.option("--no-email", is_flag=True, help="Send NAME no email from now on.")
 @click.pass_context
 def owner_set(ctx: click.Context, name: str, email: str | None, no_email: bool) -> None:

@@ -109,11 +109,16 @@ def read_notify(source: str, data: dict[str, Any]) -> NotifySite:
         if not isinstance(address, str) or not email_ok(address):
             raise ConfigError(f"{source}: [notify] organisers has {address!r}, which is not allowed: use plain "
                               "addresses such as \"ops@example.org\".")
+    # A webhook's URL often holds its secret, so a refusal names it by its place, never quotes it.
+    if not isinstance(sec.data.get("webhooks", []), list):
+        raise ConfigError(f"{source}: [notify] webhooks is not allowed as written: use a list of https:// URLs, such "
+                          "as [\"https://hooks.example.org/vmjudge\"].")
     webhooks = sec.get("webhooks", list, [], allowed="a list of https:// URLs")
-    for url in webhooks:
+    for n, url in enumerate(webhooks, 1):
         if not isinstance(url, str) or not webhook_ok(url):
-            raise ConfigError(f"{source}: [notify] webhooks has {url!r}, which is not allowed: use an https:// URL "
-                              "(http:// only to this machine, such as http://127.0.0.1:8080/hook).")
+            raise ConfigError(f"{source}: [notify] webhooks' URL number {n} is not allowed: use an https:// URL "
+                              "without user:password@ (http:// only to this machine, such as "
+                              "http://127.0.0.1:8080/hook).")
     secret = sec.get("webhook_secret_file", str, None, lambda v: v.startswith("/"),
                      "the absolute path of a file holding the webhooks' signing secret")
     ca_file = sec.get("webhook_ca_file", str, None, lambda v: v.startswith("/"), "an absolute path")

@@ -2,7 +2,12 @@
 organiser's. http only to this machine (config/notify.py checks it when site.toml is read; it is
 checked again here, so no caller can send a signed body in the clear). No redirect is followed:
 the body goes only where site.toml says. Every socket step is bounded by `timeout`, and the
-answer's body is not read beyond its first KiB."""
+answer's body is not read beyond its first KiB.
+
+What it says of a delivery names the receiver by its host and port only, never the URL's path
+or query: those often hold the webhook's secret (Slack's, Discord's, a `?token=`), and what it
+says goes to logs and `vmjudge notify list`. A receiver's answer that quotes the path (a 404
+page) has it cut out too."""
 
 from __future__ import annotations
 
@@ -27,7 +32,7 @@ def post(url: str, secret: bytes, message: Message, timeout: float, ca_file: Pat
     """POST `message` to `url`; what the receiver answered. DeliveryError otherwise (permanent
     on a 4xx other than 408 and 429: the receiver will refuse it again)."""
     if not webhook_ok(url):
-        raise DeliveryError(f"{url} is not an https:// URL (http:// only to this machine)", permanent=True)
+        raise DeliveryError("the webhook's URL is not an https:// URL (http:// only to this machine)", permanent=True)
     parts = urlsplit(url)
     data = body(message)
     host = parts.hostname or ""
@@ -44,10 +49,21 @@ def post(url: str, secret: bytes, message: Message, timeout: float, ca_file: Pat
         answer = conn.getresponse()
         said = answer.read(1024).decode(errors="replace").strip()[:200]
     except (http.client.HTTPException, OSError) as exc:
-        raise DeliveryError(f"{parts.netloc}: {type(exc).__name__}: {exc}") from None
+        raise DeliveryError(_unquoted(f"{parts.netloc}: {type(exc).__name__}: {exc}", path)) from None
     finally:
         conn.close()
     if 200 <= answer.status < 300:
         return f"{parts.netloc} answered {answer.status}"
     permanent = 400 <= answer.status < 500 and answer.status not in (408, 429)
-    raise DeliveryError(f"{parts.netloc} answered {answer.status} {said}".strip(), permanent=permanent)
+    raise DeliveryError(_unquoted(f"{parts.netloc} answered {answer.status} {said}".strip(), path),
+                        permanent=permanent)
+
+
+def _unquoted(text: str, path: str) -> str:
+    """`text` without the request's path and query, nor either alone (a receiver's answer, an
+    exception's words may quote them)."""
+    base, _, query = path.partition("?")
+    for secret in sorted({path, base, query}, key=len, reverse=True):
+        if len(secret) > 1:
+            text = text.replace(secret, "/…" if secret.startswith("/") else "…")
+    return text

@@ -12,9 +12,11 @@ and the row's update, after which the message goes again (when the host's daemon
 release_host, or its claim runs out), with the same delivery id (Message-ID, X-Vmjudge-Delivery)
 for the receiver to drop.
 
-Two audiences. A participant (`owner`) who gave an email address hears when an entry of theirs
-ends: the row names only the entry, and its text is built when it is sent, from the participant
-view (reports/notice.py), no earlier than the entry's publish time (`not_before`; publish.py).
+Two audiences. A participant (`owner`) who gave an email address, and confirmed it (issue 54:
+owners.py), hears when an entry of theirs ends: the row names only the entry, and its text is
+built when it is sent, from the participant view (reports/notice.py), no earlier than the entry's
+publish time (`not_before`; publish.py). An unconfirmed address gets one kind of message only:
+its confirmation (notify/confirm.py), whose row holds its text and the `address` it is for.
 The organisers hear of conditions (an entry parked, a GPU out of service and back): the row
 holds its text, and one condition is told at most once an hour; what happens after that within
 the hour is added to one digest, sent when the hour is over.
@@ -27,11 +29,13 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from ..notify.confirm import KIND as CONFIRM
 from .connection import Database, Db
 from .rows import stamp
 
 OWNER, ORGANISERS = "owner", "organisers"
 HOUR = 3600.0  # one message per condition in this long
+DAY = 24 * HOUR  # confirmations are counted over this long (owners.py), so kept at least this long
 PENDING, SENT, FAILED, DROPPED = "pending", "sent", "failed", "dropped"
 STATES = (PENDING, SENT, FAILED, DROPPED)
 FINISHED = (SENT, FAILED, DROPPED)  # for good: no sender takes them again
@@ -59,6 +63,7 @@ class OutboxRow:
     delivered: tuple[str, ...]
     last_error: str | None
     finished: float | None
+    address: str | None = None  # a confirmation's: the address it goes to, and only while unconfirmed
 
     @classmethod
     def from_row(cls, r: Any) -> OutboxRow:
@@ -69,7 +74,7 @@ class OutboxRow:
                    next_try=float(r["next_try"]), claimed_by=r["claimed_by"],
                    claim_until=None if r["claim_until"] is None else float(r["claim_until"]),
                    delivered=tuple(json.loads(r["delivered"])), last_error=r["last_error"],
-                   finished=None if r["finished"] is None else float(r["finished"]))
+                   finished=None if r["finished"] is None else float(r["finished"]), address=r["address"])
 
     @property
     def delivery(self) -> str:
@@ -79,20 +84,22 @@ class OutboxRow:
 
 def _insert(db: Db, kind: str, audience: str, at: float, not_before: float, owner: str | None = None,
             entry_id: int | None = None, evaluation: int | None = None, condition: str | None = None,
-            subject: str | None = None, body: str | None = None) -> None:
+            subject: str | None = None, body: str | None = None, address: str | None = None) -> None:
     db.execute("INSERT INTO outbox (kind, audience, owner, entry_id, evaluation, condition, subject, body, created, "
-               "not_before, next_try) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-               (kind, audience, owner, entry_id, evaluation, condition, subject, body, at, not_before, not_before))
+               "not_before, next_try, address) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+               (kind, audience, owner, entry_id, evaluation, condition, subject, body, at, not_before, not_before,
+                address))
 
 
 def entry_ended(db: Db, entry_id: int, at: float | None = None) -> None:
     """Within the transaction that ends the entry (done, or parked after its retries), once its
-    publish time is recorded: its owner's message, if the owner gave an address and the entry is
-    theirs (not the organiser's batch re-run); and for a parked entry, the organisers'."""
+    publish time is recorded: its owner's message, if the owner gave an address, confirmed, and
+    the entry is theirs (not the organiser's batch re-run); and for a parked entry, the organisers'."""
     at = time.time() if at is None else at
     e = db.execute("SELECT e.id, e.challenge, e.owner, e.state, e.stage, e.reason, e.evaluation, e.batch, "
                    "e.published, o.email FROM entries e LEFT JOIN owners o ON o.name = e.owner "
-                   "AND o.revoked_at IS NULL WHERE e.id = ?", (entry_id,)).fetchone()
+                   "AND o.revoked_at IS NULL AND o.email_confirmed_at IS NOT NULL WHERE e.id = ?",
+                   (entry_id,)).fetchone()
     if e is None:
         return
     parked = e["state"] == "parked"
@@ -106,6 +113,29 @@ def entry_ended(db: Db, entry_id: int, at: float | None = None) -> None:
                         f"was parked at stage {e['stage']} after its retries: {e['reason']}. Once the cause is fixed, "
                         f"`vmjudge rescore {e['challenge']} --entries {entry_id} --rerun-stages` runs it again.", at,
                         kind="entry-parked")
+
+
+def confirmation(db: Db, owner: str, address: str, subject: str, body: str, at: float) -> None:
+    """Within the transaction that sets the owner's unconfirmed address: the one mail that
+    carries its link (notify/confirm.py), to that address only. The sender drops it if the
+    address has changed or been confirmed by the time it is sent (owners.py recipient)."""
+    _insert(db, CONFIRM, OWNER, at, at, owner=owner, subject=subject, body=body, address=address)
+
+
+def confirmations_since(db: Db, owner: str, since: float) -> list[float]:
+    """When the owner's confirmation mails were written, after `since`, oldest first: what the
+    portal's limit on them counts (owners.py)."""
+    rows = db.execute("SELECT created FROM outbox WHERE kind = ? AND owner = ? AND created > ? ORDER BY created",
+                      (CONFIRM, owner, since)).fetchall()
+    return [float(r[0]) for r in rows]
+
+
+def last_confirmation(database: Database, owner: str, address: str) -> OutboxRow | None:
+    """The newest confirmation written for the owner's `address`, for its settings page."""
+    with database.connect() as db:
+        row = db.execute("SELECT * FROM outbox WHERE kind = ? AND owner = ? AND address = ? ORDER BY id DESC LIMIT 1",
+                         (CONFIRM, owner, address)).fetchone()
+    return None if row is None else OutboxRow.from_row(row)
 
 
 def organiser_event(db: Db, condition: str, what: str, line: str, at: float | None = None,
@@ -190,11 +220,12 @@ def prune(database: Database, ended_before: float, at: float | None = None, dry_
     still to be sent, waiting for its publish time or held by a sender, is not finished. Nor one
     whose time is within the last hour, whatever the days: the once-an-hour rule
     (organiser_event) reads each condition's newest message, and pruning it would let the next
-    event of that condition go out at once rather than in the hour's digest."""
+    event of that condition go out at once rather than in the hour's digest. Nor a confirmation
+    of the last day: the portal's daily limit on them counts them (owners.py)."""
     at = time.time() if at is None else at
     where = (f"state IN ({','.join('?' * len(FINISHED))}) AND finished IS NOT NULL AND finished < ? "
-             "AND not_before < ?")
-    args = (*FINISHED, ended_before, at - HOUR)
+             "AND not_before < ? AND (kind <> ? OR created < ?)")
+    args = (*FINISHED, ended_before, at - HOUR, CONFIRM, at - DAY)
     with database.transaction() as db:
         if dry_run:
             return int(db.execute(f"SELECT COUNT(*) FROM outbox WHERE {where}", args).fetchone()[0])

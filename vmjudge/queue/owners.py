@@ -9,6 +9,14 @@ request, sessions included, because the portal reads the account on every reques
 Signing out is kept here too, as the time it happened: a session cookie is signed, not stored,
 so clearing it in the browser that signed out leaves any copy of it (another device, a stolen
 one) valid until it expires. Every session of the owner begun before that time is over.
+
+An owner's address (issue 35) is used only once confirmed (issue 54): an address the organiser
+types (`vmjudge owner add|set --email`) is trusted as typed; one a participant sets on the
+portal (ask_email) is kept unconfirmed, sent nothing but one mail with a link only its reader
+can follow (notify/confirm.py), at most one such mail per owner every CONFIRM_GAP seconds and
+CONFIRM_PER_DAY a day, so the portal cannot be used to fill a stranger's mailbox. Changing the
+address makes it unconfirmed again; recipient() is what every sender asks before mailing an
+owner.
 """
 
 from __future__ import annotations
@@ -22,12 +30,21 @@ from typing import Any
 
 from ..config.notify import email_ok
 from ..errors import VmjudgeError
+from ..notify import confirm
 from .connection import Database
-from .rows import now
+from .outbox import CONFIRM, DAY, OutboxRow, confirmation, confirmations_since
+from .rows import now, stamp
+
+CONFIRM_GAP = 600.0  # seconds between two confirmation mails of one owner
+CONFIRM_PER_DAY = 5  # confirmation mails of one owner in any 24 hours
 
 
 class OwnerError(VmjudgeError):
     """An owner that cannot be added or revoked as asked."""
+
+
+class TooSoon(OwnerError):
+    """A confirmation mail asked for before the limits allow another (the portal's 429)."""
 
 
 @dataclass(frozen=True)
@@ -39,10 +56,16 @@ class Owner:
     token_sha256: str
     signed_out_at: float | None = None  # epoch seconds: sessions begun before it are over
     email: str | None = None  # where the owner hears of its entries (issue 35); None: not at all
+    email_confirmed_at: float | None = None  # epoch seconds; None: `email` is unconfirmed and gets nothing
 
     @property
     def active(self) -> bool:
         return self.revoked_at is None
+
+    @property
+    def confirmed_email(self) -> str | None:
+        """The address the owner's notifications may go to: its address once confirmed."""
+        return self.email if self.email_confirmed_at is not None else None
 
     @property
     def session_mark(self) -> str:
@@ -59,13 +82,21 @@ def _owner(r: Any) -> Owner:
     """From a row (sqlite3.Row or pg_row.Row), read by column name."""
     return Owner(name=r["name"], organiser=bool(r["organiser"]), created_at=r["created_at"],
                  revoked_at=r["revoked_at"], token_sha256=r["token_sha256"], signed_out_at=r["signed_out_at"],
-                 email=r["email"])
+                 email=r["email"], email_confirmed_at=r["email_confirmed_at"])
 
 
 def checked_email(email: str | None) -> str | None:
+    """`email` if it is one plain address on a domain of the Internet. A dotless domain
+    ("root@mailhub", "a@localhost") or a numeric one is a host of the judge's own network, which
+    the organisers' mail server would deliver to: no participant's address is such a host."""
     if email is not None and not email_ok(email):
         raise OwnerError(f"The address {email!r} is not allowed: give one plain address such as "
                          "\"ana@example.org\" (no name, no spaces).")
+    labels = (email or "@x.y").rpartition("@")[2].split(".")
+    if len(labels) < 2 or not all(labels) or labels[-1].isdigit():
+        raise OwnerError(f"The address {email!r} is not allowed: its domain must have a dot and end in a name, "
+                         "such as \"ana@example.org\" (not a local host name such as \"mailhub\", nor an IP "
+                         "address).")
     return email
 
 
@@ -78,7 +109,8 @@ class Owners:
     def add(self, name: str, organiser: bool = False, email: str | None = None) -> str:
         """Add `name` (or give a revoked one a new token) and return its token, which is stored
         nowhere: the caller shows it once. An active owner is refused: revoke it first. `email`:
-        the owner opts in to hear of its entries there."""
+        the owner opts in to hear of its entries there, trusted (confirmed) since the organiser
+        typed it."""
         checked_email(email)
         if not name or len(name) > 64 or not name.isprintable() or name != name.strip():
             raise OwnerError(f"The owner {name!r} is not allowed: use at most 64 printable characters (no control "
@@ -89,22 +121,72 @@ class Owners:
             if row is not None and row["revoked_at"] is None:
                 raise OwnerError(f"the owner {name!r} already has a token: `vmjudge owner revoke {name}` first, "
                                  "then add it again for a new one.")
-            db.execute("INSERT INTO owners (name, token_sha256, organiser, created_at, revoked_at, email) "
-                       "VALUES (?, ?, ?, ?, NULL, ?) ON CONFLICT(name) DO UPDATE SET token_sha256 = "
-                       "excluded.token_sha256, organiser = excluded.organiser, created_at = excluded.created_at, "
-                       "revoked_at = NULL, email = excluded.email", (name, token_hash(token), int(organiser), now(),
-                                                                     email))
+            db.execute("INSERT INTO owners (name, token_sha256, organiser, created_at, revoked_at, email, "
+                       "email_confirmed_at) VALUES (?, ?, ?, ?, NULL, ?, ?) ON CONFLICT(name) DO UPDATE SET "
+                       "token_sha256 = excluded.token_sha256, organiser = excluded.organiser, created_at = "
+                       "excluded.created_at, revoked_at = NULL, email = excluded.email, email_confirmed_at = "
+                       "excluded.email_confirmed_at", (name, token_hash(token), int(organiser), now(), email,
+                                                       time.time() if email else None))
         return token
 
     def set_email(self, name: str, email: str | None) -> None:
-        """Where `name` hears of its entries from now on; None: nowhere (messages not yet sent
-        are dropped when their time comes)."""
+        """The organiser's `owner set --email`, or anyone's clearing: where `name` hears of its
+        entries from now on, trusted (confirmed) since the organiser typed it; None: nowhere
+        (messages not yet sent are dropped when their time comes)."""
         checked_email(email)
         with self.database.transaction() as db:
-            done = db.execute("UPDATE owners SET email = ? WHERE name = ? AND revoked_at IS NULL",
-                              (email, name)).rowcount
+            done = db.execute("UPDATE owners SET email = ?, email_confirmed_at = ? WHERE name = ? AND revoked_at IS "
+                              "NULL", (email, time.time() if email else None, name)).rowcount
         if done != 1:
             raise OwnerError(f"no owner named {name!r} holds a token: `vmjudge owner list` shows who does.")
+
+    def ask_email(self, name: str, email: str, key: str, portal_url: str, at: float | None = None) -> bool:
+        """The portal's: `name` asks to hear of its entries at `email`. Kept unconfirmed, and its
+        confirmation mail written in the same transaction, unless the limits refuse one now
+        (TooSoon, nothing changed). The owner's address already, confirmed: nothing to do, False.
+        The same address unconfirmed: its mail sent again. `key` is the portal's secret, which
+        signs the link; `portal_url` is where the link goes."""
+        checked_email(email)
+        at = time.time() if at is None else at
+        with self.database.transaction() as db:
+            db.lock(f"confirm {name}")  # two requests at once: one counts the other's mail
+            row = db.execute("SELECT email, email_confirmed_at FROM owners WHERE name = ? AND revoked_at IS NULL",
+                             (name,)).fetchone()
+            if row is None:
+                raise OwnerError(f"no owner named {name!r} holds a token: `vmjudge owner list` shows who does.")
+            if row["email"] == email and row["email_confirmed_at"] is not None:
+                return False
+            _limit(confirmations_since(db, name, at - DAY), at)
+            db.execute("UPDATE owners SET email = ?, email_confirmed_at = NULL WHERE name = ?", (email, name))
+            until = int(at + confirm.VALID_SECONDS)
+            subject, text = confirm.mail(portal_url, email, confirm.token(key.encode(), name, email, until), until)
+            confirmation(db, name, email, subject, text, at)
+        return True
+
+    def confirm(self, name: str, email: str) -> bool:
+        """Mark `email` confirmed, if it is still `name`'s address (its link was checked by the
+        caller); whether it is now confirmed."""
+        with self.database.transaction() as db:
+            db.execute("UPDATE owners SET email_confirmed_at = ? WHERE name = ? AND email = ? AND revoked_at IS NULL "
+                       "AND email_confirmed_at IS NULL", (time.time(), name, email))
+            row = db.execute("SELECT email_confirmed_at FROM owners WHERE name = ? AND email = ? AND revoked_at IS "
+                             "NULL", (name, email)).fetchone()
+        return row is not None and row["email_confirmed_at"] is not None
+
+    def recipient(self, row: OutboxRow) -> str:
+        """The address an owner's outbox row may go to now; VmjudgeError (the row is dropped)
+        when none: the owner revoked or without an address, the address unconfirmed (any row but
+        its confirmation), or for a confirmation, the address changed or confirmed since."""
+        owner = self.get(row.owner or "")
+        if owner is None or not owner.active or not owner.email:
+            raise VmjudgeError(f"the owner {row.owner!r} gives no address now")
+        if row.kind == CONFIRM:
+            if owner.email != row.address or owner.email_confirmed_at is not None:
+                raise VmjudgeError(f"the owner {row.owner!r} changed or confirmed its address since")
+            return owner.email
+        if owner.confirmed_email is None:
+            raise VmjudgeError(f"the address of the owner {row.owner!r} is not confirmed")
+        return owner.confirmed_email
 
     def revoke(self, name: str) -> None:
         with self.database.transaction() as db:
@@ -148,3 +230,14 @@ class Owners:
         """End every session of `name` begun until now."""
         with self.database.transaction() as db:
             db.execute("UPDATE owners SET signed_out_at = ? WHERE name = ?", (time.time(), name))
+
+
+def _limit(sent: list[float], at: float) -> None:
+    """TooSoon, in one sentence saying when to ask again, if the confirmation mails `sent` in
+    the last day (oldest first) leave none for now."""
+    if sent and at - sent[-1] < CONFIRM_GAP:
+        raise TooSoon(f"A confirmation mail was sent less than {CONFIRM_GAP / 60:g} minutes ago: check your mailbox, "
+                      f"or ask again after {stamp(sent[-1] + CONFIRM_GAP)}.")
+    if len(sent) >= CONFIRM_PER_DAY:
+        raise TooSoon(f"{CONFIRM_PER_DAY} confirmation mails were sent in the last day, the most allowed: ask again "
+                      f"after {stamp(sent[-CONFIRM_PER_DAY] + DAY)}.")

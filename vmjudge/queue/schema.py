@@ -192,6 +192,8 @@ CREATE TABLE IF NOT EXISTS outbox (
 );
 CREATE INDEX IF NOT EXISTS outbox_due ON outbox(state, next_try);
 CREATE INDEX IF NOT EXISTS outbox_condition ON outbox(audience, condition);
+-- An owner's confirmation mails, counted on each address the portal is given (issue 54, owners.py).
+CREATE INDEX IF NOT EXISTS outbox_owner ON outbox(owner, kind, created);
 CREATE TABLE IF NOT EXISTS notify_conditions (  -- conditions.py: each one's state as last told
     name TEXT PRIMARY KEY,             -- "host judge2", "daemon judge1"
     state TEXT NOT NULL,               -- down | up | stopped | error | running
@@ -244,6 +246,12 @@ MIGRATIONS = (
     ("entries", "exam_time_hidden", "INTEGER NOT NULL DEFAULT 0"),
     # Issue 35: the address an owner gave to hear of its entries (`vmjudge owner add|set --email`).
     ("owners", "email", "TEXT"),
+    # Issue 54: when the owner's address was confirmed (epoch seconds: its link followed, or the
+    # organiser typed it); NULL: unconfirmed, and sent nothing but its confirmation. A home made
+    # before has no record of who set an address, so every address it holds starts unconfirmed.
+    ("owners", "email_confirmed_at", "DOUBLE PRECISION"),
+    # A confirmation's outbox row: the address it goes to (the link is for that address only).
+    ("outbox", "address", "TEXT"),
 )
 # Indexes on columns MIGRATIONS add, so made after them.
 LATER_INDEXES = (INDEX,)

@@ -25,8 +25,9 @@ from ..notify.message import Message
 from ..notify.secrets import credentials, webhook_secret
 from ..queue.connection import QueueUnavailable
 from ..queue.db import Queue
-from ..queue.outbox import DROPPED, FAILED, OWNER, PENDING, SENT, OutboxRow, claim, reached, settle
+from ..queue.outbox import CONFIRM, DROPPED, FAILED, OWNER, PENDING, SENT, OutboxRow, claim, reached, settle
 from ..queue.owners import Owners
+from ..queue.redact import url_shown
 from ..reports.notice import owner_message, stale
 
 log = logging.getLogger(__name__)
@@ -50,10 +51,16 @@ def check_secrets(notify: NotifySite) -> None:
 
 @dataclass(frozen=True)
 class Target:
-    """One address a message goes to: `key` as the row's `delivered` keeps it."""
+    """One address a message goes to: `key` as the row's `delivered` keeps it, `shown` as logs
+    and errors name it (a webhook's URL as scheme://host/… only: its path often holds its secret)."""
 
     key: str
     send: Callable[[Message], str]
+    shown: str = ""
+
+    @property
+    def label(self) -> str:
+        return self.shown or self.key
 
 
 def email_target(notify: NotifySite, address: str) -> Target:
@@ -62,11 +69,11 @@ def email_target(notify: NotifySite, address: str) -> Target:
     return Target(f"email:{address}", lambda m: smtp.send(site, address, m, notify.timeout_seconds))
 
 
-def webhook_target(notify: NotifySite, url: str) -> Target:
+def webhook_target(notify: NotifySite, url: str, shown: str | None = None) -> Target:
     assert notify.webhook_secret_file is not None
     path = notify.webhook_secret_file
     return Target(url, lambda m: webhook.post(url, webhook_secret(path), m, notify.timeout_seconds,
-                                              notify.webhook_ca_file))
+                                              notify.webhook_ca_file), shown or url_shown(url))
 
 
 class Notifier:
@@ -142,11 +149,11 @@ class Notifier:
             try:
                 said = target.send(message)
             except Exception as exc:  # noqa: BLE001 - a DeliveryError says whether to try again; any other fails again
-                errors.append(f"{target.key}: {exc}" if isinstance(exc, VmjudgeError)
-                              else f"{target.key}: {type(exc).__name__}: {exc}")
+                errors.append(f"{target.label}: {exc}" if isinstance(exc, VmjudgeError)
+                              else f"{target.label}: {type(exc).__name__}: {exc}")
                 permanent = permanent and getattr(exc, "permanent", True)
                 continue
-            log.info("notification %d (%s) to %s: %s", row.id, row.kind, target.key, said)
+            log.info("notification %d (%s) to %s: %s", row.id, row.kind, target.label, said)
             delivered.append(target.key)
             if not reached(database, row, host, tuple(delivered)):
                 return  # the hold ran out: another sender has the row now
@@ -166,16 +173,19 @@ class Notifier:
         when it has none to go to (dropped)."""
         notify = self.notify
         if row.audience == OWNER:
-            owner = Owners(self.queue.database).get(row.owner or "")
-            if owner is None or not owner.active or not owner.email:
-                raise VmjudgeError(f"the owner {row.owner!r} gives no address now")
+            address = Owners(self.queue.database).recipient(row)  # confirmed, or this is its confirmation
             if notify.smtp is None:
                 raise VmjudgeError("no [notify.smtp] in site.toml to send email through")
+            if row.kind == CONFIRM:
+                return Message(kind=row.kind, subject=row.subject or "", text=row.body or "",
+                               delivery=row.delivery), [email_target(notify, address)]
             if stale(self.queue, row):
                 raise VmjudgeError(f"entry {row.entry_id} was queued again since")
-            return owner_message(self.queue, row, now, notify.portal_url), [email_target(notify, owner.email)]
+            return owner_message(self.queue, row, now, notify.portal_url), [email_target(notify, address)]
+        shown = [url_shown(u) for u in notify.webhooks]
         targets = [email_target(notify, a) for a in notify.organisers] + \
-            [webhook_target(notify, u) for u in notify.webhooks]
+            [webhook_target(notify, u, s if shown.count(s) == 1 else f"{s} (webhook {i})")
+             for i, (u, s) in enumerate(zip(notify.webhooks, shown, strict=True), 1)]
         if not targets:
             raise VmjudgeError("no organisers or webhooks in site.toml [notify]")
         text = (row.body or "") + ("" if row.events == 1 else f"\n\n({row.events} events in this digest)")
