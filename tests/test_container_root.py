@@ -53,7 +53,7 @@ def image_tree(root: Path) -> Path:
     for d in ("etc", "tmp", "output", "sys", "usr/bin", "data"):
         (root / d).mkdir(parents=True, exist_ok=True)
     (root / "etc" / "passwd").write_text(f"root:x:0:0:root:/root:/bin/sh\napp:x:{APP_UID}:{APP_UID}::/data:/bin/sh\n")
-    (root / "etc" / "group").write_text(f"root:x:0:\napp:x:{APP_UID}:\nstaff:x:50:\n")
+    (root / "etc" / "group").write_text(f"root:x:0:app\napp:x:{APP_UID}:\nstaff:x:50:\ndata:x:60:nobody,app\n")
     (root / "etc" / "marker").write_text(MARKER + "\n")
     (root / "tmp" / "image-tmp-file").write_text("the image's /tmp\n")
     (root / "output" / "stale.txt").write_text("the image's /output\n")
@@ -118,6 +118,8 @@ def test_the_images_user_runs_as_itself_and_root_as_the_entry_user(boot, plain_r
         sh("ghost", "echo ran", root=InRoot(user="ghost")),
         sh("environment", "echo $FOO $PATH $HOME; pwd; touch mine && ls -ln mine | tr -s ' ' | cut -d' ' -f3,4",
            root=InRoot(user="app", env=("FOO=bar baz", "PATH=/bin"), workdir="/data")),
+        sh("home", "echo $HOME; df -k /dev/shm | tail -1 | tr -s ' ' | cut -d' ' -f2; grep MemTotal /proc/meminfo",
+           root=InRoot(user="4321")),
         sh("no workdir", "pwd", root=InRoot(workdir="/nowhere")),
         Command("no program", ("no-such-program",), 30, root=InRoot()),
         sh("after", "echo after"),
@@ -125,18 +127,24 @@ def test_the_images_user_runs_as_itself_and_root_as_the_entry_user(boot, plain_r
     seen = {c.name.removeprefix("user "): output(run, i).splitlines() for i, c in enumerate(run.transcript.commands)
             if c.name.startswith("user ")}
     entry = [f"{ENTRY_UID} {ENTRY_UID} {ENTRY_UID}", "NoNewPrivs:\t1"]
-    app = [f"{APP_UID} {APP_UID} {APP_UID}", "NoNewPrivs:\t1"]
+    # The image's user with its supplementary groups from the image's /etc/group (root's 0 never), as Docker
+    # gives them, unless the user names its group.
+    app = [f"{APP_UID} {APP_UID} {APP_UID} 60", "NoNewPrivs:\t1"]
     assert seen == {"''": entry, "'root'": entry, "'0:0'": entry, "'app'": app, f"'{APP_UID}'": app,
                     f"'{APP_UID}:0'": [f"{APP_UID} {ENTRY_UID} {ENTRY_UID}", "NoNewPrivs:\t1"],
                     "'app:staff'": [f"{APP_UID} 50 50", "NoNewPrivs:\t1"],
                     "'4321'": [f"4321 {ENTRY_UID} {ENTRY_UID}", "NoNewPrivs:\t1"]}
-    ghost, environment, no_workdir, no_program, after = run.transcript.commands[len(users):]
+    ghost, environment, home, no_workdir, no_program, after = run.transcript.commands[len(users):]
     assert ghost.status == "error" and "the image's user 'ghost' is not in its /etc/passwd" in ghost.message
     assert environment.status == "ok"
-    assert output(run, len(users) + 1).splitlines() == ["bar baz /bin /tmp", "/data", f"{APP_UID} {APP_UID}"]
+    # HOME is the user's home in the image's /etc/passwd ("/" for a uid it lacks), as Docker gives it.
+    assert output(run, len(users) + 1).splitlines() == ["bar baz /bin /data", "/data", f"{APP_UID} {APP_UID}"]
+    no_home, shm_kib, memory = output(run, len(users) + 2).splitlines()
+    assert home.status == "ok" and no_home == "/"
+    assert 0.45 < int(shm_kib) / int(memory.split()[1]) < 0.55  # /dev/shm is half the memory, as Grand Challenge's
     assert no_workdir.status == "error" and "the working directory /nowhere" in no_workdir.message
     assert no_program.status == "error" and "could not start no-such-program" in no_program.message
-    assert after.status == "ok" and output(run, len(users) + 4) == "after\n"  # the job goes on after those
+    assert after.status == "ok" and output(run, len(users) + 5) == "after\n"  # the job goes on after those
 
 
 def test_tmp_and_output_start_empty_and_nothing_written_elsewhere_lasts(boot, plain_root):

@@ -41,12 +41,13 @@ class Home:
 
 class Root:
     def __init__(self, index, cmd, entry, gpu=None):
-        from root_disk import image_ids
+        from root_disk import image_account
         from root_layers import Layers
         from root_spec import RootError, RootSpec
         self.spec = RootSpec(cmd.root)
         try:
-            uid, gid = image_ids(self.spec.user, entry)
+            self.account = image_account(self.spec.user, entry)
+            uid, gid = self.account.uid, self.account.gid
             self.layers = Layers(index, self.spec, uid, gid, gpu)
         except RootError as exc:
             raise PlaceError(str(exc)) from None
@@ -58,8 +59,7 @@ class Root:
 
     def start(self, cmd, write_fd, cgroup):
         from root_start import start_in_root
-        return start_in_root(cmd.argv, self.spec, self.layers, self.user.pw_uid, self.user.pw_gid, write_fd,
-                             cgroup.path, self.gpu_devices)
+        return start_in_root(cmd.argv, self.spec, self.layers, self.account, write_fd, cgroup.path, self.gpu_devices)
 
     def ended(self, cgroup):
         """The backstop to the sweep by user: whatever is left in the command's cgroup."""

@@ -17,6 +17,7 @@ ENTRY_ROOT = "/media/entry-root"
 SERIAL = "vmjudge-entry-root"  # vm/domain_xml.py ENTRY_ROOT_SERIAL
 ACCOUNTS_MAX = 1 << 20  # bytes of the image's /etc/passwd or /etc/group that are read
 UID_MAX = (1 << 32) - 2  # (uid_t)-1 means "no change" to setuid and chown
+GROUPS_MAX = 64  # supplementary groups taken from the image's /etc/group
 
 
 def find_disk(seconds=20):
@@ -69,16 +70,63 @@ def read_image_file(rel, limit=ACCOUNTS_MAX):
             os.close(fd)
 
 
+def _lines(rel):
+    """The colon-separated fields of each line of an /etc/passwd or /etc/group style file of the image."""
+    data = read_image_file(rel)
+    return [line.split(":") for line in (data or b"").decode("utf-8", "replace").splitlines()]
+
+
 def _accounts(rel):
     """name → (id, primary gid or None) from an /etc/passwd or /etc/group style file of the image."""
-    data = read_image_file(rel)
     found = {}
-    for line in (data or b"").decode("utf-8", "replace").splitlines():
-        fields = line.split(":")
+    for fields in _lines(rel):
         if len(fields) >= 3 and fields[0] and fields[0] not in found and fields[2].isdigit():
             gid = fields[3] if len(fields) >= 4 and fields[3].isdigit() else None
             found[fields[0]] = (int(fields[2]), None if gid is None else int(gid))
     return found
+
+
+def _passwd_entry(uid):
+    """(name, home) of the image's first /etc/passwd line for `uid`, or None."""
+    for fields in _lines("etc/passwd"):
+        if len(fields) >= 6 and fields[0] and fields[2] == str(uid):
+            return fields[0], fields[5]
+    return None
+
+
+def _member_of(name):
+    """The gids of the image's /etc/group entries that list `name` as a member, root's excepted."""
+    gids = []
+    for fields in _lines("etc/group"):
+        if len(fields) >= 4 and fields[2].isdigit() and name in fields[3].split(","):
+            gid = int(fields[2])
+            if 0 < gid <= UID_MAX and gid not in gids:
+                gids.append(gid)
+    return gids[:GROUPS_MAX]
+
+
+class Account:
+    """Whom a command of the image runs as: ids, supplementary groups and home, as Docker and
+    Grand Challenge's runner take them from the image's /etc/passwd and /etc/group."""
+
+    def __init__(self, uid, gid, groups=(), home="/"):
+        self.uid, self.gid, self.groups, self.home = uid, gid, tuple(groups), home
+
+
+def image_account(user, entry):
+    """image_ids's ids, with the user's supplementary groups (the image's /etc/group entries that
+    name it, never group 0, and none when `user` names a group, as runc does) and home (its
+    /etc/passwd entry's, "/" when it has none, as Docker gives). An image's root runs as the
+    guest's entry user, with no groups of the image's and "/" for its home."""
+    uid, gid = image_ids(user, entry)
+    if uid == entry.pw_uid and user.partition(":")[0] in ("", "root", "0"):
+        return Account(uid, gid, (), "/")
+    found = _passwd_entry(uid)
+    if found is None:
+        return Account(uid, gid, (), "/")
+    name, home = found
+    groups = [] if user.partition(":")[2] else [g for g in _member_of(name) if g != gid]
+    return Account(uid, gid, groups, home if home.startswith("/") and "\0" not in home else "/")
 
 
 def image_ids(user, entry):

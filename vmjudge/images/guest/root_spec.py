@@ -67,10 +67,11 @@ class RootSpec:
             if self.input_files:
                 raise JobError("the input is either files or a directory, not both")
 
-    def environment(self):
-        """The image's environment, with what a command needs if the image does not say: a PATH (the
-        one Docker gives), and a HOME it may write (the image's /etc/passwd is not read for it)."""
+    def environment(self, home="/"):
+        """The image's environment, with what Docker adds if the image does not say: a PATH, and
+        HOME, the user's home from the image's /etc/passwd (root_disk.image_account), else "/"
+        (images built with `pip install --user` find their packages under it)."""
         env = dict(v.split("=", 1) for v in self.env)
         env.setdefault("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
-        env.setdefault("HOME", "/tmp")
+        env.setdefault("HOME", home)
         return env

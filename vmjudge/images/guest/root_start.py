@@ -5,14 +5,14 @@ own and no new privileges, as a user that is not root.
 The agent forks a child (root) that takes a mount, PID and IPC namespace of its own, makes every
 mount private to it, and mounts: the overlay of the image (lower: the entry-root disk; upper and
 work: the command's layers, root_layers.py), a /dev of a few character devices (null, zero, full,
-random, urandom, tty; no disk, no channel, no kernel memory or log) and a size-capped /dev/shm,
+random, urandom, tty; no disk, no channel, no kernel memory or log) and a /dev/shm of half the memory,
 the input read-only (the command's files from the CD, each bound on an empty file of a read-only
 tmpfs, or a CD directory bound whole) and the output (the layers' output directory). It forks the
 command's process, the new PID namespace's first, and exits: that process comes to the agent,
 the subreaper, which waits for it and kills it as any command's. It mounts a /proc of its own
 namespace (it sees and can signal only the command's processes; when it ends the kernel ends
 them all), pivots into the root and drops the old one, leaves the guest's descriptors behind,
-takes its user's ids, and only then, as that user, changes to the working directory and runs
+takes its user's ids and groups, and only then, as that user, changes to the working directory and runs
 the command. No /sys. The net namespace is the VM's: a loopback and nothing else.
 
 The entry controls every name in its root. Before the pivot the child resolves only mount points
@@ -40,7 +40,8 @@ SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
 DEVICES = (("null", 1, 3), ("zero", 1, 5), ("full", 1, 7), ("random", 1, 8), ("urandom", 1, 9), ("tty", 5, 0))
 DEV_LINKS = (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
              ("stderr", "/proc/self/fd/2"))
-SHM_OPTIONS = "mode=1777,size=10%"  # as the guest's own /dev/shm; what is written there is the command's memory
+# Half the memory, as Grand Challenge gives a job; what is written there is the command's memory, in its cgroup.
+SHM_OPTIONS = "mode=1777,size=50%"
 OVERLAY_OPTIONS = "redirect_dir=nofollow,metacopy=off,index=off"  # no xattr of the image's leads anywhere
 START_SECONDS = 30.0  # the most the agent waits for the command's exec before it watches it anyway
 PATH = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -64,18 +65,19 @@ class Started:
         return self.returncode
 
 
-def start_in_root(argv, spec, layers, uid, gid, out_fd, cgroup, gpu_devices=()):
-    """Start `argv` in the entry's root as uid:gid, its output and errors to `out_fd`, in `cgroup`.
+def start_in_root(argv, spec, layers, account, out_fd, cgroup, gpu_devices=()):
+    """Start `argv` in the entry's root as `account` (root_disk.Account: its ids, supplementary
+    groups and home), its output and errors to `out_fd`, in `cgroup`.
     OSError when the image is why it could not start (no such working directory or program: the
     command fails, as the entry's fault); JobError when the agent's own steps failed (a namespace,
     a mount, the pivot: the judge's fault, and the job's end)."""
     libc = run_guard._libc()  # loaded here, before the fork
-    env = spec.environment()
+    env = spec.environment(account.home)
     null = os.open("/dev/null", os.O_RDONLY)
     read_end, write_end = os.pipe()  # close-on-exec: end of file once the command runs
     first = os.fork()
     if first == 0:
-        _child(lambda: _first(libc, argv, env, spec, layers, uid, gid, out_fd, null, cgroup, write_end, gpu_devices),
+        _child(lambda: _first(libc, argv, env, spec, layers, account, out_fd, null, cgroup, write_end, gpu_devices),
                write_end)
     os.close(write_end)
     os.close(null)
@@ -144,7 +146,7 @@ def _check(result, where):
     return result
 
 
-def _first(libc, argv, env, spec, layers, uid, gid, out_fd, null, cgroup, report, gpu_devices=()):
+def _first(libc, argv, env, spec, layers, account, out_fd, null, cgroup, report, gpu_devices=()):
     """The first child, root in the agent's namespaces: new namespaces, the mounts, the command's
     process forked, its pid told. It never touches a name of the image's."""
     os.umask(0)
@@ -163,11 +165,11 @@ def _first(libc, argv, env, spec, layers, uid, gid, out_fd, null, cgroup, report
     _bind(libc, layers.path("output"), merged, spec.output, MS_NOSUID | MS_NODEV, "binding the output")
     pid = os.fork()
     if pid == 0:
-        _child(lambda: _second(libc, argv, env, spec, merged, uid, gid, out_fd, null, cgroup, report), report)
+        _child(lambda: _second(libc, argv, env, spec, merged, account, out_fd, null, cgroup, report), report)
     os.write(report, b"pid %d\n" % pid)
 
 
-def _second(libc, argv, env, spec, merged, uid, gid, out_fd, null, cgroup, report):
+def _second(libc, argv, env, spec, merged, account, out_fd, null, cgroup, report):
     """The command's process, the first of its PID namespace: its own /proc, the pivot, then the
     command's user, its working directory, its program."""
     os.dup2(null, 0)
@@ -184,9 +186,9 @@ def _second(libc, argv, env, spec, merged, uid, gid, out_fd, null, cgroup, repor
     os.closerange(3, report)
     os.closerange(report + 1, 1 << 20)
     run_guard.confine(libc)
-    os.setgroups([])
-    os.setgid(gid)
-    os.setuid(uid)
+    os.setgroups(list(account.groups))
+    os.setgid(account.gid)
+    os.setuid(account.uid)
     os.umask(0o022)
     for ignored in (signal.SIGPIPE, signal.SIGXFSZ):  # Python's own choice, which a program must not inherit
         signal.signal(ignored, signal.SIG_DFL)
