@@ -5,6 +5,7 @@ own sentence before anything of it is unpacked. Images are made by tests/oci_ima
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -307,8 +308,8 @@ def test_a_container_challenge_admits_a_saved_image(tmp_path):
 
 def test_each_kind_refuses_the_others_names(tmp_path):
     home = Home(tmp_path, '[entry]\nkind = "container"\n')
-    with pytest.raises(EntryError, match=r"Improper name \(alice-entry.zip\) for a container entry: name the saved "
-                                         r"image image.tar or image.tar.gz"):
+    with pytest.raises(EntryError, match=r"Improper name \(alice-entry.zip\) for a container entry: give the saved "
+                                         r"image a name ending in .tar or .tar.gz"):
         home.admit(make_zip(tmp_path / "alice-entry.zip", {"setup.sh": b"true\n", "next.sh": b"true\n"}))
     archive_home = Home(tmp_path / "b", "")
     with pytest.raises(EntryError, match=r"Improper name \(alice-image.tar\) for entry: name it entry.zip"):
@@ -324,6 +325,19 @@ def test_an_image_with_no_command_needs_the_challenges(tmp_path):
         home.admit(oci.oci_archive(tmp_path / "a-image.tar", bare))
     commanded = Home(tmp_path / "b", '[entry]\nkind = "container"\n[container]\ncommand = ["/bin/app"]\n')
     assert commanded.admit(oci.oci_archive(tmp_path / "b-image.tar", bare)).entry_id
+
+
+def test_any_tar_name_docker_save_or_grand_challenge_gives_is_taken(tmp_path):
+    """Grand Challenge's template's do_save.sh names the image <tag>_<time>.tar.gz; docker save -o
+    any name. Each is admitted and stored, and what is not a tar name is still refused."""
+    home = Home(tmp_path, '[entry]\nkind = "container"\n')
+    for i, name in enumerate(["example-algorithm_2026-12-04T18-00-00.tar.gz", "model.tar", "my.image.tgz"]):
+        path = oci.docker_save(tmp_path / name, image(cmd=[f"/bin/{i}"]), compress=name.endswith("gz"))
+        entry = home.queue.entry(home.admit(path).entry_id)
+        assert entry.archive_name == name and Path(entry.archive_path).is_file()
+    for name in ("model.zip", "model.tar.xz", "model"):
+        with pytest.raises(EntryError, match=rf"Improper name \({re.escape(name)}\) for a container entry"):
+            home.admit(oci.docker_save(tmp_path / name, image()))
 
 
 def test_the_challenges_limits_apply(tmp_path):

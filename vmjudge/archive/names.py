@@ -1,6 +1,7 @@
 """The entry archive's file name, PhysioNet's rule: it ends in `entry.zip` or `entry.tar.gz`; for a
-container challenge (#39), in `image.tar` or `image.tar.gz`, as `docker save` and `podman save`
-write an image (`docker save app | gzip > team-image.tar.gz`).
+container challenge, any name ending in `.tar`, `.tar.gz` or `.tgz`, as `docker save` and
+`podman save` write an image and as Grand Challenge takes it (its template's do_save.sh writes
+`<tag>_<time>.tar.gz`).
 
 The name is the only thing that says how to read the archive, so `submit`, the spool (which
 keeps the format in the stored file's name) and prep all take the format from here. An image's
@@ -15,21 +16,22 @@ from ..errors import EntryError
 
 # Each entry kind's names: the ending, and the format it gives. Longer endings first.
 NAMES = {"archive": (("entry.zip", "zip"), ("entry.tar.gz", "tar.gz")),
-         "container": (("image.tar.gz", "image.tar.gz"), ("image.tar", "image.tar"))}
+         "container": ((".tar.gz", "image.tar.gz"), (".tgz", "image.tar.gz"), (".tar", "image.tar"))}
 KINDS = tuple(fmt for names in NAMES.values() for _, fmt in names)
 
 
 def check_archive_name(name: str, entry_kind: str = "archive") -> str:
     """The format ("zip", "tar.gz"; "image.tar", "image.tar.gz") of an entry archive's file name
     for a challenge whose entries are of `entry_kind`, as PhysioNet required: the name ends with
-    entry.zip or entry.tar.gz (a prefix such as alice- is allowed), or for images with image.tar
-    or image.tar.gz."""
+    entry.zip or entry.tar.gz (a prefix such as alice- is allowed), or for images with .tar,
+    .tar.gz or .tgz."""
     for ending, fmt in NAMES[entry_kind]:
         if name.endswith(ending):
             return fmt
     if entry_kind == "container":
-        raise EntryError("bad-archive", f"Improper name ({name}) for a container entry: name the saved image "
-                                        "image.tar or image.tar.gz (a prefix such as alice-image.tar.gz is allowed).")
+        raise EntryError("bad-archive", f"Improper name ({name}) for a container entry: give the saved image a name "
+                                        "ending in .tar or .tar.gz, as `docker save -o team-image.tar` or Grand "
+                                        "Challenge's do_save.sh (<tag>_<time>.tar.gz) write it.")
     raise EntryError("bad-archive", f"Improper name ({name}) for entry: name it entry.zip or entry.tar.gz "
                                     "(a prefix such as alice-entry.zip is allowed).")
 

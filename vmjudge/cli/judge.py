@@ -42,7 +42,8 @@ def _submit(site: Site, name: str, archive: Path, owner: str, late: bool, phase:
 @click.pass_context
 def submit(ctx: click.Context, challenge_name: str, archive: Path, owner: str | None, late: bool,
            phase: str | None) -> None:
-    """Queue ARCHIVE (NAME-entry.zip or NAME-entry.tar.gz) for CHALLENGE_NAME; prints the entry id."""
+    """Queue ARCHIVE (NAME-entry.zip or NAME-entry.tar.gz; for a container challenge, the saved image,
+    any .tar or .tar.gz from docker save) for CHALLENGE_NAME; prints the entry id."""
 
     entry_id = _submit(site_of(ctx), challenge_name, archive, owner or getpass.getuser(), late, phase)
     echo(str(entry_id))

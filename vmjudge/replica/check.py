@@ -109,8 +109,8 @@ def check(entry: Path, replica_dir: Path = REPLICA_DIR, work: Path = WORK, score
     elif entry.is_file():
         archive = entry
     elif container:
-        raise EntryError("no-entry", f"{entry} is not a file: give the path of your saved image (NAME-image.tar or "
-                         "NAME-image.tar.gz, from `docker save`); `vmjudge-replica media` lists them.")
+        raise EntryError("no-entry", f"{entry} is not a file: give the path of your saved image (a .tar or .tar.gz, "
+                         "from `docker save`); `vmjudge-replica media` lists them.")
     else:
         raise EntryError("no-entry", f"{entry} does not exist: give the path of your entry archive "
                          "(NAME-entry.zip or NAME-entry.tar.gz) or directory; `vmjudge-replica media` lists them.")
@@ -178,7 +178,7 @@ def print_report(result: dict) -> None:
 def media(root: Path = MEDIA_ROOT) -> list[Path]:
     """Mount every attached disk and CD (not the replica CD) read-only under /media/NAME, and
     list what looks like an entry: *entry.zip, *entry.tar.gz, a directory with next.sh, or a
-    saved image, *image.tar or *image.tar.gz."""
+    saved image, *.tar, *.tar.gz or *.tgz."""
     mounted_devs = {line.split()[0] for line in Path("/proc/mounts").read_text().splitlines()}
     replica_dev = next((line.split()[0] for line in Path("/proc/mounts").read_text().splitlines()
                         if line.split()[1] == "/media/replica"), None)
@@ -204,8 +204,7 @@ def media(root: Path = MEDIA_ROOT) -> list[Path]:
     for base in sorted(p for p in root.iterdir() if p.is_dir() and os.path.ismount(p) and p.name not in
                        ("replica", "cdrom")):
         found.extend(path for path in sorted(base.rglob("*"))
-                     if (path.is_file() and path.name.endswith(("entry.zip", "entry.tar.gz", "image.tar",
-                                                                "image.tar.gz")))
+                     if (path.is_file() and path.name.endswith(("entry.zip", ".tar", ".tar.gz", ".tgz")))
                      or (path.is_dir() and (path / "next.sh").is_file()))
     return found
 
