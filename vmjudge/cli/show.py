@@ -41,7 +41,8 @@ def show(ctx: click.Context, entry_id: int, as_json: bool, organiser: bool, wait
 
 def _until_published(queue: Queue, entry_id: int) -> None:
     """Participants see an exam's outcome from its publish time on (a tenth of the exam's cap after
-    it started, queue/publish.py); until then `show` says "being examined". An organiser who has
-    just run the daemon, or a script, waits for that moment rather than guessing it."""
-    while participant.examining(entry := queue.entry(entry_id), now := participant.now()):
+    it started, queue/publish.py); until then `show` says "being examined". A container entry's stage 1
+    is likewise published a whole step after it started. An organiser who has just run the daemon,
+    or a script, waits for that moment rather than guessing it."""
+    while participant.withheld(entry := queue.entry(entry_id), now := participant.now()):
         time.sleep(min(5.0, entry.published - now) if entry.published is not None else 1.0)

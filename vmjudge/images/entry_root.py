@@ -53,11 +53,10 @@ from typing import Any
 
 from .. import private
 from ..archive.container_image import CheckedImage, ImageConfig
-from ..archive.image_layout import DOC_MAX, parse_json
-from ..archive.image_layout import field as doc_field
 from ..config.layout import Layout
 from ..errors import EntryError, InfrastructureError
 from ..files import CHUNK, durable_write, fsync_dir
+from .root_copy import check_copied
 from .root_tools import INODE_BYTES, TOO_BIG_SENTENCE, remove_tree, run_tool, scratch, version
 from .root_tree import neutralise
 
@@ -97,6 +96,8 @@ class EntryRoot:
     # Seconds each step took when the root was made (skopeo, umoci, neutralise, mksquashfs), as
     # its record keeps them: what a reused root cost once.
     seconds: dict[str, float] = field(default_factory=dict, compare=False)
+    # Seconds the making took all told (its record's made_seconds); None from a record without it.
+    made_seconds: float | None = field(default=None, compare=False)
 
     def manifest(self) -> dict[str, Any]:
         """What the stage's manifest records of the root."""
@@ -180,7 +181,8 @@ def _found(image: CheckedImage, squashfs: Path, record: Path) -> EntryRoot | Non
             return None
         return EntryRoot(image.root_id, squashfs, size, int(doc["unpacked_bytes"]), int(doc["files"]),
                          int(doc["devices_removed"]), int(doc["setid_cleared"]), image.image_id, image.config,
-                         reused=True, seconds={str(k): float(v) for k, v in doc.get("seconds", {}).items()})
+                         reused=True, seconds={str(k): float(v) for k, v in doc.get("seconds", {}).items()},
+                         made_seconds=float(doc["made_seconds"]) if "made_seconds" in doc else None)
     except (OSError, ValueError, KeyError, TypeError):
         return None  # not made, or a record that cannot be read: made again
 
@@ -202,47 +204,6 @@ def _plain_archive(archive: Path, image: CheckedImage, work: Path) -> Path:
                                                         "archive is not the one admitted.")
             left = max(0, left - len(chunk))
     return plain
-
-
-def _document(path: Path, what: str) -> Any:
-    """A JSON document skopeo wrote, read within admission's bound."""
-    try:
-        with open(path, "rb") as f:
-            body = f.read(DOC_MAX + 1)
-    except OSError as exc:
-        raise InfrastructureError("entry-root", f"skopeo wrote no readable {what} ({exc.strerror or exc}).") from exc
-    if len(body) > DOC_MAX:
-        raise EntryError("bad-image", f"The image's {what}, as skopeo copied it, is larger than the one admission "
-                                      "read: save the image again with `docker save` or `podman save` and submit "
-                                      "again.")
-    return parse_json(body, what)
-
-
-def check_copied(oci_dir: Path, image: CheckedImage) -> None:
-    """The image skopeo wrote into `oci_dir` is the one admission read: one manifest, whose
-    config lists the layers' digests admission checked (and, from an OCI archive, whose config and
-    layers are the very blobs admission read, digest for digest). umoci then checks each layer
-    against the config's digests as it applies it."""
-    index = _document(oci_dir / "index.json", "index")
-    manifests = doc_field(index, "manifests", list, "index")
-    blob = oci_dir / "blobs" / "sha256"
-    if len(manifests) != 1:
-        raise EntryError("bad-image", "The image archive, read by skopeo, holds another image than the one admission "
-                                      "read: save the image again with `docker save` or `podman save` and submit "
-                                      "again.")
-    digest = str(doc_field(manifests[0], "digest", str, "index")).removeprefix("sha256:")
-    manifest = _document(blob / digest[:64], "manifest")
-    config_digest = str(doc_field(doc_field(manifest, "config", dict, "manifest"), "digest", str, "manifest"))
-    config = _document(blob / config_digest.removeprefix("sha256:")[:64], "config")
-    diff_ids = doc_field(doc_field(config, "rootfs", dict, "config"), "diff_ids", list, "config")
-    layers = [doc_field(layer, "digest", str, "manifest") for layer in doc_field(manifest, "layers", list, "manifest")]
-    # An OCI archive's blobs are copied as they are; a docker save's layers are compressed on the way.
-    same_blobs = image.format != "oci-archive" or (config_digest == image.image_id
-                                                   and layers == [layer.digest for layer in image.layers])
-    if diff_ids != [layer.diff_id for layer in image.layers] or not same_blobs:
-        raise EntryError("bad-image", "The image archive, read by skopeo, holds another image than the one admission "
-                                      "read (its tar headers read two ways): build the image with `docker build` or "
-                                      "`podman build`, save it and submit again.")
 
 
 class _Clock:
@@ -353,4 +314,5 @@ def _made(image: CheckedImage, archive: Path, store: Path, name: str, max_unpack
     finally:
         remove_tree(work)
     return EntryRoot(image.root_id, squashfs, size, facts["unpacked_bytes"], facts["files"], facts["devices_removed"],
-                     facts["setid_cleared"], image.image_id, image.config, reused=False, seconds=facts["seconds"])
+                     facts["setid_cleared"], image.image_id, image.config, reused=False, seconds=facts["seconds"],
+                     made_seconds=doc["made_seconds"])

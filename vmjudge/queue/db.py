@@ -34,7 +34,7 @@ from .leases import Leases
 from .one_statement import claim_alone, start_alone, start_held
 from .outbox import entry_ended
 from .phases import PhaseRecords
-from .publish import record_publish
+from .publish import record_prep_publish, record_publish
 from .requeue import event, requeue_or_park
 from .rows import EntryRow, Scoring, StageRun, Usage, now
 from .usage import owner_usage
@@ -300,9 +300,10 @@ class Queue(History):
         run used."""
         with self._transaction() as db:
             self._hold(db, run)
+            shown_until = record_prep_publish(db, run, manifest)  # a container's stage 1: publish.py
             db.execute("UPDATE stage_runs SET finished_at = ?, status = ?, reason = ?, message = ?, manifest = ?, "
                        "vm_seconds = ?, figures = ? WHERE id = ?",
-                       (now(), status, reason, message, json.dumps(manifest), charge(db, run),
+                       (now(), status, reason, message, json.dumps(manifest), charge(db, run, shown_until),
                         json.dumps(figures) if figures is not None else None, run.id))
             if exam is not None:
                 db.execute("UPDATE entries SET exam = ? WHERE id = ?", (json.dumps(exam), run.entry_id))

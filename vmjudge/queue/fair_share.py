@@ -53,13 +53,14 @@ def usage_args(at: float, window: float) -> tuple[int, float]:
     return int((at - window) // HOUR), at
 
 
-def charge(db: Db, run: StageRun) -> float | None:
+def charge(db: Db, run: StageRun, until: float | None = None) -> float | None:
     """Within the transaction that records a stage run's own result (never an infrastructure
     failure): its VM time, on the run and (unless it is the organiser's) in its owner's hour;
-    None for a stage on the host."""
+    None for a stage on the host. `until`: when participants see the run end, if not now (a
+    container's stage 1, publish.py), so that what it is charged tells no more than they see."""
     if run.stage not in VM_STAGES or run.started is None:
         return None
-    seconds = max(0.0, time.time() - run.started)
+    seconds = max(0.0, (time.time() if until is None else until) - run.started)
     if run.organiser:
         return seconds
     db.execute("INSERT INTO owner_usage (owner, hour, seconds) VALUES ((SELECT owner FROM entries WHERE id = ?), ?, ?) "

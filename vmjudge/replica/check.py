@@ -133,7 +133,8 @@ def check(entry: Path, replica_dir: Path = REPLICA_DIR, work: Path = WORK, score
         queue.claim_next(only=entry_id)
         run = queue.start_stage(entry_id, stage.name, 0)
         runner = LocalRunner(site, site.layout.results_of(entry_id, make=True), run.attempt, ch.vm.home_mib)
-        ctx = StageContext(site=site, challenge=ch, image=image, entry=row, attempt=run.attempt, runner=runner)
+        ctx = StageContext(site=site, challenge=ch, image=image, entry=row, attempt=run.attempt, runner=runner,
+                           publish_prep=False)
         if record_outcome(queue, run, stage.load()(ctx)):
             write_report(queue, site, entry_id)
     row = queue.entry(entry_id)

@@ -4,11 +4,11 @@ A message is one more document a participant receives, so it is held to the same
 the others (participant.py): it is made from the allow-listed line of "my entries"
 (participant.entry_row: verdict and score, at the entry's phase's feedback level), seen at the
 moment it is sent, and never before the entry's publish time. Before then the entry is "being
-examined" to every participant document, and None is returned: the sender tries again later,
-so when a message arrives tells no more than when the portal would have shown the verdict. An
-entry of a contest phase that gives no feedback until published ("none") is only "received" to
-its owner, whatever became of it: its message waits for the phase's publication, since its
-arrival alone would tell that the entry has ended.
+examined" (or, a container entry, still in stage 1) to every participant document, and None is
+returned: the sender tries again later, so when a message arrives tells no more than when the
+portal would have shown the verdict. An entry of a contest phase that gives no feedback until
+published ("none") is only "received" to its owner, whatever became of it: its message waits
+for the phase's publication, since its arrival alone would tell that the entry has ended.
 
 The organisers' messages are not built here: they carry the judge's own reasons, written with
 the event (queue/outbox.py).
@@ -33,7 +33,7 @@ def owner_message(queue: Queue, row: OutboxRow, at: float, portal_url: str | Non
     drops such a row, `stale`)."""
     assert row.entry_id is not None
     entry = queue.entry(row.entry_id)
-    if participant.examining(entry, at):
+    if participant.withheld(entry, at):  # being examined, or a container's stage 1 not yet published
         return max(at, entry.published or at + LOOK_AGAIN)
     feedback = PhaseViews.load(queue).feedback(entry, at)
     if stale(queue, row) or feedback == participant.NONE or entry.state not in ("done", "parked"):

@@ -13,7 +13,8 @@ adds. docs/participants.md ("Reading a report") lists the same fields and why ea
 And every such document is seen as at a moment `at`: from the start of an entry's exam until
 its publish time (queue/publish.py), the entry is "being examined" and nothing of the exam or
 of a later stage shows, nor any timestamp after the exam's start; after it, those timestamps
-read as the publish time, never the real one. Organisers see everything at once
+read as the publish time, never the real one; a container entry's stage 1 likewise, seen running
+until its own publish time (publish.py says why). Organisers see everything at once
 (report.show(..., organiser=True)).
 
 In a contest ([[phase]]), an entry of a phase that keeps its results back is seen, until the
@@ -32,8 +33,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..pipeline import PIPELINE, STAGE_NAMES, UNPUBLISHED, by_name
-from ..queue.publish import being_examined
+from ..pipeline import FIRST, PIPELINE, STAGE_NAMES, UNPUBLISHED, by_name
+from ..queue.publish import being_examined, preparing
 from ..queue.rows import EntryRow, Scoring, StageRun, stamp
 from .figures import participant_lines, participant_view
 
@@ -91,11 +92,13 @@ SUBMITTED = {"id": LEAF, "owner": LEAF, "late": LEAF, "dry_run": LEAF, "phase": 
              "remaining": LEAF, "budget": LEAF}
 # A contest's phases as participants may know them (vmjudge phases, the portal's phases page):
 # each phase's window and rules, whether it is published, and who was promoted into it. A
-# promotion's place on a board that participants cannot see yet is left out.
+# promotion's place on a board that participants cannot see yet is left out, and so are its act
+# and time (phase_view.py): the phase's acts of promotion are listed apart, each with its count.
 PROMOTED = {"owner": LEAF, "place": LEAF, "how": LEAF, "at": LEAF}
+PROMOTION = {"how": LEAF, "at": LEAF, "count": LEAF}
 PHASE = {"name": LEAF, "opens": LEAF, "closes": LEAF, "state": LEAF, "takes": LEAF, "carry": LEAF,
          "entrants": LEAF, "feedback": LEAF, "board": LEAF, "published": LEAF, "training": LEAF,
-         "promoted": [PROMOTED]}
+         "promoted": [PROMOTED], "promotions": [PROMOTION]}
 PHASES = {"challenge": LEAF, "phases": [PHASE]}
 ERROR = {"error": LEAF}
 
@@ -125,6 +128,12 @@ def examining(entry: EntryRow, at: float) -> bool:
     return being_examined(entry, at)
 
 
+def withheld(entry: EntryRow, at: float) -> bool:
+    """Whether anything of the entry is held back from participants at `at`: being examined, or
+    a stage 1 not yet published. Its `published` says until when (None: not known yet)."""
+    return examining(entry, at) or preparing(entry, at)
+
+
 def shown_time(entry: EntryRow, t: str) -> str:
     """A timestamp as participants may see it: one between the exam's start and the publish
     time reads as the publish time (an organiser's later re-scoring keeps its own)."""
@@ -146,7 +155,12 @@ class Seen:
     @classmethod
     def at(cls, entry: EntryRow, runs: Sequence[StageRun], scorings: Sequence[Scoring], at: float,
            feedback: str = FULL) -> Seen:
-        if not examining(entry, at):
+        if preparing(entry, at):  # a container's stage 1 not yet published: seen running, nothing after it
+            masked = replace(entry, state="running", stage=FIRST, outcome=None, failed_stage=None, reason=None,
+                             scores=None, exam=None, finished_at=None)
+            seen = cls(masked, [r for r in runs if r.evaluation != entry.evaluation or r.status in (None, "infra")],
+                       list(scorings))
+        elif not examining(entry, at):
             seen = cls(entry, list(runs), [replace(s, at=shown_time(entry, s.at)) for s in scorings])
         else:
             started = stamp(entry.exam_started or 0)

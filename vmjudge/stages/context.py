@@ -66,6 +66,10 @@ class StageContext:
     runner: JobRunner | None = None  # built by the supervisor (or the replica); None for stage 4
     cancel: threading.Event | None = None  # set when the daemon is stopping
     archived: str | None = None  # stage 4: the sha256 of the entry's archived stage-3 results
+    # The judge's: a container entry's stage 1 asks for its end to be published as if its root had
+    # been made (queue/publish.py). The replica, alone on the participant's machine with roots of
+    # its own, has nothing to hide and nothing to wait for.
+    publish_prep: bool = True
 
     @cached_property
     def files(self) -> EntryFiles:
