@@ -142,10 +142,9 @@ def documents(portal_base: str, token: str, client: httpx.Client, entry_id: int)
     return {"api": api.json(), "row": row, "page": page.text}
 
 
-@pytest.fixture(scope="module")
-def judged(tmp_path_factory) -> Judged:
-    root_making_tools()
-    root = tmp_path_factory.mktemp("prep-publish")
+def challenge_home(root: Path):
+    """The container challenge "pp" (one training and one test record) registered in a home under
+    `root`, and the guest image its stages name (never booted)."""
     guest = GuestImage(root, {"key": "k", "sha256": {}})  # named in stage 1's manifest, never booted
     challenge_dir = root / "challenge"
     for subset, record in (("training", "r1"), ("test", "t1")):
@@ -158,6 +157,14 @@ def judged(tmp_path_factory) -> Judged:
     site.layout.ensure()
     queue = Queue(site.layout.queue_db)
     queue.add_challenge("pp", challenge_dir, "key")
+    return guest, challenge, site, queue
+
+
+@pytest.fixture(scope="module")
+def judged(tmp_path_factory) -> Judged:
+    root_making_tools()
+    root = tmp_path_factory.mktemp("prep-publish")
+    guest, challenge, site, queue = challenge_home(root)
     tokens = {o: Owners(queue.database).add(o, email=f"{o}@example.org") for o in OWNERS}
     ids: dict[tuple[str, str], int] = {}
     for kind in KINDS:
@@ -350,18 +357,7 @@ def test_the_replica_publishes_nothing_and_its_quiz_may_run_at_once(tmp_path):
     """The replica checks stages 1 and 2 on the participant's own machine, with roots of its own:
     nothing to hide there, so its stage 1 asks for no publish time (publish_prep=False)."""
     root_making_tools()
-    guest = GuestImage(tmp_path, {"key": "k", "sha256": {}})
-    challenge_dir = tmp_path / "challenge"
-    for subset, record in (("training", "r1"), ("test", "t1")):
-        (challenge_dir / subset).mkdir(parents=True)
-        (challenge_dir / subset / "RECORDS").write_text(f"{record}\n")
-        (challenge_dir / subset / f"{record}.txt").write_text("x\n")
-    (challenge_dir / "challenge.toml").write_text(CHALLENGE)
-    challenge = load_challenge(challenge_dir)
-    site = load_site(tmp_path / "home")
-    site.layout.ensure()
-    queue = Queue(site.layout.queue_db)
-    queue.add_challenge("pp", challenge_dir, "key")
+    guest, challenge, site, queue = challenge_home(tmp_path)
     archive = oci.docker_save(tmp_path / "p-image.tar", Image(layers("pass")))
     eid = admit(site, queue, "pp", challenge, archive, "participant", False).entry_id
     entry = queue.claim_next(only=eid)

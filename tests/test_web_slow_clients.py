@@ -7,17 +7,12 @@ to loopback). Timeouts are set small in site.toml so that each test takes second
 
 from __future__ import annotations
 
-import os
 import re
-import resource
 import signal
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
-from pathlib import Path
+from contextlib import ExitStack
 
 import httpx
 import pytest
@@ -26,41 +21,17 @@ from vmjudge.config import WebSite, load_site
 from vmjudge.errors import ConfigError
 from vmjudge.web.admission import client_key, per_client
 
-from .cli import REPO
 from .test_web_abuse import failed_uploads, with_site
 from .test_web_server import read_until_closed
 from .waiting import wait_for
 from .web_home import WebHome, multipart
-from .web_process import Portal, free_port, listening
+from .web_process import Portal, running_portal
 
 SLOW_SIGNIN = (b"POST /signin HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\n"
                b"Content-Length: 10000\r\n\r\n")  # under the 16 KiB a form may have
 
 
-@contextmanager
-def portal_process(home: Path, log: Path, files: int | None = None) -> Iterator[Portal]:
-    """`vmjudge web` on a free port of 127.0.0.1, its open-file limit `files` if given."""
-    port = free_port()
-
-    def limit() -> None:
-        if files is not None:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (files, files))
-
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "vmjudge.cli", "web", "--listen", f"127.0.0.1:{port}",
-                                 "--no-secure-cookies"], cwd=REPO, env={**os.environ, "VMJUDGE_HOME": str(home)},
-                                stdout=out, stderr=subprocess.STDOUT, preexec_fn=limit)
-    try:
-        wait_for(lambda: listening(port, proc, log.read_text), 60, "vmjudge web listening on its port")
-        yield Portal(f"http://127.0.0.1:{port}", port, log, proc)
-    finally:
-        proc.send_signal(signal.SIGCONT)  # a test that stopped it
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=30)
+portal_process = running_portal
 
 
 def connect(port: int, source: str = "127.0.0.1") -> socket.socket:

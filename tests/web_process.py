@@ -5,6 +5,7 @@ organiser's log, goes to a file the test reads."""
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -60,16 +61,23 @@ class Portal:
 
 
 @contextmanager
-def running_portal(home: Path, log: Path) -> Iterator[Portal]:
+def running_portal(home: Path, log: Path, files: int | None = None) -> Iterator[Portal]:
+    """`vmjudge web` on a free port of 127.0.0.1, its open-file limit `files` if given."""
     port = free_port()
+
+    def limit() -> None:
+        if files is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (files, files))
+
     with open(log, "wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "vmjudge.cli", "web", "--listen", f"127.0.0.1:{port}",
                                  "--no-secure-cookies"], cwd=REPO, env={**os.environ, "VMJUDGE_HOME": str(home)},
-                                stdout=out, stderr=subprocess.STDOUT)
+                                stdout=out, stderr=subprocess.STDOUT, preexec_fn=limit)
     try:
         wait_for(lambda: listening(port, proc, log.read_text), 60, "vmjudge web listening on its port")
         yield Portal(f"http://127.0.0.1:{port}", port, log, proc)
     finally:
+        proc.send_signal(signal.SIGCONT)  # a test that stopped it
         proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(timeout=30)
