@@ -204,7 +204,7 @@ def enter(site: Site, queue: Queue, name: str, ch: Challenge, prepared: Prepared
         if phase is not None:
             board = f"{'late entries to ' if late else ''}phase {phase.name} of {name}"
             window_refusal(name, phase, late, time.time())
-            entrant_refusal(ch, name, phase, owner, late, used)
+            entrant_refusal(ch, name, phase, owner, late, used, feedback)
         if rate_limited:
             owner_limits(view, name, owner, used, staged.size)
         if budget is not None and used.vm_seconds >= budget * 3600:  # a dry run runs VMs too
@@ -249,6 +249,7 @@ def admit(site: Site, queue: Queue, name: str, ch: Challenge, archive: Path, own
     chosen = upload_phase(ch, name, phase, late, time.time())
     if chosen is not None:  # refused before the archive is copied; checked again as it is queued
         upload_refusal(ch, name, chosen, late, time.time())
-        entrant_refusal(ch, name, chosen, owner, late, queue.owner_usage(name, owner, late, chosen.name))
+        entrant_refusal(ch, name, chosen, owner, late, queue.owner_usage(name, owner, late, chosen.name),
+                        shown_feedback(queue, name, chosen))
     prepared = prepare(site, name, ch, archive, owner, spool)
     return enter(site, queue, name, ch, prepared, owner, late, spool, rate_limited, chosen)

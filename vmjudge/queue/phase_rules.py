@@ -6,9 +6,15 @@ refuses everyone else; each phase counts its own entries against its limits per 
 entries stay a separate, explicit board: they are taken once the phase has closed, from
 anyone, and never count for promotion. Every refusal is an EntryError, the participant's to
 read, which the portal answers with its status (web/failures.py) and `submit` prints.
+
+A refusal is an answer too, so none may tell what the phase keeps back (issue 54): while a
+phase shows its entries at "none" (shown_level), its limit on working entries counts every
+entry accepted, since counting those that passed would say which did.
 """
 
 from __future__ import annotations
+
+from collections.abc import Collection
 
 from ..config import Challenge, Phase
 from ..config.phase import utc
@@ -94,21 +100,49 @@ def promotion_refusal(ch: Challenge, name: str, phase: Phase, owner: str, late: 
                                          "enter it.")
 
 
-def quota_refusal(name: str, phase: Phase, owner: str, late: bool, used: Usage) -> None:
+def shown_level(ch: Challenge, phase: Phase | None, published: Collection[str]) -> str:
+    """The feedback level participants see `phase`'s entries at now, `published` naming the
+    phases published: "full" once the phase is (or with no phase); else its own `feedback`,
+    but "none" while the phase it carries from is seen at "none". A carried entry is judged
+    again from stage 1 with its source's archive, training set and (unless the phase has its
+    own) image, so its stages 1 and 2 end as its source's did: what the phase showed of it
+    would show what the source keeps back. reports/phase_view.py applies the same level to
+    every participant's document and board."""
+    if phase is None or phase.name in published:
+        return "full"
+    if phase.carry is not None:
+        source = next((p for p in ch.phases if p.name == phase.carry), None)
+        if source is not None and shown_level(ch, source, published) == "none":
+            return "none"
+    return phase.feedback
+
+
+def quota_refusal(name: str, phase: Phase, owner: str, late: bool, used: Usage, level: str = "full") -> None:
     """Refuse an entry past one of the phase's limits per owner: entries submitted (or carried),
-    or entries that passed it."""
+    or entries that passed it. `level`: what participants see of the phase now (shown_level);
+    at "none" the working limit counts every entry accepted, as its owner sees them all
+    "received", so reaching it tells nothing of which passed."""
     board = f"phase {phase.name} of {name}" + (" (late board)" if late else "")
     if phase.max_submitted_per_owner is not None and used.submitted >= phase.max_submitted_per_owner:
         verb = "carried" if phase.carry else "submitted"
         raise EntryError("phase-quota", f"{owner} has {verb} {_entries(used.submitted)} to {board}, the most it "
                                         f"takes from one owner ({phase.max_submitted_per_owner}).")
-    if phase.max_working_per_owner is not None and used.passed >= phase.max_working_per_owner:
+    if phase.max_working_per_owner is None:
+        return
+    if level == "none" and used.submitted >= phase.max_working_per_owner:
+        raise EntryError("phase-quota", f"{owner} has {_entries(used.submitted)} in {board}, which takes "
+                                        f"{phase.max_working_per_owner} working entries from one owner and, giving no "
+                                        "feedback until its results are published, counts every entry as working "
+                                        "until then: no further entry is accepted.")
+    if level != "none" and used.passed >= phase.max_working_per_owner:
         raise EntryError("phase-quota", f"{owner} already has {_entries(used.passed)} that passed {board}, the most "
                                         f"it takes from one owner ({phase.max_working_per_owner}): no further entry "
                                         "is accepted.")
 
 
-def entrant_refusal(ch: Challenge, name: str, phase: Phase, owner: str, late: bool, used: Usage) -> None:
-    """Promotion, then the limits per owner: in the transaction that adds the entry."""
+def entrant_refusal(ch: Challenge, name: str, phase: Phase, owner: str, late: bool, used: Usage,
+                    level: str = "full") -> None:
+    """Promotion, then the limits per owner (`level` as quota_refusal's): in the transaction
+    that adds the entry."""
     promotion_refusal(ch, name, phase, owner, late, used)
-    quota_refusal(name, phase, owner, late, used)
+    quota_refusal(name, phase, owner, late, used, level)

@@ -10,6 +10,13 @@ each document: a publication reaches every portal and command at once. An entry 
 cannot be read here (the challenge's copy missing, the phase gone from challenge.toml) is
 shown at the strictest level until its phase is published: better a report withheld than a
 hidden phase's results given away.
+
+A phase that carries from one seen at "none" is seen at "none" too, board hidden, until either
+is published (queue/phase_rules.py shown_level says why: a carried entry's own stages would
+tell its source's verdict). And a hidden board's order shows nowhere: while the places of the
+owners promoted from it are hidden, they are listed by name, and a promotion says neither its
+act nor its time per owner (an owner promoted by a later `--top N` would be the Nth), only the
+phase's acts, each with how many it promoted.
 """
 
 from __future__ import annotations
@@ -21,7 +28,8 @@ from ..config import Challenge, Phase, load_challenge
 from ..config.phase import utc
 from ..errors import VmjudgeError
 from ..queue.db import Queue
-from ..queue.phases import Publication
+from ..queue.phase_rules import shown_level
+from ..queue.phases import Promotion, Publication
 from ..queue.rows import EntryRow
 from . import participant
 
@@ -57,19 +65,30 @@ class PhaseViews:
         publication = self.publications.get((challenge, phase))
         return publication is not None and at >= publication.seconds
 
+    def level(self, challenge: str, phase: str, at: float) -> str:
+        """The level participants see the entries of `phase` at, at `at` (phase_rules.shown_level:
+        "none" too while the phase it carries from is seen at "none")."""
+        if self.published(challenge, phase, at):
+            return participant.FULL
+        ch, found = self.challenge(challenge), self.phase(challenge, phase)
+        if ch is None or found is None:
+            return participant.NONE
+        published = {p for (c, p), publication in self.publications.items()
+                     if c == challenge and at >= publication.seconds}
+        return shown_level(ch, found, published)
+
     def feedback(self, entry: EntryRow, at: float) -> str:
         """The level participants see `entry` at, at `at`."""
-        if entry.phase is None or self.published(entry.challenge, entry.phase, at):
+        if entry.phase is None:
             return participant.FULL
-        phase = self.phase(entry.challenge, entry.phase)
-        return phase.feedback if phase is not None else participant.NONE
+        return self.level(entry.challenge, entry.phase, at)
 
     def board_shown(self, challenge: str, phase: str | None, at: float) -> bool:
         """Whether participants may see the board of `phase` (None: a challenge without phases)."""
         if phase is None or self.published(challenge, phase, at):
             return True
         found = self.phase(challenge, phase)
-        return found is not None and not found.hidden
+        return found is not None and not found.hidden and self.level(challenge, phase, at) == participant.FULL
 
 
 def board_phase(ch: Challenge, phase: str | None, at: float) -> str | None:
@@ -104,8 +123,30 @@ def _training(ch: Challenge, phase: Phase) -> str:
     return f"the challenge's ({count})"
 
 
+def _promoted(promotions: list[Promotion], ranks_shown: bool) -> list[dict[str, Any]]:
+    """A phase's promoted owners as participants may see them: by place, each with its place
+    and act, once the board they came from is shown; until then by name (case folded, then as
+    written), with no place, act or time of their own, since the order, or an owner's act
+    (`--top 1`, then `--top 3`), would give the hidden board's order away."""
+    if ranks_shown:
+        ordered = sorted(promotions, key=lambda p: (p.at, p.place if p.place is not None else 1 << 30, p.owner))
+        return [{"owner": p.owner, "place": p.place, "how": p.how, "at": p.at} for p in ordered]
+    return [{"owner": p.owner, "place": None, "how": None, "at": None}
+            for p in sorted(promotions, key=lambda p: (p.owner.casefold(), p.owner))]
+
+
+def _acts(promotions: list[Promotion]) -> list[dict[str, Any]]:
+    """Each act of promotion into a phase: how, when, and how many owners it promoted."""
+    acts: dict[tuple[str, str], int] = {}
+    for p in sorted(promotions, key=lambda p: (p.at, p.how)):
+        acts[p.at, p.how] = acts.get((p.at, p.how), 0) + 1
+    return [{"how": how, "at": when, "count": count} for (when, how), count in acts.items()]
+
+
 def phases_document(views: PhaseViews, name: str, at: float) -> dict[str, Any]:
-    """The challenge's phases as participants may know them at `at` (participant.PHASES)."""
+    """The challenge's phases as participants may know them at `at` (participant.PHASES): each
+    phase's feedback and board as in force now (a phase carrying from one seen at "none" is
+    seen at "none", its board hidden, until either is published)."""
     ch = views.challenge(name)
     promotions = views.queue.phases.promotions(name)
     phases = []
@@ -113,15 +154,18 @@ def phases_document(views: PhaseViews, name: str, at: float) -> dict[str, Any]:
         before = ch.before(phase) if ch is not None else None
         ranks_shown = before is not None and views.board_shown(name, before.name, at)
         publication = views.publications.get((name, phase.name))
+        level = views.level(name, phase.name, at)
+        published = publication.at if publication is not None and at >= publication.seconds else None
+        own = [p for p in promotions if p.phase == phase.name]
         phases.append({
             "name": phase.name, "opens": utc(phase.opens) if phase.opens is not None else None,
             "closes": utc(phase.closes) if phase.closes is not None else None, "state": _state(phase, at),
             "takes": "uploads" if phase.uploads else "carried entries", "carry": phase.carry,
-            "entrants": phase.entrants, "feedback": phase.feedback, "board": phase.board,
+            "entrants": phase.entrants,
+            "feedback": phase.feedback if published else level,
+            "board": "hidden" if not published and not views.board_shown(name, phase.name, at) else phase.board,
             "training": _training(ch, phase) if ch is not None else None,
-            "published": publication.at if publication is not None and at >= publication.seconds else None,
-            "promoted": [{"owner": p.owner, "place": p.place if ranks_shown else None, "how": p.how, "at": p.at}
-                         for p in promotions if p.phase == phase.name]})
+            "published": published, "promoted": _promoted(own, ranks_shown), "promotions": _acts(own)})
     return participant.allowed({"challenge": name, "phases": phases}, participant.PHASES)
 
 
@@ -138,6 +182,12 @@ def phases_text(doc: dict[str, Any]) -> str:
         lines.append(f"{p['name']}: {p['state']} ({window}); takes {takes}{entrants}; {published}; "
                      f"training set {p['training']}")
         for promoted in p["promoted"]:
+            if promoted["how"] is None:  # its place on a hidden board: by name, and its act left out
+                lines.append(f"  promoted: {promoted['owner']}")
+                continue
             place = f" (place {promoted['place']})" if promoted["place"] else ""
             lines.append(f"  promoted: {promoted['owner']}{place}, {promoted['how']}, {promoted['at']}")
+        if p["promoted"] and p["promoted"][0]["how"] is None:
+            lines += [f"  promotion: {a['how']}, {a['at']}: {a['count']} owner{'' if a['count'] == 1 else 's'}"
+                      for a in p["promotions"]]
     return "\n".join(lines) + ("\n" if lines else "")

@@ -59,12 +59,17 @@ def promote(queue: Queue, name: str, ch: Challenge, phase_name: str, by: str, to
 
 def publish(site: Site, queue: Queue, name: str, ch: Challenge, phase_name: str, by: str) -> tuple[Publication, int]:
     """Publish the phase now; returns the publication and how many of its entries' report pages
-    were written again."""
+    were written again. Those of the phases carrying from it (at any remove) are written again
+    too: a phase giving no feedback kept them at its level (queue/phase_rules.py shown_level)."""
     phase = ch.phase_named(phase_name)
     publication = queue.phases.publish(name, phase.name, by)
+    touched = {phase.name}
+    for later in ch.phases:  # in the contest's order: a phase carries from an earlier one
+        if later.carry in touched:
+            touched.add(later.name)
     written = 0
     for entry in queue.entries(("done", "parked")):
-        if entry.challenge == name and entry.phase == phase.name:
+        if entry.challenge == name and entry.phase in touched:
             write_html(queue, site, entry.id)
-            written += 1
+            written += entry.phase == phase.name
     return publication, written
