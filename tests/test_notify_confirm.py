@@ -3,14 +3,13 @@ link mailed to it; dotless domains are refused; the organisers' webhook URLs nev
 
 Against real parts: the portal is a real `vmjudge web` process, the sender the daemon's own
 (supervisor/notifier.py) and the SMTP server a real one on loopback (notify_servers.py). The
-tokens a test forges are made as notify/confirm.py documents them, with the home's real key.
+tokens a test forges are made with itsdangerous, as notify/confirm.py documents them, with the
+home's real key or another.
 """
 
 from __future__ import annotations
 
 import base64
-import hashlib
-import hmac
 import json
 import logging
 import re
@@ -20,6 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
+from itsdangerous import TimestampSigner, URLSafeTimedSerializer
 
 from vmjudge.config import load_site
 from vmjudge.errors import ConfigError
@@ -81,11 +81,19 @@ def b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).decode().rstrip("=")
 
 
-def forged(key: str, owner: str, address: str, until: int) -> str:
-    """A token made as notify/confirm.py makes one: what only the home's key can make."""
-    mac = hmac.new(key.encode(), b"vmjudge email confirmation\0" + f"{owner}\0{address}\0{until}".encode(),
-                   hashlib.sha256).digest()
-    return f"{b64(owner.encode())}.{until}.{b64(mac)}"
+def payload(owner: str) -> str:
+    """A token's first part: the owner it names, as itsdangerous writes it (compact JSON, base64)."""
+    return b64(json.dumps(owner, separators=(",", ":")).encode())
+
+
+def forged(key: str, owner: str, address: str, signed: int) -> str:
+    """A token made as notify/confirm.py documents it, signed at `signed`: what only the home's
+    key can make."""
+    class At(TimestampSigner):
+        def get_timestamp(self) -> int:
+            return signed
+
+    return URLSafeTimedSerializer(key.encode(), salt=f"vmjudge email confirmation\0{address}", signer=At).dumps(owner)
 
 
 def follow(base: str, path: str) -> httpx.Response:
@@ -154,15 +162,17 @@ def test_forged_expired_and_other_owners_tokens_are_refused(judge_home, tmp_path
         drain(web.notifier)
         links = {m["Message-ID"]: link_of(m) for m in server.mailbox.to("shared@example.org")}
         assert len(links) == 2
-        bo_link = next(p for p in links.values() if token_of(p).startswith(b64(b"bo") + "."))
-        _, until, mac = token_of(bo_link).split(".")
+        bo_link = next(p for p in links.values() if token_of(p).startswith(payload("bo") + "."))
+        _, signed, mac = token_of(bo_link).split(".")
         now = int(time.time())
+        later = b64((int.from_bytes(base64.urlsafe_b64decode(signed + "=" * (-len(signed) % 4)), "big") + 3600)
+                    .to_bytes(4, "big"))
         tokens = {
-            "bo's token given ana's name": f"{b64(b'ana')}.{until}.{mac}",
-            "a changed expiry": f"{b64(b'bo')}.{int(until) + 3600}.{mac}",
-            "another key's": forged("0" * 64, "ana", "shared@example.org", now + 3600),
-            "an expired one": forged(key, "ana", "shared@example.org", now - 1),
-            "for another address": forged(key, "ana", "ana@example.org", now + 3600),
+            "bo's token given ana's name": f"{payload('ana')}.{signed}.{mac}",
+            "a changed signing time": f"{payload('bo')}.{later}.{mac}",
+            "another key's": forged("0" * 64, "ana", "shared@example.org", now),
+            "an expired one": forged(key, "ana", "shared@example.org", now - 24 * 3600 - 1),
+            "for another address": forged(key, "ana", "ana@example.org", now),
             "not a token": "ana",
         }
         for what, token in tokens.items():

@@ -4,17 +4,16 @@ An address a participant types on the portal is only a claim: without a check, t
 mail server would send the organisers' mail to any address a participant chose. So the
 address is used only after the reader of its mailbox follows a link sent to it:
 
-    PORTAL/settings/confirm?token=<owner, base64url>.<until, epoch seconds>.<mac, base64url>
+    PORTAL/settings/confirm?token=<owner>.<when signed>.<signature>
 
-    mac = HMAC-SHA256(key, b"vmjudge email confirmation\\0" + owner + b"\\0" + address + b"\\0" + until)
-
-The key is the portal's own secret (HOME/web-session.key, web/secret.py), so only the judge
-makes tokens; the fixed prefix keeps a token from ever being taken for a session cookie's
-signature or the other way round. The mac binds the owner, the address and the expiry: a token
-given another owner's name, a later expiry, or followed after the owner changed its address
-fails the check (compared in constant time), and one past `until` has expired. The address is
-not in the token: it is the owner's current one, read when the link is followed, so the link
-carries no text the participant chose.
+made by itsdangerous (already the portal's, for its session cookie): a URL-safe, timed,
+HMAC-signed serializer keyed with the portal's own secret (HOME/web-session.key,
+web/secret.py), so only the judge makes tokens. Its salt names what the token is for and the
+address it confirms, so a token is never taken for a session cookie or the other way round,
+and binds the owner (signed), the address (in the salt, not in the token: it is the owner's
+current one, read when the link is followed, so the link carries no text the participant chose)
+and when it was signed: a token given another owner's name or another time, or followed after
+the owner changed its address, fails the signature; one older than VALID_SECONDS has expired.
 
 The mail itself says only what the judge says: the portal's address (the organisers'), the
 address it went to, the link and when it expires. No owner name (an organiser may have taken
@@ -24,16 +23,13 @@ chosen words to a stranger.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hashlib
-import hmac
 import time
-from dataclasses import dataclass
+
+from itsdangerous import BadSignature, SignatureExpired, URLSafeTimedSerializer
 
 KIND = "email-confirm"  # its outbox rows' kind
 VALID_SECONDS = 24 * 3600
-PREFIX = b"vmjudge email confirmation\0"
+SALT = "vmjudge email confirmation"
 MAX_TOKEN = 512  # characters: a longer one is not the judge's
 
 
@@ -43,52 +39,36 @@ EXPIRED = (f"This link has expired (a link lasts {VALID_SECONDS // 3600} hours):
            "Settings.")
 
 
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+def _serializer(key: bytes, address: str) -> URLSafeTimedSerializer:
+    return URLSafeTimedSerializer(key, salt=f"{SALT}\0{address}")
 
 
-def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+def token(key: bytes, owner: str, address: str) -> str:
+    """The link's token for `owner`'s `address`, signed now; it expires VALID_SECONDS later."""
+    return _serializer(key, address).dumps(owner)
 
 
-def _mac(key: bytes, owner: str, address: str, until: int) -> str:
-    data = PREFIX + b"\0".join(part.encode("utf-8", "surrogatepass") for part in (owner, address, str(until)))
-    return _b64(hmac.new(key, data, hashlib.sha256).digest())
-
-
-def token(key: bytes, owner: str, address: str, until: int) -> str:
-    return f"{_b64(owner.encode('utf-8', 'surrogatepass'))}.{until}.{_mac(key, owner, address, until)}"
-
-
-@dataclass(frozen=True)
-class Claim:
-    """What a token says before it is checked: the owner it names and until when."""
-
-    owner: str
-    until: int
-    mac: str
-
-
-def read(text: str) -> Claim | None:
-    """The token's parts, or None when it is not shaped like one of the judge's."""
-    parts = text.split(".")
-    if len(text) > MAX_TOKEN or len(parts) != 3 or not parts[1].isascii() or not parts[1].isdigit():
+def named_owner(text: str) -> str | None:
+    """The owner a token names, before it is checked (to find the address it must confirm), or
+    None when it is not shaped like one of the judge's."""
+    if len(text) > MAX_TOKEN:
         return None
     try:
-        owner = _unb64(parts[0]).decode("utf-8")
-    except (binascii.Error, ValueError):
+        _, owner = URLSafeTimedSerializer(b"", salt=SALT).loads_unsafe(text)
+    except Exception:  # noqa: BLE001 - whatever a made-up token makes the decoder raise, it is no token
         return None
-    return Claim(owner, int(parts[1]), parts[2])
+    return owner if isinstance(owner, str) else None
 
 
-def check(key: bytes, claim: Claim, address: str, now: float | None = None) -> str | None:
-    """None if `claim` is the judge's token for its owner and `address`, not expired; else the
-    one sentence a person following the link reads."""
-    expected = _mac(key, claim.owner, address, claim.until)
-    if not hmac.compare_digest(expected.encode(), claim.mac.encode("utf-8", "surrogatepass")):
-        return NOT_VALID
-    if (time.time() if now is None else now) > claim.until:
+def check(key: bytes, text: str, address: str) -> str | None:
+    """None if `text` is the judge's token for the owner it names and `address`, not expired;
+    else the one sentence a person following the link reads."""
+    try:
+        _serializer(key, address).loads(text, max_age=VALID_SECONDS)
+    except SignatureExpired:  # raised only once the signature holds
         return EXPIRED
+    except BadSignature:
+        return NOT_VALID
     return None
 
 

@@ -158,8 +158,8 @@ class Owners:
                 return False
             _limit(confirmations_since(db, name, at - DAY), at)
             db.execute("UPDATE owners SET email = ?, email_confirmed_at = NULL WHERE name = ?", (email, name))
-            until = int(at + confirm.VALID_SECONDS)
-            subject, text = confirm.mail(portal_url, email, confirm.token(key.encode(), name, email, until), until)
+            until = int(time.time()) + confirm.VALID_SECONDS
+            subject, text = confirm.mail(portal_url, email, confirm.token(key.encode(), name, email), until)
             confirmation(db, name, email, subject, text, at)
         return True
 

@@ -113,11 +113,11 @@ class Settings:
     def _checked(self, token: object) -> tuple[Owner | None, str | None]:
         """The owner whose address the token confirms, or the sentence refusing it. The same
         sentence whether the owner named exists or not: a forged token learns nothing."""
-        claim = confirm.read(token) if isinstance(token, str) else None
-        owner = self.portal.owners.get(claim.owner) if claim is not None else None
-        if claim is None or owner is None or not owner.active or not owner.email:
+        name = confirm.named_owner(token) if isinstance(token, str) else None
+        owner = self.portal.owners.get(name) if name is not None else None
+        if not isinstance(token, str) or owner is None or not owner.active or not owner.email:
             return None, confirm.NOT_VALID
-        return owner, confirm.check(self.key.encode(), claim, owner.email)
+        return owner, confirm.check(self.key.encode(), token, owner.email)
 
     def _link_page(self, request: Request, status: int, **values: object) -> Response:
         html = self.portal.pages.get_template("confirm.html").render(me=None, csrf="", path=request.url.path,
