@@ -29,6 +29,13 @@ LAYER_ZSTD = "application/vnd.oci.image.layer.v1.tar+zstd"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
+def container_challenge(name: str) -> str:
+    """challenge.toml of a small container challenge: images of up to 64 MiB, their submitted
+    results at /submitted/RECORD.txt."""
+    return (f'name = "{name}"\n[entry]\nkind = "container"\nmax_size = 67108864\nmax_unpacked = 67108864\n'
+            '[container]\n[results]\nsubmitted = "/submitted/{record}.txt"\n')
+
+
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 

@@ -53,15 +53,7 @@ from .web_process import running_portal, signed_in_client
 
 __all__ = ["backend"]  # the contest's queue: SQLite, then PostgreSQL (test_phases.py)
 
-CHALLENGE = """name = "pp"
-[entry]
-kind = "container"
-max_size = 67108864
-max_unpacked = 67108864
-[container]
-[results]
-submitted = "/submitted/{record}.txt"
-"""
+CHALLENGE = oci.container_challenge("pp")
 KINDS = ("pass", "fail")  # stage 1 passes (the quiz is next), or fails after the root
 OWNERS = ("alice", "bob")  # alice's entries go first: her roots are made, bob's found made
 POLL = 0.1  # seconds between two polls of an owner's list

@@ -42,15 +42,7 @@ from .waiting import wait_for
 
 DAY = 86400
 GIB = 1 << 30
-CHALLENGE = """name = "roots"
-[entry]
-kind = "container"
-max_size = 67108864
-max_unpacked = 67108864
-[container]
-[results]
-submitted = "/submitted/{record}.txt"
-"""
+CHALLENGE = oci.container_challenge("roots")
 
 
 @pytest.fixture(autouse=True)
