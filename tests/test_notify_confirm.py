@@ -23,12 +23,13 @@ from itsdangerous import TimestampSigner, URLSafeTimedSerializer
 
 from vmjudge.config import load_site
 from vmjudge.errors import ConfigError
-from vmjudge.notify import webhook
+from vmjudge.notify import confirm, webhook
 from vmjudge.notify.message import DeliveryError, Message
 from vmjudge.queue.db import Queue
 from vmjudge.queue.outbox import DAY, DROPPED, FAILED, SENT, listing, organiser_event, prune, settle
 from vmjudge.queue.owners import OwnerError, Owners
 from vmjudge.supervisor.notifier import Notifier
+from vmjudge.web import confirm_link
 
 from .cli import run_cli
 from .notify_servers import Receiver, SmtpServer
@@ -84,6 +85,12 @@ def b64(data: bytes) -> str:
 def payload(owner: str) -> str:
     """A token's first part: the owner it names, as itsdangerous writes it (compact JSON, base64)."""
     return b64(json.dumps(owner, separators=(",", ":")).encode())
+
+
+def confirmation_mail(owner: str, address: str) -> tuple[str, str]:
+    """The mail the portal writes for `owner`'s `address` (web/settings.py), with a key of the test's."""
+    until = int(time.time()) + confirm.VALID_SECONDS
+    return confirm.mail(PORTAL_URL, address, confirm_link.token(b"k" * 64, owner, address), until)
 
 
 def forged(key: str, owner: str, address: str, signed: int) -> str:
@@ -231,13 +238,13 @@ def test_confirmation_mails_are_rate_limited_per_owner(judge_home, tmp_path):
         drain(web.notifier)
         assert [to for _, to, _ in server.mailbox.mails] == [["victim@example.org"]]
     # And a few a day, however far apart: at most 5 in any 24 hours.
-    owners, key = Owners(web.queue.database), "k" * 64
+    owners = Owners(web.queue.database)
     start = time.time() + 700
     for n in range(4):
-        owners.ask_email("ana", f"v{n}@example.org", key, PORTAL_URL, at=start + n * 601)
+        owners.ask_email("ana", f"v{n}@example.org", confirmation_mail("ana", f"v{n}@example.org"), at=start + n * 601)
     with pytest.raises(OwnerError, match="5 confirmation mails were sent in the last day"):
-        owners.ask_email("ana", "v9@example.org", key, PORTAL_URL, at=start + 4 * 601)
-    owners.ask_email("ana", "v9@example.org", key, PORTAL_URL, at=start + 86400)
+        owners.ask_email("ana", "v9@example.org", confirmation_mail("ana", "v9@example.org"), at=start + 4 * 601)
+    owners.ask_email("ana", "v9@example.org", confirmation_mail("ana", "v9@example.org"), at=start + 86400)
 
 
 def test_gc_keeps_a_days_confirmations_whatever_outbox_days_says(queue_location):
@@ -246,7 +253,7 @@ def test_gc_keeps_a_days_confirmations_whatever_outbox_days_says(queue_location)
     owners = Owners(queue.database)
     owners.add("ana")
     at = time.time()
-    owners.ask_email("ana", "ana@example.org", "k" * 64, PORTAL_URL, at=at)
+    owners.ask_email("ana", "ana@example.org", confirmation_mail("ana", "ana@example.org"), at=at)
     with queue.database.transaction() as db:
         db.execute("UPDATE outbox SET claimed_by = 'a'")
     [row] = listing(queue.database)

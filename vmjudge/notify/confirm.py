@@ -6,7 +6,7 @@ address is used only after the reader of its mailbox follows a link sent to it:
 
     PORTAL/settings/confirm?token=<owner>.<when signed>.<signature>
 
-made by itsdangerous (already the portal's, for its session cookie): a URL-safe, timed,
+made by web/confirm_link.py with itsdangerous (already the portal's, for its session cookie): a URL-safe, timed,
 HMAC-signed serializer keyed with the portal's own secret (HOME/web-session.key,
 web/secret.py), so only the judge makes tokens. Its salt names what the token is for and the
 address it confirms, so a token is never taken for a session cookie or the other way round,
@@ -25,51 +25,14 @@ from __future__ import annotations
 
 import time
 
-from itsdangerous import BadSignature, SignatureExpired, URLSafeTimedSerializer
-
 KIND = "email-confirm"  # its outbox rows' kind
 VALID_SECONDS = 24 * 3600
-SALT = "vmjudge email confirmation"
-MAX_TOKEN = 512  # characters: a longer one is not the judge's
 
 
 NOT_VALID = ("This link is not valid: it was changed, or the address it confirms is no longer the one set; sign in "
              "and send a new link from Settings.")
 EXPIRED = (f"This link has expired (a link lasts {VALID_SECONDS // 3600} hours): sign in and send a new link from "
            "Settings.")
-
-
-def _serializer(key: bytes, address: str) -> URLSafeTimedSerializer:
-    return URLSafeTimedSerializer(key, salt=f"{SALT}\0{address}")
-
-
-def token(key: bytes, owner: str, address: str) -> str:
-    """The link's token for `owner`'s `address`, signed now; it expires VALID_SECONDS later."""
-    return _serializer(key, address).dumps(owner)
-
-
-def named_owner(text: str) -> str | None:
-    """The owner a token names, before it is checked (to find the address it must confirm), or
-    None when it is not shaped like one of the judge's."""
-    if len(text) > MAX_TOKEN:
-        return None
-    try:
-        _, owner = URLSafeTimedSerializer(b"", salt=SALT).loads_unsafe(text)
-    except Exception:  # noqa: BLE001 - whatever a made-up token makes the decoder raise, it is no token
-        return None
-    return owner if isinstance(owner, str) else None
-
-
-def check(key: bytes, text: str, address: str) -> str | None:
-    """None if `text` is the judge's token for the owner it names and `address`, not expired;
-    else the one sentence a person following the link reads."""
-    try:
-        _serializer(key, address).loads(text, max_age=VALID_SECONDS)
-    except SignatureExpired:  # raised only once the signature holds
-        return EXPIRED
-    except BadSignature:
-        return NOT_VALID
-    return None
 
 
 def mail(portal_url: str, address: str, link_token: str, until: int) -> tuple[str, str]:

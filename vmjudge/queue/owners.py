@@ -30,7 +30,6 @@ from typing import Any
 
 from ..config.notify import email_ok
 from ..errors import VmjudgeError
-from ..notify import confirm
 from .connection import Database
 from .outbox import CONFIRM, DAY, OutboxRow, confirmation, confirmations_since
 from .rows import now, stamp
@@ -140,12 +139,12 @@ class Owners:
         if done != 1:
             raise OwnerError(f"no owner named {name!r} holds a token: `vmjudge owner list` shows who does.")
 
-    def ask_email(self, name: str, email: str, key: str, portal_url: str, at: float | None = None) -> bool:
+    def ask_email(self, name: str, email: str, mail: tuple[str, str], at: float | None = None) -> bool:
         """The portal's: `name` asks to hear of its entries at `email`. Kept unconfirmed, and its
         confirmation mail written in the same transaction, unless the limits refuse one now
         (TooSoon, nothing changed). The owner's address already, confirmed: nothing to do, False.
-        The same address unconfirmed: its mail sent again. `key` is the portal's secret, which
-        signs the link; `portal_url` is where the link goes."""
+        The same address unconfirmed: its mail sent again. `mail`: its subject and text, the
+        link in it (the portal makes them: web/settings.py)."""
         checked_email(email)
         at = time.time() if at is None else at
         with self.database.transaction() as db:
@@ -158,9 +157,7 @@ class Owners:
                 return False
             _limit(confirmations_since(db, name, at - DAY), at)
             db.execute("UPDATE owners SET email = ?, email_confirmed_at = NULL WHERE name = ?", (email, name))
-            until = int(time.time()) + confirm.VALID_SECONDS
-            subject, text = confirm.mail(portal_url, email, confirm.token(key.encode(), name, email), until)
-            confirmation(db, name, email, subject, text, at)
+            confirmation(db, name, email, *mail, at)
         return True
 
     def confirm(self, name: str, email: str) -> bool:

@@ -23,6 +23,7 @@ queue/owners.py gives, and the forms are CSRF-checked like every other.
 from __future__ import annotations
 
 import logging
+import time
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -32,6 +33,7 @@ from ..notify import confirm
 from ..queue.outbox import last_confirmation
 from ..queue.owners import Owner, OwnerError, TooSoon, checked_email
 from ..queue.rows import stamp
+from . import confirm_link
 from .portal import Portal
 from .secret import session_key
 
@@ -81,7 +83,9 @@ class Settings:
         if not self._can_send(owner.name) or portal_url is None:
             return self._page(request, owner, status=400, email=email, error=NOT_NOW)
         try:
-            sent = self.portal.owners.ask_email(owner.name, email, self.key, portal_url)
+            until = int(time.time()) + confirm.VALID_SECONDS
+            link = confirm_link.token(self.key.encode(), owner.name, email)
+            sent = self.portal.owners.ask_email(owner.name, email, confirm.mail(portal_url, email, link, until))
         except TooSoon as exc:
             return self._page(request, owner, status=429, error=str(exc))
         except OwnerError as exc:
@@ -113,11 +117,11 @@ class Settings:
     def _checked(self, token: object) -> tuple[Owner | None, str | None]:
         """The owner whose address the token confirms, or the sentence refusing it. The same
         sentence whether the owner named exists or not: a forged token learns nothing."""
-        name = confirm.named_owner(token) if isinstance(token, str) else None
+        name = confirm_link.named_owner(token) if isinstance(token, str) else None
         owner = self.portal.owners.get(name) if name is not None else None
         if not isinstance(token, str) or owner is None or not owner.active or not owner.email:
             return None, confirm.NOT_VALID
-        return owner, confirm.check(self.key.encode(), token, owner.email)
+        return owner, confirm_link.check(self.key.encode(), token, owner.email)
 
     def _link_page(self, request: Request, status: int, **values: object) -> Response:
         html = self.portal.pages.get_template("confirm.html").render(me=None, csrf="", path=request.url.path,
