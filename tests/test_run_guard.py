@@ -45,7 +45,8 @@ for _ in range(3):
     argv = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "sh", "-c", script]
     proc = run_guard.start_command(argv, "root", entry, "/", write_fd)  # as uid by setpriv: no entry cgroup here
     os.close(write_fd)
-    status = command.watch(Channel(), Cmd(), proc, read_fd, command.OutputCap(4096, 0), time.monotonic(), entry, True)
+    status = command.watch(Channel(), Cmd(), proc, {read_fd: ("out", command.OutputCap(4096, 0))}, time.monotonic(),
+                           entry, True)
     os.close(read_fd)
     run_guard.kill_user(uid)
     run_guard.reap()

@@ -74,6 +74,25 @@ exam_total = 120                # seconds for every test record; default 3600
 scorer = "{scorer}"{scorer_note}
 # undefined = "omit"            # a part that is 0/0: "omit" it from score, or count it "zero"
 # invalid_answers = "refuse"    # an answer the official scorer refuses: "refuse" or "map"
+# socket = "segmentation"       # with [[output]] sockets: the one the scorer reads
+
+# [quiz]
+# check = "outputs"             # with [[output]] sockets: "outputs" (each valid) or "none"; else "submitted"
+
+# A container challenge run as Grand Challenge runs an algorithm: its sockets, one table each
+# (docs: "Coming from Grand Challenge"); a record is then a directory laid out as the case's /input.
+# [[input]]
+# slug = "ct-image"
+# kind = "image"                            # or "segmentation", "heat-map", "anything", "float", ...
+# relative_path = "images/ct"               # an image's directory under images/, a value's .json file
+# title = "CT Image"
+# description = "The planning CT"
+# required = true
+# [[output]]
+# slug = "segmentation"
+# kind = "segmentation"
+# like = "ct-image"                         # an image output: the input whose size, spacing, origin it has
+# max_bytes = 1048576                       # a value output: the largest JSON taken
 
 # A contest in phases: one [[phase]] table per phase, each with its own test set and reference.
 # [[phase]]

@@ -1,6 +1,7 @@
 """What the organiser writes down, read and checked once: challenge.toml (challenge.py; its
 [entry] and [container], the kind of entry and its limits, in entry.py; [limits] in limits.py;
-[image] in image.py; a contest's [[phase]] tables in phase.py; RECORDS files in records.py),
+[image] in image.py; a contest's [[phase]] tables in phase.py; RECORDS files in records.py; [results]
+and [quiz] in results.py; a container challenge's [[input]] and [[output]] sockets in sockets.py),
 site.toml (site.py),
 the TOML reading rules both share (values.py), where everything lives under the judge's home
 (layout.py, imported from there), and a challenge directory's hashes, which every host sharing

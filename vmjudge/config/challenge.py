@@ -13,11 +13,13 @@ from typing import Any
 
 from ..errors import ConfigError
 from .cpu import LEVEL_ALLOWED, LEVELS
-from .entry import RELPATH_RE, ContainerRules, EntryRules, container_rules, entry_rules, image_results_path
+from .entry import ContainerRules, EntryRules, container_rules, entry_rules
 from .image import GPU_DRIVERS, ImageRecipe, image_recipe
 from .limits import StageLimits, stage_limits
 from .phase import Phase, Shared, read_phases
-from .records import read_records, record_files
+from .records import read_records, record_files, socket_record_files
+from .results import ResultsRule, quiz_check, results_rule
+from .sockets import Sockets, check_record_inputs, read_sockets
 from .values import Section, read_toml
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -39,28 +41,6 @@ class VmShape:
 
 
 @dataclass(frozen=True)
-class ResultsRule:
-    """How next.sh answers: a line in answers.txt, or a file per record."""
-
-    style: str = "answer-lines"
-    pattern: str | None = None  # files: what next.sh RECORD leaves, e.g. "{record}.qrs"
-    submitted: str = "answers.txt"  # inside the entry: its own answers (or "outputs/{record}.qrs")
-
-    def output_name(self, record: str) -> str:
-        return "answers.txt" if self.style == "answer-lines" else str(self.pattern).format(record=record)
-
-    def submitted_path(self, record: str) -> str:
-        return self.submitted.format(record=record)
-
-    def stored_path(self, record: str) -> str:
-        """Where the host keeps the entry's submitted result for `record`, relative to the entry's
-        directory: `submitted_path` itself for an archive; a container entry's path in its image
-        (absolute, e.g. "/submitted/{record}.txt") without its leading "/", so that joining it to
-        a host directory can never leave that directory."""
-        return self.submitted_path(record).lstrip("/")
-
-
-@dataclass(frozen=True)
 class ScoreOptions:
     """[score]: what a built-in scorer does where the official scoring code gives no number.
 
@@ -72,11 +52,8 @@ class ScoreOptions:
 
     undefined: str = "omit"
     invalid_answers: str = "refuse"
+    socket: str | None = None  # a challenge with sockets: the [[output]] whose values the scorer reads
 
-
-# A container challenge's [results] unless it says otherwise: a file per record in the output, and
-# the entry's own results for the training records at the same names under /submitted in its image.
-CONTAINER_RESULTS = ResultsRule(style="files", pattern="{record}.txt", submitted="/submitted/{record}.txt")
 
 # A challenge.toml without [score]: the default argument of the built-in scorers.
 DEFAULT_SCORE_OPTIONS = ScoreOptions()
@@ -97,6 +74,10 @@ class Challenge:
     training: tuple[str, ...] = ()
     test: tuple[str, ...] = ()
     phases: tuple[Phase, ...] = ()  # [[phase]], in the contest's order; () for a challenge without phases
+    sockets: Sockets | None = None  # [[input]] and [[output]]: a container challenge run Grand Challenge's way
+    # [quiz] check: what stage 2 demands of each training case: "submitted" (the entry's own results,
+    # reproduced byte for byte), "outputs" (every output socket present and valid) or "none".
+    quiz_check: str = "submitted"
     # The phase this copy is seen in (in_phase): its sets, reference, limits and image replace the challenge's.
     phase: Phase | None = None
 
@@ -119,7 +100,10 @@ class Challenge:
         return tuple(dict.fromkeys(found))
 
     def record_files(self, subset: str, record: str) -> list[Path]:
-        """The files of one record (RECORD.*), which are linked beside next.sh."""
+        """The files of one record: RECORD.* (linked beside next.sh), or with sockets every file
+        under RECORD/ (laid out as the case's /input)."""
+        if self.sockets is not None:
+            return socket_record_files(self.set_dir(subset), record)
         return record_files(self.set_dir(subset), record)
 
     def phase_named(self, name: str) -> Phase:
@@ -165,7 +149,8 @@ def load_challenge(directory: Path) -> Challenge:
     directory = Path(directory).resolve()
     source = str(directory / "challenge.toml")
     data = read_toml(directory / "challenge.toml")
-    top = Section(source, "top level", {k: v for k, v in data.items() if not isinstance(v, dict) and k != "phase"})
+    top = Section(source, "top level", {k: v for k, v in data.items()
+                                        if not isinstance(v, dict) and k not in ("phase", "input", "output")})
     name = top.get("name", str, None, lambda v: bool(_NAME_RE.fullmatch(v)),
                    "letters, digits, '.', '_' and '-', at most 64 characters")
     if name is None:
@@ -181,8 +166,13 @@ def load_challenge(directory: Path) -> Challenge:
         gpu=vm.get("gpu", str, None, lambda v: v in GPU_MODELS, " or ".join(f'"{m}"' for m in GPU_MODELS)),
         cpu_level=vm.get("cpu_level", str, None, lambda v: v in LEVELS, LEVEL_ALLOWED))
     vm.done()
-    scorer, score_options = _scorer(source, data)
     entry = entry_rules(source, data)
+    sockets = read_sockets(source, data, entry.kind)
+    container = container_rules(source, data, entry.kind)
+    if sockets is not None and container is not None and container.run != "per_case":
+        raise ConfigError(f"{source}: a challenge with sockets runs the image once per case, as Grand Challenge does: "
+                          "remove [container] run.")
+    scorer, score_options = _scorer(source, data, sockets)
     limits = stage_limits(source, "limits", data.get("limits", {}))
     phases = read_phases(source, directory, data, Shared(limits, entry, directory / "training", recipe))
     for table, image in [("image", recipe)] + [(f"phase {p.name}.image", p.image) for p in phases]:
@@ -190,48 +180,13 @@ def load_challenge(directory: Path) -> Challenge:
             raise ConfigError(f"{source}: [vm] gpu = {shape.gpu!r} needs a guest driver in the image: add "
                               f"gpu = \"{GPU_DRIVERS[0]}\" to [{table}].")
     return Challenge(name=name, directory=directory, image=recipe, vm=shape, entry=entry,
-                     container=container_rules(source, data, entry.kind), limits=limits,
-                     results=_results(source, data, entry.kind), scorer=scorer, score_options=score_options,
+                     container=container, limits=limits, results=results_rule(source, data, entry.kind, sockets),
+                     scorer=scorer, score_options=score_options,
                      training=read_records(directory / "training"), test=read_records(directory / "test"),
-                     phases=phases)
+                     phases=phases, sockets=sockets, quiz_check=quiz_check(source, data, sockets))
 
 
-def _results(source: str, data: dict[str, Any], kind: str = "archive") -> ResultsRule:
-    sec = Section(source, "results", data.get("results", {}))
-    container = kind == "container"
-    style = sec.get("style", str, "files" if container else "answer-lines", lambda v: v in ("answer-lines", "files"),
-                    "\"answer-lines\" or \"files\"")
-    if container and style != "files":
-        # Each run of a container entry starts with an empty output, so no answers.txt can grow
-        # from one record to the next as next.sh's does.
-        raise ConfigError(f"{source}: [results] style = \"{style}\" is for archive entries; a container entry leaves "
-                          "one file per record in its output: set style = \"files\" with a pattern such as "
-                          "\"{record}.txt\".")
-    pattern_ok = "a file name holding {record}, such as \"{record}.qrs\""
-    pattern = sec.get("pattern", str, CONTAINER_RESULTS.pattern if container else None,
-                      lambda v: "{record}" in v and "/" not in v and bool(RELPATH_RE.fullmatch(v)), pattern_ok)
-    if style == "files":
-        if pattern is None:
-            raise ConfigError(f"{source}: [results] style = \"files\" needs pattern: use {pattern_ok}.")
-        if container:
-            submitted = sec.get("submitted", str, CONTAINER_RESULTS.submitted, image_results_path,
-                                "an absolute path in the image holding {record}, such as "
-                                "\"/submitted/{record}.txt\" (not under /proc, /sys or /dev)")
-        else:
-            submitted = sec.get("submitted", str, None,
-                                lambda v: "{record}" in v and bool(RELPATH_RE.fullmatch(v)),
-                                "a path inside the entry holding {record}, such as \"outputs/{record}.qrs\"")
-        if submitted is None:
-            raise ConfigError(f"{source}: [results] style = \"files\" needs submitted, the path of the entry's "
-                              "own results, such as \"outputs/{record}.qrs\".")
-    else:
-        submitted = sec.get("submitted", str, "answers.txt", lambda v: "{" not in v and bool(RELPATH_RE.fullmatch(v)),
-                            "a path inside the entry such as \"answers.txt\"")
-    sec.done()
-    return ResultsRule(style=style, pattern=pattern, submitted=submitted)
-
-
-def _scorer(source: str, data: dict[str, Any]) -> tuple[str, ScoreOptions]:
+def _scorer(source: str, data: dict[str, Any], sockets: Sockets | None = None) -> tuple[str, ScoreOptions]:
     sec = Section(source, "score", data.get("score", {}))
     scorer = sec.get("scorer", str, "accuracy", lambda v: bool(re.fullmatch(r"[A-Za-z0-9_.]+(:[A-Za-z0-9_]+)?", v)),
                      "a built-in scorer name such as \"beats2014\" or \"package.module:function\"")
@@ -241,8 +196,15 @@ def _scorer(source: str, data: dict[str, Any]) -> tuple[str, ScoreOptions]:
         invalid_answers=sec.get("invalid_answers", str, ScoreOptions.invalid_answers,
                                 lambda v: v in ("refuse", "map"),
                                 "\"refuse\" (as the official code: the quiz fails at that line) or \"map\" "
-                                "(the scorer's documented stand-in)"))
+                                "(the scorer's documented stand-in)"),
+        socket=sec.get("socket", str, None, lambda v: sockets is not None and v in {s.slug for s in sockets.outputs},
+                       "the slug of one of the challenge's [[output]] sockets"))
     sec.done()
+    if sockets is not None and options.socket is None:
+        if len(sockets.outputs) > 1:
+            raise ConfigError(f"{source}: [score] socket must name the [[output]] the scorer reads: one of "
+                              f"{', '.join(s.slug for s in sockets.outputs)}.")
+        options = replace(options, socket=sockets.outputs[0].slug)
     return scorer, options
 
 
@@ -290,7 +252,9 @@ def _check_set(ch: Challenge, subset: str, records: tuple[str, ...]) -> None:
         raise ConfigError(f"{where / 'RECORDS'} is missing or empty: list one record per line.")
     shown = where.relative_to(ch.directory)
     for record in records:
-        if not ch.record_files(subset, record):
+        if ch.sockets is not None:
+            check_record_inputs(ch.sockets, where, record, str(shown))
+        elif not ch.record_files(subset, record):
             raise ConfigError(f"record {record} in {shown}/RECORDS has no files {shown}/{record}.*: "
                               "add them or remove the record.")
 

@@ -32,3 +32,12 @@ def read_records(directory: Path) -> tuple[str, ...]:
 def record_files(directory: Path, record: str) -> list[Path]:
     """The files of one record (RECORD.*) in `directory`."""
     return sorted(p for p in directory.glob(f"{record}.*") if p.is_file())
+
+
+def socket_record_files(directory: Path, record: str) -> list[Path]:
+    """The files of one record of a challenge with sockets: every regular file under RECORD/
+    (no link followed), which the case's /input holds at the same relative paths."""
+    top = directory / record
+    if not top.is_dir() or top.is_symlink():
+        return []
+    return sorted(p for p in top.rglob("*") if p.is_file() and not p.is_symlink())

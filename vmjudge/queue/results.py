@@ -38,12 +38,16 @@ class ExamResults:
     record failed, timed out or has no line (scored as the scorer's "missing" rule).
     files: for style "files", the bytes of the output file each record left; None when the
     record failed, timed out or left no file.
-    Exactly one of the two mappings is filled, for every record in `records`.
+    outputs: for style "sockets" (a challenge with [[output]] sockets, Grand Challenge's way), the
+    bytes each record left for each output socket, by the socket's slug (an image socket's one
+    image file, a value socket's JSON); None where it failed, timed out or left none valid.
+    Exactly one of the three mappings is filled, for every record in `records`.
     """
 
     records: tuple[str, ...]
     answers: Mapping[str, str | None] | None = None
     files: Mapping[str, bytes | None] | None = None
+    outputs: Mapping[str, Mapping[str, bytes | None]] | None = None
 
 
 def store_dir(home: Path) -> Path:
@@ -57,7 +61,8 @@ def encode(records: tuple[str, ...] | list[str], statuses: Mapping[str, str], st
            answers: Mapping[str, str | None] | None = None,
            files: Mapping[str, FileSource] | None = None) -> bytes:
     """Canonical bytes (sorted keys, no spaces) of one entry's stage-3 results: the same
-    results always give the same hash. `answers` for style answer-lines, `files` for files."""
+    results always give the same hash. `answers` for style answer-lines, `files` for files and
+    for sockets (keyed "RECORD/SLUG": neither a record's name nor a slug holds a "/")."""
     return b"".join(encode_chunks(records, statuses, style, answers, files))
 
 
@@ -71,7 +76,7 @@ def encode_chunks(records: tuple[str, ...] | list[str], statuses: Mapping[str, s
         return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
 
     yield b"{"
-    if style == "files":
+    if style in ("files", "sockets"):
         yield b'"files":{'
         for i, record in enumerate(sorted(files or {})):
             source = (files or {})[record]
@@ -88,9 +93,15 @@ def decode(data: bytes) -> ExamResults:
     """ExamResults from encode()'s bytes (or from the exam-results.json of an older home)."""
     doc = json.loads(data)
     records = tuple(doc["records"])
-    if doc["style"] == "files":
-        return ExamResults(records=records, files={r: (base64.b64decode(v) if v is not None else None)
-                                                   for r, v in doc["files"].items()})
+    if doc["style"] in ("files", "sockets"):
+        files = {r: (base64.b64decode(v) if v is not None else None) for r, v in doc["files"].items()}
+        if doc["style"] == "files":
+            return ExamResults(records=records, files=files)
+        outputs: dict[str, dict[str, bytes | None]] = {r: {} for r in records}
+        for key, value in files.items():
+            record, _, slug = key.partition("/")
+            outputs[record][slug] = value
+        return ExamResults(records=records, outputs=outputs)
     return ExamResults(records=records, answers=dict(doc["answers"]))
 
 

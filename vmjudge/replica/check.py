@@ -64,9 +64,10 @@ def _archive_directory(directory: Path, out_dir: Path) -> Path:
 def training_scores(ch: Challenge, entry_dir: Path) -> dict[str, float] | None:
     """The entry's submitted training answers (stage 2 proved next.sh reproduces them) scored
     with the challenge's scorer against training/REFERENCE* (a phase's own training set: its
-    REFERENCE*); None when there is no reference."""
+    REFERENCE*); None when there is no reference, or the challenge has sockets (its entries submit
+    no answers: their quiz checks each case's outputs as it runs)."""
     training = ch.set_dir("training")
-    if not any(training.glob("REFERENCE*")):
+    if ch.sockets is not None or not any(training.glob("REFERENCE*")):
         return None
     rule = ch.results
     if rule.style == "answer-lines":

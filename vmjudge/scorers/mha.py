@@ -12,6 +12,7 @@ needs of it is which voxels are foreground: `foreground` gives that as one byte 
 
 from __future__ import annotations
 
+import math
 import sys
 import zlib
 from array import array
@@ -121,6 +122,30 @@ def read_mha(data: bytes, shape: tuple[int, ...] | None = None) -> Volume:
         swapped.byteswap()
         body = swapped.tobytes()
     return Volume(dims, element, body)
+
+
+def geometry(data: bytes, full: bool = False) -> tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]]:
+    """(size, spacing, origin) from the header of `data`, spacing 1 and origin 0 where it says none
+    (ITK's Offset, Origin or Position). With `full`, the voxels are read too (to the header's
+    size, which the caller has checked is the one it expects: a header alone never makes the
+    host inflate more than that)."""
+    fields, _ = _header(data)
+    size = tuple(float(n) for n in _int(fields, "DimSize"))
+    if full:
+        read_mha(data, tuple(int(n) for n in size))
+
+    def floats(*keys: str, default: float) -> tuple[float, ...]:
+        key = next((k for k in keys if k in fields), None)
+        if key is None:
+            return tuple(default for _ in size)
+        try:
+            values = tuple(float(v) for v in fields[key].split())
+        except ValueError:
+            raise MhaError(f"{key} is not numbers: {fields[key][:80]!r}") from None
+        if len(values) != len(size) or not all(math.isfinite(v) for v in values):
+            raise MhaError(f"{key} {fields[key][:80]!r} does not give one finite number per dimension")
+        return values
+    return size, floats("ElementSpacing", default=1.0), floats("Offset", "Origin", "Position", default=0.0)
 
 
 def write_mha(shape: tuple[int, ...], element: str, data: bytes, spacing: tuple[float, ...] | None = None) -> bytes:

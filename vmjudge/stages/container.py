@@ -24,6 +24,7 @@ from ..images.root_use import RootUse
 from ..vm.job import Command, InRoot, Job
 from .context import StageContext
 from .records import RESULT_FILE_LIMIT, RecordRuns
+from .sockets import socket_runs
 
 
 def recorded_root(ctx: StageContext) -> RootUse:
@@ -54,6 +55,8 @@ def container_runs(ctx: StageContext, subset: str, records: tuple[str, ...], roo
     rules = ch.container
     if rules is None:
         raise RuntimeError(f"challenge {ch.name} takes no container entries")
+    if ch.sockets is not None:
+        return socket_runs(ctx, subset, records, root)
     cfg = root.config
     argv = command_argv(ctx, cfg)
     media: dict[str, Path | bytes] = {f"{subset}/RECORDS": ("\n".join(records) + "\n").encode()}

@@ -150,4 +150,17 @@ def output_text(cmd: CommandResult) -> str:
         text += f"\n[... {cmd.omitted} bytes of output not shown ...]\n" + bytes(cmd.tail).decode("utf-8", "replace")
     if cmd.host_capped:  # the guest sent more than the job allowed
         text += "\n[output truncated]"
+    if cmd.errors or cmd.error_bytes:
+        text += "\n" + warnings_text(cmd)
     return text
+
+
+def warnings_text(cmd: CommandResult, limit: int | None = None) -> str:
+    """What a command kept apart on stderr (a container run Grand Challenge's way), shown as its
+    warnings: the head, at most `limit` characters of it, and how much was left out."""
+    shown = bytes(cmd.errors).decode("utf-8", "replace")
+    if limit is not None:
+        shown = shown[:limit]
+    left = cmd.error_bytes - len(shown.encode("utf-8", "replace"))
+    return f"--- warnings (stderr, {cmd.error_bytes} bytes) ---\n{shown}" + \
+        (f"\n[... {left} bytes of stderr not shown ...]" if left > 0 else "")

@@ -89,6 +89,9 @@ class CommandResult:
     exit_code: int | None = None
     seconds: float = 0.0
     output: bytearray = field(default_factory=bytearray)  # the head
+    # With InRoot.stderr_apart: the head of what it wrote to stderr (Grand Challenge's warnings), and how much.
+    errors: bytearray = field(default_factory=bytearray)
+    error_bytes: int = 0
     tail: bytearray = field(default_factory=bytearray)  # the end, when the output was longer
     output_bytes: int = 0
     truncated: bool = False
@@ -112,6 +115,7 @@ class CommandResult:
         """Drop the bytes (output, result files), keep the facts."""
         self.output = bytearray()
         self.tail = bytearray()
+        self.errors = bytearray()
         for f in self.files.values():
             f.data = b""
 
@@ -220,7 +224,7 @@ class Transcript:
             self.commands.append(cmd)
             if self.watch.log is not None:
                 self.watch.log.started(cmd)
-        elif kind in ("out", "tail", "file", "fdata", "end"):
+        elif kind in ("out", "err", "tail", "file", "fdata", "end"):
             if current is None:
                 raise self._broken(f"a {kind} frame came with no command running")
             if kind == "out":
@@ -251,6 +255,10 @@ class Transcript:
             cmd.host_capped = cmd.host_capped or room < len(payload)
             if room and self.watch.log is not None:
                 self.watch.log.output(cmd, payload[:room])
+        elif frame.kind == "err":
+            room = self._room(cmd, "output", len(cmd.errors), len(payload))
+            cmd.errors += payload[:room]
+            cmd.host_capped = cmd.host_capped or room < len(payload)
         elif frame.kind == "tail":
             room = self._room(cmd, "tail", len(cmd.tail), len(payload))
             cmd.tail += payload[:room]
@@ -260,7 +268,7 @@ class Transcript:
             size = info.get("size")
             name = _text(info["name"], 4096)
             if len(cmd.files) >= MAX_FILES or name in cmd.files or (
-                    self.limits is not None and name not in self.limits[cmd.index].files):
+                    self.limits is not None and not _asked(name, self.limits[cmd.index].files, cmd.files)):
                 raise self._broken(f"command {cmd.index} sent back a file the job did not ask for, or twice")
             self._file = FileResult(name=name, size=None if size is None else int(size))
             cmd.files[self._file.name] = self._file
@@ -284,11 +292,25 @@ class Transcript:
             cmd.truncated = bool(info.get("truncated", False)) or cmd.host_capped
             cmd.message = _text(info.get("message", ""), 4096)
             cmd.usage = _usage(info.get("usage"))
+            error_bytes = info.get("error_bytes", len(cmd.errors))
+            cmd.error_bytes = min(max(error_bytes, 0), 1 << 62) if isinstance(error_bytes, int) else len(cmd.errors)
             self._file = None
             if self.watch.log is not None:
                 self.watch.log.ended(cmd)
             if self.watch.on_end is not None and self.watch.on_end(cmd):
                 self.stopped = True
+
+
+def _asked(name: str, collect: tuple[str, ...], sent: dict[str, FileResult]) -> bool:
+    """A name the command was asked to send back: a collected file, a collected directory's listing
+    ("images/NAME/"), or that directory's one file, sent after its listing said it holds only it."""
+    if name in collect:
+        return True
+    folder, _, last = name.rpartition("/")
+    listing = sent.get(folder + "/")
+    return bool(folder and last) and listing is not None and listing.size == 1 and \
+        listing.data.decode("utf-8", "replace") == last and not any(k.startswith(folder + "/") and k != folder + "/"
+                                                                    for k in sent)
 
 
 class FrameStream:

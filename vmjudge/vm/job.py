@@ -66,6 +66,7 @@ class InRoot:
     output: str = "/output"
     input_files: tuple[str, ...] = ()
     input_dir: str | None = None
+    stderr_apart: bool = False  # its stderr relayed apart from its stdout ("err" frames), as Grand Challenge keeps it
 
     def __post_init__(self) -> None:
         _root_path(self.input, "the input")
@@ -93,7 +94,8 @@ class InRoot:
 
     def document(self) -> dict:
         return {"user": self.user, "env": list(self.env), "workdir": self.workdir, "input": self.input,
-                "output": self.output, "input_files": list(self.input_files), "input_dir": self.input_dir}
+                "output": self.output, "input_files": list(self.input_files), "input_dir": self.input_dir,
+                **({"stderr_apart": True} if self.stderr_apart else {})}
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import time
 
 import frames
 from command_place import Home, PlaceError, Root
-from media import CHUNK, read_result
+from media import CHUNK, read_listing, read_result
 from run_guard import kill_user, reap, stop_command
 from usage import CommandCgroup
 
@@ -35,6 +35,7 @@ class Command:
         self.links = spec.get("links", [])
         self.collect = spec.get("collect", [])
         self.root = spec.get("root")  # runs in the entry's own root (root_spec.py), or None
+        self.stderr_apart = bool(self.root and self.root.get("stderr_apart"))
         self.heartbeat = heartbeat
 
 
@@ -82,11 +83,14 @@ def run_command(channel, index, cmd, gpu=None):
     cgroup = CommandCgroup(index) if as_entry else None
     read_fd, write_fd = os.pipe()
     widen(read_fd)
+    # Grand Challenge's runtime keeps stderr apart (its warnings): a second pipe, relayed as "err" frames.
+    err_read, err_write = os.pipe() if cmd.stderr_apart else (None, None)
     try:
-        proc = place.start(cmd, write_fd, cgroup)
+        proc = place.start(cmd, write_fd, cgroup, err_write)
     except (OSError, subprocess.SubprocessError) as exc:
         os.close(read_fd)
         os.close(write_fd)
+        close_all(err_read, err_write)
         if cgroup is not None:
             place.ended(cgroup)
             cgroup.remove()
@@ -94,11 +98,14 @@ def run_command(channel, index, cmd, gpu=None):
         return end_without_running(channel, index,
                                    f"could not start {cmd.argv[0]}: {getattr(exc, 'strerror', None) or exc}")
     os.close(write_fd)
+    close_all(err_write)
     output = OutputCap(cmd.output_limit, cmd.tail_limit)
+    errors = OutputCap(cmd.output_limit, 0)
+    pipes = {read_fd: ("out", output), **({err_read: ("err", errors)} if err_read is not None else {})}
     try:
-        status = watch(channel, cmd, proc, read_fd, output, started, user, as_entry)
+        status = watch(channel, cmd, proc, pipes, started, user, as_entry)
     finally:
-        os.close(read_fd)
+        close_all(read_fd, err_read)
     seconds = time.monotonic() - started
     if as_entry:  # nothing the command started may outlive it (a setsid child appending later)
         place.ended(cgroup)
@@ -117,8 +124,14 @@ def run_command(channel, index, cmd, gpu=None):
     channel.send_json("end", {"index": index, "status": status, "exit_code": proc.returncode,
                               "seconds": round(seconds, 3), "output_bytes": output.total,
                               "tail_bytes": len(output.ring), "truncated": output.omitted > 0,
-                              "usage": usage})
+                              "usage": usage, **({"error_bytes": errors.total} if err_read is not None else {})})
     return status
+
+
+def close_all(*fds):
+    for fd in fds:
+        if fd is not None:
+            os.close(fd)
 
 
 def end_without_running(channel, index, message):
@@ -134,20 +147,21 @@ def widen(fd):
         fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, frames.MAX_PAYLOAD)
 
 
-def watch(channel, cmd, proc, read_fd, output, started, entry, as_entry):
-    """Relay the command's output until it has ended and its pipe is closed, holding the
+def watch(channel, cmd, proc, pipes, started, entry, as_entry):
+    """Relay the command's output until it has ended and its pipes are closed, holding the
     deadline all the while: a command that closes its stdout and stderr is still timed and
-    killed, and ticks keep telling the host the agent is alive. Returns "timeout" or None."""
+    killed, and ticks keep telling the host the agent is alive. `pipes`: each read end -> (the
+    frame its head goes in, its OutputCap). Returns "timeout" or None."""
     deadline = started + cmd.timeout
     pidfd = os.pidfd_open(proc.pid)
     status = None
     exited = False
-    pipe_open = True
+    open_fds = set(pipes)
     drain_until = None
     last_kill = 0.0
     buffer = bytearray(frames.MAX_PAYLOAD)  # read into again and again: no MiB allocated for each MiB read
     try:
-        while pipe_open or not exited:
+        while open_fds or not exited:
             now = time.monotonic()
             # A tick whenever nothing was sent for a heartbeat: output past the head is not sent,
             # and a command printing a byte a second must not look like a dead agent.
@@ -165,7 +179,7 @@ def watch(channel, cmd, proc, read_fd, output, started, entry, as_entry):
                 wait = min(wait, max(deadline - now, 0))
             if drain_until is not None:
                 wait = min(wait, max(drain_until - now, 0))
-            watched = ([read_fd] if pipe_open else []) + ([] if exited else [pidfd])
+            watched = sorted(open_fds) + ([] if exited else [pidfd])
             ready, _, _ = select.select(watched, [], [], wait)
             if not ready:
                 continue
@@ -175,14 +189,15 @@ def watch(channel, cmd, proc, read_fd, output, started, entry, as_entry):
                 # Stragglers would hold the pipe open (and outlive the command): end them.
                 stop_command(proc, entry, as_entry)
                 drain_until = time.monotonic() + DRAIN_SECONDS
-            if read_fd in ready:
-                n = os.readv(read_fd, [buffer])
+            for fd in open_fds.intersection(ready):
+                n = os.readv(fd, [buffer])
                 if not n:
-                    pipe_open = False
+                    open_fds.discard(fd)
                     continue
-                part = output.add(memoryview(buffer)[:n])
+                kind, cap = pipes[fd]
+                part = cap.add(memoryview(buffer)[:n])
                 if part:
-                    channel.send("out", part)
+                    channel.send(kind, part)
     finally:
         os.close(pidfd)
     if not exited:
@@ -192,9 +207,25 @@ def watch(channel, cmd, proc, read_fd, output, started, entry, as_entry):
 
 
 def send_files(channel, cmd, base):
-    """Send back the files a command was asked to leave (e.g. RECORD.qrs) under `base`, capped."""
+    """Send back the files a command was asked to leave (e.g. RECORD.qrs) under `base`, capped. A
+    name ending in "/" is a directory (an image socket's): its listing is sent, as a file of names
+    whose size is the count of its entries, and then its one entry when it holds exactly one file."""
     for pattern in cmd.collect:
+        if pattern.endswith("/"):
+            count, names, only = read_listing(pattern, base)
+            listing = "\n".join(names).encode("utf-8", "surrogateescape")
+            channel.send_json("file", {"name": pattern, "size": count, "kept": len(listing)})
+            send_data(channel, listing)
+            if only is not None:
+                size, data = read_result(pattern + only, cmd.file_limit, base)
+                channel.send_json("file", {"name": pattern + only, "size": size, "kept": len(data)})
+                send_data(channel, data)
+            continue
         size, data = read_result(pattern, cmd.file_limit, base)
         channel.send_json("file", {"name": pattern, "size": size, "kept": len(data)})
-        for start in range(0, len(data), CHUNK):
-            channel.send("fdata", data[start:start + CHUNK])
+        send_data(channel, data)
+
+
+def send_data(channel, data):
+    for start in range(0, len(data), CHUNK):
+        channel.send("fdata", data[start:start + CHUNK])

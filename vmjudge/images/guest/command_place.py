@@ -28,7 +28,7 @@ class Home:
             remove_links(self.links)
             raise PlaceError(str(exc)) from None
 
-    def start(self, cmd, write_fd, cgroup):
+    def start(self, cmd, write_fd, cgroup, err_fd=None):
         return start_command(cmd.argv, cmd.user, self.user, HOME, write_fd,
                              **({"cgroup": cgroup.path} if cgroup else {}))
 
@@ -57,9 +57,10 @@ class Root:
         self.files = self.layers.path("output")
         self.gpu_devices = gpu.devices if gpu else ()
 
-    def start(self, cmd, write_fd, cgroup):
+    def start(self, cmd, write_fd, cgroup, err_fd=None):
         from root_start import start_in_root
-        return start_in_root(cmd.argv, self.spec, self.layers, self.account, write_fd, cgroup.path, self.gpu_devices)
+        return start_in_root(cmd.argv, self.spec, self.layers, self.account, write_fd, cgroup.path, self.gpu_devices,
+                             err_fd)
 
     def ended(self, cgroup):
         """The backstop to the sweep by user: whatever is left in the command's cgroup."""

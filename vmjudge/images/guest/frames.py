@@ -24,7 +24,7 @@ MAX_PAYLOAD = 1 << 20
 # baseline: a file copied to the port by `cat` in one piece), so it may be larger.
 MAX_RAW_PAYLOAD = 64 << 20
 MAX_HEADER = 64
-KINDS = ("hello", "start", "out", "tail", "file", "fdata", "end", "tick", "log", "error", "raw", "bye")
+KINDS = ("hello", "start", "out", "tail", "file", "fdata", "end", "tick", "log", "error", "raw", "bye", "err")
 # JSON payloads are small objects the agent writes; anything nested deeper is not the agent's.
 MAX_JSON_DEPTH = 4
 

@@ -158,3 +158,47 @@ def read_result(rel, limit, base=HOME):
     finally:
         for fd in fds:
             os.close(fd)
+
+
+LISTED = 16  # names a directory's listing sends back; the rest are counted
+
+
+def read_listing(rel, base):
+    """A collected directory (an image socket's, "images/NAME/"): (count of its entries, the first
+    LISTED names sorted, the one entry's name when it is the only one and a regular file, else
+    None), or (None, [], None) when `rel` under `base` is not a directory. Opened as read_result
+    opens, no link followed; nothing in it is read but the names."""
+    parts = [p for p in rel.split("/") if p]
+    if not parts or ".." in parts:
+        return None, [], None
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
+    fds = []
+    try:
+        fds.append(os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+        for part in parts:
+            fds.append(os.open(part, flags, dir_fd=fds[-1]))
+        count, only = 0, None
+        names: list[str] = []
+        with os.scandir(fds[-1]) as entries:
+            for entry in entries:
+                count += 1
+                if len(names) < LISTED:
+                    names.append(entry.name)
+                if count == 1 and entry.is_file(follow_symlinks=False) and _plain(entry.name):
+                    only = entry.name
+        return count, sorted(names), (only if count == 1 else None)
+    except OSError:
+        return None, [], None
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _plain(name):
+    """A name the host can be told as it is: UTF-8, on one line (any other is not sent, and the
+    socket's check says the directory holds no image it can read)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return "\n" not in name

@@ -65,9 +65,9 @@ class Started:
         return self.returncode
 
 
-def start_in_root(argv, spec, layers, account, out_fd, cgroup, gpu_devices=()):
+def start_in_root(argv, spec, layers, account, out_fd, cgroup, gpu_devices=(), err_fd=None):
     """Start `argv` in the entry's root as `account` (root_disk.Account: its ids, supplementary
-    groups and home), its output and errors to `out_fd`, in `cgroup`.
+    groups and home), its output to `out_fd` and its errors there too, or to `err_fd`, in `cgroup`.
     OSError when the image is why it could not start (no such working directory or program: the
     command fails, as the entry's fault); JobError when the agent's own steps failed (a namespace,
     a mount, the pivot: the judge's fault, and the job's end)."""
@@ -77,8 +77,8 @@ def start_in_root(argv, spec, layers, account, out_fd, cgroup, gpu_devices=()):
     read_end, write_end = os.pipe()  # close-on-exec: end of file once the command runs
     first = os.fork()
     if first == 0:
-        _child(lambda: _first(libc, argv, env, spec, layers, account, out_fd, null, cgroup, write_end, gpu_devices),
-               write_end)
+        _child(lambda: _first(libc, argv, env, spec, layers, account, (out_fd, err_fd), null, cgroup, write_end,
+                              gpu_devices), write_end)
     os.close(write_end)
     os.close(null)
     try:
@@ -172,9 +172,10 @@ def _first(libc, argv, env, spec, layers, account, out_fd, null, cgroup, report,
 def _second(libc, argv, env, spec, merged, account, out_fd, null, cgroup, report):
     """The command's process, the first of its PID namespace: its own /proc, the pivot, then the
     command's user, its working directory, its program."""
+    out, err = out_fd
     os.dup2(null, 0)
-    os.dup2(out_fd, 1)
-    os.dup2(out_fd, 2)
+    os.dup2(out, 1)
+    os.dup2(out if err is None else err, 2)
     with open("/proc/self/oom_score_adj", "w") as f:  # killable by the OOM killer again (the agent is not)
         f.write("0")
     with open(cgroup + "/cgroup.procs", "w") as f:

@@ -10,11 +10,13 @@ queue/results.py) for stage 4, and for any re-scoring later.
 
 from __future__ import annotations
 
+import functools
 import shutil
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from ...config import Challenge
 from ...queue.results import encode_chunks, put_chunks
 from ...vm.channel import CommandResult, Watch
 from ...vm.reading import JobRun, Limits
@@ -23,6 +25,7 @@ from ..container import container_runs, recorded_root
 from ..context import StageContext, StageOutcome
 from ..figures import measured
 from ..records import RecordRuns, record_runs
+from ..sockets import case_outputs
 
 
 class ResultFiles:
@@ -30,8 +33,11 @@ class ResultFiles:
     keeps no more than one in memory), within the stage's budget of result bytes; a file
     past the budget is not kept, and its record gets no answer."""
 
-    def __init__(self, directory: Path, output_name: Callable[[str], str], budget: int, runs: RecordRuns):
+    def __init__(self, directory: Path, output_name: Callable[[str], str], budget: int, runs: RecordRuns,
+                 sockets: Challenge | None = None):
         self.directory = directory
+        self.sockets = sockets  # a challenge with sockets: its outputs are kept by socket
+        self.invalid: set[str] = set()  # cases that ran, and left an output socket missing or invalid
         self.output_name = output_name
         self.budget = budget
         self.runs = runs
@@ -44,6 +50,8 @@ class ResultFiles:
     def on_end(self, cmd: CommandResult) -> bool:
         if cmd.status != "ok":
             return False
+        if self.sockets is not None:
+            return self._sockets(cmd)
         for record in self.runs.covers[cmd.index]:
             got = cmd.files.get(self.output_name(record))
             if got is None or got.size is None or got.truncated:
@@ -55,22 +63,49 @@ class ResultFiles:
             self.kept += len(got.data)
         return False
 
+    def _sockets(self, cmd: CommandResult) -> bool:
+        """A case's outputs by socket, each valid one kept; a case with any invalid is failed, as
+        Grand Challenge fails a job whose output is missing."""
+        assert self.sockets is not None
+        record = self.runs.covers[cmd.index][0]
+        found = case_outputs(self.sockets, "test", record, cmd)
+        if found.problems:
+            self.invalid.add(record)
+        for i, data in enumerate(found.values.values()):
+            if data is None:
+                continue
+            if self.kept + len(data) > self.budget:
+                self.over_budget += 1
+                continue
+            (self.directory / f"{self._index[record]}.{i}").write_bytes(data)
+            self.kept += len(data)
+        return False
+
     def source(self, record: str) -> Callable[[], bytes] | None:
         path = self.directory / str(self._index[record])
         return (lambda: path.read_bytes()) if path.exists() else None
+
+    def socket_sources(self, record: str) -> dict[str, Callable[[], bytes] | None]:
+        """"RECORD/SLUG" -> each output socket's kept value, for the results store."""
+        assert self.sockets is not None and self.sockets.sockets is not None
+        found: dict[str, Callable[[], bytes] | None] = {}
+        for i, socket in enumerate(self.sockets.sockets.outputs):
+            path = self.directory / f"{self._index[record]}.{i}"
+            found[f"{record}/{socket.slug}"] = functools.partial(path.read_bytes) if path.exists() else None
+        return found
 
 
 def run(ctx: StageContext) -> StageOutcome:
     ch = ctx.challenge
     records = ch.test
-    files_style = ch.results.style == "files"
+    files_style = ch.results.style in ("files", "sockets")
     if ch.entry.kind == "container":
         runs = container_runs(ctx, "test", records, recorded_root(ctx), ch.limits.exam_total)
     else:
         runs = record_runs(ctx, "test", records, collect_each=files_style)
     overlay = ctx.files.overlay("exam")
     kept = ResultFiles(ctx.files.exam_files, ch.results.output_name, ch.limits.stage_results,
-                       runs) if files_style else None
+                       runs, ch if ch.sockets is not None else None) if files_style else None
     ctx.jobs.overlay(overlay, ctx.home_disk)
     try:
         with ctx.stage_log("exam") as log:
@@ -89,6 +124,8 @@ def _outcome(ctx: StageContext, run_: JobRun, runs: RecordRuns, kept: ResultFile
     records = ch.test
     t = run_.transcript
     statuses = {r: c.status for c in t.commands for r in runs.covers[c.index]}
+    if kept is not None:  # a case that left a socket missing or invalid failed, as a Grand Challenge job does
+        statuses.update(dict.fromkeys(kept.invalid, "error"))
     counts = {"records": len(records),
               "completed": sum(1 for s in statuses.values() if s == "ok"),
               "failed": sum(1 for s in statuses.values() if s == "error"),
@@ -101,7 +138,10 @@ def _outcome(ctx: StageContext, run_: JobRun, runs: RecordRuns, kept: ResultFile
                             f"processing {done} of {len(records)} test records ({share:.0f} %). Entry not scored.",
                             reason="exam-timeout", exam=counts, manifest=manifest)
     if kept is not None:
-        files = {r: kept.source(r) for r in statuses}
+        if ch.sockets is not None:
+            files = {k: v for r in statuses for k, v in kept.socket_sources(r).items()}
+        else:
+            files = {r: kept.source(r) for r in statuses}
         chunks = encode_chunks(records, statuses, ch.results.style, files=files)
         if kept.over_budget:
             manifest["results_over_budget"] = kept.over_budget

@@ -53,15 +53,16 @@ def run_container(ctx: StageContext) -> StageOutcome:
                 manifest[PREP_TIMING] = {"root_seconds": round(took, 3), "made_seconds": round(made, 3)}
             private.fresh_dir(ctx.entry_dir)
             found = read_submitted(root.path, {r: ch.results.submitted_path(r) for r in ch.training},
-                                   ctx.entry_dir, bounds)
+                                   ctx.entry_dir, bounds) if ch.quiz_check == "submitted" else None
             RootUse(root.path, root.digest, root.squashfs_bytes, image.config).save(ctx.files.entry_root)
     except EntryError as exc:
         return StageOutcome("failed", f"{exc} Entry not scored.", reason=exc.reason, manifest=manifest)
     ctx.home_disk.unlink(missing_ok=True)
     ctx.jobs.new_home(ctx.home_disk, ch.vm.home_mib)  # formatted in the quiz's VM, on its overlay
+    held = "" if found is None else f"; the image holds submitted results for {found} of the " \
+        f"{len(ch.training)} training records ({ch.results.submitted})"
     return StageOutcome("passed", f"The image's root file system is ready ({root.files} files, "
-                        f"{root.unpacked_bytes / 1e6:.1f} MB); the image holds submitted results for {found} of the "
-                        f"{len(ch.training)} training records ({ch.results.submitted}).", manifest=manifest)
+                        f"{root.unpacked_bytes / 1e6:.1f} MB){held}.", manifest=manifest)
 
 
 def _making(made_seconds: float | None, steps: dict[str, float]) -> float:

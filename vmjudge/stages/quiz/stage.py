@@ -19,10 +19,13 @@ from ...vm.channel import CommandResult, Watch
 from ...vm.reading import JobRun, Limits
 from ..answers import parse_answer_lines, read_answer_lines, refused_line
 from ..container import container_runs, recorded_root
-from ..context import DRYRUN_LABEL_MESSAGE, DRYRUN_MESSAGE, StageContext, StageOutcome, output_text
+from ..context import DRYRUN_LABEL_MESSAGE, DRYRUN_MESSAGE, StageContext, StageOutcome, output_text, warnings_text
 from ..figures import measured
 from ..records import RecordRuns, record_runs
+from ..sockets import case_outputs
 from .mismatch import file_detail, line_detail, numbers_note, numbers_only, numbers_only_files
+
+WARNINGS_SHOWN = 2000  # characters of each training case's stderr in a passed quiz's report
 
 
 class Comparison:
@@ -43,6 +46,7 @@ class Comparison:
         self.limit = runs.command_limit if runs is not None else ctx.challenge.limits.per_record
         self._order = {r: i for i, r in enumerate(records)}
         self.rule = ctx.challenge.results
+        self.shown: list[str] = []  # with sockets: what each training case left, for the report
         self.failure: tuple[int, str, str] | None = None  # (index, reason, message)
         self.numbers_only = False  # the mismatch is one of last digits alone (mismatch.py)
         self._checked = b""  # answers.txt up to its last newline, as last checked
@@ -64,12 +68,28 @@ class Comparison:
             return cmd.index, "quiz-timeout", f"{name}: timed out after {self.limit:.0f} s"
         if cmd.status != "ok":
             why = f": {cmd.message}" if cmd.message else f" (exit status {cmd.exit_code})"
+            if (cmd.usage or {}).get("oom_kills"):  # Docker would say 137: killed for memory
+                why = f": killed, out of memory (exit status 137: its memory is {self.ctx.challenge.vm.memory_mib} " \
+                      "MiB of the VM less what the judge keeps)"
             return cmd.index, "quiz-error", f"{name}: failed{why}"
+        if self.rule.style == "sockets":
+            return self._outputs(cmd)
         for record in self.covers[cmd.index]:  # one record, or the whole set's in order
             wrong = self._answer_line(cmd, record) if self.rule.style == "answer-lines" else \
                 self._file(cmd, record, name)
             if wrong:
                 return cmd.index, "quiz-mismatch", wrong
+        return None
+
+    def _outputs(self, cmd: CommandResult) -> tuple[int, str, str] | None:
+        """[quiz] check = "outputs": every output socket present and valid (stages/sockets.py);
+        "none": the case ran without error, whatever it left."""
+        record = self.covers[cmd.index][0]
+        found = case_outputs(self.ctx.challenge, "training", record, cmd)
+        self.shown.append(f"{record}: " + "; ".join(found.shown) +
+                          (f"\n{warnings_text(cmd, WARNINGS_SHOWN)}" if cmd.error_bytes else ""))
+        if self.ctx.challenge.quiz_check == "outputs" and found.problems:
+            return cmd.index, "quiz-output", "; ".join(found.problems)
         return None
 
     def _answer_line(self, cmd: CommandResult, record: str) -> str | None:
@@ -186,5 +206,9 @@ def _outcome(ctx: StageContext, run_: JobRun, compare: Comparison) -> StageOutco
         return StageOutcome("dry-run", DRYRUN_LABEL_MESSAGE, manifest=manifest)
     if ch.entry.kind != "container" and (ctx.entry_dir / "DRYRUN").exists():
         return StageOutcome("dry-run", DRYRUN_MESSAGE, manifest=manifest)
+    if ch.quiz_check != "submitted":
+        what = "left valid outputs" if ch.quiz_check == "outputs" else "ran without error"
+        return StageOutcome("passed", f"All {len(records)} training cases {what}:\n" + "\n".join(compare.shown),
+                            manifest=manifest)
     return StageOutcome("passed", f"All {len(records)} training records reproduced the submitted answers.",
                         manifest=manifest)
