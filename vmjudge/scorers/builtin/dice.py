@@ -10,10 +10,16 @@ failed record, as a failed classification scores as a wrong answer). A record wh
 and answer are both empty is 0/0: reported in `undefined_records`, and [score] undefined decides
 ("omit" leaves it out of the mean, "zero" counts it as 0). Also reported: the aggregated Dice
 (HECKTOR 2022's DSCagg: intersections and volumes summed over the records first).
+
+A challenge with sockets (Grand Challenge's way) gives each record's mask as the image the case left
+for the [score] socket (ExamResults.outputs); the rules are the same, so the same masks score the same
+whichever way an entry delivered them. Only MetaImage is read: an image socket's .tif is an
+unreadable mask, scoring 0 like any other.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from vmjudge.config import DEFAULT_SCORE_OPTIONS, ScoreOptions
@@ -50,18 +56,31 @@ def overlap(reference: bytes, answer: bytes | None, shape: tuple[int, ...]) -> t
     return bin(both).count("1"), truth, found.count(1)
 
 
-def score(results: ExamResults, reference: Path,
-          options: ScoreOptions = DEFAULT_SCORE_OPTIONS) -> dict[str, float | None]:
-    """{"score" (the mean Dice), "dice_aggregated", "records", "failed", "undefined_records"}."""
+def answer_masks(results: ExamResults, options: ScoreOptions) -> Mapping[str, bytes | None]:
+    """Each record's mask bytes: its output file, or with sockets the image it left for the [score]
+    socket. Answer lines are refused, as they would otherwise score as all-missing."""
+    if results.outputs is not None:
+        if options.socket is None:
+            raise ScoringError("The scorer dice was given socket results but no socket to read: set [score] socket "
+                               "to the slug of the [[output]] that holds the masks.")
+        slug = options.socket
+        return {record: outputs.get(slug) for record, outputs in results.outputs.items()}
     if results.files is None:
         raise ScoringError("The scorer dice expects style files (a MetaImage mask per record), but these results "
                            "hold answer lines: set [results] style = \"files\" or choose another scorer.")
+    return results.files
+
+
+def score(results: ExamResults, reference: Path,
+          options: ScoreOptions = DEFAULT_SCORE_OPTIONS) -> dict[str, float | None]:
+    """{"score" (the mean Dice), "dice_aggregated", "records", "failed", "undefined_records"}."""
+    masks = answer_masks(results, options)
     dice: list[float | None] = []
     failed = 0
     sums = [0, 0, 0]
     for record in results.records:
         shape, truth = reference_mask(reference, record)
-        answer = results.files.get(record)
+        answer = masks.get(record)
         both, a, b = overlap(truth, answer, shape)
         failed += answer is None
         dice.append(part(2 * both, a + b))
