@@ -1,0 +1,234 @@
+"""Grand Challenge's runtime (#55) judged end to end in real VMs: a challenge with sockets, images
+written here without Docker (a busybox root, tests/test_container_pipeline.py's), one daemon run.
+
+Each image's command is a shell script that checks, from inside its container, what Grand
+Challenge promises a job (HOME from the image's passwd, the user's groups, /input/inputs.json and
+every input at its relative path, /input read-only, an empty /output, no VMJUDGE_* variable,
+/dev/shm half the memory) and
+exits with a code of its own when one fails, then writes its outputs by socket. The good image's
+masks score what the host computes; two images in one socket, no output, a crash, each gets its
+verdict naming the case and the socket, never an infrastructure failure; what the image writes to
+stderr comes back apart, as its warnings.
+
+The same daemon run judges examples/hecktor2025's Task 1 in its sanity phase with images built from Grand
+Challenge's own algorithm template as the forge renders it (tests/gc_template.py: its Dockerfile's steps,
+`pip install --user` included, without Docker; stand-ins for torch, numpy and SimpleITK, which these
+machines do not have), saved under the name its do_save.sh gives: the good one scores exactly the Dice the
+host computes from the same masks, and each bad one gets its verdict, never an infrastructure failure."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from vmjudge.config import load_challenge
+from vmjudge.queue.results import ExamResults
+from vmjudge.scorers.builtin import dice
+from vmjudge.scorers.mha import read_mha, write_mha
+from vmjudge.vm import domain
+
+from . import gc_template
+from . import oci_images as oci
+from .oci_images import Image, Layer
+from .published import wait_until_published
+from .test_container_pipeline import Judged, busybox_members
+from .test_pipeline import vmjudge
+
+CHALLENGE = """name = "gcrt"
+[entry]
+kind = "container"
+max_size = 67108864
+max_unpacked = 67108864
+max_members = 10000
+[vm]
+vcpus = 1
+memory = 384
+home = 64
+[limits]
+per_record = 10
+quiz_total = 60
+exam_total = 60
+[[input]]
+slug = "ct-image"
+kind = "image"
+relative_path = "images/ct"
+[[input]]
+slug = "electronic-health-record"
+kind = "anything"
+relative_path = "ehr.json"
+[[output]]
+slug = "tumor-lymph-node-segmentation"
+kind = "segmentation"
+like = "ct-image"
+[[output]]
+slug = "recurrence-free-survival"
+kind = "float"
+relative_path = "rfs.json"
+[score]
+scorer = "dice"
+socket = "tumor-lymph-node-segmentation"
+"""
+CASES = {"training": ("c1", "c2"), "test": ("t1", "t2", "t3")}
+SEG = "/output/images/tumor-lymph-node-segmentation"
+# What every image checks before it writes anything: exit 11-17 names the promise broken.
+CHECKS = ('test "$HOME" = /home/user || exit 11; test -d "$HOME" || exit 11; '
+          'id -G | grep -qw 1234 || exit 12; '
+          'grep -q \'"relative_path": "images/ct"\' /input/inputs.json || exit 13; '
+          'test -f /input/images/ct/*.mha -a -f /input/ehr.json || exit 14; '
+          'touch /input/x 2>/dev/null && exit 15; '
+          'test -z "$(ls -A /output)" || exit 16; '
+          'env | grep -q VMJUDGE && exit 17; '
+          # /dev/shm: half the memory of a VM of 384 MiB, as Grand Challenge gives half of an instance's
+          's=$(df -k /dev/shm | tail -1 | tr -s " " | cut -d" " -f2); '
+          'test "$s" -gt 150000 -a "$s" -lt 200000 || exit 18; ')
+GOOD = (CHECKS + f'mkdir -p {SEG} && cp /input/images/ct/*.mha {SEG}/output.mha && echo -0.5 > /output/rfs.json; '
+        'echo "warning: the model is a copy" >&2; echo done')
+SCRIPTS = {
+    "good": GOOD,
+    "two-images": GOOD + f"; cp {SEG}/output.mha {SEG}/second.mha",
+    "no-output": CHECKS + "echo nothing written",
+    "crash": CHECKS + "echo 'Traceback: boom' >&2; exit 3",
+}
+EXPECT = {"good": ("scored", None, None), "two-images": ("failed", "quiz", "quiz-output"),
+          "no-output": ("failed", "quiz", "quiz-output"), "crash": ("failed", "quiz", "quiz-error"),
+          # Grand Challenge's template, each sample a participant's edit of its model lines
+          "gc-good": ("scored", None, None), "gc-stderr": ("scored", None, None),
+          "gc-crash": ("failed", "quiz", "quiz-error"), "gc-no-output": ("failed", "quiz", "quiz-output"),
+          "gc-two-images": ("failed", "quiz", "quiz-output"), "gc-slow": ("failed", "quiz", "quiz-timeout"),
+          "gc-hungry": ("failed", "quiz", "quiz-error")}
+HECKTOR = Path(__file__).resolve().parent.parent / "examples" / "hecktor2025" / "task1"
+SLOWEST = ("gc-slow", "gc-hungry")  # first, so that they run beside the others
+
+
+def volume(record: str) -> bytes:
+    """A case's CT: 4x3x2 voxels, some of them not zero (the good image's 'mask' is its copy)."""
+    data = bytes((i + sum(map(ord, record))) % 3 for i in range(24))
+    mha = write_mha((4, 3, 2), "MET_UCHAR", data, (0.5, 0.5, 2.0))
+    return mha.replace(b"ElementSpacing", b"Offset = -10 -20 5\nElementSpacing")
+
+
+def challenge(path: Path) -> Path:
+    (path / "reference").mkdir(parents=True)
+    (path / "challenge.toml").write_text(CHALLENGE)
+    for subset, records in CASES.items():
+        (path / subset).mkdir()
+        (path / subset / "RECORDS").write_text("".join(f"{r}\n" for r in records))
+        for r in records:
+            (path / subset / r / "images" / "ct").mkdir(parents=True)
+            (path / subset / r / "images" / "ct" / f"{r}-0000.mha").write_bytes(volume(r))
+            (path / subset / r / "ehr.json").write_text(json.dumps({"Age": 60 + len(r), "M-stage": "M0"}))
+    for r in CASES["test"]:  # the reference: the CT's own foreground but for t3's, which is empty
+        mask = volume(r) if r != "t3" else write_mha((4, 3, 2), "MET_UCHAR", bytes(24), (0.5, 0.5, 2.0))
+        (path / "reference" / f"REFERENCE-{r}.mha").write_bytes(mask)
+    return path
+
+
+def account() -> list[oci.Member]:
+    """The image's user as `useradd -m` makes it: a passwd entry with its home, and a group it is a member of."""
+    return [oci.file("etc/passwd", b"root:x:0:0:root:/root:/bin/sh\nuser:x:999:999::/home/user:/bin/sh\n"),
+            oci.file("etc/group", b"root:x:0:\nuser:x:999:\nextra:x:1234:user\n"),
+            oci.directory("home"), oci.directory("home/user", mode=0o755, uid=999, gid=999)]
+
+
+@pytest.fixture(scope="module")
+def judged(site, image, conn):
+    home = Path(tempfile.mkdtemp(prefix="gc-runtime-", dir=site.home))
+    os.chmod(home, 0o711)
+    (home / "images").symlink_to(site.layout.images)
+    work = home / "work"
+    work.mkdir()
+    vmjudge(home, "challenge", "add", str(challenge(work / "gcrt")))
+    base = Layer.of([m for m in busybox_members() if m.info.name not in ("etc/passwd", "etc/group")] + account(),
+                    compression=None)
+    vmjudge(home, "challenge", "add", str(HECKTOR))
+    ids = {}
+    for name, path in gc_template.sample_images(image.root, work / "template").items():
+        ids[f"gc-{name}"] = (path, "hecktor2025-task1")
+    for name, script in SCRIPTS.items():
+        img = Image([base], cmd=["/bin/sh", "-c", script], env=["PATH=/bin"], user="user")
+        ids[name] = (oci.docker_save(work / f"example-algorithm-{name}_2026-12-04_12-00-00.tar.gz", img,
+                                     compress=True), "gcrt")
+    for name in sorted(ids, key=lambda n: SLOWEST.index(n) if n in SLOWEST else len(SLOWEST)):
+        archive, where = ids[name]
+        phase = ("--phase", "sanity") if where != "gcrt" else ()
+        ids[name] = int(vmjudge(home, "submit", where, str(archive), "--owner", name, *phase).stdout)
+    vmjudge(home, "daemon", "--slots", "2", "--until-idle")
+    wait_until_published(home)
+    yield Judged(home, ids, {})
+    assert domain.leftover_domains(conn) == []
+    shutil.rmtree(home)
+
+
+@pytest.mark.parametrize("name", list(EXPECT))
+def test_each_entry_gets_its_verdict_never_an_infrastructure_failure(judged, name):
+    doc = judged.show(name)
+    assert (doc["state"], doc["outcome"], doc["failed_stage"], doc["reason"]) == ("done", *EXPECT[name]), doc["report"]
+    attempts = judged.show(name, organiser=True)["organiser"]["attempts"]
+    assert [a for a in attempts if a["status"] == "infra"] == [], attempts
+
+
+def test_the_good_image_scores_the_dice_the_host_computes(judged):
+    doc = judged.show("good")
+    # t1 and t2: the mask is the reference itself; t3: an empty reference and a mask that is not empty.
+    assert doc["scores"]["score"] == pytest.approx(2 / 3) and doc["scores"]["records"] == 3.0, doc["report"]
+    assert doc["exam"] == {"records": 3, "completed": 3, "failed": 0, "timed_out": 0}
+
+
+def test_the_quiz_shows_each_training_cases_outputs_and_warnings(judged):
+    report = judged.show("good")["report"]
+    assert "All 2 training cases left valid outputs" in report
+    assert "c1: tumor-lymph-node-segmentation: an image of" in report and "recurrence-free-survival: -0.5" in report
+    assert "warnings (stderr, 29 bytes)" in report and "warning: the model is a copy" in report
+
+
+def test_a_bad_output_is_named_by_case_and_socket(judged):
+    two = judged.show("two-images")["report"]
+    assert f"case c1, output socket tumor-lymph-node-segmentation: {SEG} holds 2 files (output.mha, " \
+           "second.mha), not exactly one image" in two
+    none = judged.show("no-output")["report"]
+    assert "case c1, output socket tumor-lymph-node-segmentation:" in none and "no file /output/rfs.json" in none
+    crash = judged.show("crash")["report"]
+    assert "the image on case c1: failed (exit status 3)" in crash and "Traceback: boom" in crash
+    assert "warnings (stderr" in crash
+
+
+def host_dice(phase: str) -> dict[str, float | None]:
+    """The good sample's masks computed on the host (the PET over 40 % of its maximum), scored by the
+    built-in dice against the phase's reference, as stage 4 scores what the VM sent back."""
+    ch = load_challenge(HECKTOR).in_phase(phase)
+    outputs = {}
+    for record in ch.test:
+        pet_dir = ch.set_dir("test") / record / "images" / "pet"
+        pet = read_mha(next(pet_dir.glob("*.mha")).read_bytes())
+        values = pet.values()
+        level = 0.4 * max(values)
+        mask = bytes(1 if v > level else 0 for v in values)
+        outputs[record] = {"tumor-lymph-node-segmentation": write_mha(pet.shape, "MET_UCHAR", mask)}
+    return dice.score(ExamResults(records=ch.test, outputs=outputs), ch.reference_dir, ch.score_options)
+
+
+def test_grand_challenges_template_scores_the_dice_the_host_computes(judged):
+    expected = host_dice("sanity")
+    for name in ("gc-good", "gc-stderr"):
+        doc = judged.show(name)
+        assert doc["scores"] == pytest.approx(expected), (name, doc["report"])
+        assert doc["exam"] == {"records": 3, "completed": 3, "failed": 0, "timed_out": 0}, name
+    report = judged.show("gc-stderr")["report"]
+    assert "warning: no GPU, the model runs on the CPU" in report and "warnings (stderr" in report
+    assert "warnings (stderr" not in judged.show("gc-good")["report"]
+
+
+def test_grand_challenges_template_bad_samples_say_why(judged):
+    seg = "/output/images/tumor-lymph-node-segmentation"
+    first = load_challenge(HECKTOR).training[0]
+    assert "RuntimeError: no checkpoint" in judged.show("gc-crash")["report"]
+    assert f"case {first}, output socket tumor-lymph-node-segmentation: {seg} is not a directory" in \
+        judged.show("gc-no-output")["report"]
+    assert f"{seg} holds 2 files (output.mha, pet.mha), not exactly one image" in judged.show("gc-two-images")["report"]
+    assert "timed out after" in judged.show("gc-slow")["report"]
+    assert "killed, out of memory (exit status 137" in judged.show("gc-hungry")["report"]
