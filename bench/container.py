@@ -16,9 +16,12 @@ the entry's program (a line of sh: each record's word in capitals) with its subm
   squashfs in the home), and what that costs.
 
 --smoke: a payload of 2 MiB (the same steps; one archive stage 1, one VM), what the test suite runs.
+--per-case [N]: also what one case of a socket challenge costs beyond its command, over N cases (20;
+with --smoke 4) in one VM, against the same commands in the guest's own root (bench/case_overhead.py).
 
-JSON on stdout; exit 1 with a sentence when an entry's stage 1 does not pass or the image is
-unpacked twice. Usage: python bench/container.py [--smoke] [--size-mib 1024] [--home DIR]
+JSON on stdout; exit 1 with a sentence when an entry's stage 1 does not pass, the image is
+unpacked twice or a case fails. Usage: python bench/container.py [--smoke] [--size-mib 1024] [--home DIR]
+[--per-case [N]]
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+from case_overhead import measure as measure_cases  # noqa: E402
 
 from tests import oci_images as oci  # noqa: E402
 from tests.host_lock import run_holding_host, trial_guests  # noqa: E402
@@ -238,6 +243,8 @@ def arguments() -> argparse.ArgumentParser:
                     help="the site home whose images are used; the benchmark's own home is made in it and removed")
     ap.add_argument("--size-mib", type=int, default=1024, help="the image's payload (default 1024: about 1 GiB)")
     ap.add_argument("--smoke", action="store_true", help="a 2 MiB payload, one archive stage 1: the same checks")
+    ap.add_argument("--per-case", type=int, nargs="?", const=20, metavar="N",
+                    help="also the per-case overhead of a socket challenge over N cases (20; --smoke: 4)")
     return ap
 
 
@@ -254,13 +261,16 @@ def main(args: argparse.Namespace) -> None:
         work.mkdir()
         result = {"benchmark": "container", "smoke": args.smoke, "host": platform.node(), "accel": site.accel,
                   "cores": os.cpu_count(), "date": time.strftime("%Y-%m-%d"), **measure(home, work, size, args.smoke)}
+        if args.per_case is not None:
+            result["per_case"] = measure_cases(home, work, 4 if args.smoke else args.per_case)
     finally:
         shutil.rmtree(home, ignore_errors=True)
     print(json.dumps(result, indent=1))
     twice = result["same_image_twice"]
     problems = {"a stage 1 did not pass": not result["stage1"]["all_passed"],
                 "the same image was unpacked twice": twice["roots_made"] != 1 or twice["second_reused"] is not True
-                or twice["first_reused"] is not False or not twice["same_root"]}
+                or twice["first_reused"] is not False or not twice["same_root"],
+                "a case of the per-case job failed": bool(result.get("per_case", {}).get("failures"))}
     failed = [what for what, bad in problems.items() if bad]
     if failed:
         sys.exit(f"bench/container.py: {'; '.join(failed)} (see the JSON above).")

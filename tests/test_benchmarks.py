@@ -30,8 +30,9 @@ REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = {p.name: 'if __name__ == "__main__":' in p.read_text() for p in (REPO / "bench").glob("*.py")}
 BENCHMARKS = sorted(name for name, runs in SCRIPTS.items() if runs)
 # The benchmarks that boot VMs; every other one runs on the host alone.
-BOOTS_VMS = ("boot.py", "container.py", "cpu_matmul.py", "demo_under_load.py", "fairness.py", "gpu_image.py",
-             "hostile_memory.py", "octave.py", "qemu_memory.py", "records.py", "soak.py", "timing_spread.py")
+BOOTS_VMS = ("boot.py", "case_overhead.py", "container.py", "cpu_matmul.py", "demo_under_load.py", "fairness.py",
+             "gpu_image.py", "hostile_memory.py", "octave.py", "qemu_memory.py", "records.py", "soak.py",
+             "timing_spread.py")
 HOST_ONLY = sorted(set(BENCHMARKS) - set(BOOTS_VMS))
 SPEED = ("upload_within_2x", "page_p99_within_2x")  # web_abuse's figures, which a smoke run does not hold it to
 
@@ -51,6 +52,8 @@ INVARIANTS: dict[str, Callable[[dict], bool]] = {
     "boot.py": lambda d: d["boot"]["runs"] == 1 and d["warm"]["runs"] == 1 and d["channel"]["payload_mib"] == 1
     and d["channel"]["one_pipe_hop_over_direct"] > 0 and len(d["boot"]["cold_steps_s"]) == 8
     and 0 < sum(d["boot"]["cold_steps_s"].values()) < d["boot"]["median_vmjudge_s"],
+    "case_overhead.py": lambda d: d["cases"] == 4 and d["failures"] == []
+    and all(len(d[k]["each_case_s"]) == 4 and d[k]["per_case_s"]["min"] > 0 for k in ("container", "baseline")),
     "cpu_matmul.py": lambda d: (d["default"]["level"], d["qemu64"]["level"]) == ("x86-64-v3", "x86-64-v1")
     and d["default"]["avx2"] and not d["qemu64"]["avx2"] and d["matmul_ratio_qemu64_over_default"] > 0,
     "demo_under_load.py": lambda d: d["met"] and d["entries"] == 1 and d["hogs"] == 1,
