@@ -4,7 +4,7 @@ written here without Docker (a busybox root, tests/test_container_pipeline.py's)
 Each image's command is a shell script that checks, from inside its container, what Grand
 Challenge promises a job (HOME from the image's passwd, the user's groups, /input/inputs.json and
 every input at its relative path, /input read-only, an empty /output, no VMJUDGE_* variable,
-/dev/shm half the memory) and
+/dev/shm half the memory, /tmp the disk of the size asked and empty at each case's start) and
 exits with a code of its own when one fails, then writes its outputs by socket. The good image's
 masks score what the host computes; two images in one socket, no output, a crash, each gets its
 verdict naming the case and the socket, never an infrastructure failure; what the image writes to
@@ -45,6 +45,8 @@ kind = "container"
 max_size = 67108864
 max_unpacked = 67108864
 max_members = 10000
+[container]
+tmp = 64
 [vm]
 vcpus = 1
 memory = 384
@@ -85,7 +87,10 @@ CHECKS = ('test "$HOME" = /home/user || exit 11; test -d "$HOME" || exit 11; '
           'env | grep -q VMJUDGE && exit 17; '
           # /dev/shm: half the memory of a VM of 384 MiB, as Grand Challenge gives half of an instance's
           's=$(df -k /dev/shm | tail -1 | tr -s " " | cut -d" " -f2); '
-          'test "$s" -gt 150000 -a "$s" -lt 200000 || exit 18; ')
+          'test "$s" -gt 150000 -a "$s" -lt 200000 || exit 18; '
+          # /tmp: [container] tmp's 64 MiB disk, empty at each case's start (what the last one left is gone)
+          's=$(df -k /tmp | tail -1 | tr -s " " | cut -d" " -f2); test "$s" -gt 60000 -a "$s" -le 65536 || exit 19; '
+          'test -z "$(ls -A /tmp)" || exit 20; echo x > /tmp/left-by-a-case || exit 21; ')
 GOOD = (CHECKS + f'mkdir -p {SEG} && cp /input/images/ct/*.mha {SEG}/output.mha && echo -0.5 > /output/rfs.json; '
         'echo "warning: the model is a copy" >&2; echo done')
 SCRIPTS = {

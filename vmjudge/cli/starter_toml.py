@@ -39,6 +39,7 @@ required = {required}   # what the archive must hold ("dir/" is a directory)
 # output = "/output"            # where the entry leaves its results
 # command = ["/app/run"]        # what runs; left out: the image's ENTRYPOINT and CMD
 # run = "per_case"              # or "whole_set"
+# tmp = 2048                    # MiB of a disk of its own for each run's /tmp, empty at its start
 
 [image]
 packages = []                   # Debian packages for the guest (it has python3 already)

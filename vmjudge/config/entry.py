@@ -59,6 +59,9 @@ class ContainerRules:
     output: str = "/output"
     command: tuple[str, ...] | None = None
     run: str = "per_case"
+    # MiB of a disk of its own for each run's /tmp, empty at its start, as Grand Challenge gives a job (125 GB on a
+    # g4dn.xlarge); None: /tmp is in the run's layer on the VM's home disk, with the rest of what it writes.
+    tmp: int | None = None
 
 
 def entry_rules(source: str, data: dict[str, Any]) -> EntryRules:
@@ -119,7 +122,8 @@ def container_rules(source: str, data: dict[str, Any], kind: str) -> ContainerRu
         input=sec.get("input", str, ContainerRules.input, _image_path, where),
         output=sec.get("output", str, ContainerRules.output, _image_path, where),
         command=None if command is None else tuple(command),
-        run=sec.get("run", str, ContainerRules.run, lambda v: v in RUN_MODES, " or ".join(f'"{m}"' for m in RUN_MODES)))
+        run=sec.get("run", str, ContainerRules.run, lambda v: v in RUN_MODES, " or ".join(f'"{m}"' for m in RUN_MODES)),
+        tmp=sec.get("tmp", int, None, lambda v: 16 <= v <= 1 << 22, "a whole number of MiB from 16 to 4194304"))
     sec.done()
     inp, out = rules.input, rules.output
     if inp == out or inp.startswith(out + "/") or out.startswith(inp + "/"):

@@ -72,8 +72,8 @@ def container_runs(ctx: StageContext, subset: str, records: tuple[str, ...], roo
         commands.append(Command("the image's command on the whole set", argv, limit, output_limit=out,
                                 tail_limit=tail, collect=tuple(ch.results.output_name(r) for r in records),
                                 file_limit=file_limit, root=where))
-        return RecordRuns(Job(commands=tuple(commands), media=media, entry_root=root.squashfs), (records,),
-                          ("whole set",), limit)
+        return RecordRuns(Job(commands=tuple(commands), media=media, entry_root=root.squashfs, tmp_mib=rules.tmp),
+                          (records,), ("whole set",), limit)
     for record in records:
         files = ch.record_files(subset, record)
         media.update({f"{subset}/{f.name}": f for f in files})
@@ -82,5 +82,5 @@ def container_runs(ctx: StageContext, subset: str, records: tuple[str, ...], roo
         commands.append(Command(f"the image's command on {record}", argv, ch.limits.per_record, output_limit=out,
                                 tail_limit=tail, collect=(ch.results.output_name(record),), file_limit=file_limit,
                                 root=where))
-    return RecordRuns(Job(commands=tuple(commands), media=media, entry_root=root.squashfs),
+    return RecordRuns(Job(commands=tuple(commands), media=media, entry_root=root.squashfs, tmp_mib=rules.tmp),
                       tuple((r,) for r in records), records, ch.limits.per_record)

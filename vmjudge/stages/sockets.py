@@ -65,7 +65,7 @@ def socket_runs(ctx: StageContext, subset: str, records: tuple[str, ...], root: 
                                 output_limit=ch.limits.output, tail_limit=ch.limits.output_tail,
                                 collect=collected(sockets), file_limit=max(RESULT_FILE_LIMIT, ch.limits.output),
                                 root=where))
-    return RecordRuns(Job(commands=tuple(commands), media=media, entry_root=root.squashfs),
+    return RecordRuns(Job(commands=tuple(commands), media=media, entry_root=root.squashfs, tmp_mib=rules.tmp),
                       tuple((r,) for r in records), records, ch.limits.per_record)
 
 

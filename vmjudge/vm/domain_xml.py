@@ -30,6 +30,9 @@ CDROM_TARGET = "hdc"  # on the pc machine's IDE; a GPU VM's (q35) is on SATA
 # the agent finds this one by its serial (guest/root_disk.py), not by its name.
 ENTRY_ROOT_TARGET = "vdc"
 ENTRY_ROOT_SERIAL = "vmjudge-entry-root"
+# A container challenge's [container] tmp: the cases' /tmp, a writable disk of its own (found by its serial too).
+TMP_TARGET = "vdd"
+TMP_SERIAL = "vmjudge-tmp"
 # The GPU's root port: bus 0 is q35's pcie-root, so the port is bus 1 and the card sits alone
 # on it (a root port has one slot), where libvirt cannot place another device.
 _GPU_ROOT_PORT = 1
@@ -87,6 +90,7 @@ class DomainSpec:
     gpu: str | None = None  # the host PCI address of a GPU to pass through, as site.toml's [gpu] devices
     cputune: CpuTune | None = None  # its slot's cores (pinning.py); None leaves the VM unpinned
     entry_root: Path | None = None  # a container entry's root file system (squashfs), a read-only disk
+    tmp_disk: Path | None = None  # [container] tmp: the cases' /tmp (ext4 in a sparse raw file), writable
     cpu: str | None = None  # site.toml's [vm] cpu (guest_cpu.py); None: the accelerator's default
 
     @property
@@ -128,6 +132,15 @@ def _entry_root(devices: ET.Element | None, path: Path) -> ET.Element:
     the run (libvirt gives back no read-only disk, which other VMs might share): run_job gives it
     back to root."""
     return _disk(devices, path, "raw", ENTRY_ROOT_TARGET, "virtio", readonly=True, serial=ENTRY_ROOT_SERIAL)
+
+
+def _tmp_disk(devices: ET.Element | None, path: Path) -> ET.Element:
+    return _disk(devices, path, "raw", TMP_TARGET, "virtio", serial=TMP_SERIAL)
+
+
+def tmp_disk_xml(path: Path) -> str:
+    """The /tmp disk alone, as a warm-started VM is given it once restored (attachDevice)."""
+    return ET.tostring(_tmp_disk(None, path), encoding="unicode")
 
 
 def home_disk_xml(path: Path) -> str:
@@ -219,6 +232,8 @@ def domain_xml(spec: DomainSpec) -> str:
         _disk(devices, spec.home, "qcow2", HOME_TARGET, "virtio")
     if spec.entry_root is not None:
         _entry_root(devices, spec.entry_root)
+    if spec.tmp_disk is not None:
+        _tmp_disk(devices, spec.tmp_disk)
     target, bus = (CDROM_TARGET, "ide") if gpu is None else ("sda", "sata")
     _disk(devices, spec.cdrom, "raw", target, bus, device="cdrom", readonly=True)
     _sub(devices, "controller", type="usb", model="none")

@@ -138,10 +138,15 @@ class Job:
     # (vm/runner.py): the commands with an InRoot run in it. Its directories must be crossable by
     # libvirt's qemu user, as a home disk's are.
     entry_root: Path | None = None
+    # [container] tmp: MiB of a disk of its own for the /tmp of the commands in the entry's root, each a new
+    # directory on it (None: their /tmp is in their layers on the home disk).
+    tmp_mib: int | None = None
 
     def __post_init__(self) -> None:
         if self.entry_root is None and any(c.root is not None for c in self.commands):
             raise ValueError("a command runs in the entry's root, and the job has no entry_root")
+        if self.tmp_mib is not None and (self.entry_root is None or self.tmp_mib < 1):
+            raise ValueError("a /tmp disk is for a job with an entry root, and has a size")
 
     def job_json(self, nonce: str, gpu: bool = False, seed: str | None = None) -> bytes:
         """`gpu`: the VM is lent a GPU, and the agent must find it working before any command
@@ -154,6 +159,8 @@ class Job:
             doc["gpu"] = True
         if self.entry_root is not None:  # the agent mounts it; its path on the host is none of the guest's business
             doc["entry_root"] = True
+        if self.tmp_mib:
+            doc["tmp_disk"] = True
         if seed is not None:
             doc["seed"] = seed
         return json.dumps(doc, indent=1, sort_keys=True).encode()

@@ -59,6 +59,23 @@ def make_blank_disk(path: Path, size_mib: int) -> None:
     os.chmod(path, PRIVATE_FILE)
 
 
+def make_tmp_disk(path: Path, size_mib: int) -> None:
+    """[container] tmp: an empty ext4 file system in a sparse raw file of `size_mib` (no journal: it
+    lives for one run), made here, so that the guest spends nothing on it; the file's size is the host's
+    bound on what the cases write to /tmp."""
+    with open(path, "wb") as f:
+        os.fchmod(f.fileno(), PRIVATE_FILE)
+        f.truncate(size_mib << 20)
+    try:
+        proc = subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", "-b", "4096", "-O", "^has_journal",
+                               "-E", "lazy_itable_init=1,nodiscard", str(path)], capture_output=True, text=True)
+    except FileNotFoundError:
+        raise InfrastructureError("host-tools", "mkfs.ext4 is not installed: run `make setup` or "
+                                  "`apt-get install e2fsprogs`.") from None
+    if proc.returncode != 0:
+        raise InfrastructureError("host-disk", f"mkfs.ext4 of the cases' /tmp disk failed: {proc.stderr.strip()}")
+
+
 def make_overlay(path: Path, backing: Path) -> None:
     """A throw-away disk whose reads fall through to `backing` and whose writes stay here."""
     _qemu_img(["create", "-q", "-f", "qcow2", "-b", str(Path(backing).resolve()), "-F", "qcow2", str(path)])
@@ -96,10 +113,13 @@ def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *
     name = domain_name(label)
     iso = Path(workdir) / f"{name}.iso"
     entry_root = Path(job.entry_root).resolve() if job.entry_root is not None else None
+    tmp_disk = (Path(workdir) / f"{name}-tmp.img").resolve() if job.tmp_mib else None
     write_iso(iso, {**job.media, JOB_FILE: job.job_json(nonce, gpu=gpu is not None, seed=secrets.token_hex(32))},
               private=frozenset({JOB_FILE}))
     os.chmod(iso, PRIVATE_FILE)  # the test records: libvirt lends it to its qemu user for the run
     try:
+        if tmp_disk is not None and job.tmp_mib:
+            make_tmp_disk(tmp_disk, job.tmp_mib)
         iso_sha = sha256_file(iso)
         # The image's files by their real paths: homes that link one images directory share its
         # warm states (Layout.warm), whose XML names these files; by a home's own link, every home
@@ -109,7 +129,7 @@ def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *
                           console_log=Path(console_log).resolve(),
                           accel=site.accel, vcpus=vcpus, memory_mib=memory_mib, channel=site.channel, gpu=gpu,
                           cputune=cores.tune(vcpus) if cores is not None else None, entry_root=entry_root,
-                          cpu=site.cpu)
+                          tmp_disk=tmp_disk, cpu=site.cpu)
         run = _Run(conn, site, job, nonce, limits, watch, cancel, console_log, on_start)
         why = why_cold(site, gpu)
         if why is None:
@@ -126,6 +146,8 @@ def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *
             os.chmod(keep_iso, 0o600)  # the domain is gone: an audit copy, test records and all
             give_back(keep_iso)  # a read-only disk too: libvirt left it to its qemu user
         iso.unlink(missing_ok=True)
+        if tmp_disk is not None:
+            tmp_disk.unlink(missing_ok=True)
         if entry_root is not None:
             give_back(entry_root)
 

@@ -43,7 +43,16 @@ from ..images.guest.wake import READY
 from ..images.image import GuestImage
 from .channel import ChannelClosed
 from .domain import DOMAIN_PREFIX, Domain
-from .domain_xml import DomainSpec, cdrom_xml, domain_xml, entry_root_xml, hard_limit_kib, home_disk_xml, tune_xml
+from .domain_xml import (
+    DomainSpec,
+    cdrom_xml,
+    domain_xml,
+    entry_root_xml,
+    hard_limit_kib,
+    home_disk_xml,
+    tmp_disk_xml,
+    tune_xml,
+)
 from .pty_reader import ChannelReader
 from .warm_rules import maker_sha256
 
@@ -109,7 +118,7 @@ class Seat:
     def _saving_spec(self, spec: DomainSpec) -> DomainSpec:
         """The VM that is saved: this run's, with no home disk, no entry root, an empty drive, told
         to wait: one state serves archive and container entries alike."""
-        return replace(spec, name=self.name, home=None, cdrom=None, entry_root=None,
+        return replace(spec, name=self.name, home=None, cdrom=None, entry_root=None, tmp_disk=None,
                        cmdline_extra=spec.cmdline_extra + (WARM_ARG,))
 
     def _identity(self, conn: libvirt.virConnect, spec: DomainSpec) -> dict:
@@ -244,6 +253,8 @@ class Seat:
             domain.give(home_disk_xml(spec.home), attach=True)
             if spec.entry_root is not None:
                 domain.give(entry_root_xml(spec.entry_root), attach=True)
+            if spec.tmp_disk is not None:
+                domain.give(tmp_disk_xml(spec.tmp_disk), attach=True)
         except (InfrastructureError, WarmFailed) as exc:
             domain.destroy()
             raise WarmFailed(str(exc)) from None

@@ -171,8 +171,10 @@ def run_job(channel, job, home_ready=False):
             install(job["install"])
         gpu_view = None
         if job.get("entry_root") is True:  # a container entry's: its commands run in it
-            from root_disk import mount_entry_root
+            from root_disk import mount_entry_root, mount_tmp_disk
             mount_entry_root(replica_device() if home_ready else None)
+            if job.get("tmp_disk") is True and not home_ready:  # the replica has none: /tmp in the layers
+                mount_tmp_disk()
             if job.get("gpu") is True:  # the card was found working (greet): shown the toolkit's way
                 from root_gpu import find_view
                 gpu_view = find_view()

@@ -15,27 +15,40 @@ from system import JobError, run_quiet, wait_for
 
 ENTRY_ROOT = "/media/entry-root"
 SERIAL = "vmjudge-entry-root"  # vm/domain_xml.py ENTRY_ROOT_SERIAL
+# [container] tmp: a writable disk of its own (ext4, made by the host), each command's /tmp a new
+# directory on it (root_layers.py); its size is the host's bound on what the cases write there.
+TMP_DISK = "/media/case-tmp"
+TMP_SERIAL = "vmjudge-tmp"  # vm/domain_xml.py TMP_SERIAL
 ACCOUNTS_MAX = 1 << 20  # bytes of the image's /etc/passwd or /etc/group that are read
 UID_MAX = (1 << 32) - 2  # (uid_t)-1 means "no change" to setuid and chown
 GROUPS_MAX = 64  # supplementary groups taken from the image's /etc/group
 
 
-def find_disk(seconds=20):
-    """The entry root's device, by its serial: a hot-plugged disk's name depends on when the
-    guest saw it (vm/warm.py attaches it after the home disk, but the guest names what it finds)."""
+def find_disk(seconds=20, serial=SERIAL):
+    """The entry root's device (or another of the host's disks), by its serial: a hot-plugged disk's
+    name depends on when the guest saw it (vm/warm.py attaches it after the home disk, but the guest
+    names what it finds)."""
     def look():
         for name in sorted(os.listdir("/sys/block")):
             try:
                 with open(f"/sys/block/{name}/serial") as f:
-                    if f.read().strip() == SERIAL:
+                    if f.read().strip() == serial:
                         return "/dev/" + name
             except OSError:
                 continue
         return None
     dev = wait_for(look, seconds)
     if dev is None or not wait_for(dev, 5):
-        raise JobError(f"the job runs in the entry's root, and no disk with serial {SERIAL} appeared")
+        raise JobError(f"the job runs in the entry's root, and no disk with serial {serial} appeared")
     return dev
+
+
+def mount_tmp_disk():
+    """The cases' /tmp disk at TMP_DISK (nosuid, nodev: what the entry writes there is data)."""
+    dev = find_disk(serial=TMP_SERIAL)
+    os.makedirs(TMP_DISK, mode=0o700, exist_ok=True)
+    run_quiet(["mount", "-t", "ext4", "-o", "nosuid,nodev", dev, TMP_DISK])
+    os.chmod(TMP_DISK, 0o700)  # the directory the file system's root is: the agent's, each case's made in it
 
 
 def mount_entry_root(device=None):

@@ -20,7 +20,7 @@ import stat
 import time
 
 from media import HOME
-from root_disk import ENTRY_ROOT
+from root_disk import ENTRY_ROOT, TMP_DISK
 from system import JobError
 
 SCRATCH = HOME + "/.vmjudge-root"
@@ -56,9 +56,14 @@ class Layers:
     def __init__(self, index, spec, uid, gid, gpu=None):
         self.scratch = open_scratch()
         self.name = f"command-{index}-{time.monotonic_ns()}"
+        self.tmp = None  # the command's /tmp on the cases' /tmp disk, when the job has one
         self.gpu_binds = []  # [(parts in the root, the guest's file)]: a GPU stage's driver files (root_gpu.py)
         try:
             self._make(spec, uid, gid, gpu)
+            if os.path.ismount(TMP_DISK):
+                self.tmp = os.open(TMP_DISK, DIRECTORY)
+                os.mkdir(self.name, 0o1777, dir_fd=self.tmp)  # empty, as Grand Challenge's /tmp is at a job's start
+                os.chmod(self.name, 0o1777, dir_fd=self.tmp)  # the umask took the sticky and write bits
         except OSError as exc:
             self.remove()
             if exc.errno in (errno.ENOSPC, errno.EDQUOT):
@@ -74,6 +79,16 @@ class Layers:
         if (now.st_dev, now.st_ino) != (held.st_dev, held.st_ino):
             raise OSError(errno.EXDEV, f"{SCRATCH} is not the directory the agent made")
         self.scratch = fd  # in this child alone
+        if self.tmp is not None:  # the same, for the /tmp disk
+            fd = os.open(TMP_DISK, DIRECTORY)
+            now, held = os.fstat(fd), os.fstat(self.tmp)
+            if (now.st_dev, now.st_ino) != (held.st_dev, held.st_ino):
+                raise OSError(errno.EXDEV, f"{TMP_DISK} is not the directory the agent made")
+            self.tmp = fd
+
+    def tmp_path(self):
+        """The command's /tmp on the /tmp disk, through the descriptor; None without the disk."""
+        return None if self.tmp is None else f"/proc/self/fd/{self.tmp}/{self.name}"
 
     def path(self, part):
         """A path to `part` of these layers that passes through the descriptor, never through a name
@@ -115,8 +130,17 @@ class Layers:
 
     def remove(self, seconds=REMOVE_SECONDS):
         """Remove these layers (the command's processes are gone), within `seconds`; True when all went."""
+        deadline = time.monotonic() + seconds
         try:
-            return remove_tree(self.scratch, self.name, time.monotonic() + seconds)
+            if self.tmp is not None:  # what is left after the deadline stays on the /tmp disk, bounded by its size
+                try:
+                    remove_tree(self.tmp, self.name, deadline)
+                except OSError:
+                    pass
+                finally:
+                    os.close(self.tmp)
+                    self.tmp = None
+            return remove_tree(self.scratch, self.name, deadline)
         except OSError:
             return False
         finally:

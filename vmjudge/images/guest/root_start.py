@@ -163,6 +163,8 @@ def _first(libc, argv, env, spec, layers, account, out_fd, null, cgroup, report,
     gpu_binds(libc, merged, layers.gpu_binds)
     _input(libc, merged, spec)
     _bind(libc, layers.path("output"), merged, spec.output, MS_NOSUID | MS_NODEV, "binding the output")
+    if layers.tmp_path() is not None:  # [container] tmp: a directory of its own on the /tmp disk
+        _bind(libc, layers.tmp_path(), merged, ["tmp"], MS_NOSUID | MS_NODEV, "binding /tmp")
     pid = os.fork()
     if pid == 0:
         _child(lambda: _second(libc, argv, env, spec, merged, account, out_fd, null, cgroup, report), report)
