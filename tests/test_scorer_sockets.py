@@ -83,5 +83,5 @@ def test_socket_results_without_a_socket_to_read_are_refused(tmp_path):
 
 
 def test_answer_lines_are_still_refused(tmp_path):
-    with pytest.raises(ScoringError, match="expects style files"):
+    with pytest.raises(ScoringError, match="expects the masks, one per record .* hold answer lines"):
         dice.score(ExamResults(records=("a",), answers={"a": "x"}), reference(tmp_path, "a"), SOCKET)

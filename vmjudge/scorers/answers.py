@@ -4,11 +4,27 @@ as the challenge's [score] invalid_answers says."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from vmjudge.config import ScoreOptions
 from vmjudge.errors import AnswerError, ScoringError
 from vmjudge.queue.results import ExamResults
+
+
+def files_of(results: ExamResults, scorer: str, options: ScoreOptions, what: str) -> Mapping[str, bytes | None]:
+    """Each record's file, for a scorer of files (`what`: what each holds, for the refusal): its
+    output file, or with sockets the value it left for the [score] socket. Answer lines are
+    refused, as they would otherwise score as all-missing."""
+    if results.outputs is not None:
+        if options.socket is None:
+            raise ScoringError(f"The scorer {scorer} was given socket results but no socket to read: set [score] "
+                               f"socket to the slug of the [[output]] that holds {what}.")
+        slug = options.socket
+        return {record: outputs.get(slug) for record, outputs in results.outputs.items()}
+    if results.files is None:
+        raise ScoringError(f"The scorer {scorer} expects {what}, one per record (sockets, or style files), but these "
+                           "results hold answer lines: set [results] style = \"files\" or choose another scorer.")
+    return results.files
 
 
 def answers_of(results: ExamResults, scorer: str) -> Callable[[str], str | None]:

@@ -43,6 +43,7 @@ import numpy as np
 from vmjudge.config import DEFAULT_SCORE_OPTIONS, ScoreOptions
 from vmjudge.errors import ScoringError
 from vmjudge.queue.results import ExamResults
+from vmjudge.scorers.answers import files_of
 from vmjudge.scorers.parts import mean_of_parts, part
 
 VERSION = 1  # bump whenever a rule below changes; scorer_version() records it
@@ -103,18 +104,8 @@ def prediction(data: bytes | None) -> float | None:
 
 
 def answer_files(results: ExamResults, options: ScoreOptions) -> Mapping[str, bytes | None]:
-    """Each record's JSON bytes: with sockets the file it left for the [score] socket, else its
-    output file. Answer lines are refused, as they would otherwise score as all-failed."""
-    if results.outputs is not None:
-        if options.socket is None:
-            raise ScoringError("The scorer cindex was given socket results but no socket to read: set [score] "
-                               "socket to the slug of the [[output]] that holds the risk.")
-        slug = options.socket
-        return {record: outputs.get(slug) for record, outputs in results.outputs.items()}
-    if results.files is None:
-        raise ScoringError("The scorer cindex expects a JSON number per record (sockets, or style files), but these "
-                           "results hold answer lines: set [results] style = \"files\" or choose another scorer.")
-    return results.files
+    """Each record's JSON bytes (scorers/answers.py files_of)."""
+    return files_of(results, "cindex", options, "the risk")
 
 
 def concordance(times: np.ndarray, events: np.ndarray, risks: np.ndarray) -> tuple[int, int, int]:

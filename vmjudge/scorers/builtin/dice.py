@@ -25,6 +25,7 @@ from pathlib import Path
 from vmjudge.config import DEFAULT_SCORE_OPTIONS, ScoreOptions
 from vmjudge.errors import ScoringError
 from vmjudge.queue.results import ExamResults
+from vmjudge.scorers.answers import files_of
 from vmjudge.scorers.mha import MhaError, read_mha
 from vmjudge.scorers.parts import mean_of_parts, part
 
@@ -57,18 +58,8 @@ def overlap(reference: bytes, answer: bytes | None, shape: tuple[int, ...]) -> t
 
 
 def answer_masks(results: ExamResults, options: ScoreOptions) -> Mapping[str, bytes | None]:
-    """Each record's mask bytes: its output file, or with sockets the image it left for the [score]
-    socket. Answer lines are refused, as they would otherwise score as all-missing."""
-    if results.outputs is not None:
-        if options.socket is None:
-            raise ScoringError("The scorer dice was given socket results but no socket to read: set [score] socket "
-                               "to the slug of the [[output]] that holds the masks.")
-        slug = options.socket
-        return {record: outputs.get(slug) for record, outputs in results.outputs.items()}
-    if results.files is None:
-        raise ScoringError("The scorer dice expects style files (a MetaImage mask per record), but these results "
-                           "hold answer lines: set [results] style = \"files\" or choose another scorer.")
-    return results.files
+    """Each record's mask bytes (scorers/answers.py files_of)."""
+    return files_of(results, "dice", options, "the masks")
 
 
 def score(results: ExamResults, reference: Path,
