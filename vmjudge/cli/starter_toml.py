@@ -55,6 +55,7 @@ memory = 512                    # MiB; default 2048
 home = 256                      # MiB of the entry's home disk; default 1024
 # gpu = "t4"                    # or "any": every VM stage in a GPU slot (needs [image] gpu)
 # cpu_level = "x86-64-v2"       # the least x86-64 level its entries may get; hosts below take none
+# instance = "ml.m5.large"      # the cloud instance the VM mirrors, named in reports beside the limits
 
 [limits]
 setup = 60                      # seconds for setup.sh; default 300

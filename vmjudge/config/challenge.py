@@ -23,6 +23,7 @@ from .sockets import Sockets, check_record_inputs, read_sockets
 from .values import Section, read_toml
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_INSTANCE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,63}")
 
 
 # [vm] gpu: the card a stage needs; "any" is any GPU slot of the site.
@@ -38,6 +39,8 @@ class VmShape:
     # The least CPU level (config/cpu.py) its entries may be given: a host whose guests get less takes none of
     # its stages (supervisor/environment.py), so an entry built for AVX2 never meets a CPU without it.
     cpu_level: str | None = None
+    # The cloud instance the VM's shape mirrors ("ml.m5.large"), named in reports beside the limits; a name only.
+    instance: str | None = None
 
 
 @dataclass(frozen=True)
@@ -164,7 +167,9 @@ def load_challenge(directory: Path) -> Challenge:
                           "a whole number of MiB from 256 to 1048576"),
         home_mib=vm.get("home", int, 1024, lambda v: 64 <= v <= 1 << 22, "a whole number of MiB from 64 to 4194304"),
         gpu=vm.get("gpu", str, None, lambda v: v in GPU_MODELS, " or ".join(f'"{m}"' for m in GPU_MODELS)),
-        cpu_level=vm.get("cpu_level", str, None, lambda v: v in LEVELS, LEVEL_ALLOWED))
+        cpu_level=vm.get("cpu_level", str, None, lambda v: v in LEVELS, LEVEL_ALLOWED),
+        instance=vm.get("instance", str, None, lambda v: bool(_INSTANCE_RE.fullmatch(v)),
+                        "letters, digits, '.' and '-', at most 64 characters, such as \"ml.m5.large\""))
     vm.done()
     entry = entry_rules(source, data)
     sockets = read_sockets(source, data, entry.kind)

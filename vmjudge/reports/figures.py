@@ -76,12 +76,14 @@ def participant_view(stage: str, figures: dict[str, Any]) -> dict[str, Any]:
                 "memory_tenths": tenths(peak["peak_memory"] if peak else None, vm), "memory_cap": vm}
     doc: dict[str, Any] = {"command_limit": figures.get("command_limit"), "memory_limit": cap,
                            "peak_memory": peak["peak_memory"] if peak else None,
-                           "home_used": figures.get("home_used"), "home_size": figures.get("home_size")}
-    if stage == "quiz":
+                           "home_used": figures.get("home_used"), "home_size": figures.get("home_size"),
+                           "instance": figures.get("instance")}
+    if stage == "quiz":  # each training case's samples over time too: the participant's own files
         doc.update({"stage_seconds": figures.get("stage_seconds"), "stage_limit": figures.get("stage_limit"),
-                    "slowest": [r["name"] for r in slowest(rows)],
+                    "slowest": [r["name"] for r in slowest(rows)], "vcpus": (figures.get("vm") or {}).get("vcpus"),
                     "records": [{"record": r["name"], "status": r["status"], "seconds": r["seconds"],
-                                 **{k: r.get(k) for k in USAGE}} for r in rows]})
+                                 **{k: r.get(k) for k in USAGE},
+                                 **({"samples": r["samples"]} if r.get("samples") else {})} for r in rows]})
     else:
         doc.update({k: v for k, v in (rows[0] if rows else {}).items() if k in ("seconds", "status", *USAGE)})
     return doc
@@ -115,6 +117,11 @@ def participant_lines(stage: str, figures: dict[str, Any]) -> list[str]:
                      + (f" ({peak['name']})" if stage == "quiz" else ""))
     if view.get("home_used") is not None:
         parts.append(f"home disk {size(view['home_used'])} of {size(view['home_size'])} used")
+    sampled = over_time(view) if stage == "quiz" else None
+    if sampled:
+        parts.append(sampled)
+    if view.get("instance"):
+        parts.append(f"the VM mirrors {view['instance']}")
     oom = _oom(rows)
     if oom:
         parts.append(oom)
@@ -124,6 +131,20 @@ def participant_lines(stage: str, figures: dict[str, Any]) -> list[str]:
                                                       f"{seconds(r.get('cpu_seconds'))}, {size(r.get('peak_memory'))})"
                                                       for r in slowest(rows)) + ".")
     return lines
+
+
+def over_time(view: dict[str, Any]) -> str | None:
+    """The quiz's samples over time in a clause of its Resources line: how many training cases have them,
+    and the busiest on average (the portal's report page draws each case)."""
+    records = view.get("records") or []
+    means = [(r["samples"][-1][1] / r["samples"][-1][0], r["record"]) for r in records
+             if r.get("samples") and r["samples"][-1][0] > 0]
+    if not means:
+        return None
+    mean, busiest = max(means)
+    vcpus = f" of {view['vcpus']} vCPU(s)" if view.get("vcpus") else ""
+    return (f"{len(means)} of {len(records)} training cases sampled over time, the busiest {busiest} "
+            f"using {mean:.2f}{vcpus} on average")
 
 
 def organiser_lines(stage: str, figures: dict[str, Any]) -> list[str]:

@@ -2,9 +2,10 @@
 stage run for organisers, and from which reports/figures.py says what participants may see.
 
 The per-command figures come from the guest kernel (each entry command's own cgroup: CPU,
-peak memory, OOM kills, processes at most); the VM's wall and CPU time from the host (libvirt),
-where the guest cannot alter them. Nothing here decides who sees what: the exam's figures are
-kept whole, per record, and reports/figures.py reduces them for participants.
+peak memory, OOM kills, processes at most, and CPU and memory sampled over time); the VM's
+wall and CPU time from the host (libvirt), where the guest cannot alter them. Nothing here
+decides who sees what: the exam's figures are kept whole, per record, and reports/figures.py
+reduces them for participants.
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ def measured(ctx: StageContext, run: JobRun, names: Sequence[str], command_limit
         usage = cmd.usage or {}
         rows.append({"name": names[cmd.index] if cmd.index < len(names) else cmd.name, "status": cmd.status,
                      "seconds": round(cmd.seconds, 3), **{k: usage.get(k) for k in
-                                                         ("cpu_seconds", "peak_memory", "oom_kills", "processes")}})
+                                                         ("cpu_seconds", "peak_memory", "oom_kills", "processes")},
+                     # its use over time: [[seconds, CPU seconds, memory bytes], ...] (vm/samples.py)
+                     **({"samples": [list(s) for s in cmd.samples]} if cmd.samples else {})})
     return {
         "commands": rows,
         "command_limit": command_limit,
@@ -41,6 +44,7 @@ def measured(ctx: StageContext, run: JobRun, names: Sequence[str], command_limit
         "stage_limit": stage_limit,
         "memory_limit": figure(bye.get("memory_max")),  # the entry's cgroup cap, below the VM's memory
         "vm_memory": ch.vm.memory_mib * MIB,
+        "instance": ch.vm.instance,  # the cloud instance the VM mirrors ([vm] instance), or None
         "home_used": figure(bye.get("home_used")),
         "home_size": ch.vm.home_mib * MIB,
         "vm": {"wall_seconds": round(run.total_seconds, 3), "boot_seconds": round(run.boot_seconds, 3),

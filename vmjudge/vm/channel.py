@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from ..errors import InfrastructureError
 from ..images.guest.frames import Decoder, Frame, FrameError
+from .samples import RUN_SAMPLES, Sample, read_samples
 
 MAX_LOGS = 256  # agent log lines kept, each at most MAX_LOG_BYTES
 MAX_LOG_BYTES = 4096
@@ -102,6 +103,7 @@ class CommandResult:
     # cpu_seconds, peak_memory (bytes), oom_kills, processes (at most); None for root's commands
     # and older agents, a figure the guest could not read None too.
     usage: dict[str, float | None] | None = None
+    samples: tuple[Sample, ...] | None = None  # its use over time (samples.py), bounded
     # When (host monotonic) its last out frame arrived: where the head of its output ended, which its
     # end frame follows only after the sweep and the figures (the channel benchmark's framed copy).
     output_arrived: float | None = None
@@ -168,6 +170,7 @@ class Transcript:
     allow_raw: bool = False
     watch: Watch = field(default_factory=Watch)
     stopped: bool = False  # watch.on_end asked to stop: later frames are not read
+    sampled: int = 0  # samples kept of its commands, at most RUN_SAMPLES
     _file: FileResult | None = None
 
     @property
@@ -259,6 +262,8 @@ class Transcript:
             room = self._room(cmd, "output", len(cmd.errors), len(payload))
             cmd.errors += payload[:room]
             cmd.host_capped = cmd.host_capped or room < len(payload)
+            if room and self.watch.log is not None:  # the stage's log (the organiser's) keeps stderr too
+                self.watch.log.output(cmd, payload[:room])
         elif frame.kind == "tail":
             room = self._room(cmd, "tail", len(cmd.tail), len(payload))
             cmd.tail += payload[:room]
@@ -292,6 +297,8 @@ class Transcript:
             cmd.truncated = bool(info.get("truncated", False)) or cmd.host_capped
             cmd.message = _text(info.get("message", ""), 4096)
             cmd.usage = _usage(info.get("usage"))
+            cmd.samples = read_samples(info.get("usage"), RUN_SAMPLES - self.sampled)
+            self.sampled += len(cmd.samples or ())
             error_bytes = info.get("error_bytes", len(cmd.errors))
             cmd.error_bytes = min(max(error_bytes, 0), 1 << 62) if isinstance(error_bytes, int) else len(cmd.errors)
             self._file = None

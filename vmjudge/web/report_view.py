@@ -1,6 +1,7 @@
 """The report page's parts, made from the participant's page document (reports/participant.py
 report_page) and nothing else: each stage's message split into its sentence and the output
-excerpts it quotes, and each resource figure as a bar of its limit with the figure in words.
+excerpts it quotes, and each resource figure as a bar of its limit with the figure in words; the
+quiz's training cases' use over time as small charts (usage_chart.py).
 
 The exam's bars are its tenths out of ten, the same two numbers the document carries, so a bar
 can be no finer than the text. Figures of the participant's own files (stage 1 and the quiz)
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..reports.figures import duration, seconds, size
+from .usage_chart import UsageChart, usage_charts
 
 # A stage's message quotes a command's output under a line "--- setup.sh output ---" (or
 # "--- output of a101 ---"): the sentence above is the verdict, each quote an excerpt.
@@ -47,6 +49,8 @@ class Step:
     bars: list[Bar]
     notes: list[str]
     records: list[tuple[str, str, str, str, str]]  # the quiz's: record, status, time, CPU, peak memory
+    charts: list[UsageChart]  # the quiz's: its training cases' use over time (usage_chart.py)
+    sampled: int  # the quiz's cases with samples, drawn or not
 
 
 def split_message(message: str | None) -> tuple[str, list[tuple[str, str]]]:
@@ -95,8 +99,9 @@ def bars(stage: str, view: dict[str, Any]) -> list[Bar]:
 
 
 def notes(stage: str, view: dict[str, Any]) -> list[str]:
-    """What has no limit to be a bar of: stage 1's CPU time and processes, the OOM killer."""
-    out = []
+    """What has no limit to be a bar of: stage 1's CPU time and processes, the OOM killer; and the
+    cloud instance the limits mirror ([vm] instance)."""
+    out = [f"The VM mirrors {view['instance']}."] if view.get("instance") else []
     if stage == "prep" and view.get("cpu_seconds") is not None:
         out.append(f"CPU {seconds(view.get('cpu_seconds'))}, at most {view.get('processes') or 'unknown'} processes")
     killed = view.get("oom_kills") or sum(r.get("oom_kills") or 0 for r in view.get("records") or [])
@@ -111,10 +116,11 @@ def steps(doc: dict[str, Any]) -> list[Step]:
     for s in doc["steps"]:
         summary, excerpts = split_message(s["message"])
         view = figures.get(s["stage"]) or {}
+        charts, sampled = usage_charts(view) if s["stage"] == "quiz" else ([], 0)
         out.append(Step(s["stage"], s["title"], s["status"], STATUS.get(s["status"], s["status"]), s["reason"],
                         summary, excerpts, bars(s["stage"], view), notes(s["stage"], view),
                         [(r["record"], r["status"], seconds(r.get("seconds")), seconds(r.get("cpu_seconds")),
-                          size(r.get("peak_memory"))) for r in view.get("records") or []]))
+                          size(r.get("peak_memory"))) for r in view.get("records") or []], charts, sampled))
     return out
 
 

@@ -16,6 +16,7 @@ import frames
 from command_place import Home, PlaceError, Root
 from media import CHUNK, read_listing, read_result
 from run_guard import kill_user, reap, stop_command
+from samples import Series
 from usage import CommandCgroup
 
 # After a command's process has ended and every process of the entry user was killed, the
@@ -102,8 +103,9 @@ def run_command(channel, index, cmd, gpu=None):
     output = OutputCap(cmd.output_limit, cmd.tail_limit)
     errors = OutputCap(cmd.output_limit, 0)
     pipes = {read_fd: ("out", output), **({err_read: ("err", errors)} if err_read is not None else {})}
+    series = Series(cgroup.sample) if cgroup is not None else None
     try:
-        status = watch(channel, cmd, proc, pipes, started, user, as_entry)
+        status = watch(channel, cmd, proc, pipes, started, user, as_entry, series)
     finally:
         close_all(read_fd, err_read)
     seconds = time.monotonic() - started
@@ -112,9 +114,10 @@ def run_command(channel, index, cmd, gpu=None):
         kill_user(user.pw_uid)
     reap()
     usage = None
-    if cgroup is not None:  # read once nothing of the command is left: its peaks are final
+    if cgroup is not None and series is not None:  # read once nothing of the command is left: its peaks are final
         usage = cgroup.figures()
         cgroup.remove()
+        usage["samples"] = series.triples()
     if status is None:
         status = "ok" if proc.returncode == 0 else "error"
     for start_at in range(0, len(output.ring), frames.MAX_PAYLOAD):
@@ -147,11 +150,12 @@ def widen(fd):
         fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, frames.MAX_PAYLOAD)
 
 
-def watch(channel, cmd, proc, pipes, started, entry, as_entry):
+def watch(channel, cmd, proc, pipes, started, entry, as_entry, series=None):
     """Relay the command's output until it has ended and its pipes are closed, holding the
     deadline all the while: a command that closes its stdout and stderr is still timed and
     killed, and ticks keep telling the host the agent is alive. `pipes`: each read end -> (the
-    frame its head goes in, its OutputCap). Returns "timeout" or None."""
+    frame its head goes in, its OutputCap); `series`: its cgroup sampled over time (samples.py),
+    on its grid and once more as it ends. Returns "timeout" or None."""
     deadline = started + cmd.timeout
     pidfd = os.pidfd_open(proc.pid)
     status = None
@@ -174,7 +178,11 @@ def watch(channel, cmd, proc, pipes, started, entry, as_entry):
                 last_kill = now
             if drain_until is not None and now >= drain_until:
                 break
+            if series is not None:
+                series.tick(now - started)
             wait = max(cmd.heartbeat - (now - channel.last_sent), 0)
+            if series is not None:
+                wait = min(wait, series.wait(now - started))
             if status is None:
                 wait = min(wait, max(deadline - now, 0))
             if drain_until is not None:
@@ -185,6 +193,8 @@ def watch(channel, cmd, proc, pipes, started, entry, as_entry):
                 continue
             if pidfd in ready:
                 exited = True
+                if series is not None:  # before the sweep: what the command held as it ended
+                    series.end(time.monotonic() - started)
                 proc.wait()
                 # Stragglers would hold the pipe open (and outlive the command): end them.
                 stop_command(proc, entry, as_entry)

@@ -5,7 +5,8 @@ the parent), so its figures are its own and those of everything it started: CPU 
 cpu.stat (kept for processes that have ended), the high-water marks memory.peak and
 pids.peak (a short spike between two samples is not missed), and the OOM kills from
 memory.events. They are read after the command and all it started were killed, and the
-cgroup is then removed. Measured here because only the guest kernel sees the entry's
+cgroup is then removed. While it runs, its CPU time and memory.current are sampled over time
+(samples.py). Measured here because only the guest kernel sees the entry's
 processes; the host adds the VM's own CPU and wall time, which the guest cannot alter.
 """
 
@@ -34,6 +35,13 @@ class CommandCgroup:
                 "peak_memory": _number(self.path + "/memory.peak"),
                 "oom_kills": _keyed(self.path + "/memory.events").get("oom_kill"),
                 "processes": _number(self.path + "/pids.peak")}
+
+    def sample(self):
+        """(CPU seconds, memory bytes) now, from cpu.stat and memory.current: a sample of the
+        command's series (samples.py); None when either cannot be read."""
+        cpu = _keyed(self.path + "/cpu.stat").get("usage_usec")
+        memory = _number(self.path + "/memory.current")
+        return None if cpu is None or memory is None else (cpu / 1e6, memory)
 
     def kill(self):
         """SIGKILL every process in the cgroup, whatever its user (cgroup.kill): the backstop after
