@@ -14,30 +14,42 @@ The same daemon run judges examples/hecktor2025's Task 1 in its sanity phase wit
 Challenge's own algorithm template as the forge renders it (tests/gc_template.py: its Dockerfile's steps,
 `pip install --user` included, without Docker; stand-ins for torch, numpy and SimpleITK, which these
 machines do not have), saved under the name its do_save.sh gives: the good one scores exactly the Dice the
-host computes from the same masks, and each bad one gets its verdict, never an infrastructure failure."""
+host computes from the same masks, and each bad one gets its verdict, never an infrastructure failure.
+
+The sanity phase's replica ISO, booted once in plain qemu, checks two of those same archives with
+`vmjudge-replica check`: the template's good image passes with the judge's own quiz paragraph (each training
+case's outputs), and the one leaving two images fails as the judge failed it, naming case and socket, its
+report the judge's word for word but for the figures."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
 
 from vmjudge.config import load_challenge
 from vmjudge.queue.results import ExamResults
+from vmjudge.replica.build import training_files
 from vmjudge.scorers.builtin import dice
 from vmjudge.scorers.mha import read_mha, write_mha
+from vmjudge.stages.sockets import inputs_json
 from vmjudge.vm import domain
+from vmjudge.web.usage_chart import usage_charts
 
 from . import gc_template
 from . import oci_images as oci
 from .oci_images import Image, Layer
 from .published import wait_until_published
+from .replica_console import Console
 from .test_container_pipeline import Judged, busybox_members
 from .test_pipeline import vmjudge
+from .test_replica import BOOT_TIMEOUT, CHECK_TIMEOUT, daemon_stage_messages, guide_qemu_command, without_figures
 
 CHALLENGE = """name = "gcrt"
 [entry]
@@ -51,6 +63,7 @@ tmp = 64
 vcpus = 1
 memory = 384
 home = 64
+instance = "test.nano"
 [limits]
 per_record = 10
 quiz_total = 60
@@ -191,6 +204,26 @@ def test_the_quiz_shows_each_training_cases_outputs_and_warnings(judged):
     assert "warnings (stderr, 29 bytes)" in report and "warning: the model is a copy" in report
 
 
+def test_each_training_case_is_sampled_over_time_and_drawn_and_no_test_case(judged):
+    """Runtime metrics per case: the guest samples each case's cgroup while it runs; participants get a
+    training case's series, which the report page draws, and nothing per test case."""
+    for name, cases in (("good", CASES["training"]), ("gc-good", load_challenge(HECKTOR).in_phase("sanity").training)):
+        doc = judged.show(name)
+        quiz = doc["figures"]["quiz"]
+        assert [r["record"] for r in quiz["records"]] == list(cases), name
+        for r in quiz["records"]:
+            samples = r["samples"]
+            times = [t for t, _, _ in samples]
+            assert 2 <= len(samples) <= 120 and times == sorted(set(times)) and times[-1] <= r["seconds"], r
+            assert samples[-1][1] <= r["cpu_seconds"] and 0 < max(m for _, _, m in samples) <= r["peak_memory"], r
+        charts, sampled = usage_charts(quiz)
+        assert sampled == len(cases) and [c.record for c in charts] == list(cases), name
+        assert all(p.limit_y is not None for c in charts for p in c.panels)  # the memory cap and the vCPUs
+        assert "samples" not in json.dumps(doc["figures"]["exam"]), name
+        assert f"{len(cases)} of {len(cases)} training cases sampled over time" in doc["report"], name
+    assert "the VM mirrors test.nano" in judged.show("good")["report"]
+
+
 def test_a_bad_output_is_named_by_case_and_socket(judged):
     two = judged.show("two-images")["report"]
     assert f"case c1, output socket tumor-lymph-node-segmentation: {SEG} holds 2 files (output.mha, " \
@@ -237,3 +270,98 @@ def test_grand_challenges_template_bad_samples_say_why(judged):
     assert f"{seg} holds 2 files (output.mha, pet.mha), not exactly one image" in judged.show("gc-two-images")["report"]
     assert "timed out after" in judged.show("gc-slow")["report"]
     assert "killed, out of memory (exit status 137" in judged.show("gc-hungry")["report"]
+
+
+def test_the_replica_lays_out_each_training_case_as_the_judge_does(tmp_path):
+    """The replica's copy of the training set (replica/build.py training_files), read as `vmjudge-replica check`
+    reads it, gives each case the same files at the same paths of its /input, and the same inputs.json, as the
+    judge's: a case of a challenge with sockets is a directory, whose files keep their paths on the ISO."""
+    ch = load_challenge(HECKTOR).shared_view("sanity", "the replica")
+    copy = tmp_path / "challenge"
+    for name, path in {"challenge.toml": HECKTOR / "challenge.toml", **training_files(ch)}.items():
+        (copy / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, copy / name)
+    seen = load_challenge(copy).in_phase("sanity")
+
+    def case(c, record: str) -> dict[str, bytes]:
+        top = c.set_dir("training") / record
+        return {f.relative_to(top).as_posix(): f.read_bytes() for f in c.record_files("training", record)}
+
+    assert seen.training == ch.training and len(ch.training) == 3
+    for record in ch.training:
+        assert case(seen, record) == case(ch, record) and len(case(ch, record)) == 3, record
+        assert inputs_json(seen, "training", record) == inputs_json(ch, "training", record)
+
+
+REPLICA_SAMPLES = ("good", "two-images")  # of the template's samples, checked in one boot of the replica
+
+
+def quiz_paragraph(report: str) -> str:
+    """A report's "Stage 2 (quiz)" paragraph, without the figures of what its run used."""
+    text = without_figures(report)
+    start = text.index("\nStage 2 (quiz): ") + 1
+    end = text.find("\n\n", start)
+    return text[start:end if end >= 0 else len(text)]
+
+
+def test_the_replica_checks_the_templates_images_as_the_judge_did(judged):
+    """The sanity phase's replica, built by the CLI and booted with the participants' guide's qemu command, the
+    archives the judge judged on its FAT drive: `vmjudge-replica check` makes each image's root with the judge's
+    tools and runs it case by case with the judge's agent, each training case's directory its /input. The good
+    image passes with the judge's own quiz paragraph, each case's outputs; the one leaving two images fails as
+    the judge failed it, naming case and socket, its report the judge's word for word but for the figures."""
+    home = judged.home
+    iso = home / "hecktor2025-task1-sanity.iso"
+    built = vmjudge(home, "replica", "build", "hecktor2025-task1", "--phase", "sanity", "-o", str(iso))
+    assert "[3/3] done" in built.stderr and "(3 training records" in built.stderr
+    entries = home / "replica-entries"
+    entries.mkdir()
+    names = {}
+    for sample in REPLICA_SAMPLES:  # the very archives submitted, under the names do_save.sh gave them
+        shown = judged.show(f"gc-{sample}")
+        names[sample] = shown["archive_name"]
+        shutil.copyfile(home / "work" / "template" / names[sample], entries / names[sample])
+        assert hashlib.sha256((entries / names[sample]).read_bytes()).hexdigest() == shown["archive_sha256"]
+    argv = [str(iso) if a == "replica.iso" else a.replace("fat:ro:entries", f"fat:ro:{entries}")
+            for a in guide_qemu_command()]
+    first = load_challenge(HECKTOR).training[0]
+    seg = "/output/images/tumor-lymph-node-segmentation"
+    started = time.monotonic()
+    console = Console(argv + ["-accel", "tcg", "-display", "none"])
+    try:
+        console.expect(r"replica# ", BOOT_TIMEOUT)
+        console.send("vmjudge-replica media; echo @@MEDIA@@ $?")
+        console.expect(rf"entry\? /media/vda1/{names['good']}", 120)
+        assert console.expect(r"@@MEDIA@@ (\d+)", 120).group(1) == "0"
+        for sample in REPLICA_SAMPLES:
+            began = time.monotonic()
+            console.send(f"vmjudge-replica check --json /media/vda1/{names[sample]}; echo @@END@@ $?")
+            body = console.expect(r"(?s)\n(\{[^\n]*\})\r?\n.*?@@END@@ (\d+)", CHECK_TIMEOUT)
+            print(f"replica check of {sample}: {time.monotonic() - began:.1f} s")
+            replica, status = json.loads(body.group(1)), int(body.group(2))
+            judge = judged.show(f"gc-{sample}")
+            messages = daemon_stage_messages(home, judged.ids[f"gc-{sample}"])
+            assert (replica["challenge"], replica["cpu_warning"]) == ("hecktor2025-task1", None)
+            assert replica["stages"]["prep"] == messages["prep"], sample
+            if sample == "good":
+                assert (replica["outcome"], status) == ("passed", 0), replica["report"]
+                assert replica["stages"]["quiz"] == messages["quiz"]
+                quiz = quiz_paragraph(replica["report"])
+                assert quiz == quiz_paragraph(judge["report"])
+                assert quiz.startswith("Stage 2 (quiz): All 3 training cases left valid outputs:\n"), quiz
+                for record in load_challenge(HECKTOR).training:
+                    assert f"\n{record}: tumor-lymph-node-segmentation: an image of " in quiz, record
+                assert replica["training_scores"] is None  # a challenge with sockets: no submitted answers to score
+                assert "would now go on to stage 3" in replica["report"]
+                continue
+            assert (replica["outcome"], replica["failed_stage"], replica["reason"], status) == \
+                (judge["outcome"], judge["failed_stage"], judge["reason"], 1) == ("failed", "quiz", "quiz-output", 1)
+            assert replica["stages"] == messages
+            assert without_figures(replica["report"]).split("\n", 1)[1] == \
+                without_figures(judge["report"]).split("\n", 1)[1]
+            assert f"case {first}, output socket tumor-lymph-node-segmentation: {seg} holds 2 files (output.mha, " \
+                "pet.mha), not exactly one image" in replica["report"]
+    finally:
+        console.close()
+    print(f"replica of hecktor2025-task1 (sanity): booted and checked {len(REPLICA_SAMPLES)} images in "
+          f"{time.monotonic() - started:.1f} s")

@@ -58,13 +58,14 @@ class ReplicaBuild:
 
 def training_files(ch: Challenge) -> dict[str, Path]:
     """The training set as it goes on the ISO, by its path in the challenge's directory
-    (training/, or a phase's own): RECORDS, each record's files, REFERENCE*."""
+    (training/, or a phase's own): RECORDS, each record's files (RECORD.*, or with sockets every file
+    under RECORD/ at its own path, as the case's /input lays it out), REFERENCE*."""
     base = ch.set_dir("training")
     where = base.relative_to(ch.directory)
     out: dict[str, Path] = {f"{where}/RECORDS": base / "RECORDS"}
     for record in ch.training:
         for f in ch.record_files("training", record):
-            out[f"{where}/{f.name}"] = f
+            out[f"{where}/{f.relative_to(base).as_posix()}"] = f
     for f in sorted(base.glob("REFERENCE*")):
         if f.is_file():
             out[f"{where}/{f.name}"] = f

@@ -125,7 +125,7 @@ def check(entry: Path, replica_dir: Path = REPLICA_DIR, work: Path = WORK, score
     titles = {"prep": "stage 1 (prep): the image's root file system (skopeo, umoci, mksquashfs)" if container
               else "stage 1 (prep): unpacking, installing, setup.sh",
               "quiz": f"stage 2 (quiz): {'the image' if container else 'next.sh'} on {len(ch.training)} training "
-                      "records"}
+                      f"{'cases' if ch.sockets is not None else 'records'}"}
     for stage in PIPELINE[:2]:  # up to the quiz: the replica has no test records
         row = queue.entry(entry_id)
         if row.state != "queued":
@@ -174,7 +174,7 @@ def print_report(result: dict) -> None:
             say(f"  {k:<14} {v:.4f}")
     elif result.get("training_scores_error"):
         say(f"\nNo training-set score: {result['training_scores_error']}")
-    say(f"\nLogs (setup.sh and next.sh output): {result['results_dir']}")
+    say(f"\nLogs (each command's output): {result['results_dir']}")
 
 
 def media(root: Path = MEDIA_ROOT) -> list[Path]:
