@@ -120,8 +120,13 @@ def scratch(work: Path, size: int, inodes: int, timeout: float) -> Iterator[Path
     mount_point.mkdir()
     run_tool(["mkfs.ext4", "-q", "-F", "-b", "4096", "-m", "0", "-N", str(inodes), "-O", "^has_journal",
               "-E", "nodiscard,lazy_itable_init=1", str(backing)], work, timeout)
-    mounted = subprocess.run(["mount", "-t", "ext4", "-o", "loop,nodev,nosuid,noexec", str(backing), str(mount_point)],
-                             capture_output=True, text=True, timeout=timeout, check=False)
+    try:
+        mounted = subprocess.run(["mount", "-t", "ext4", "-o", "loop,nodev,nosuid,noexec", str(backing),
+                                  str(mount_point)], capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        _unmount(mount_point)  # it may have mounted just as its time ran out
+        raise InfrastructureError("entry-root-timeout", f"mounting the scratch file system for the entry's root took "
+                                                        f"more than {timeout:.0f} s.") from None
     if mounted.returncode != 0:
         raise InfrastructureError("entry-root", f"could not mount the scratch file system for the entry's root "
                                                 f"({mounted.stderr.strip()[:300]}): the judge runs as root, with loop "
