@@ -202,6 +202,13 @@ def test_the_quiz_shows_each_training_cases_outputs_and_warnings(judged):
     assert "All 2 training cases left valid outputs" in report
     assert "c1: tumor-lymph-node-segmentation: an image of" in report and "recurrence-free-survival: -0.5" in report
     assert "warnings (stderr, 29 bytes)" in report and "warning: the model is a copy" in report
+    assert "--- output (stdout, 5 bytes) ---\ndone" in report
+
+
+def test_the_exam_counts_each_cases_warnings_for_the_organiser_alone(judged):
+    exam = [a for a in judged.show("good", organiser=True)["organiser"]["attempts"] if a["stage"] == "exam"]
+    assert exam[-1]["manifest"]["stderr_bytes"] == dict.fromkeys(CASES["test"], 29), exam
+    assert "stderr_bytes" not in json.dumps(judged.show("good"))
 
 
 def test_each_training_case_is_sampled_over_time_and_drawn_and_no_test_case(judged):

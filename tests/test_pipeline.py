@@ -539,4 +539,6 @@ def test_the_exam_reaches_participants_as_tenths_of_its_caps_only(judged):
     assert re.search(rf"Resources: slowest training record A\d{{4}}: \d+\.\d s of {re.escape(f'{per_record:.1f}')} s; "
                      rf"the quiz took \d+\.\d s of {re.escape(f'{quiz_total:.1f}')} s; "
                      r"peak memory \d+\.\d MiB of \d+\.\d [GM]iB \(A\d{4}\); home disk \d+\.\d [KMG]iB of "
-                     r"\d+\.\d [GM]iB used\.\nSlowest records: A\d{4} ", text), text
+                     rf"\d+\.\d [GM]iB used; {len(ch.training)} of {len(ch.training)} training cases sampled over "
+                     rf"time, the busiest A\d{{4}} using \d\.\d\d of {ch.vm.vcpus} vCPU\(s\) on average\.\n"
+                     r"Slowest records: A\d{4} ", text), text

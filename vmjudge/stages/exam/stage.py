@@ -131,6 +131,11 @@ def _outcome(ctx: StageContext, run_: JobRun, runs: RecordRuns, kept: ResultFile
               "failed": sum(1 for s in statuses.values() if s == "error"),
               "timed_out": sum(1 for s in statuses.values() if s == "timeout")}
     manifest = ctx.manifest("exam", run_)
+    # What each case wrote to stderr, kept apart (a container run Grand Challenge's way): its warnings, counted
+    # for the organiser only; participants learn nothing of a test case but the counts above.
+    warned = {r: c.error_bytes for c in t.commands for r in runs.covers[c.index] if c.error_bytes}
+    if warned:
+        manifest["stderr_bytes"] = warned
     done = sum(1 for s in statuses.values() if s != "running")
     if run_.ended == "capped" or done < len(records):
         share = 100.0 * done / len(records)

@@ -25,7 +25,9 @@ from ..records import RecordRuns, record_runs
 from ..sockets import case_outputs
 from .mismatch import file_detail, line_detail, numbers_note, numbers_only, numbers_only_files
 
-WARNINGS_SHOWN = 2000  # characters of each training case's stderr in a passed quiz's report
+# What a passed quiz's report shows of each training case's logs, as Grand Challenge's sanity phase does.
+OUTPUT_SHOWN = 1000  # bytes of its stdout
+WARNINGS_SHOWN = 2000  # characters of its stderr
 
 
 class Comparison:
@@ -86,7 +88,9 @@ class Comparison:
         "none": the case ran without error, whatever it left."""
         record = self.covers[cmd.index][0]
         found = case_outputs(self.ctx.challenge, "training", record, cmd)
+        said = bytes(cmd.output[:OUTPUT_SHOWN]).decode("utf-8", "replace").rstrip()
         self.shown.append(f"{record}: " + "; ".join(found.shown) +
+                          (f"\n--- output (stdout, {cmd.output_bytes} bytes) ---\n{said}" if said else "") +
                           (f"\n{warnings_text(cmd, WARNINGS_SHOWN)}" if cmd.error_bytes else ""))
         if self.ctx.challenge.quiz_check == "outputs" and found.problems:
             return cmd.index, "quiz-output", "; ".join(found.problems)
