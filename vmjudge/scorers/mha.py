@@ -130,9 +130,12 @@ def geometry(data: bytes, full: bool = False) -> tuple[tuple[float, ...], tuple[
     size, which the caller has checked is the one it expects: a header alone never makes the
     host inflate more than that)."""
     fields, _ = _header(data)
-    size = tuple(float(n) for n in _int(fields, "DimSize"))
+    dims = _int(fields, "DimSize")
+    if not 1 <= len(dims) <= 4 or any(not 1 <= n <= MAX_VOXELS for n in dims):
+        raise MhaError(f"DimSize {fields['DimSize'][:80]!r} does not describe a volume")
+    size = tuple(float(n) for n in dims)
     if full:
-        read_mha(data, tuple(int(n) for n in size))
+        read_mha(data, tuple(dims))
 
     def floats(*keys: str, default: float) -> tuple[float, ...]:
         key = next((k for k in keys if k in fields), None)
@@ -140,7 +143,7 @@ def geometry(data: bytes, full: bool = False) -> tuple[tuple[float, ...], tuple[
             return tuple(default for _ in size)
         try:
             values = tuple(float(v) for v in fields[key].split())
-        except ValueError:
+        except (ValueError, OverflowError):
             raise MhaError(f"{key} is not numbers: {fields[key][:80]!r}") from None
         if len(values) != len(size) or not all(math.isfinite(v) for v in values):
             raise MhaError(f"{key} {fields[key][:80]!r} does not give one finite number per dimension")

@@ -56,8 +56,10 @@ def socket_runs(ctx: StageContext, subset: str, records: tuple[str, ...], root: 
     commands = []
     for record in records:
         top = ch.set_dir(subset) / record
-        for f in ch.record_files(subset, record):
-            media[f"{subset}/{record}/{f.relative_to(top).as_posix()}"] = f
+        for socket in sockets.inputs:  # the declared values only: nothing else the organiser left in RECORD/ goes in
+            value = input_file(ch.set_dir(subset), record, socket)
+            if value is not None:
+                media[f"{subset}/{record}/{value.relative_to(top).as_posix()}"] = value
         media[f"{subset}/{record}/inputs.json"] = inputs_json(ch, subset, record)
         where = InRoot(user=cfg.user, env=cfg.env, workdir=cfg.workdir or "/", input=rules.input,
                        output=rules.output, input_dir=f"{subset}/{record}", stderr_apart=True)
@@ -100,7 +102,10 @@ def case_outputs(ch: Challenge, subset: str, record: str, cmd: CommandResult) ->
     values: dict[str, bytes | None] = {}
     problems, shown = [], []
     for socket in ch.sockets.outputs:
-        data, problem = (_image_output if socket.is_image else _value_output)(ch, subset, record, socket, cmd)
+        try:
+            data, problem = (_image_output if socket.is_image else _value_output)(ch, subset, record, socket, cmd)
+        except (ValueError, ArithmeticError, RecursionError, MemoryError) as exc:  # what its bytes made a reader do
+            data, problem = None, f"its value cannot be read ({type(exc).__name__})"
         values[socket.slug] = data if problem is None else None
         left = cmd.files.get(socket.relative_path + "/" if socket.is_image else socket.relative_path)
         if not socket.required and (left is None or left.size is None):

@@ -161,6 +161,7 @@ def read_result(rel, limit, base=HOME):
 
 
 LISTED = 16  # names a directory's listing sends back; the rest are counted
+COUNTED = 4097  # entries counted at most: the host needs to know whether there is exactly one
 
 
 def read_listing(rel, base):
@@ -181,6 +182,8 @@ def read_listing(rel, base):
         names: list[str] = []
         with os.scandir(fds[-1]) as entries:
             for entry in entries:
+                if count >= COUNTED:
+                    break
                 count += 1
                 if len(names) < LISTED:
                     names.append(entry.name)

@@ -69,8 +69,9 @@ class ResultFiles:
         assert self.sockets is not None
         record = self.runs.covers[cmd.index][0]
         found = case_outputs(self.sockets, "test", record, cmd)
-        if found.problems:
+        if found.problems:  # failed, as a Grand Challenge job missing an output: none of its values is kept
             self.invalid.add(record)
+            return False
         for i, data in enumerate(found.values.values()):
             if data is None:
                 continue
