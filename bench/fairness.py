@@ -7,12 +7,15 @@ when fairness does not hold; #20).
    how many stage claims after B's (C's) submission its first stage was; each must be within
    the first 2.
 2. Once a few of A's entries are done, `vmjudge rescore --rerun-stages` queues them again as
-   the organiser's batch, and D submits an entry. No batch stage may start while a
-   participant's stage is ready: a participant entry is ready from its submission to its first
-   run, and from the end of each run that passed (started + vm_seconds, charged in the
-   transaction that queued the next stage) to the next run's start. The daemon is stopped
-   (SIGTERM) once every participant's entry is done and a batch stage has started, so the
-   verdict is known: later batch stages can no longer overtake anyone.
+   the organiser's batch, and D submits an entry. No batch stage may be claimed while a
+   participant's stage is ready: a participant entry is ready from its submission (or the
+   transaction that queued its next stage) to its claim. Read from the queue's events in commit
+   order (SQLite's one writer: their ids), never from clocks: a run's `started` is taken after
+   its claim, so a batch stage claimed just before a participant's became ready could read, by
+   the clock, as one that overtook it (the suite's smoke run failed so twice, 2026-11-27 and
+   2026-12-04). The daemon is stopped (SIGTERM) once every participant's entry is done and a
+   batch stage has started, so the verdict is known: later batch stages can no longer overtake
+   anyone.
 
 --smoke: A submits 3 entries (one more than the slots, so that one of A's stages is ready when B
 and C submit) and 1 of them is re-run: the same checks, what the test suite runs.
@@ -27,12 +30,13 @@ import json
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
-from contextlib import ExitStack
+from contextlib import ExitStack, closing
 from pathlib import Path
 from typing import TextIO
 
@@ -80,21 +84,27 @@ def first_claim_after(runs: list[dict], owner: str, last_before: int) -> int:
     return next(i for i, r in enumerate(after, start=1) if r["owner"] == owner)
 
 
-def ready_intervals(runs: list[dict], submitted: dict[int, float], batch_evaluations: set[tuple[int, int]]
-                    ) -> list[tuple[int, float, float]]:
-    """(entry, from, to) for every time a participant's stage was ready and not yet claimed."""
-    spans = []
-    for entry, since in submitted.items():
-        mine = [r for r in runs if r["entry"] == entry and (entry, r["evaluation"]) not in batch_evaluations]
-        ready_from: float | None = since
-        for run in mine:
-            if ready_from is not None:
-                spans.append((entry, ready_from, run["started"]))
-            passed = run["status"] == "passed" and run["vm_seconds"] is not None
-            ready_from = run["started"] + run["vm_seconds"] if passed else None
-        if ready_from is not None:
-            spans.append((entry, ready_from, float("inf")))  # still ready when the daemon stopped
-    return spans
+def overtakings(db: Path, batch: set[int]) -> list[dict]:
+    """Every claim of a batch stage made while a participant's stage was ready, from the events in
+    commit order: `submitted`, `requeued` and `stage` (passed, the next one queued) make an entry's
+    stage ready, its `running` (the claim) or its end takes it out; an entry of `batch` is the
+    organiser's from its `rerun` on. An infrastructure retry waits out its delay: not ready."""
+    with closing(sqlite3.connect(db)) as con:
+        events = con.execute("SELECT id, entry_id, kind FROM events WHERE entry_id IS NOT NULL ORDER BY id").fetchall()
+    rerun: set[int] = set()
+    ready: dict[int, int] = {}  # participant entry -> the event that made its stage ready
+    found = []
+    for event_id, entry, kind in events:
+        organisers = entry in rerun
+        if kind == "rerun" and entry in batch:
+            rerun.add(entry)
+        elif kind in ("submitted", "requeued", "stage") and not organisers:
+            ready[entry] = event_id
+        elif kind == "running" and organisers and ready:
+            found.append({"batch_claim_event": event_id, "entry": entry, "ready_participants": sorted(ready)})
+        if kind in ("running", "done", "infra"):
+            ready.pop(entry, None)
+    return found
 
 
 def arguments() -> argparse.ArgumentParser:
@@ -129,7 +139,6 @@ def _run(args: argparse.Namespace, home: Path, db: Path, archive: Path, daemon_e
     try:
         cli(home, "challenge", "add", str(CHALLENGE))
         a_ids = [int(cli(home, "submit", "hostile", str(archive), "--owner", "A")) for _ in range(args.entries)]
-        submitted = {e.id: time.time() - 1 for e in Queue(db).entries()}  # all before the daemon: ready from its start
         daemon = subprocess.Popen([sys.executable, "-m", "vmjudge.cli", "daemon", "--slots", "2", "-q"], cwd=REPO,
                                   env={**os.environ, "VMJUDGE_HOME": str(home)}, stdout=subprocess.DEVNULL,
                                   stderr=daemon_err)
@@ -137,9 +146,7 @@ def _run(args: argparse.Namespace, home: Path, db: Path, archive: Path, daemon_e
         positions = {}
         for owner in ("B", "C"):
             last = max((r["id"] for r in claims(db)), default=0)
-            at = time.time()
             entry_id = int(cli(home, "submit", "hostile", str(archive), "--owner", owner))
-            submitted[entry_id] = at
             positions[owner] = (entry_id, last)
         until("B's and C's first stages started",
               lambda: {"B", "C"} <= {r["owner"] for r in claims(db)}, daemon)
@@ -153,11 +160,7 @@ def _run(args: argparse.Namespace, home: Path, db: Path, archive: Path, daemon_e
                                  "--rerun-stages", "--json"))
         batch_evaluations = {(i, Queue(db).entry(i).evaluation) for i in batch}
         d_id = int(cli(home, "submit", "hostile", str(archive), "--owner", "D"))
-        # Ready from when `submit` returned (it commits before it exits): timed from before the command,
-        # D counted as ready while the command still started, and a batch stage the daemon rightly took
-        # then read as one that overtook it (the suite's smoke run failed on it once, 2026-11-27).
-        submitted[d_id] = time.time()
-        participants = [i for i in submitted if i not in batch]
+        participants = [e.id for e in Queue(db).entries() if e.id not in batch]
 
         def verdict_known() -> bool:
             q = Queue(db)
@@ -172,9 +175,7 @@ def _run(args: argparse.Namespace, home: Path, db: Path, archive: Path, daemon_e
             daemon.wait(timeout=300)
     runs = claims(db)
     batch_runs = [r for r in runs if (r["entry"], r["evaluation"]) in batch_evaluations]
-    spans = ready_intervals(runs, submitted, batch_evaluations)
-    overtaken = [{"batch_run": b["id"], "entry": b["entry"], "started": b["started"], "ready_participant": e}
-                 for b in batch_runs for e, lo, hi in spans if lo <= b["started"] < hi]
+    overtaken = overtakings(db, set(batch))
     result = {
         "benchmark": "fairness", "smoke": args.smoke, "slots": 2, "challenge": "hostile (dry runs: prep and quiz)",
         "owner_a_entries": args.entries,
@@ -185,7 +186,7 @@ def _run(args: argparse.Namespace, home: Path, db: Path, archive: Path, daemon_e
         "batch": {"entries": batch,
                   "requeued": [e["entry_id"] for e in rescore["entries"] if e["status"] == "requeued"],
                   "stages_started": len(batch_runs), "participant_d": d_id,
-                  "batch_stages_started_while_a_participant_was_ready": overtaken, "met": not overtaken},
+                  "batch_stages_claimed_while_a_participant_was_ready": overtaken, "met": not overtaken},
         "stage_runs": len(runs), "seconds": round(time.monotonic() - began, 1), "home": str(home),
     }
     result["met"] = all(v["met"] for v in result["first_stage_claims_after_submission"].values()) and not overtaken
@@ -203,6 +204,6 @@ if __name__ == "__main__":
     print(json.dumps(outcome, indent=2))
     if not outcome["met"]:
         late = {o: v["position"] for o, v in outcome["first_stage_claims_after_submission"].items() if not v["met"]}
-        overtook = len(outcome["batch"]["batch_stages_started_while_a_participant_was_ready"])
+        overtook = len(outcome["batch"]["batch_stages_claimed_while_a_participant_was_ready"])
         raise SystemExit(f"fairness does not hold: first stages after submission {late or 'in time'}, and {overtook} "
-                         "batch stage(s) started while a participant's stage was ready.")
+                         "batch stage(s) claimed while a participant's stage was ready.")

@@ -13,16 +13,20 @@ machine busy with the suite says nothing of speed. The benchmarks that boot VMs 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 
 from vmjudge.config.site import profile_line
+from vmjudge.queue.db import Queue
 
 from .host_lock import LOCK_ENV, exclusive_host
 
@@ -117,3 +121,29 @@ def test_smoke_in_vms(script, site, conn, image, tmp_path, monkeypatch):
     before = set(site.home.iterdir()), set(site.home.parent.glob("fairness-*"))
     smoke(script, "--base" if script == "fairness.py" else "--home", str(site.home))
     assert (set(site.home.iterdir()), set(site.home.parent.glob("fairness-*"))) == before
+
+
+def test_fairness_reads_an_overtaking_from_the_commit_order(tmp_path):
+    """fairness.py's verdict comes from the queue's events in id (commit) order, not from clocks: a
+    batch claim after a participant's stage became ready and before its claim is found; one just
+    before it became ready, or after its claim, is not. The events are written into a real queue."""
+    spec = importlib.util.spec_from_file_location("fairness_bench", REPO / "bench" / "fairness.py")
+    assert spec is not None and spec.loader is not None
+    fairness = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fairness)
+    db = tmp_path / "queue.db"
+    Queue(db)  # its schema
+
+    def found(*events: tuple[int, str]) -> list[dict]:
+        with closing(sqlite3.connect(db)) as con, con:
+            con.execute("DELETE FROM events")
+            con.executemany("INSERT INTO events (entry_id, at, kind, detail) VALUES (?, '', ?, '')", events)
+        return fairness.overtakings(db, {1})
+
+    rerun = [(1, "submitted"), (1, "running"), (1, "done"), (1, "rerun")]
+    assert found(*rerun, (2, "submitted"), (1, "running"), (2, "running")) == [
+        {"batch_claim_event": 6, "entry": 1, "ready_participants": [2]}]
+    assert found(*rerun, (2, "submitted"), (2, "running"), (1, "running"), (2, "stage"), (2, "running")) == []
+    assert found(*rerun, (2, "submitted"), (2, "running"), (2, "stage"), (1, "running"))[0]["ready_participants"] == [2]
+    assert found(*rerun, (2, "submitted"), (2, "running"), (2, "infra"), (1, "running")) == []
+    assert found((1, "submitted"), (2, "submitted"), (1, "running")) == []  # entry 1 is a participant's until its rerun
