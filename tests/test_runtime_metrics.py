@@ -22,8 +22,10 @@ from vmjudge.images.guest.samples import LIMIT, Series
 from vmjudge.reports import participant
 from vmjudge.reports.figures import participant_lines, participant_view
 from vmjudge.reports.report import report_page, show
+from vmjudge.stages.figures import gpu_memory
 from vmjudge.vm import channel
-from vmjudge.vm.channel import FrameStream
+from vmjudge.vm.channel import FrameStream, Transcript
+from vmjudge.vm.reading import JobRun
 from vmjudge.vm.samples import MAX_SAMPLES, read_samples
 from vmjudge.web import report_view
 from vmjudge.web.usage_chart import MAX_CHARTS, usage_charts
@@ -46,7 +48,7 @@ def test_a_long_case_keeps_at_most_120_samples_evenly_spaced_and_its_end():
             clock[0] += min(series.wait(clock[0]), 2.0) + 0.001
         clock[0] = seconds
         series.end(seconds)
-        taken = series.triples()
+        taken = series.rows()
         assert 2 <= len(taken) <= LIMIT, seconds
         assert taken[0][0] == 0.0 and taken[-1] == [seconds, seconds * 0.5, 1000.0 + seconds]
         grid = [t for t, _, _ in taken[:-1]]
@@ -61,16 +63,16 @@ def test_a_busy_loop_leaves_slots_empty_never_two_in_one_and_a_failed_reading_do
     series = Series(lambda: (1.0, 2.0))
     for t in (0.0, 0.1, 0.2, 1.7, 1.8, 1.9, 2.0):  # 0.5, 1.0 and 1.5 missed; then each slot once
         series.tick(t)
-    assert [t for t, _, _ in series.triples()] == [0.0, 1.7, 2.0]
+    assert [t for t, _, _ in series.rows()] == [0.0, 1.7, 2.0]
     failing = Series(lambda: None)
     failing.tick(0.0)
-    assert failing.wait(0.0) == 0.5 and failing.triples() == []  # its slot empty, the next one due later
+    assert failing.wait(0.0) == 0.5 and failing.rows() == []  # its slot empty, the next one due later
     failing.end(0.3)
-    assert failing.triples() == [] and failing.wait(0.4) == float("inf")
+    assert failing.rows() == [] and failing.wait(0.4) == float("inf")
     done = Series(lambda: (0.25, 7))
     done.end(0.4)
     done.tick(1.0)  # nothing after the end
-    assert done.triples() == [[0.4, 0.25, 7]]
+    assert done.rows() == [[0.4, 0.25, 7]]
 
 
 WATCH = """
@@ -92,7 +94,7 @@ os.close(write_fd)
 series = samples.Series(lambda: (time.monotonic() - started, 7))
 command.watch(Channel(), Cmd(), proc, {read_fd: ("out", command.OutputCap(4096, 0))}, started,
               pwd.getpwuid(os.getuid()), False, series)
-print(json.dumps(series.triples()))
+print(json.dumps(series.rows()))
 """
 
 
@@ -122,7 +124,11 @@ def ended(usage) -> FrameStream:
 @pytest.mark.parametrize("given, kept", [
     ([[0, 0, 10], [0.5, 0.4, 20], [1.0, 0.9, 30]], ((0, 0, 10), (0.5, 0.4, 20), (1.0, 0.9, 30))),
     ([[0, 0, 10], [float("nan"), 1, 1], [0.5, -1, 5], [0.6, True, 5], [0.7, "1", 5], [0.8, 0.1, 1 << 70],
-      [0.9, 0.2, None], [1, 2], [1, 2, 3, 4], {"t": 1}, "x", [1.0, 0.5, 40]], ((0, 0, 10), (1.0, 0.5, 40))),
+      [0.9, 0.2, None], [1, 2], [1, 2, 3, 4, 5], [0.95, 0.3, 4, -1], {"t": 1}, "x", [1.0, 0.5, 40]],
+     ((0, 0, 10), (1.0, 0.5, 40))),
+    # A GPU stage's: the card's memory fourth, in samples that may lack it where NVML did not answer.
+    ([[0, 0, 10, 5], [0.5, 0.4, 20], [1.0, 0.9, 30, 1 << 33]],
+     ((0, 0, 10, 5), (0.5, 0.4, 20), (1.0, 0.9, 30, 1 << 33))),
     ([[1, 1, 1], [1, 2, 2], [0.5, 3, 3], [2, 0.5, 4], [3, 4, 5]], ((1, 1, 1), (3, 4, 5))),  # time on, CPU never back
     ([[i, i, i] for i in range(1000)], tuple((i, i, i) for i in range(MAX_SAMPLES))),
     ([], None), ([["a", "b", "c"]], None), ({"0": [0, 0, 0]}, None), ("many", None), (None, None),
@@ -284,3 +290,54 @@ def test_the_instance_a_challenge_mirrors_is_a_name_checked_when_read(tmp_path):
         (tmp_path / "challenge.toml").write_text(f'name = "x"\n[vm]\ninstance = "{bad}"\n')
         with pytest.raises(ConfigError, match=r"\[vm\] instance = .* is not allowed: use letters, digits"):
             load_challenge(tmp_path)
+
+
+# GPU memory (a GPU stage; the guest's NVML reading is tests/test_gpu_memory.py)
+
+T4_MIB = 15360
+GPU_QUIZ = {**QUIZ, "gpu_memory": T4_MIB * MIB,
+            "commands": [{**QUIZ["commands"][0], "samples": [[0.0, 0.0, 1 * MIB, 300 * MIB], [0.5, 0.4, 150 * MIB],
+                                                             [1.0, 0.9, 300 * MIB, 9000 * MIB]]}]}
+
+
+def test_a_gpu_stage_keeps_the_cards_memory_from_the_hello_as_the_gpu_lines_limit():
+    card = {"state": "ok", "name": "Tesla T4", "memory_mib": T4_MIB, "driver": "535.216.03", "line": "x"}
+    for hello, kept in (({"gpu": card}, T4_MIB * MIB), ({"gpu": {**card, "state": "failed"}}, None),
+                        ({"gpu": {**card, "memory_mib": -1}}, None), ({"gpu": "T4"}, None), ({}, None), (None, None)):
+        run = JobRun("vmj-test", Transcript("n1", hello=hello), "0" * 64, boot_seconds=1.0, total_seconds=2.0,
+                     ended="bye")
+        assert gpu_memory(run) == kept, hello
+    assert participant_view("quiz", GPU_QUIZ)["gpu_memory"] == T4_MIB * MIB
+    assert participant.allowed({"figures": {"quiz": participant_view("quiz", GPU_QUIZ)}}, participant.ENTRY)[
+        "figures"]["quiz"]["records"][0]["samples"][2] == [1.0, 0.9, 300 * MIB, 9000 * MIB]
+
+
+def test_a_gpu_stages_chart_draws_the_cards_memory_beside_the_card_where_it_was_read():
+    (chart,), sampled = usage_charts(participant_view("quiz", GPU_QUIZ))
+    assert sampled == 1 and [p.title for p in chart.panels] == ["Memory", "CPU", "GPU memory"]
+    memory, _, card = chart.panels
+    assert len(memory.line.split()) == 3 and len(card.line.split()) == 2  # the sample NVML missed: no GPU point
+    assert card.limit_words == "limit 15.0 GiB" and card.top > chart.panels[1].bottom
+    assert chart.height > card.bottom and chart.what == "memory, CPU and GPU memory"
+    assert "GPU memory up to 8.8 GiB of 15.0 GiB" in chart.summary
+    plain = usage_charts(participant_view("quiz", SAMPLED_QUIZ))[0][0]
+    assert len(plain.panels) == 2 and plain.height < chart.height and "GPU" not in plain.summary
+
+
+def test_the_report_page_draws_a_gpu_stages_third_panel(tmp_path):
+    web = WebHome(tmp_path)
+    client = web.client()
+    web.token = web.owners.add("alice")
+    assert sign_in(client, web.token).status_code == 303
+    eid = web.queue.add_entry("big", "alice", False, "a" * 64, "e.tar.gz", web.tar("e.tar.gz"))
+    stage(web.queue, eid, "prep", "passed", "prep ok", "quiz", figures=PREP)
+    stage(web.queue, eid, "quiz", "passed", "quiz ok", "exam", figures=GPU_QUIZ)
+    answer = client.get(f"/entries/{eid}")
+    assert answer.status_code == 200
+    (svg,) = charts_of(answer.text)
+    panels = svg.findall(f"{SVG}g")
+    assert [g.attrib["data-panel"] for g in panels] == ["memory", "cpu", "gpu memory"]
+    assert panels[2].find(f"{SVG}line[@class='limit']/{SVG}title").text == "limit 15.0 GiB"
+    assert svg.find(f"{SVG}title").text.endswith(": memory, CPU and GPU memory over time")
+    height = float(svg.attrib["viewBox"].split()[3])  # room for the third panel, its axis above the time's words
+    assert float(panels[2].find(f"{SVG}line[@class='axis']").attrib["y1"]) < height - 10 < height == 298

@@ -81,6 +81,7 @@ def participant_view(stage: str, figures: dict[str, Any]) -> dict[str, Any]:
     if stage == "quiz":  # each training case's samples over time too: the participant's own files
         doc.update({"stage_seconds": figures.get("stage_seconds"), "stage_limit": figures.get("stage_limit"),
                     "slowest": [r["name"] for r in slowest(rows)], "vcpus": (figures.get("vm") or {}).get("vcpus"),
+                    "gpu_memory": figures.get("gpu_memory"),
                     "records": [{"record": r["name"], "status": r["status"], "seconds": r["seconds"],
                                  **{k: r.get(k) for k in USAGE},
                                  **({"samples": r["samples"]} if r.get("samples") else {})} for r in rows]})

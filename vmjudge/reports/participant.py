@@ -50,13 +50,13 @@ ANY = "*"  # a key of a mapping that may be any name: a scorer's own fields
 SCORES = {ANY: LEAF}
 EXAM_COUNTS = {"records": LEAF, "completed": LEAF, "failed": LEAF, "timed_out": LEAF}
 SCORING = {"at": LEAF, "why": LEAF, "scorer": LEAF, "scorer_version": LEAF, "scores": SCORES}
-# Stage 1 and the quiz run on the participant's files: every figure, training cases' samples too. The exam: tenths only.
+# Stage 1 and the quiz run on the participant's files: every figure, training cases' samples too. Exam: tenths.
 USAGE = {"seconds": LEAF, "status": LEAF, "cpu_seconds": LEAF, "peak_memory": LEAF, "oom_kills": LEAF,
          "processes": LEAF}
 PREP_FIGURES = {"command_limit": LEAF, "memory_limit": LEAF, "peak_memory": LEAF, "home_used": LEAF,
                 "home_size": LEAF, "instance": LEAF, **USAGE}
 QUIZ_FIGURES = {**PREP_FIGURES, "stage_seconds": LEAF, "stage_limit": LEAF, "slowest": [LEAF], "vcpus": LEAF,
-                "records": [{"record": LEAF, **USAGE, "samples": [[LEAF]]}]}
+                "gpu_memory": LEAF, "records": [{"record": LEAF, **USAGE, "samples": [[LEAF]]}]}
 EXAM_FIGURES = {"time_tenths": LEAF, "time_cap_seconds": LEAF, "memory_tenths": LEAF, "memory_cap": LEAF}
 HARDWARE = {"host": LEAF, "cpu": LEAF, "host_cores": LEAF, "kernel": LEAF, "qemu": LEAF, "libvirt": LEAF,
             "vcpus": LEAF, "memory_mib": LEAF, "accel": LEAF, "gpu": LEAF,

@@ -35,7 +35,8 @@ def measured(ctx: StageContext, run: JobRun, names: Sequence[str], command_limit
         rows.append({"name": names[cmd.index] if cmd.index < len(names) else cmd.name, "status": cmd.status,
                      "seconds": round(cmd.seconds, 3), **{k: usage.get(k) for k in
                                                          ("cpu_seconds", "peak_memory", "oom_kills", "processes")},
-                     # its use over time: [[seconds, CPU seconds, memory bytes], ...] (vm/samples.py)
+                     # its use over time: [[seconds, CPU seconds, memory bytes(, GPU memory bytes)], ...]
+                     # (vm/samples.py)
                      **({"samples": [list(s) for s in cmd.samples]} if cmd.samples else {})})
     return {
         "commands": rows,
@@ -45,12 +46,21 @@ def measured(ctx: StageContext, run: JobRun, names: Sequence[str], command_limit
         "memory_limit": figure(bye.get("memory_max")),  # the entry's cgroup cap, below the VM's memory
         "vm_memory": ch.vm.memory_mib * MIB,
         "instance": ch.vm.instance,  # the cloud instance the VM mirrors ([vm] instance), or None
+        **({"gpu_memory": gpu} if (gpu := gpu_memory(run)) else {}),
         "home_used": figure(bye.get("home_used")),
         "home_size": ch.vm.home_mib * MIB,
         "vm": {"wall_seconds": round(run.total_seconds, 3), "boot_seconds": round(run.boot_seconds, 3),
                "cpu_seconds": None if run.cpu_seconds is None else round(run.cpu_seconds, 3),
                "vcpus": ch.vm.vcpus},
     }
+
+
+def gpu_memory(run: JobRun) -> float | None:
+    """The card's memory in bytes, as the guest's hello said it (nvidia-smi's memory.total): the
+    limit drawn beside a GPU stage's samples. None without a working card."""
+    card = (run.transcript.hello or {}).get("gpu")
+    mib = figure(card.get("memory_mib")) if isinstance(card, dict) and card.get("state") == "ok" else None
+    return mib * MIB if mib else None
 
 
 def stage_seconds(run: JobRun) -> float | None:

@@ -1,9 +1,10 @@
 """A command's use over time as the host keeps it: the samples of its cgroup the guest took while it
-ran (images/guest/samples.py), sent in its end frame's usage as [[seconds, cpu_seconds, memory_bytes], ...].
+ran (images/guest/samples.py), sent in its end frame's usage as [[seconds, cpu_seconds, memory_bytes], ...],
+on a GPU stage with the card's memory in use as a fourth figure where NVML answered.
 
 The guest is not trusted to keep them sane or small. The host keeps at most MAX_SAMPLES of a command,
-each three finite numbers from 0 to 2**62, its time after the one before and its CPU seconds no fewer;
-any other sample is dropped, never an error that fails a run (they are measurements, as the other
+each three or four finite numbers from 0 to 2**62, its time after the one before and its CPU seconds no
+fewer; any other sample is dropped, never an error that fails a run (they are measurements, as the other
 figures). And at most RUN_SAMPLES in one run, all its commands together: a stage of thousands of
 records keeps a few MiB of them at most, the later commands none once it is spent.
 """
@@ -16,7 +17,7 @@ from typing import Any
 MAX_SAMPLES = 120  # of one command: the guest's own limit
 RUN_SAMPLES = 120 * 256  # of one run's commands together
 
-Sample = tuple[float, float, float]
+Sample = tuple[float, ...]  # seconds, CPU seconds, memory bytes(, GPU memory bytes)
 
 
 def _number(value: Any) -> float | None:
@@ -35,12 +36,12 @@ def read_samples(usage: Any, room: int = MAX_SAMPLES) -> tuple[Sample, ...] | No
     for item in given[:MAX_SAMPLES]:
         if len(kept) >= room:
             break
-        if not isinstance(item, list) or len(item) != 3:
+        if not isinstance(item, list) or len(item) not in (3, 4):
             continue
-        t, cpu, memory = (_number(v) for v in item)
-        if t is None or cpu is None or memory is None:
+        sample = tuple(v for v in map(_number, item) if v is not None)
+        if len(sample) != len(item):
             continue
-        if kept and (t <= kept[-1][0] or cpu < kept[-1][1]):
+        if kept and (sample[0] <= kept[-1][0] or sample[1] < kept[-1][1]):
             continue
-        kept.append((t, cpu, memory))
+        kept.append(sample)
     return tuple(kept) or None

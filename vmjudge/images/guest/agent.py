@@ -46,7 +46,7 @@ from system import EntryFault, JobError
 from usage import job_figures
 from wake import reseed, wait_for_wake
 
-AGENT_VERSION = "1.9"
+AGENT_VERSION = "1.10"
 
 
 def kernel_args():
@@ -169,7 +169,10 @@ def run_job(channel, job, home_ready=False):
         make_entry_cgroup()
         if job.get("install"):
             install(job["install"])
-        gpu_view = None
+        gpu_view = meter = None
+        if job.get("gpu") is True:  # the card was found working (greet): its memory sampled with the cgroup's
+            from gpu_memory import open_meter
+            meter = open_meter()
         if job.get("entry_root") is True:  # a container entry's: its commands run in it
             from root_disk import mount_entry_root, mount_tmp_disk
             mount_entry_root(replica_device() if home_ready else None)
@@ -182,7 +185,7 @@ def run_job(channel, job, home_ready=False):
         channel.send_file_raw(os.path.join(CDROM, job["raw_copy"]))
     done = 0
     for index, spec in enumerate(job["commands"]):
-        status = run_command(channel, index, Command(spec, heartbeat), gpu_view)
+        status = run_command(channel, index, Command(spec, heartbeat), gpu_view, meter)
         done += 1
         if status != "ok" and job.get("stop_on_failure", False):
             break

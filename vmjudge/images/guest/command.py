@@ -16,7 +16,7 @@ import frames
 from command_place import Home, PlaceError, Root
 from media import CHUNK, read_listing, read_result
 from run_guard import kill_user, reap, stop_command
-from samples import Series
+from samples import Series, with_gpu
 from usage import CommandCgroup
 
 # After a command's process has ended and every process of the entry user was killed, the
@@ -69,9 +69,10 @@ class OutputCap:
         return self.total - self.kept - len(self.ring)
 
 
-def run_command(channel, index, cmd, gpu=None):
+def run_command(channel, index, cmd, gpu=None, meter=None):
     """Run one command and frame what it did; `gpu`: a GPU stage's view for a command in the entry's
-    root (root_gpu.py)."""
+    root (root_gpu.py); `meter`: a GPU stage's card, whose memory in use its samples add
+    (gpu_memory.py)."""
     channel.send_json("start", {"index": index, "name": cmd.name})
     entry = pwd.getpwnam("entry")
     as_entry = cmd.user == "entry"
@@ -103,7 +104,7 @@ def run_command(channel, index, cmd, gpu=None):
     output = OutputCap(cmd.output_limit, cmd.tail_limit)
     errors = OutputCap(cmd.output_limit, 0)
     pipes = {read_fd: ("out", output), **({err_read: ("err", errors)} if err_read is not None else {})}
-    series = Series(cgroup.sample) if cgroup is not None else None
+    series = Series(with_gpu(cgroup.sample, meter)) if cgroup is not None else None
     try:
         status = watch(channel, cmd, proc, pipes, started, user, as_entry, series)
     finally:
@@ -117,7 +118,7 @@ def run_command(channel, index, cmd, gpu=None):
     if cgroup is not None and series is not None:  # read once nothing of the command is left: its peaks are final
         usage = cgroup.figures()
         cgroup.remove()
-        usage["samples"] = series.triples()
+        usage["samples"] = series.rows()
     if status is None:
         status = "ok" if proc.returncode == 0 else "error"
     for start_at in range(0, len(output.ring), frames.MAX_PAYLOAD):

@@ -5,8 +5,9 @@ thread. Samples are due on a grid of `interval` seconds from the command's start
 at most (a slot the loop was too busy for stays empty), and one more when it ends. A long command
 keeps a bounded, evenly spaced series: once the grid holds `limit - 1` samples, every other slot is
 dropped and the interval doubled, so an hour's case keeps as many samples as a minute's.
-`read` gives (CPU seconds, memory bytes) now, or None (usage.py reads the cgroup); the host's
-tests drive this with their own.
+`read` gives (CPU seconds, memory bytes) now, or None (usage.py reads the cgroup), and on a GPU
+stage the card's memory in use as a third figure (gpu_memory.py); the host's tests drive this
+with their own.
 """
 
 INTERVAL = 0.5  # seconds between samples at first
@@ -18,7 +19,7 @@ class Series:
         self.read = read
         self.interval = float(interval)
         self.limit = int(limit)
-        self.grid = []  # [slot, seconds, cpu_seconds, memory_bytes]; slot: seconds // interval
+        self.grid = []  # [slot, seconds, cpu_seconds, memory_bytes(, gpu_memory_bytes)]; slot: seconds // interval
         self.last = None  # the sample taken at the command's end
         self.next_at = 0.0
 
@@ -47,9 +48,23 @@ class Series:
             reading = self.read()
             self.last = [] if reading is None else [elapsed, *reading]
 
-    def triples(self):
-        """[[seconds, cpu_seconds, memory_bytes], ...] in time order, as the end frame carries them."""
+    def rows(self):
+        """[[seconds, cpu_seconds, memory_bytes(, gpu_memory_bytes)], ...] in time order, as the end
+        frame carries them."""
         taken = [rest for _, *rest in self.grid]
         if self.last and (not taken or self.last[0] > taken[-1][0]):
             taken.append(self.last)
-        return [[round(t, 3), round(c, 6), m] for t, c, m in taken]
+        return [[round(t, 3), round(c, 6), *rest] for t, c, *rest in taken]
+
+
+def with_gpu(read, meter):
+    """A sampler's read that adds the card's memory in use to (CPU seconds, memory bytes); a reading
+    NVML does not answer for keeps the two (the host draws the GPU's line where it has figures)."""
+    if meter is None:
+        return read
+
+    def both():
+        reading = read()
+        used = None if reading is None else meter.used()
+        return reading if used is None else (*reading, used)
+    return both
