@@ -53,7 +53,8 @@ def test_a_gpu_recipe_names_its_driver_and_areas(tmp_path):
     gpu_doc = build.recipe_document(site, ImageRecipe(gpu="nvidia-535"))
     assert gpu_doc["gpu"]["driver"] == "nvidia-535"
     assert set(gpu_doc["gpu"]["packages"]) == {"nvidia-tesla-535-kernel-dkms", "firmware-nvidia-tesla-535-gsp",
-                                               "libnvidia-tesla-535-cuda1", "nvidia-tesla-535-smi"}
+                                               "libnvidia-tesla-535-cuda1", "libnvidia-tesla-535-ml1",
+                                               "nvidia-tesla-535-smi"}
     assert gpu_doc["gpu"]["build_packages"] == ["linux-headers-amd64"]
     # The GSP firmware is in non-free-firmware, the driver in non-free, what it needs of the free kind in contrib.
     assert all(s.endswith(" main contrib non-free non-free-firmware") for s in gpu_doc["sources"])

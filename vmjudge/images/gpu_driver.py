@@ -37,7 +37,7 @@ class Driver:
     name: str  # as in challenge.toml
     dkms_name: str  # the dkms module name (its source is /usr/src/DKMS_NAME-VERSION)
     dkms_package: str
-    runtime: tuple[str, ...]  # what the guest keeps: firmware, CUDA's driver library, nvidia-smi
+    runtime: tuple[str, ...]  # what the guest keeps: firmware, CUDA's driver library, NVML, nvidia-smi
     modules: tuple[str, ...]  # module names, each file MODULE.ko (nvidia-modeset and -drm: no display)
 
     @property
@@ -47,7 +47,8 @@ class Driver:
 
 DRIVERS = {
     "nvidia-535": Driver("nvidia-535", "nvidia-tesla-535", "nvidia-tesla-535-kernel-dkms",
-                         ("firmware-nvidia-tesla-535-gsp", "libnvidia-tesla-535-cuda1", "nvidia-tesla-535-smi"),
+                         ("firmware-nvidia-tesla-535-gsp", "libnvidia-tesla-535-cuda1", "libnvidia-tesla-535-ml1",
+                          "nvidia-tesla-535-smi"),
                          ("nvidia", "nvidia-uvm")),
 }
 # The driver is in non-free, its GSP firmware in non-free-firmware, and the free packages it
