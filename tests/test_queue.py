@@ -14,9 +14,11 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from vmjudge.errors import VmjudgeError
+from vmjudge.errors import ChallengeError, VmjudgeError
 from vmjudge.queue import db as db_module
 from vmjudge.queue.db import Queue
+from vmjudge.stages.context import StageOutcome
+from vmjudge.supervisor import attempts
 
 from .cli import run_cli
 
@@ -82,6 +84,24 @@ def test_infrastructure_failures_retry_after_10_s_then_60_s_then_park(queue, mon
     clock[0] += 3600
     assert queue.claim_next() is None and not queue.waiting()
     assert [r.status for r in queue.stage_runs(eid)] == ["infra"] * 3
+
+
+def test_the_challenges_own_fault_holds_the_entry_at_once_never_retried(queue):
+    """An evaluation container that fails (ChallengeError) would fail again: no retry costs another VM run,
+    the entry is parked for the organiser with the reason, and the participant's stage is not failed."""
+    eid = add(queue)
+    entry = queue.claim_next()
+    run = queue.start_stage(entry.id, "score", 0)
+
+    def evaluation() -> StageOutcome:
+        raise ChallengeError("evaluation-no-metrics", "the evaluation wrote no /output/metrics.json.")
+
+    assert attempts.attempt(queue, run, queue.host, attempts.Recorder(None), evaluation) is None
+    e = queue.entry(eid)
+    assert (e.state, e.reason, e.outcome) == ("parked", "evaluation-no-metrics", None)
+    assert [(r.status, r.reason) for r in queue.stage_runs(eid)] == [("infra", "evaluation-no-metrics")]
+    assert queue.claim_next() is None and not queue.waiting()
+    assert "parked after 1 failures" in queue.events(eid)[-1]["detail"]
 
 
 def test_stages_left_running_by_a_dead_daemon_are_queued_again(queue):

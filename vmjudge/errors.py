@@ -43,6 +43,13 @@ class GpuFault(InfrastructureError):
         self.address = address
 
 
+class ChallengeError(InfrastructureError):
+    """The challenge's own code failed (its evaluation container crashed, overran its cap, wrote
+    no metrics.json or a malformed one): never the entry's fault, and a stage run again unchanged
+    would fail again, so the entry is held (parked) at once, the organiser told, and `vmjudge
+    rescore` scores it once the challenge is fixed."""
+
+
 class ScoringError(VmjudgeError):
     """The reference answers cannot be read or do not match the test set."""
 

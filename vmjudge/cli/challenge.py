@@ -8,6 +8,7 @@ import click
 
 from ..config import Challenge, Phase, check_challenge_data, load_challenge
 from ..images.build import build_image
+from ..images.evaluation_root import evaluation_root
 from ..scorers.loader import load_scorer
 from ..supervisor.cpu_gate import CpuGate
 from .challenge_new import challenge_new
@@ -36,7 +37,12 @@ def challenge_add(ctx: click.Context, challenge_dir: Path, replace: bool) -> Non
 
     ch = load_challenge(challenge_dir)
     check_challenge_data(ch)
-    load_scorer(ch.scorer)
+    if ch.evaluation is not None:  # the organiser's evaluation image: checked and unpacked once, here
+        root = evaluation_root(site.layout, ch.evaluation)
+        echo(f"evaluation image {root.image_id[:19]}: root {'found' if root.reused else 'made'}, "
+             f"{root.squashfs_bytes >> 20} MiB", err=True)
+    else:
+        load_scorer(ch.scorer)
     images = [build_image(site, recipe, progress=lambda m: echo(m, err=True)) for recipe in ch.recipes]
     done = register(site, queue_of(site), ch, images, replace)
     echo(f"{done}: {_sets(ch)}, scorer {ch.scorer}"

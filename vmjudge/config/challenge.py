@@ -14,6 +14,7 @@ from typing import Any
 from ..errors import ConfigError
 from .cpu import LEVEL_ALLOWED, LEVELS
 from .entry import ContainerRules, EntryRules, container_rules, entry_rules
+from .evaluation import EvaluationRules, evaluation_rules
 from .image import GPU_DRIVERS, ImageRecipe, image_recipe
 from .limits import StageLimits, stage_limits
 from .phase import Phase, Shared, read_phases
@@ -78,6 +79,7 @@ class Challenge:
     test: tuple[str, ...] = ()
     phases: tuple[Phase, ...] = ()  # [[phase]], in the contest's order; () for a challenge without phases
     sockets: Sockets | None = None  # [[input]] and [[output]]: a container challenge run Grand Challenge's way
+    evaluation: EvaluationRules | None = None  # [score] kind = "container": the organiser's evaluation image
     # [quiz] check: what stage 2 demands of each training case: "submitted" (the entry's own results,
     # reproduced byte for byte), "outputs" (every output socket present and valid) or "none".
     quiz_check: str = "submitted"
@@ -177,7 +179,7 @@ def load_challenge(directory: Path) -> Challenge:
     if sockets is not None and container is not None and container.run != "per_case":
         raise ConfigError(f"{source}: a challenge with sockets runs the image once per case, as Grand Challenge does: "
                           "remove [container] run.")
-    scorer, score_options = _scorer(source, data, sockets)
+    scorer, score_options, evaluation = _scorer(source, directory, data, sockets)
     limits = stage_limits(source, "limits", data.get("limits", {}))
     phases = read_phases(source, directory, data, Shared(limits, entry, directory / "training", recipe))
     for table, image in [("image", recipe)] + [(f"phase {p.name}.image", p.image) for p in phases]:
@@ -188,11 +190,22 @@ def load_challenge(directory: Path) -> Challenge:
                      container=container, limits=limits, results=results_rule(source, data, entry.kind, sockets),
                      scorer=scorer, score_options=score_options,
                      training=read_records(directory / "training"), test=read_records(directory / "test"),
-                     phases=phases, sockets=sockets, quiz_check=quiz_check(source, data, sockets))
+                     phases=phases, sockets=sockets, quiz_check=quiz_check(source, data, sockets),
+                     evaluation=evaluation)
 
 
-def _scorer(source: str, data: dict[str, Any], sockets: Sockets | None = None) -> tuple[str, ScoreOptions]:
+def _scorer(source: str, directory: Path, data: dict[str, Any], sockets: Sockets | None = None
+            ) -> tuple[str, ScoreOptions, EvaluationRules | None]:
     sec = Section(source, "score", data.get("score", {}))
+    if sec.get("kind", str, "host", lambda v: v in ("host", "container"),
+               "\"host\" (a scorer in vmjudge's process) or \"container\" (the organiser's evaluation image)") \
+            == "container":
+        if sockets is None:
+            raise ConfigError(f"{source}: [score] kind = \"container\" reads the entries' outputs by socket: "
+                              "declare them with [[input]] and [[output]].")
+        evaluation = evaluation_rules(source, directory, sec)
+        sec.done()
+        return "container", ScoreOptions(socket=sockets.outputs[0].slug), evaluation
     scorer = sec.get("scorer", str, "accuracy", lambda v: bool(re.fullmatch(r"[A-Za-z0-9_.]+(:[A-Za-z0-9_]+)?", v)),
                      "a built-in scorer name such as \"beats2014\" or \"package.module:function\"")
     options = ScoreOptions(
@@ -210,7 +223,7 @@ def _scorer(source: str, data: dict[str, Any], sockets: Sockets | None = None) -
             raise ConfigError(f"{source}: [score] socket must name the [[output]] the scorer reads: one of "
                               f"{', '.join(s.slug for s in sockets.outputs)}.")
         options = replace(options, socket=sockets.outputs[0].slug)
-    return scorer, options
+    return scorer, options, None
 
 
 def check_challenge_data(ch: Challenge) -> None:

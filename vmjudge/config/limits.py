@@ -24,6 +24,7 @@ class StageLimits:
     per_record: float = 40.0
     quiz_total: float = 4100.0
     exam_total: float = 3600.0
+    score: float = 900.0  # an evaluation container's run over one entry's cases ([score] kind = "container")
     output: int = 1 << 20  # bytes of each command's output kept from its start (the head)
     output_tail: int = 64 << 10  # and from its end (the tail)
     stage_output: int = 64 << 20  # bytes of output a stage's log keeps, all its commands together
@@ -58,7 +59,7 @@ def stage_limits(source: str, table: str, data: Any, base: StageLimits = StageLi
         return sec.get(key, int, getattr(base, key), lambda v: low <= v <= high, allowed)
 
     limits = StageLimits(setup=secs("setup"), per_record=secs("per_record"), quiz_total=secs("quiz_total"),
-                         exam_total=secs("exam_total"),
+                         exam_total=secs("exam_total"), score=secs("score"),
                          output=count("output", 1024, 1 << 30, "bytes from 1024 to 1073741824"),
                          output_tail=count("output_tail", 0, 1 << 30, "bytes from 0 to 1073741824"),
                          stage_output=count("stage_output", 1024, 1 << 40, "bytes from 1024 to 1099511627776"),

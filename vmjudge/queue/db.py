@@ -327,13 +327,15 @@ class Queue(History):
                 entry_ended(db, run.entry_id)  # its owner's message, sent from its publish time
                 event(db, run.entry_id, "done", f"{run.stage} {status}: {outcome} {reason or ''}".strip())
 
-    def infra_failure(self, run: StageRun, reason: str, message: str, manifest: dict[str, Any]) -> bool:
+    def infra_failure(self, run: StageRun, reason: str, message: str, manifest: dict[str, Any],
+                      park: bool = False) -> bool:
         """Record an infrastructure failure; the stage is queued again, after a delay, or the
-        entry is parked for the organiser, as the retry policy (retry.py) decides. True if requeued."""
+        entry is parked for the organiser, as the retry policy (retry.py) decides, or at once
+        (`park`: the challenge's own fault, which a retry would meet again). True if requeued."""
         with self._transaction() as db:
             self._hold(db, run)
             return requeue_or_park(db, run.entry_id, run.stage, run.evaluation, run.id, run.attempt, reason,
-                                   message, manifest)
+                                   message, manifest, park)
 
     def cancel_stage(self, run: StageRun) -> None:
         """The daemon stopped on purpose while this stage ran: queue it again, uncounted."""

@@ -14,7 +14,7 @@ from typing import Any
 from .connection import Db
 from .outbox import entry_ended
 from .publish import record_publish
-from .retry import after_infra_failure
+from .retry import Retry, after_infra_failure
 from .rows import now
 
 
@@ -23,15 +23,15 @@ def event(db: Db, entry_id: int | None, kind: str, detail: str) -> None:
 
 
 def requeue_or_park(db: Db, entry_id: int, stage: str, evaluation: int, run_id: int | None, attempt: int,
-                    reason: str, message: str, manifest: dict[str, Any]) -> bool:
+                    reason: str, message: str, manifest: dict[str, Any], park: bool = False) -> bool:
     """Close the run as the infrastructure's, then queue the stage again after the policy's
-    delay, or park the entry. True if queued again."""
+    delay, or park the entry (at once when `park`). True if queued again."""
     if run_id is not None:
         db.execute("UPDATE stage_runs SET finished_at = ?, status = 'infra', reason = ?, message = ?, "
                    "manifest = ? WHERE id = ?", (now(), reason, message, json.dumps(manifest), run_id))
     failures = db.execute("SELECT COUNT(*) FROM stage_runs WHERE entry_id = ? AND stage = ? AND "
                           "evaluation = ? AND status = 'infra'", (entry_id, stage, evaluation)).fetchone()[0]
-    retry = after_infra_failure(max(failures, 1))
+    retry = Retry(again=False, delay=0.0) if park else after_infra_failure(max(failures, 1))
     db.execute("UPDATE entries SET state = ?, lease_owner = NULL, lease_run = NULL, lease_until = NULL, reason = ?, "
                "not_before = ? WHERE id = ?", ("queued" if retry.again else "parked",
                                                None if retry.again else reason, time.time() + retry.delay, entry_id))

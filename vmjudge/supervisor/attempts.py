@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ..config import Site
-from ..errors import Cancelled, EntryError, InfrastructureError, VmjudgeError
+from ..errors import Cancelled, ChallengeError, EntryError, InfrastructureError, VmjudgeError
 from ..pipeline import next_stage
 from ..queue.connection import QueueUnavailable
 from ..queue.db import Queue
@@ -60,6 +60,7 @@ def attempt(queue: Queue, run: StageRun, host: str, record: Recorder,
     """Run `stage_body` once: its outcome, or None when what stopped it was recorded as not
     the entry's doing (or the daemon is stopping)."""
     entry_id, stage = run.entry_id, run.stage
+    park = False  # the challenge's own fault (ChallengeError): held for the organiser at once, never retried
     try:
         return stage_body()
     except Cancelled:
@@ -70,7 +71,7 @@ def attempt(queue: Queue, run: StageRun, host: str, record: Recorder,
         return StageOutcome("failed", f"{exc} Entry not scored.", reason=exc.reason, manifest={"stage": stage})
     except InfrastructureError as exc:
         log.warning("entry %d %s attempt %d: %s", entry_id, stage, run.attempt, exc)
-        reason, message = exc.reason, str(exc)
+        reason, message, park = exc.reason, str(exc), isinstance(exc, ChallengeError)
     except VmjudgeError as exc:  # image missing, challenge moved: the organiser's to fix, not the entry's
         reason, message = "setup-problem", str(exc)
     except OSError as exc:  # the host's disk, not the entry: e.g. no space left for the results
@@ -80,7 +81,7 @@ def attempt(queue: Queue, run: StageRun, host: str, record: Recorder,
         log.exception("entry %d %s attempt %d failed inside vmjudge", entry_id, stage, run.attempt)
         reason, message = "internal-error", f"{type(exc).__name__}: {exc}"
     record(f"entry {entry_id}'s {stage} failure", queue.infra_failure, run, reason, message,
-           {"stage": stage, "attempt": run.attempt, "host": host})
+           {"stage": stage, "attempt": run.attempt, "host": host}, park=park)
     return None
 
 

@@ -80,11 +80,14 @@ def _run(queue: Queue, site: Site, entry: EntryRow, stage: Stage, run: StageRun,
          cancel: threading.Event | None) -> StageOutcome:
     # In a contest, the entry's phase: its test set, reference and limits.
     challenge = load_challenge(queue.challenge_dir(entry.challenge)).in_phase(entry.phase)
-    if not stage.in_vm:  # stage 4: on the host only, from the archived results
+    archived = None
+    if not stage.in_vm:  # stage 4, from the archived results: on the host, or by an evaluation container in a VM
         found = archived_results(queue, site.home, entry.id)
-        ctx = StageContext(site=site, challenge=challenge, image=None, entry=entry, attempt=run.attempt,
-                           cancel=cancel, archived=found.sha256 if found else None)
-        return stage.load()(ctx)
+        archived = found.sha256 if found else None
+        if challenge.evaluation is None or archived is None:
+            ctx = StageContext(site=site, challenge=challenge, image=None, entry=entry, attempt=run.attempt,
+                               cancel=cancel, archived=archived)
+            return stage.load()(ctx)
     if stage.name == FIRST and queue.shared:  # accepted on another host, perhaps: its bytes are in the queue
         entry = replace(entry, archive_path=str(Spool(site.layout.spool).local_copy(queue.blobs, entry.archive_sha256,
                                                                                    entry.archive_name)))
@@ -96,7 +99,7 @@ def _run(queue: Queue, site: Site, entry: EntryRow, stage: Stage, run: StageRun,
                           attempt=run.attempt, vcpus=challenge.vm.vcpus, memory_mib=challenge.vm.memory_mib,
                           cancel=cancel, gpu=slot.gpu, cores=slot.cores, cpu_level=challenge.vm.cpu_level)
         ctx = StageContext(site=site, challenge=challenge, image=image, entry=entry, attempt=run.attempt,
-                           runner=runner, cancel=cancel)
+                           runner=runner, cancel=cancel, archived=archived)
         return stage.load()(ctx)
     finally:
         conn.close()

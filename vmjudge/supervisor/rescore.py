@@ -179,6 +179,10 @@ def rescore(site: Site, queue: Queue, challenge: str, ids: Iterable[int] = (), w
     reference is used) that was scored or is being scored. Raises ScoringError (nothing
     recorded) when the scorer or the reference is at fault."""
     ch = phase_of(load_challenge(queue.challenge_dir(challenge)), phase)
+    if ch.evaluation is not None and scorer is None:
+        raise ScoringError(f"{challenge} is scored by its evaluation container, which `vmjudge rescore` cannot run "
+                           "yet: `vmjudge rescore --rerun-stages` runs every stage again, or give a host scorer with "
+                           "--scorer.")
     rules = ScoringRules.load(scorer or ch.scorer, reference if reference is not None else ch.reference_dir,
                               ch.score_options)
     report = RescoreReport(challenge, "rescore", phase, rules.scorer, rules.scorer_version, str(rules.reference),

@@ -67,6 +67,7 @@ class InRoot:
     input_files: tuple[str, ...] = ()
     input_dir: str | None = None
     stderr_apart: bool = False  # its stderr relayed apart from its stdout ("err" frames), as Grand Challenge keeps it
+    binds: tuple[tuple[str, str], ...] = ()  # (path in the root, CD directory) bound read-only: a ground truth
 
     def __post_init__(self) -> None:
         _root_path(self.input, "the input")
@@ -91,11 +92,18 @@ class InRoot:
             raise ValueError(f"two input files share a name in {self.input}: {sorted(names)}")
         if self.input_dir is not None:
             _cd_path(self.input_dir, "the input directory")
+        for path, cd_dir in self.binds:
+            _root_path(path, "a bind's path")
+            _cd_path(cd_dir, "a bind's CD directory")
+            if any(path == p or path.startswith(p + "/") or p.startswith(path + "/")
+                   for p in (self.input, self.output)):
+                raise ValueError(f"the bind at {path} overlaps the input or the output")
 
     def document(self) -> dict:
         return {"user": self.user, "env": list(self.env), "workdir": self.workdir, "input": self.input,
                 "output": self.output, "input_files": list(self.input_files), "input_dir": self.input_dir,
-                **({"stderr_apart": True} if self.stderr_apart else {})}
+                **({"stderr_apart": True} if self.stderr_apart else {}),
+                **({"binds": [{"path": p, "cd_dir": d} for p, d in self.binds]} if self.binds else {})}
 
 
 @dataclass(frozen=True)

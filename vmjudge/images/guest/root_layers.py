@@ -108,7 +108,7 @@ class Layers:
                 os.fchown(upper, root.st_uid, root.st_gid)
                 os.fchmod(upper, stat.S_IMODE(root.st_mode))
                 for parts, mode in ((["tmp"], 0o1777), (["dev"], 0o755), (["proc"], 0o755),
-                                    (spec.input, 0o755), (spec.output, 0o755)):
+                                    (spec.input, 0o755), (spec.output, 0o755), *((p, 0o755) for p, _ in spec.binds)):
                     mount_point(upper, lower, parts, mode)
                 if gpu:
                     libdir = gpu.libdir(lower)

@@ -12,6 +12,13 @@ class RootError(Exception):
 # The agent mounts its own file systems at these in the entry's root.
 RESERVED = ("/proc", "/sys", "/dev")
 ENV_MAX = 1000
+MAX_BINDS = 4  # CD directories bound read-only at paths of their own (an evaluation's ground truth)
+
+
+def _list(value, what, most):
+    if not isinstance(value, list) or len(value) > most:
+        raise JobError(f"{what} are not a list of at most {most}")
+    return value
 
 
 def root_path(value, what):
@@ -61,11 +68,24 @@ class RootSpec:
         names = [f.rsplit("/", 1)[-1] for f in self.input_files]
         if len(set(names)) != len(names):
             raise JobError("two input files share a name")
+        self.binds = [self._bind(b) for b in _list(doc.get("binds", []), "the binds", MAX_BINDS)]
+        for parts, _ in self.binds:
+            for other in (self.input, self.output, *(p for p, _ in self.binds if p is not parts)):
+                shorter = min(len(parts), len(other))
+                if parts[:shorter] == other[:shorter]:
+                    raise JobError(f"the bind at /{'/'.join(parts)} overlaps the input, the output or another bind")
         self.input_dir = doc.get("input_dir")
         if self.input_dir is not None:
             self.input_dir = cd_path(self.input_dir, "the input directory")
             if self.input_files:
                 raise JobError("the input is either files or a directory, not both")
+
+    @staticmethod
+    def _bind(doc):
+        """(the path's parts in the root, the CD directory bound read-only on it)."""
+        if not isinstance(doc, dict):
+            raise JobError("a bind is not an object")
+        return root_path(doc.get("path"), "a bind's path"), cd_path(doc.get("cd_dir"), "a bind's CD directory")
 
     def environment(self, home="/"):
         """The image's environment, with what Docker adds if the image does not say: a PATH, and

@@ -162,6 +162,9 @@ def _first(libc, argv, env, spec, layers, account, out_fd, null, cgroup, report,
     _dev(libc, merged, gpu_devices)
     gpu_binds(libc, merged, layers.gpu_binds)
     _input(libc, merged, spec)
+    for parts, cd_dir in spec.binds:  # read-only CD directories at paths of their own (an evaluation's ground truth)
+        _bind(libc, f"{CDROM}/{cd_dir}", merged, parts, MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+              f"binding /{'/'.join(parts)}")
     _bind(libc, layers.path("output"), merged, spec.output, MS_NOSUID | MS_NODEV, "binding the output")
     if layers.tmp_path() is not None:  # [container] tmp: a directory of its own on the /tmp disk
         _bind(libc, layers.tmp_path(), merged, ["tmp"], MS_NOSUID | MS_NODEV, "binding /tmp")

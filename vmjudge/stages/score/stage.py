@@ -1,10 +1,12 @@
-"""Stage 4, score: on the host only; the reference answers never enter a VM. It scores the
-entry's archived stage-3 results through scoring.ScoringRules, as `vmjudge rescore` does."""
+"""Stage 4, score: on the host; the reference answers never enter an entry's VM. It scores the
+entry's archived stage-3 results through scoring.ScoringRules, as `vmjudge rescore` does, or by
+the organiser's evaluation container in a VM of its own (container.py)."""
 
 from __future__ import annotations
 
 from ...errors import AnswerError, ArchiveError, ConfigError, InfrastructureError, ScoringError
 from ..context import StageContext, StageOutcome
+from . import container
 from .scoring import ScoringRules, undefined_note
 
 
@@ -13,6 +15,8 @@ def run(ctx: StageContext) -> StageOutcome:
     if ctx.archived is None:
         raise InfrastructureError("results-missing", f"entry {ctx.entry.id} has no archived stage-3 results to "
                                   "score: run it again with `vmjudge rescore --rerun-stages`.")
+    if ch.evaluation is not None:  # the organiser's evaluation container, in a VM
+        return container.run(ctx)
     try:
         scoring = ScoringRules.load(ch.scorer, ch.reference_dir, ch.score_options).score(
             ctx.site.home, ctx.entry.id, ctx.archived, "official")
