@@ -4,8 +4,9 @@ as Grand Challenge runs a phase's evaluation (stages/evaluation.py).
 The image is given Grand Challenge's inputs (/input/predictions.json, each case's outputs at
 /input/PK/output/RELATIVE_PATH, the reference directory read-only at `ground_truth`) and writes
 /output/metrics.json. The score is read from it at `metric`, a JSON path of keys joined by dots
-("aggregates.dice.mean"), as Grand Challenge's phase reads its score_jsonpath; `order` says
-whether higher or lower ranks first; each [[score.column]] is a further number shown beside the
+("aggregates.dice.mean"), as Grand Challenge's phase reads its score_jsonpath; `order` is
+"higher" (the boards rank a higher score first; Grand Challenge's ascending order is not built
+yet); each [[score.column]] is a further number shown beside the
 score (Grand Challenge's extra_results_columns), read at its own path.
 """
 
@@ -39,7 +40,7 @@ class Column:
 class EvaluationRules:
     image: Path  # the organiser's saved image (docker save, or an OCI archive), in the challenge directory
     metric: str
-    order: str = "higher"  # "higher" or "lower": which ranks first
+    order: str = "higher"  # which ranks first: "higher" only, for now
     columns: tuple[Column, ...] = ()
     ground_truth: str = GROUND_TRUTH
     metrics_bytes: int = 1 << 20  # of metrics.json, read at most: a larger one is the evaluation's fault
@@ -64,8 +65,9 @@ def evaluation_rules(source: str, directory: Path, sec: Section) -> EvaluationRu
         raise ConfigError(f"{source}: [[score.column]] names must differ from each other and from \"score\".")
     return EvaluationRules(
         image=directory / image, metric=metric,
-        order=sec.get("order", str, "higher", lambda v: v in ("higher", "lower"),
-                      "\"higher\" (a higher score ranks first) or \"lower\""),
+        order=sec.get("order", str, "higher", lambda v: v == "higher",
+                      "\"higher\": the boards rank a higher score first, and a metric where lower is better "
+                      "cannot be ranked yet"),
         columns=columns,
         ground_truth=sec.get("ground_truth", str, GROUND_TRUTH,
                              lambda v: bool(_ROOT_PATH.fullmatch(v)) and not v.startswith(("/input", "/output"))
