@@ -57,7 +57,7 @@ class _Watched(dict[str, Any]):
 
 def _table(name: str) -> str:
     """The table as the page names it: "phase validation.limits" is [phase.limits]."""
-    return re.sub(r"^phase [^.]+", "phase", name)
+    return re.sub(r"^score\.column \d+$", "score.column", re.sub(r"^phase [^.]+", "phase", name))
 
 
 @pytest.fixture
@@ -151,6 +151,30 @@ name = "second"
 carry = "first"
 """
 
+# The organiser's evaluation container as the scorer: [score]'s other branch, with a [[score.column]].
+EVALUATED_TOML = """
+name = "evaluated"
+[entry]
+kind = "container"
+[[output]]
+slug = "mask"
+kind = "segmentation"
+[score]
+kind = "container"
+image = "evaluation.tar.gz"
+metric = "aggregates.dice"
+order = "higher"
+ground_truth = "/opt/ml/input/data/ground_truth"
+metrics_bytes = 65536
+home = 256
+max_size = 1073741824
+max_unpacked = 2147483648
+[[score.column]]
+name = "dsc_agg"
+path = "aggregates.DSCagg"
+title = "DSCagg"
+"""
+
 
 def _read_everything(tmp_path: Path) -> tuple[Path, list[Path]]:
     """A home whose site.toml has every table, and challenges of every kind: the examples (answer
@@ -170,7 +194,10 @@ def test_every_key_the_code_reads_is_on_the_reference_page_and_no_other(watched:
     phased = tmp_path / "phased"
     phased.mkdir()
     (phased / "challenge.toml").write_text(PHASED_TOML)
-    for directory in [*examples, phased]:
+    evaluated = tmp_path / "evaluated"
+    evaluated.mkdir()
+    (evaluated / "challenge.toml").write_text(EVALUATED_TOML)
+    for directory in [*examples, phased, evaluated]:
         load_challenge(directory)
     challenge_keys = _keys(watched)
     page = _page()
@@ -182,6 +209,7 @@ def test_every_key_the_code_reads_is_on_the_reference_page_and_no_other(watched:
         assert not missing, f"{part} keys the code reads but {PAGE.name} does not list: {missing}"
         assert not extra, f"{part} keys {PAGE.name} lists but the code does not read: {extra}"
     every = {k for keys in [*site_keys.values(), *challenge_keys.values()] for k in keys}
+    every |= {t.rsplit(".", 1)[1] for t in [*site_keys, *challenge_keys] if "." in t}  # a sub-table read as a key
     unread = sorted(_literal_keys() - every)
     assert not unread, (f"keys named in vmjudge/config that the loads here never read (a branch they do not "
                         f"take): {unread}; give SITE_TOML or PHASED_TOML what takes that branch")

@@ -44,6 +44,7 @@ class EvaluationRules:
     columns: tuple[Column, ...] = ()
     ground_truth: str = GROUND_TRUTH
     metrics_bytes: int = 1 << 20  # of metrics.json, read at most: a larger one is the evaluation's fault
+    home_mib: int = 1024  # the disk its root's changes and /output are written on (a sparse file)
     max_size: int = 4 << 30  # the image's archive
     max_unpacked: int = 8 << 30  # what its layers unpack to
 
@@ -75,6 +76,7 @@ def evaluation_rules(source: str, directory: Path, sec: Section) -> EvaluationRu
                              f"\"{GROUND_TRUTH}\""),
         metrics_bytes=sec.get("metrics_bytes", int, 1 << 20, lambda v: 1024 <= v <= 1 << 30,
                               "bytes from 1024 to 1073741824"),
+        home_mib=sec.get("home", int, 1024, lambda v: 64 <= v <= 1 << 22, "a whole number of MiB from 64 to 4194304"),
         max_size=sec.get("max_size", int, 4 << 30, lambda v: 1 <= v <= 1 << 40, "bytes from 1 to 1099511627776"),
         max_unpacked=sec.get("max_unpacked", int, 8 << 30, lambda v: 1 <= v <= 1 << 42,
                              "bytes from 1 to 4398046511104"))

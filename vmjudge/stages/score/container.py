@@ -60,7 +60,7 @@ def run(ctx: StageContext) -> StageOutcome:
                       tail_limit=ch.limits.output_tail, collect=("metrics.json",), file_limit=rules.metrics_bytes,
                       root=where)
     home = ctx.files.directory / "evaluation-home.img"
-    ctx.jobs.new_home(home, ch.vm.home_mib)
+    ctx.jobs.new_home(home, rules.home_mib)
     try:
         with ctx.stage_log("score") as log:
             run_ = ctx.run("score", Job(commands=(command,), media=media, entry_root=root.path),
