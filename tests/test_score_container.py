@@ -12,12 +12,14 @@ import uuid
 
 import pytest
 
-from vmjudge.config import load_challenge
+from vmjudge.config import load_challenge, load_site
 from vmjudge.config.evaluation import GROUND_TRUTH
-from vmjudge.errors import ChallengeError, ConfigError
+from vmjudge.errors import ChallengeError, ConfigError, ScoringError
 from vmjudge.images import build
+from vmjudge.queue.db import Queue
 from vmjudge.queue.results import ExamResults
 from vmjudge.stages.score.container import CD_INPUT, CD_TRUTH, evaluation_media, metrics_file, parsed, scores_of
+from vmjudge.supervisor.rescore import rescore
 from vmjudge.vm.channel import CommandResult, FileResult
 from vmjudge.vm.job import InRoot
 
@@ -181,3 +183,19 @@ def test_a_ground_truth_is_bound_read_only_at_its_own_path_never_over_the_input_
     assert found[0] == [[GROUND_TRUTH.split("/")[1:], "ground_truth"]]
     assert [type(f) for f in found[1:]] == [str] * len(bad), found  # each refused in a sentence
     assert "overlaps the input" in found[1] and "not a relative path on the CD" in found[2]
+
+
+def test_rescore_of_a_container_scored_challenge_takes_its_ground_truth_from_the_challenge(tmp_path):
+    """The evaluation reads the reference directory it is given at ground_truth: a --reference elsewhere would
+    score against labels no stage 4 used, so it is refused before anything runs; a missing evaluation image is
+    the challenge's fault, said in a sentence, nothing recorded."""
+    (tmp_path / "ch").mkdir()
+    (tmp_path / "home").mkdir()
+    ch = evaluated(tmp_path / "ch")
+    site = load_site(tmp_path / "home")
+    queue = Queue(site.layout.queue_db)
+    queue.add_challenge(ch.name, ch.directory, "0" * 20)
+    with pytest.raises(ScoringError, match=r"reads its ground truth from .*reference: correct the files there"):
+        rescore(site, queue, ch.name, reference=tmp_path / "elsewhere")
+    with pytest.raises(ChallengeError, match=r"evaluation image .*image.tar.gz cannot be read \(No such file"):
+        rescore(site, queue, ch.name)

@@ -2,7 +2,8 @@
 score again, as a scripted, reproducible batch job.
 
 Scores are computed again from each entry's archived stage-3 results through the same
-code as stage 4 (scoring.ScoringRules), so no VM is started. Every re-scoring is recorded
+code as stage 4 (scoring.ScoringRules), so no entry VM is started; a challenge scored by its
+evaluation container runs it again, in a VM per entry (rescore_container.py). Every re-scoring is recorded
 as a new scoring with what it used; the entry's current scores become the new ones and the
 earlier ones stay in its history. All new scores are computed first and recorded in one
 transaction, so an interrupted or refused run records nothing. With rerun=True the entries
@@ -19,12 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Challenge, Site, load_challenge
-from ..errors import AnswerError, ArchiveError, ScoringError, VmjudgeError
+from ..errors import AnswerError, ArchiveError, ChallengeError, ScoringError, VmjudgeError
 from ..queue.db import Queue
 from ..queue.results import archived_results, fetch
 from ..queue.rows import EntryRow, Scoring
 from ..reports.report import write_html
 from ..stages.score.scoring import ScoringRules
+from .rescore_container import EvaluationRun
 
 
 @dataclass
@@ -179,12 +181,14 @@ def rescore(site: Site, queue: Queue, challenge: str, ids: Iterable[int] = (), w
     reference is used) that was scored or is being scored. Raises ScoringError (nothing
     recorded) when the scorer or the reference is at fault."""
     ch = phase_of(load_challenge(queue.challenge_dir(challenge)), phase)
-    if ch.evaluation is not None and scorer is None:
-        raise ScoringError(f"{challenge} is scored by its evaluation container, which `vmjudge rescore` cannot run "
-                           "yet: `vmjudge rescore --rerun-stages` runs every stage again, or give a host scorer with "
-                           "--scorer.")
-    rules = ScoringRules.load(scorer or ch.scorer, reference if reference is not None else ch.reference_dir,
-                              ch.score_options)
+    if ch.evaluation is not None and scorer is None:  # the organiser's evaluation container, in a VM per entry
+        if reference is not None:
+            raise ScoringError(f"{challenge}'s evaluation container reads its ground truth from {ch.reference_dir}: "
+                               "correct the files there and run the rescore without --reference.")
+        rules: ScoringRules | EvaluationRun = EvaluationRun.load(site, queue, ch)
+    else:
+            rules = ScoringRules.load(scorer or ch.scorer, reference if reference is not None else ch.reference_dir,
+                                  ch.score_options)
     report = RescoreReport(challenge, "rescore", phase, rules.scorer, rules.scorer_version, str(rules.reference),
                            rules.reference_sha256)
     archived = queue.latest_exam_results(challenge)
@@ -215,7 +219,7 @@ def rescore(site: Site, queue: Queue, challenge: str, ids: Iterable[int] = (), w
                 outcome.problem = f"{exc} ({exc.detail})"  # for the organiser, who runs rescore
             except ArchiveError as exc:
                 outcome.problem = str(exc)
-            except ScoringError as exc:
+            except (ScoringError, ChallengeError) as exc:
                 raise ScoringError(f"{str(exc).rstrip('.')}; nothing was recorded (at entry {entry.id}).") from exc
             except Exception as exc:  # the organiser's scorer: say where it broke, record nothing
                 raise ScoringError(f"The scorer {rules.scorer} failed on entry {entry.id} ({type(exc).__name__}: "

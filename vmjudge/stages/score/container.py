@@ -47,7 +47,10 @@ MARGIN = 60.0  # seconds of the stage's cap beyond the evaluation's own: the age
 SHOWN = 2000  # characters of what the evaluation printed, in the organiser's message
 
 
-def run(ctx: StageContext) -> StageOutcome:
+def run(ctx: StageContext, why: str = "official") -> StageOutcome:
+    """Stage 4 (`why` "official"), or a re-scoring of the entry's archived results ("rescore", whose
+    VM's console and log are its own: the stage's stay as they were)."""
+    stage = "score" if why == "official" else "rescore"
     ch = ctx.challenge
     rules = ch.evaluation
     assert rules is not None and ctx.archived is not None
@@ -62,8 +65,8 @@ def run(ctx: StageContext) -> StageOutcome:
     home = ctx.files.directory / "evaluation-home.img"
     ctx.jobs.new_home(home, rules.home_mib)
     try:
-        with ctx.stage_log("score") as log:
-            run_ = ctx.run("score", Job(commands=(command,), media=media, entry_root=root.path),
+        with ctx.stage_log(stage) as log:
+            run_ = ctx.run(stage, Job(commands=(command,), media=media, entry_root=root.path),
                            home, Limits(stage_cap=ch.limits.score + MARGIN), Watch(log=log))
     finally:
         home.unlink(missing_ok=True)
@@ -71,7 +74,7 @@ def run(ctx: StageContext) -> StageOutcome:
     data = metrics_file(done, rules, ch.limits.score)
     ctx.files.directory.joinpath("metrics.json").write_bytes(data)  # the organiser's: per-case metrics too
     scores = scores_of(parsed(data), rules)
-    scoring = Scoring(entry_id=ctx.entry.id, why="official", scorer="container",
+    scoring = Scoring(entry_id=ctx.entry.id, why=why, scorer="container",
                       scorer_version=f"evaluation image {root.image_id}", reference_sha256=reference_sha256(
                           ch.reference_dir), results_sha256=ctx.archived, scores=scores)
     manifest = {"stage": "score", "scorer": "container", "evaluation_image": root.image_id, "root": root.digest,
