@@ -34,9 +34,7 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -44,9 +42,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from tests import oci_images as oci  # noqa: E402
-from tests.host_lock import run_holding_host, trial_guests  # noqa: E402
+from tests.host_lock import in_own_home, run_holding_host, trial_guests  # noqa: E402
 from vmjudge.config import Challenge, load_challenge, load_site  # noqa: E402
-from vmjudge.config.layout import Layout, RunDir  # noqa: E402
+from vmjudge.config.layout import RunDir  # noqa: E402
 from vmjudge.images.build import build_image  # noqa: E402
 from vmjudge.queue.db import Queue  # noqa: E402
 from vmjudge.scorers.mha import write_mha  # noqa: E402
@@ -208,26 +206,12 @@ def arguments() -> argparse.ArgumentParser:
     return ap
 
 
-def in_own_home(base: Path, body: Callable[[Path, Path], dict]) -> dict:
-    """`body(home, work)` in a home of its own made in `base` (sharing its images), removed after."""
-    site = load_site(base)
-    site.layout.ensure()
-    home = Path(tempfile.mkdtemp(prefix="bench-cases-", dir=base))
-    os.chmod(home, 0o711)
-    try:
-        Layout(home).images.symlink_to(site.layout.images)
-        (home / "work").mkdir()
-        return body(home, home / "work")
-    finally:
-        shutil.rmtree(home, ignore_errors=True)
-
-
 def main(args: argparse.Namespace) -> None:
     trial_guests()
     cases = 4 if args.smoke else args.cases
     result = {"benchmark": "case_overhead", "smoke": args.smoke, "host": platform.node(),
               "accel": load_site(args.home).accel, "cores": os.cpu_count(), "date": time.strftime("%Y-%m-%d"),
-              **in_own_home(args.home, lambda home, work: measure(home, work, cases))}
+              **in_own_home(args.home, lambda home, work: measure(home, work, cases), "bench-cases-")}
     print(json.dumps(result, indent=1))
     if result["failures"]:
         sys.exit(f"bench/case_overhead.py: a case failed: {result['failures'][0]}")

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import sys
+import tempfile
 from argparse import ArgumentParser, Namespace
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from vmjudge.config import load_site
+from vmjudge.config.layout import Layout
 from vmjudge.config.site import profile_line
 
 LOCK = Path("/var/tmp/vmjudge-vm-session.lock")
@@ -59,3 +63,17 @@ def trial_guests() -> None:
     os.environ.setdefault("VMJUDGE_ACCEL", "tcg")
     os.environ.setdefault("VMJUDGE_PROFILE", "trial")
     print(profile_line(Path(sys.argv[0]).name), file=sys.stderr)
+
+
+def in_own_home(base: Path, body: Callable[[Path, Path], dict], prefix: str = "bench-") -> dict:
+    """`body(home, work)` in a site home of its own made in `base` (sharing its built images), removed
+    after: a benchmark's challenges and entries never enter the home it was pointed at."""
+    load_site(base).layout.ensure()
+    home = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
+    os.chmod(home, 0o711)
+    try:
+        Layout(home).images.symlink_to(Layout(base).images)
+        (home / "work").mkdir()
+        return body(home, home / "work")
+    finally:
+        shutil.rmtree(home, ignore_errors=True)

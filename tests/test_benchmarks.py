@@ -35,8 +35,8 @@ SCRIPTS = {p.name: 'if __name__ == "__main__":' in p.read_text() for p in (REPO 
 BENCHMARKS = sorted(name for name, runs in SCRIPTS.items() if runs)
 # The benchmarks that boot VMs; every other one runs on the host alone.
 BOOTS_VMS = ("boot.py", "case_overhead.py", "container.py", "cpu_matmul.py", "demo_under_load.py", "fairness.py",
-             "gpu_image.py", "hostile_memory.py", "octave.py", "qemu_memory.py", "records.py", "soak.py",
-             "timing_spread.py")
+             "gpu_image.py", "hostile_memory.py", "octave.py", "qemu_memory.py", "records.py", "score_container.py",
+             "soak.py", "timing_spread.py")
 HOST_ONLY = sorted(set(BENCHMARKS) - set(BOOTS_VMS))
 SPEED = ("upload_within_2x", "page_p99_within_2x")  # web_abuse's figures, which a smoke run does not hold it to
 
@@ -68,6 +68,8 @@ INVARIANTS: dict[str, Callable[[dict], bool]] = {
     "qemu_memory.py": lambda d: [r["memory_mib"] for r in d["runs"]] == [384] and d["rest_within_margin"]
     and d["every_qemu_bounded_and_within"],
     "records.py": lambda d: d["per_record"]["records"] > 0 and d["throughput"]["entries"] == 1,
+    "score_container.py": lambda d: [(r["cases"], r["failures"]) for r in d["runs"]] == [(3, [])]
+    and d["runs"][0]["container_s"] > d["runs"][0]["host_s"] > 0,
     "soak.py": lambda d: d["same_outcomes"] and d["all_done"] and not d["leftover_domains"]
     and not d["leftover_run_dirs"] and all(d["refused_and_nothing_queued"].values())
     and [k["killed"] for k in d["kills"]] == [True],
