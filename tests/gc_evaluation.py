@@ -89,16 +89,21 @@ def case_map() -> dict[str, str]:
     return {ct.name: ct.parents[2].name for ct in sorted(cts)}
 
 
-def evaluation_image(root_sqfs: Path, out: Path) -> Path:
-    """The organiser's evaluation image, saved as do_save.sh saves it, in `out`."""
+def evaluation_image(root_sqfs: Path, out: Path, first: str = "") -> Path:
+    """The organiser's evaluation image, saved as do_save.sh saves it, in `out`; `first`: lines its main()
+    runs first (a hostile variant's)."""
     work = out / "gc-evaluation-layers"
     work.mkdir(parents=True, exist_ok=True)
     context = render(work / "rendered")
-    (context / "evaluate.py").write_text(organiser_edit((context / "evaluate.py").read_text()))
+    edited = organiser_edit((context / "evaluate.py").read_text())
+    assert edited.count("\ndef main():\n") == 1, "the template's main() has changed"
+    (context / "evaluate.py").write_text(edited.replace("\ndef main():\n", "\ndef main():\n" + first))
     (context / "resources" / "cases.json").write_text(json.dumps(case_map(), indent=1))
     created = "2025-08-20T09:00:00.000000000Z"
     tag, filename = saved_name((context / "do_save.sh").read_text(), created)
-    saved = Build(context, debian_layer(root_sqfs, work), work).save(out / filename, tag, created)
+    base = debian_layer(root_sqfs, work, keep=("multiprocessing",))  # helpers.py's process pool and manager
+    out.mkdir(parents=True, exist_ok=True)
+    saved = Build(context, base, work).save(out / filename, tag, created)
     shutil.rmtree(work)
     return saved
 

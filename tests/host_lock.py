@@ -65,14 +65,20 @@ def trial_guests() -> None:
     print(profile_line(Path(sys.argv[0]).name), file=sys.stderr)
 
 
+def linked_home(base: Path, prefix: str) -> Path:
+    """A new site home in `base` whose guest images are base's (a link): crossable by qemu's user."""
+    home = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
+    os.chmod(home, 0o711)
+    Layout(home).images.symlink_to(Layout(base).images)
+    return home
+
+
 def in_own_home(base: Path, body: Callable[[Path, Path], dict], prefix: str = "bench-") -> dict:
     """`body(home, work)` in a site home of its own made in `base` (sharing its built images), removed
     after: a benchmark's challenges and entries never enter the home it was pointed at."""
     load_site(base).layout.ensure()
-    home = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
-    os.chmod(home, 0o711)
+    home = linked_home(base, prefix)
     try:
-        Layout(home).images.symlink_to(Layout(base).images)
         (home / "work").mkdir()
         return body(home, home / "work")
     finally:

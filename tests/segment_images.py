@@ -48,15 +48,16 @@ REFUSED = {
 }
 
 
-def debian_layer(root_sqfs: Path, work: Path) -> LayerFile:
-    """The Debian layer, from the judge's root."""
+def debian_layer(root_sqfs: Path, work: Path, keep: tuple[str, ...] = ()) -> LayerFile:
+    """The Debian layer, from the judge's root; `keep`: parts of LEFT_OUT an image needs after all."""
     tree = work / "debian"
     subprocess.run(["unsquashfs", "-q", "-n", "-d", str(tree), str(root_sqfs), *DEBIAN_PATHS], check=True,
                    stdout=subprocess.DEVNULL, timeout=600)
-    for name in LEFT_OUT:
+    left_out = set(LEFT_OUT) - set(keep)
+    for name in left_out:
         shutil.rmtree(tree / "usr/lib/python3.11" / name, ignore_errors=True)
     for cache in (tree / "usr/lib/python3.11").rglob("__pycache__"):
-        if cache.parent.name in LEFT_OUT:
+        if cache.parent.name in left_out:
             shutil.rmtree(cache)
 
     def add(tf: tarfile.TarFile) -> None:

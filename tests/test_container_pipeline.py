@@ -22,10 +22,8 @@ each saying why, with nothing queued."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
@@ -39,6 +37,7 @@ from vmjudge.vm import domain
 
 from . import oci_images as oci
 from .cli import run_cli
+from .host_lock import linked_home
 from .oci_images import Image, Layer
 from .published import wait_until_published
 from .replica_console import Console
@@ -199,9 +198,7 @@ class Judged:
 
 @pytest.fixture(scope="module")
 def judged(site, image, conn):
-    home = Path(tempfile.mkdtemp(prefix="container-pipeline-", dir=site.home))
-    os.chmod(home, 0o711)
-    (home / "images").symlink_to(site.layout.images)
+    home = linked_home(site.home, "container-pipeline-")
     work = home / "work"
     work.mkdir()
     vmjudge(home, "challenge", "add", str(challenge(work / "ctr", "ctr", "per_case")))

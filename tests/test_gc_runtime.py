@@ -25,9 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
-import tempfile
 import time
 from pathlib import Path
 
@@ -44,6 +42,7 @@ from vmjudge.web.usage_chart import usage_charts
 
 from . import gc_template
 from . import oci_images as oci
+from .host_lock import linked_home
 from .oci_images import Image, Layer
 from .published import wait_until_published
 from .replica_console import Console
@@ -155,9 +154,7 @@ def account() -> list[oci.Member]:
 
 @pytest.fixture(scope="module")
 def judged(site, image, conn):
-    home = Path(tempfile.mkdtemp(prefix="gc-runtime-", dir=site.home))
-    os.chmod(home, 0o711)
-    (home / "images").symlink_to(site.layout.images)
+    home = linked_home(site.home, "gc-runtime-")
     work = home / "work"
     work.mkdir()
     vmjudge(home, "challenge", "add", str(challenge(work / "gcrt")))

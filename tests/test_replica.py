@@ -20,7 +20,6 @@ import shutil
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -28,6 +27,7 @@ import pycdlib
 import pytest
 
 from tests.docs_page import section
+from tests.host_lock import linked_home
 from tests.published import wait_until_published
 from tests.replica_console import Console
 from tests.test_pipeline import archive, vmjudge
@@ -52,9 +52,7 @@ def af2017_image(site):
 @pytest.fixture(scope="module")
 def judged(site, af2017_image, conn):
     """The daemon's verdicts for the three archives, and the replica ISO built by the CLI."""
-    home = Path(tempfile.mkdtemp(prefix="replica-", dir=site.home))
-    os.chmod(home, 0o711)
-    (home / "images").symlink_to(site.layout.images)
+    home = linked_home(site.home, "replica-")
     entries = home / "entries"
     entries.mkdir()
     vmjudge(home, "challenge", "add", str(EXAMPLE))
