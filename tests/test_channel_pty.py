@@ -32,6 +32,23 @@ class FakeDomain:
     def wait_stopped(self, seconds):
         return not self.active
 
+    def stays_stopped(self, seconds):
+        return not self.active
+
+
+class ReconnectingDomain(FakeDomain):
+    """A running domain as a restarting libvirtd reports it: missing at first, running once it has
+    reconnected to qemu (its next answer)."""
+
+    def __init__(self):
+        super().__init__(active=False)
+        self.asked = 0
+
+    def stays_stopped(self, seconds):
+        self.asked += 1
+        self.active = True  # libvirtd is back
+        return False
+
 
 @pytest.fixture
 def pty():
@@ -124,6 +141,17 @@ def test_domain_that_stops_before_bye(pty):
     with pytest.raises(InfrastructureError) as err:
         run_loop(reader, FrameStream("n"), FakeDomain(active=False))
     assert err.value.reason == "guest-stopped"
+
+
+def test_a_domain_libvirtd_briefly_does_not_know_is_not_taken_for_stopped(pty):
+    """The full run of 2026-12-05 lost a quiz to this: libvirtd restarted mid-stage, answered once that the
+    running domain was gone, and the stage was ended as "guest-stopped" while qemu ran on."""
+    master, reader = pty
+    os.write(master, frames.encode_json("hello", 0, {"nonce": "n"}))  # then quiet: the domain is asked after
+    domain = ReconnectingDomain()
+    with pytest.raises(InfrastructureError) as err:
+        run_loop(reader, FrameStream("n"), domain, budget=2.0)
+    assert err.value.reason == "guest-deadline" and domain.asked >= 1  # asked again, then ran to its deadline
 
 
 def test_reader_reports_the_end_of_the_stream(pty):

@@ -72,7 +72,7 @@ def challenge(work: Path, name: str, evaluation: Path) -> Path:
     start, end = text.index("[score]"), text.index("# HECKTOR's three phases")
     text = text[:start] + SCORE + "\n" + text[end:]
     text = text.replace('name = "hecktor2025-task1"', f'name = "hk-{name}"')
-    limit = 40 if name == "slow" else 600
+    limit = 15 if name == "slow" else 600
     text = text.replace("[limits]\n", f"[limits]\nscore = {limit}\n")
     (path / "challenge.toml").write_text(text)
     return path
@@ -168,6 +168,6 @@ def test_what_a_failing_evaluation_printed_reaches_the_organiser_alone(judged):
     assert "Network is unreachable" in network, network  # no interface: the connection never leaves the VM
     huge = score_attempts(judged, "huge-metrics")[0]["message"]
     assert "more than [score] metrics_bytes (1,048,576)" in huge, huge
-    assert "did not finish within 40 s ([limits] score)" in score_attempts(judged, "slow")[0]["message"]
+    assert "did not finish within 15 s ([limits] score)" in score_attempts(judged, "slow")[0]["message"]
     for name, said in (("crash", "the evaluation broke"), ("network", "unreachable")):
         assert said not in json.dumps(judged.show(name)), name

@@ -112,7 +112,7 @@ class Reading:
                         self.boot_seconds = last_frame - self.started
                     if transcript.stopped:
                         return "stopped"
-            elif not self.domain.is_active():
+            elif not self.domain.is_active() and self.domain.stays_stopped(CLOSE_GRACE):
                 raise InfrastructureError("guest-stopped", "the VM stopped before the guest agent finished "
                                           f"(a crash, a kernel panic or a reboot; console log: {self.console_log}).")
         return "bye"
