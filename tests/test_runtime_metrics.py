@@ -234,12 +234,17 @@ def charts_of(text: str) -> list[ET.Element]:
     return [ET.fromstring(svg) for svg in found]
 
 
-def test_the_report_page_draws_each_training_case_beside_its_limits(tmp_path):
+def signed_in_with_an_entry(tmp_path):
+    """A portal with alice signed in and an entry of hers, its stages to be recorded by the test."""
     web = WebHome(tmp_path)
     client = web.client()
     web.token = web.owners.add("alice")
     assert sign_in(client, web.token).status_code == 303
-    eid = web.queue.add_entry("big", "alice", False, "a" * 64, "e.tar.gz", web.tar("e.tar.gz"))
+    return web, client, web.queue.add_entry("big", "alice", False, "a" * 64, "e.tar.gz", web.tar("e.tar.gz"))
+
+
+def test_the_report_page_draws_each_training_case_beside_its_limits(tmp_path):
+    web, client, eid = signed_in_with_an_entry(tmp_path)
     counts = {"records": 2, "completed": 2, "failed": 0, "timed_out": 0}
     quiz = {**SAMPLED_QUIZ, "commands": [{**SAMPLED_QUIZ["commands"][0], "name": 'x<script>"\u202e'},
                                          *SAMPLED_QUIZ["commands"][1:]]}
@@ -325,11 +330,7 @@ def test_a_gpu_stages_chart_draws_the_cards_memory_beside_the_card_where_it_was_
 
 
 def test_the_report_page_draws_a_gpu_stages_third_panel(tmp_path):
-    web = WebHome(tmp_path)
-    client = web.client()
-    web.token = web.owners.add("alice")
-    assert sign_in(client, web.token).status_code == 303
-    eid = web.queue.add_entry("big", "alice", False, "a" * 64, "e.tar.gz", web.tar("e.tar.gz"))
+    web, client, eid = signed_in_with_an_entry(tmp_path)
     stage(web.queue, eid, "prep", "passed", "prep ok", "quiz", figures=PREP)
     stage(web.queue, eid, "quiz", "passed", "quiz ok", "exam", figures=GPU_QUIZ)
     answer = client.get(f"/entries/{eid}")
