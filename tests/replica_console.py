@@ -7,6 +7,7 @@ pattern, send() types a line. The qemu process is killed on close, whatever happ
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import threading
@@ -22,6 +23,7 @@ class Console:
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         self.buffer = bytearray()
         self.pos = 0
+        self.runs = 0
         self.lock = threading.Condition()
         self.thread = threading.Thread(target=self._gather, daemon=True)
         self.thread.start()
@@ -54,7 +56,7 @@ class Console:
                     return _Decoded(match)
                 left = deadline - time.monotonic()
                 if left <= 0 or (self.proc.poll() is not None and not self.thread.is_alive()):
-                    tail = self.buffer[-3000:].decode("utf-8", "replace")
+                    tail = self.buffer[-8000:].decode("utf-8", "replace")
                     raise ConsoleTimeout(f"no {pattern!r} on the console within {timeout:.0f} s; its end:\n{tail}")
                 self.lock.wait(min(left, 1.0))
 
@@ -63,11 +65,30 @@ class Console:
         self.proc.stdin.write(line.encode() + b"\n")
         self.proc.stdin.flush()
 
+    def run(self, command: str, timeout: float) -> tuple[str, int]:
+        """What `command` printed and its exit status. Its output is fenced by markers numbered for
+        this run alone, so a late or repeated output of an earlier command is never taken for it."""
+        self.runs += 1
+        n = self.runs
+        self.send(f"echo @@GO@@ {n}; {command}; echo @@END@@ {n} $?")
+        start = self.expect(rf"\n@@GO@@ {n}\r?\n", timeout).match.end()
+        done = self.expect(rf"\n@@END@@ {n} (\d+)\r?\n", timeout)
+        with self.lock:
+            output = self.buffer[start:done.match.start()].decode("utf-8", "replace")
+        return output, int(done.group(1))
+
     def close(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
         self.thread.join(timeout=5)
+
+
+def json_line(output: str) -> dict:
+    """The one JSON object a `--json` command printed on a line of its own."""
+    found = [line for line in output.splitlines() if line.startswith("{")]
+    assert len(found) == 1, output[-3000:]
+    return json.loads(found[0])
 
 
 class _Decoded:

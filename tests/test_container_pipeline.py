@@ -40,7 +40,7 @@ from .cli import run_cli
 from .host_lock import linked_home
 from .oci_images import Image, Layer
 from .published import wait_until_published
-from .replica_console import Console
+from .replica_console import Console, json_line
 from .segment_images import EXAMPLE as SEGMENT
 from .segment_images import REFUSED, refused_images, sample_images
 from .test_container_root import HOSTILE, static_busybox
@@ -400,10 +400,9 @@ def test_the_replica_checks_a_saved_image_as_the_judge_did(judged, replica_iso):
         assert console.expect(r"@@MEDIA@@ (\d+)", 120).group(1) == "0"
         for case in REPLICA_CASES:
             started = time.monotonic()
-            console.send(f"vmjudge-replica check --json /media/vda1/{case}-image.tar; echo @@END@@ $?")
-            body = console.expect(r"(?s)\n(\{[^\n]*\})\r?\n.*?@@END@@ (\d+)", CHECK_TIMEOUT)
+            output, status = console.run(f"vmjudge-replica check --json /media/vda1/{case}-image.tar", CHECK_TIMEOUT)
             print(f"replica check of {case}: {time.monotonic() - started:.1f} s")
-            replica, status = json.loads(body.group(1)), int(body.group(2))
+            replica = json_line(output)
             judge = judged.show(case)
             messages = daemon_stage_messages(judged.home, judged.ids[case])
             assert replica["stages"]["prep"] == messages["prep"], case

@@ -45,7 +45,7 @@ from . import oci_images as oci
 from .host_lock import linked_home
 from .oci_images import Image, Layer
 from .published import wait_until_published
-from .replica_console import Console
+from .replica_console import Console, json_line
 from .test_container_pipeline import Judged, busybox_members
 from .test_pipeline import vmjudge
 from .test_replica import BOOT_TIMEOUT, CHECK_TIMEOUT, daemon_stage_messages, guide_qemu_command, without_figures
@@ -339,10 +339,9 @@ def test_the_replica_checks_the_templates_images_as_the_judge_did(judged):
         assert console.expect(r"@@MEDIA@@ (\d+)", 120).group(1) == "0"
         for sample in REPLICA_SAMPLES:
             began = time.monotonic()
-            console.send(f"vmjudge-replica check --json /media/vda1/{names[sample]}; echo @@END@@ $?")
-            body = console.expect(r"(?s)\n(\{[^\n]*\})\r?\n.*?@@END@@ (\d+)", CHECK_TIMEOUT)
+            output, status = console.run(f"vmjudge-replica check --json /media/vda1/{names[sample]}", CHECK_TIMEOUT)
             print(f"replica check of {sample}: {time.monotonic() - began:.1f} s")
-            replica, status = json.loads(body.group(1)), int(body.group(2))
+            replica = json_line(output)
             judge = judged.show(f"gc-{sample}")
             messages = daemon_stage_messages(home, judged.ids[f"gc-{sample}"])
             assert (replica["challenge"], replica["cpu_warning"]) == ("hecktor2025-task1", None)

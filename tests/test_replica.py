@@ -29,7 +29,7 @@ import pytest
 from tests.docs_page import section
 from tests.host_lock import linked_home
 from tests.published import wait_until_published
-from tests.replica_console import Console
+from tests.replica_console import Console, json_line
 from tests.test_pipeline import archive, vmjudge
 from vmjudge.config import load_challenge
 from vmjudge.images.build import build_image
@@ -308,10 +308,9 @@ def test_replica_check_gives_the_daemons_verdicts(judged, replica_iso, af2017_im
             name: hashlib.sha256((af2017_image.directory / name).read_bytes()).hexdigest()
             for name in ("root.sqfs", "vmlinuz", "initrd.img")}
         for case in CASES:
-            console.send(f"vmjudge-replica check --json /media/vda1/af2017-{case}-entry.tar.gz; echo @@END@@ $?")
-            body = console.expect(r"(?s)\n(\{[^\n]*\})\r?\n.*?@@END@@ (\d+)", CHECK_TIMEOUT)
-            replica = json.loads(body.group(1))
-            status = int(body.group(2))
+            output, status = console.run(f"vmjudge-replica check --json /media/vda1/af2017-{case}-entry.tar.gz",
+                                         CHECK_TIMEOUT)
+            replica = json_line(output)
             judge = json.loads(vmjudge(home, "show", str(ids[case]), "--json").stdout)
             messages = daemon_stage_messages(home, ids[case])
             assert replica["stages"]["prep"] == messages["prep"], case
@@ -332,21 +331,19 @@ def test_replica_check_gives_the_daemons_verdicts(judged, replica_iso, af2017_im
                 assert without_figures(replica["report"]).split("\n", 1)[1] == \
                     without_figures(judge["report"]).split("\n", 1)[1]
         # A directory on the FAT drive is packed into the archive the judge would receive.
-        console.send("vmjudge-replica check --json /media/vda1/my-dryrun; echo @@END@@ $?")
-        body = console.expect(r"(?s)\n(\{[^\n]*\})\r?\n.*?@@END@@ (\d+)", CHECK_TIMEOUT)
-        replica = json.loads(body.group(1))
-        assert replica["archive"] == "my-dryrun-entry.tar.gz" and body.group(2) == "0"
+        output, status = console.run("vmjudge-replica check --json /media/vda1/my-dryrun", CHECK_TIMEOUT)
+        replica = json_line(output)
+        assert replica["archive"] == "my-dryrun-entry.tar.gz" and status == 0
         assert replica["stages"] == daemon_stage_messages(home, ids["dryrun"])
         key = {"quiz-mismatch": "output does not match submission", "dryrun": "Dry run completed with no error"}
         for case, words in key.items():
             assert words in json.loads(vmjudge(home, "show", str(ids[case]), "--json").stdout)["report"]
         # A replica that cannot run the judge's agent says so, with exit status 2 (not an entry's failure).
-        console.send("mv /opt/vmjudge/agent.py /opt/vmjudge/agent.off; vmjudge-replica check "
-                     "/media/vda1/af2017-good-entry.tar.gz > /tmp/broken.txt 2>&1; s=$?; tail -n 1 /tmp/broken.txt; "
-                     "echo @@BROKEN@@ $s")
-        broken = console.expect(r"\n(vmjudge-replica: [^\n]*)\r?\n@@BROKEN@@ (\d+)", CHECK_TIMEOUT)
-        assert broken.group(2) == "2", broken.group(1)
-        assert broken.group(1).startswith("vmjudge-replica: the replica could not finish the check ("), broken.group(1)
+        output, status = console.run("mv /opt/vmjudge/agent.py /opt/vmjudge/agent.off; vmjudge-replica check "
+                                     "/media/vda1/af2017-good-entry.tar.gz", CHECK_TIMEOUT)
+        said = output.strip().splitlines()[-1]
+        assert status == 2, said
+        assert said.startswith("vmjudge-replica: the replica could not finish the check ("), said
     finally:
         console.close()
     assert console.proc.returncode is not None

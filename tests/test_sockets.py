@@ -5,9 +5,13 @@ else, and each output socket's checks naming the case and the socket."""
 
 from __future__ import annotations
 
+import io
 import json
+import math
 
+import numpy
 import pytest
+import tifffile
 
 from vmjudge.config import check_challenge_data, load_challenge
 from vmjudge.errors import ConfigError, InfrastructureError
@@ -218,3 +222,42 @@ def test_each_output_socket_is_checked_and_named(tmp_path, files, said):
         return
     assert len(found.problems) == 1 and found.problems[0].startswith("case trc1, output socket ")
     assert said in found.problems[0], found.problems
+
+
+def tiff(shape=(3, 4), compression=None, **tags) -> bytes:
+    out = io.BytesIO()
+    tifffile.imwrite(out, numpy.arange(math.prod(shape), dtype=numpy.uint16).reshape(shape),
+                     compression=compression, **tags)
+    return out.getvalue()
+
+
+CM = {"resolution": (20, 20), "resolutionunit": "CENTIMETER"}  # 0.5 mm a pixel, as the CT's x and y
+
+
+@pytest.mark.parametrize("like, data, said", [
+    ("none", tiff(**CM), None),
+    ("none", tiff(resolution=(25.4, 50.8), resolutionunit="INCH"), None),
+    ("none", tiff(), "is not a TIFF the judge can read: its resolution unit (1) is not inches (2) or centimetres"),
+    ("none", b"II*\0" + bytes(12), "is not a TIFF the judge can read: it holds no image"),
+    ("none", b"MM\0*garbage", "is not a TIFF the judge can read: it ends before offset"),
+    ("none", b"PK\3\4", "is not a TIFF the judge can read: it does not begin as a TIFF file"),
+    ("3-D", tiff(**CM), "o.tif has size 4 3 where input socket ct-image has size 4 3 2"),
+    ("2-D", tiff(**CM), None),
+    ("2-D", tiff((30, 40), **CM), "o.tif has size 40 30 where input socket ct-image has size 4 3"),
+    ("2-D", tiff(resolution=(10, 10), resolutionunit="CENTIMETER"),
+     "o.tif has spacing 1 1 where input socket ct-image has spacing 0.5 0.5"),
+])
+def test_a_tif_output_is_held_to_grand_challenges_importer_and_the_inputs_grid(tmp_path, like, data, said):
+    """A .tif in an image socket: what panimg (Grand Challenge's importer) demands of it, then, when
+    the socket is `like` an input, the input's size and spacing."""
+    text = SOCKETS.replace('like = "ct-image"\n', "") if like == "none" else SOCKETS
+    ch = load_challenge(challenge(tmp_path, text))
+    if like == "2-D":
+        (tmp_path / "training" / "trc1" / "images" / "ct" / "c1-uuid.mha").write_bytes(
+            write_mha((4, 3), "MET_SHORT", bytes(24), (0.5, 0.5)))
+    found = case_outputs(ch, "training", "trc1",
+                         result((SEG, 1, b"o.tif"), (SEG + "o.tif", len(data), data), ("rfs.json", 1, b"1")))
+    if said is None:
+        assert found.problems == () and found.values["tumor-lymph-node-segmentation"] == data
+    else:
+        assert len(found.problems) == 1 and said in found.problems[0], found.problems

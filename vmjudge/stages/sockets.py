@@ -12,9 +12,10 @@ every time it is run. No variable of the judge's is added to the image's environ
 Challenge adds none.
 
 An output socket's checks are the host's: an image socket's directory must hold exactly one
-file, a .mha or .tif (a .mha read as far as its header: its size, spacing and origin those of the
-input socket it is `like`, when the challenge says so); a value socket's file must be JSON of its
-kind within its `max_bytes`. What fails is the case's error, named by socket and case.
+file, a .mha or .tif (read as far as its header: a TIFF held to the rules of Grand Challenge's
+importer, scorers/tif.py; when the challenge says the socket is `like` an input, its size, spacing
+and origin (a TIFF has none) those of the input, and then its voxels read too); a value socket's
+file must be JSON of its kind within its `max_bytes`. What fails is the case's error, named by socket and case.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ from pathlib import Path, PurePosixPath
 from ..config import Challenge
 from ..config.sockets import IMAGE_SUFFIXES, Socket, Sockets, input_file, json_value
 from ..images.root_use import RootUse
+from ..scorers import tif
 from ..scorers.mha import MhaError, geometry
+from ..scorers.tif import TifError
 from ..vm.channel import CommandResult
 from ..vm.job import Command, InRoot, Job
 from .context import StageContext
@@ -138,29 +141,41 @@ def _image_output(ch: Challenge, subset: str, record: str, socket: Socket,
         return None, f"{folder}/{name} is not a .mha or .tif image"
     if got.truncated:
         return None, f"{folder}/{name} is {got.size} bytes, over the {len(got.data)} the judge keeps of a result"
-    if name.lower().endswith(".mha"):
-        try:
-            made = geometry(got.data)
-        except MhaError as exc:
-            return None, f"{folder}/{name} is not a MetaImage the judge can read: {exc}"
-        like = next((s for s in ch.sockets.inputs if s.slug == socket.like), None) if ch.sockets else None
-        source = input_file(ch.set_dir(subset), record, like) if like is not None else None
-        if like is not None and source is not None and source.suffix.lower() == ".mha":
-            wanted = geometry(source.read_bytes())
-            wrong = _unlike(made, wanted)
-            if wrong:
-                return None, f"{folder}/{name} has {wrong} where input socket {like.slug} has " \
-                             f"{_unlike(wanted, made)}: write the mask on the input's grid"
-            try:  # its voxels too, now that its size is known to be the input's
-                geometry(got.data, full=True)
-            except MhaError as exc:
-                return None, f"{folder}/{name} is not a MetaImage the judge can read: {exc}"
+    try:
+        made = _geometry(name, got.data)
+    except (MhaError, TifError) as exc:
+        return None, f"{folder}/{name} is not {_kind(name)} the judge can read: {exc}"
+    like = next((s for s in ch.sockets.inputs if s.slug == socket.like), None) if ch.sockets else None
+    source = input_file(ch.set_dir(subset), record, like) if like is not None else None
+    if like is not None and source is not None:
+        wanted = _geometry(source.name, source.read_bytes())
+        wrong = _unlike(made, wanted)
+        if wrong:
+            return None, f"{folder}/{name} has {wrong} where input socket {like.slug} has " \
+                         f"{_unlike(wanted, made)}: write the mask on the input's grid"
+        try:  # its voxels too, now that its size is known to be the input's
+            _geometry(name, got.data, full=True)
+        except (MhaError, TifError) as exc:
+            return None, f"{folder}/{name} is not {_kind(name)} the judge can read: {exc}"
     return got.data, None
 
 
-def _unlike(a: tuple[tuple[float, ...], ...], b: tuple[tuple[float, ...], ...]) -> str:
-    """The first of size, spacing and origin in which `a` differs from `b`, as `a` has it; "" if none."""
-    for label, x, y in zip(("size", "spacing", "origin"), a, b, strict=True):
+Geometry = tuple[tuple[float, ...], ...]
+
+
+def _kind(name: str) -> str:
+    return "a MetaImage" if name.lower().endswith(".mha") else "a TIFF"
+
+
+def _geometry(name: str, data: bytes, full: bool = False) -> Geometry:
+    """(size, spacing[, origin]) of a .mha (mha.py) or a .tif (tif.py, which has no origin)."""
+    return geometry(data, full) if name.lower().endswith(".mha") else tif.geometry(data, full)
+
+
+def _unlike(a: Geometry, b: Geometry) -> str:
+    """The first of size, spacing and origin (as both have them) in which `a` differs from `b`, as
+    `a` has it; "" if none."""
+    for label, x, y in zip(("size", "spacing", "origin"), a, b, strict=False):
         if len(x) != len(y) or any(not math.isclose(p, q, rel_tol=GEOMETRY_TOLERANCE, abs_tol=GEOMETRY_TOLERANCE)
                                    for p, q in zip(x, y, strict=False)):
             return f"{label} {' '.join(f'{v:g}' for v in x)}"
