@@ -20,6 +20,8 @@ from vmjudge.queue.db import Queue
 from vmjudge.reports import leaderboard as lb
 
 from .cli import run_cli
+from .test_score_container import CONTAINER
+from .test_sockets import challenge
 
 SCRIPT_OWNER = "<script>document.title='owned'</script>"
 
@@ -241,3 +243,24 @@ def test_the_boards_content_security_policy_stops_a_script_that_got_in(tmp_path)
     (tmp_path / "without.html").write_text(injected.replace(policy, ""))
     assert render(tmp_path / "with.html", tmp_path / "profile").title == "c leaderboard"
     assert render(tmp_path / "without.html", tmp_path / "profile").title == "script ran"
+
+
+def test_a_challenge_whose_lower_score_is_better_ranks_the_lowest_first(board):
+    """[score] order = "lower" (an evaluation's distance or error): each owner's lowest entry counts,
+    the lowest ranks first, a tie still goes to the earlier submission, and the chart's line is the
+    lowest so far."""
+    a1, a2 = board.scored("alice", 4.5), board.scored("alice", 2.25)
+    board.scored("alice", 3.0)
+    b1 = board.scored("bob", 7.0)
+    c1 = board.scored("carol", 2.25)
+    challenge(board.tmp / "c", CONTAINER.replace('name = "gc"', 'name = "c"').replace(  # the board reads it
+        'metric = "aggregates.dice.mean"', 'metric = "aggregates.hd95.mean"\norder = "lower"'))
+    rows = board.json()
+    assert [(r["rank"], r["owner"], r["entry_id"], r["score"]) for r in rows] == [
+        (1, "alice", a2, 2.25), (2, "carol", c1, 2.25), (3, "bob", b1, 7.0)]
+    assert a1 not in {r["entry_id"] for r in rows}
+    drawn = lb.history(board.queue, "c", lower_first=True)
+    assert [best for _t, best in drawn["alice"]] == [4.5, 2.25, 2.25]
+    text = board.run("leaderboard", "c").stdout
+    assert text.index("carol") < text.index("bob")
+    assert [r.owner for r in lb.leaderboard(board.queue, "c")] == ["bob", "alice", "carol"]  # without the order

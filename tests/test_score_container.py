@@ -62,7 +62,7 @@ def test_a_container_score_is_read_with_its_metric_and_columns(tmp_path):
     (("name = \"dsc_agg\"", "name = \"score\""), "must differ from each other and from \"score\""),
     (("[score]\nkind = \"container\"", "[score]\nkind = \"docker\""), r"\[score\] kind = 'docker' is not allowed"),
     (("[score]\n", "[score]\nground_truth = \"/input/truth\"\n"), "outside /input and /output"),
-    (("[score]\n", "[score]\norder = \"lower\"\n"), "where lower is better cannot be ranked yet"),
+    (("[score]\n", "[score]\norder = \"lowest\"\n"), r"\[score\] order = 'lowest' is not allowed"),
 ])
 def test_a_container_score_that_is_wrong_is_refused_in_a_sentence(tmp_path, change, said):
     with pytest.raises(ConfigError, match=said):

@@ -45,12 +45,14 @@ def leaderboard_cmd(ctx: click.Context, challenge_name: str, late: bool, phase: 
     queue = queue_of(site_of(ctx))
     directory = queue.challenge_dir(challenge_name)
     at = participant.now()
+    lower = False
     if phase is not None or (directory / "challenge.toml").is_file():  # a board needs no copy of the challenge
-        phase = board_phase(load_challenge(directory), phase, at)
+        ch = load_challenge(directory)
+        phase, lower = board_phase(ch, phase, at), ch.lower_first
     if not organiser and not PhaseViews.load(queue).board_shown(challenge_name, phase, at):
         raise VmjudgeError(f"{hidden_board(challenge_name, str(phase)).rstrip('.')} (`vmjudge publish "
                            f"{challenge_name} --phase {phase}` publishes it; --organiser shows it to you now).")
-    rows = lb.leaderboard(queue, challenge_name, late, at=None if organiser else at, phase=phase)
+    rows = lb.leaderboard(queue, challenge_name, late, at=None if organiser else at, phase=phase, lower_first=lower)
     if csv_file is not None:
         lb.write_file(csv_file, lb.as_csv(rows))
     elif html_file is not None:

@@ -87,6 +87,11 @@ class Challenge:
     phase: Phase | None = None
 
     @property
+    def lower_first(self) -> bool:
+        """Whether a lower score ranks first on the boards (an evaluation's [score] order = "lower")."""
+        return self.evaluation is not None and self.evaluation.order == "lower"
+
+    @property
     def reference_dir(self) -> Path:
         return self.phase.reference_dir if self.phase is not None else self.directory / "reference"
 

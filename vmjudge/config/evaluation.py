@@ -4,10 +4,10 @@ as Grand Challenge runs a phase's evaluation (stages/evaluation.py).
 The image is given Grand Challenge's inputs (/input/predictions.json, each case's outputs at
 /input/PK/output/RELATIVE_PATH, the reference directory read-only at `ground_truth`) and writes
 /output/metrics.json. The score is read from it at `metric`, a JSON path of keys joined by dots
-("aggregates.dice.mean"), as Grand Challenge's phase reads its score_jsonpath; `order` is
-"higher" (the boards rank a higher score first; Grand Challenge's ascending order is not built
-yet); each [[score.column]] is a further number shown beside the
-score (Grand Challenge's extra_results_columns), read at its own path.
+("aggregates.dice.mean"), as Grand Challenge's phase reads its score_jsonpath; `order` is which
+ranks first on the boards, "higher" or "lower" (Grand Challenge's score_default_sort, descending
+or ascending: a distance or an error ranks its lowest first); each [[score.column]] is a further
+number shown beside the score (Grand Challenge's extra_results_columns), read at its own path.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ class Column:
 class EvaluationRules:
     image: Path  # the organiser's saved image (docker save, or an OCI archive), in the challenge directory
     metric: str
-    order: str = "higher"  # which ranks first: "higher" only, for now
+    order: str = "higher"  # which score ranks first: "higher" or "lower"
     columns: tuple[Column, ...] = ()
     ground_truth: str = GROUND_TRUTH
     metrics_bytes: int = 1 << 20  # of metrics.json, read at most: a larger one is the evaluation's fault
@@ -66,9 +66,8 @@ def evaluation_rules(source: str, directory: Path, sec: Section) -> EvaluationRu
         raise ConfigError(f"{source}: [[score.column]] names must differ from each other and from \"score\".")
     return EvaluationRules(
         image=directory / image, metric=metric,
-        order=sec.get("order", str, "higher", lambda v: v == "higher",
-                      "\"higher\": the boards rank a higher score first, and a metric where lower is better "
-                      "cannot be ranked yet"),
+        order=sec.get("order", str, "higher", lambda v: v in ("higher", "lower"),
+                      "\"higher\" (a higher score ranks first) or \"lower\" (a lower one does)"),
         columns=columns,
         ground_truth=sec.get("ground_truth", str, GROUND_TRUTH,
                              lambda v: bool(_ROOT_PATH.fullmatch(v)) and not v.startswith(("/input", "/output"))

@@ -1,4 +1,5 @@
-"""The leaderboard: each owner's best scored entry, ranked by its "score"; a tie goes to the
+"""The leaderboard: each owner's best scored entry, ranked by its "score", highest first or, for
+a challenge whose order is "lower" (Challenge.lower_first), lowest first; a tie goes to the
 earlier submission. Late entries are ranked on a board of their own and never on the
 official one, and each phase of a contest has boards of its own.
 
@@ -44,14 +45,15 @@ class Row:
 
 
 def leaderboard(queue: Queue, challenge: str, late: bool = False, at: float | None = None,
-                phase: str | None = None) -> list[Row]:
+                phase: str | None = None, lower_first: bool = False) -> list[Row]:
     """The board as participants see it `at` (an entry counts from its publish time on:
     participant.py), or, with `at` None, the organiser's, with every scored entry at once. In a
     contest, the board of one phase: its entries alone (whether participants may see it at
     all is phase_view.py's to say)."""
     best: dict[str, tuple[tuple[float, str, int], EntryRow]] = {}
-    for e in best_entries(queue.database, challenge, late, phase, at):  # one per owner, chosen in SQL
-        key = (-float((e.scores or {}).get(PRIMARY) or 0.0), e.submitted_at, e.id)
+    sign = 1.0 if lower_first else -1.0
+    for e in best_entries(queue.database, challenge, late, phase, at, lower_first):  # one per owner, chosen in SQL
+        key = (sign * float((e.scores or {}).get(PRIMARY) or 0.0), e.submitted_at, e.id)
         best[e.owner] = (key, e)
     ordered = sorted(best.values(), key=lambda ke: ke[0])
     exams = queue.last_passed([e.id for _key, e in ordered], "exam")
@@ -66,14 +68,15 @@ def leaderboard(queue: Queue, challenge: str, late: bool = False, at: float | No
 
 
 def history(queue: Queue, challenge: str, late: bool = False, at: float | None = None,
-            phase: str | None = None) -> dict[str, list[tuple[str, float]]]:
+            phase: str | None = None, lower_first: bool = False) -> dict[str, list[tuple[str, float]]]:
     """How the board came to be: each owner's counted entries in the order submitted, each with
     the owner's best score once it was in (a point per scored entry; the portal's chart)."""
     out: dict[str, list[tuple[str, float]]] = {}
     for e in scored_entries(queue.database, challenge, late, phase, at):  # in the order submitted
         points = out.setdefault(e.owner, [])
         score = float((e.scores or {}).get(PRIMARY) or 0.0)
-        points.append((e.submitted_at, max(score, points[-1][1]) if points else score))
+        better = min if lower_first else max
+        points.append((e.submitted_at, better(score, points[-1][1]) if points else score))
     return out
 
 

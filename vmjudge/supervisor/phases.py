@@ -48,7 +48,7 @@ def promote(queue: Queue, name: str, ch: Challenge, phase_name: str, by: str, to
     chosen: list[tuple[str, int | None]]
     if top is not None:
         assert before is not None  # a phase open to promoted owners is never the first (config/phase.py)
-        rows = leaderboard(queue, name, phase=before.name)  # the organiser's board: every scored entry
+        rows = leaderboard(queue, name, phase=before.name, lower_first=ch.lower_first)  # the organiser's: every entry
         chosen = [(r.owner, r.rank) for r in rows[:top]]
         how = f"top {top} of {before.name}"
     else:

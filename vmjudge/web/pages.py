@@ -137,8 +137,10 @@ class Pages:
         if not views.board_shown(challenge, phase, at):
             return self.portal.page(request, "board.html", challenge=challenge, late=late, rows=[], columns=[],
                                     title=title, phase=phase, hidden=hidden_board(challenge, str(phase)), chart=None)
-        rows = lb.leaderboard(self.portal.queue, challenge, late, at=at, phase=phase)
-        history = participant.board_history(lb.history(self.portal.queue, challenge, late, at=at, phase=phase))
+        lower = ch is not None and ch.lower_first
+        rows = lb.leaderboard(self.portal.queue, challenge, late, at=at, phase=phase, lower_first=lower)
+        history = participant.board_history(lb.history(self.portal.queue, challenge, late, at=at, phase=phase,
+                                                       lower_first=lower))
         drawn = chart(history, [r["owner"] for r in participant.board_rows(rows)], me.name)
         return self.portal.page(request, "board.html", challenge=challenge, late=late,
                                 rows=participant.board_rows(rows), columns=lb.columns(rows), title=title, phase=phase,
