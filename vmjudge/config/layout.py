@@ -131,6 +131,13 @@ class Layout:
         that share their images share these too)."""
         return self.images.resolve().parent / "warm"
 
+    def evaluation_check(self, image: Path) -> Path:
+        """What admission found of a challenge's evaluation image, with the archive's stat signature
+        (images/evaluation_root.py), so that each stage 4 does not read the whole archive again.
+        Hidden in the roots' directory, whose stores are the directories not hidden."""
+        named = hashlib.sha256(str(image.resolve()).encode(errors="surrogateescape")).hexdigest()[:20]
+        return self.entry_roots / ".checked" / f"{named}.json"
+
     def tree_hashes(self, directory: Path) -> Path:
         """What the last pass over a challenge's image/ directory found of each file (stat
         signature, sha256; images/build_step.tree_hash), so finding its image reads no file that

@@ -42,6 +42,7 @@ import fcntl
 import gzip
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -65,6 +66,7 @@ MARGIN = 256 << 20  # free bytes left beyond the estimate
 SCRATCH_MARGIN = 32 << 20  # the scratch file system's room beyond the estimate: ext4's own blocks
 INODE = 4096  # bytes a file may take beyond its data, in the tree and its squashfs
 TAG = "root"
+ROOT_ID = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
@@ -174,17 +176,37 @@ def _used(record: Path) -> None:
 
 def _found(image: CheckedImage, squashfs: Path, record: Path) -> EntryRoot | None:
     """The root already made, if its squashfs and record are there and agree."""
+    return _recorded(image.root_id, image.image_id, image.config, squashfs, record)
+
+
+def _recorded(root_id: str, image_id: str, config: ImageConfig, squashfs: Path, record: Path) -> EntryRoot | None:
     try:
         doc = json.loads(record.read_text())
         size = squashfs.stat().st_size
-        if doc["digest"] != image.root_id or doc["squashfs_bytes"] != size:
+        if doc["digest"] != root_id or doc["squashfs_bytes"] != size:
             return None
-        return EntryRoot(image.root_id, squashfs, size, int(doc["unpacked_bytes"]), int(doc["files"]),
-                         int(doc["devices_removed"]), int(doc["setid_cleared"]), image.image_id, image.config,
+        return EntryRoot(root_id, squashfs, size, int(doc["unpacked_bytes"]), int(doc["files"]),
+                         int(doc["devices_removed"]), int(doc["setid_cleared"]), image_id, config,
                          reused=True, seconds={str(k): float(v) for k, v in doc.get("seconds", {}).items()},
                          made_seconds=float(doc["made_seconds"]) if "made_seconds" in doc else None)
     except (OSError, ValueError, KeyError, TypeError):
         return None  # not made, or a record that cannot be read: made again
+
+
+def made_root(layout: Layout, root_id: str, image_id: str, config: ImageConfig) -> EntryRoot | None:
+    """The root of chain ID `root_id`, if it is made, used now (under its lock); None if it is not:
+    for a caller that kept what admission found of an image it checked once (evaluation_root.py)."""
+    if not ROOT_ID.fullmatch(root_id):
+        return None
+    name = root_id.removeprefix("sha256:")
+    squashfs, record = store_of(layout) / f"{name}.squashfs", store_of(layout) / f"{name}.json"
+    if not record.is_file():
+        return None
+    with root_lock(lock_path(squashfs)):
+        root = _recorded(root_id, image_id, config, squashfs, record)
+        if root is not None:
+            _used(record)
+        return root
 
 
 def _plain_archive(archive: Path, image: CheckedImage, work: Path) -> Path:

@@ -148,7 +148,7 @@ def collect_roots(site: Site, queue: Queue, dry_run: bool = False, now: float | 
     listed = time.time() - SLACK  # before the listing: a use after it is seen by its time
     now = time.time() if now is None else now
     needed = needed_roots(site, queue)
-    for store in sorted(p for p in base.iterdir() if p.is_dir() and not p.is_symlink()):
+    for store in sorted(p for p in base.iterdir() if p.is_dir() and not p.is_symlink() and p.name[:1] != "."):
         for squashfs in _names(store):
             last = _last_use(squashfs)
             if squashfs.resolve() in needed:
