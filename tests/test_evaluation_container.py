@@ -1,17 +1,20 @@
 """The organiser's evaluation container as stage 4 (#56), judged end to end in real VMs: examples/hecktor2025's
 Task 1 in its sanity phase, scored by an evaluation image built here from Grand Challenge's own evaluation
 template as the forge renders it (tests/gc_evaluation.py: its Dockerfile's steps without Docker, the
-organiser's edit computing Dice), then by evaluations that fail in each way an evaluation can (busybox scripts).
+organiser's edit computing Dice), then by evaluations that fail in each way an evaluation can (busybox scripts);
+and Task 2 scored by the same template's evaluation computing the concordance index.
 
 The good evaluation scores the template's good algorithm exactly as the built-in dice scorer scores the same
-archived masks. Each failing evaluation (a crash, no metrics.json, one of 100 MB, one past [limits] score, one
-that tries the network, which the VM does not have) holds its entry for the organiser at once with its named
-reason and what it printed, is never retried, and tells the participant nothing but that the judge failed."""
+archived masks, and Task 2's its risks as the built-in cindex does. Each failing evaluation (a crash, no
+metrics.json, one of 100 MB, one past [limits] score, one that tries the network, which the VM does not have)
+holds its entry for the organiser at once with its named reason and what it printed, is never retried, and
+tells the participant nothing but that the judge failed."""
 
 from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 from pathlib import Path
 
@@ -21,7 +24,7 @@ from vmjudge.config import load_challenge
 from vmjudge.config.layout import Layout
 from vmjudge.queue.db import Queue
 from vmjudge.queue.results import archived_results, load
-from vmjudge.scorers.builtin import dice
+from vmjudge.scorers.builtin import cindex, dice
 from vmjudge.scorers.mha import read_mha, write_mha
 from vmjudge.vm import domain
 
@@ -41,7 +44,7 @@ metric = "aggregates.dice"
 home = 256
 """
 # Each evaluation, and what becomes of its entry: (state, reason).
-EXPECT = {"good": ("done", None), "crash": ("parked", "evaluation-failed"),
+EXPECT = {"good": ("done", None), "task2": ("done", None), "crash": ("parked", "evaluation-failed"),
           "no-metrics": ("parked", "evaluation-no-metrics"), "huge-metrics": ("parked", "evaluation-metrics"),
           "slow": ("parked", "evaluation-timeout"), "network": ("parked", "evaluation-failed")}
 # The failing evaluations, each a busybox script (the good one is Grand Challenge's template, built in gc_evaluation).
@@ -54,6 +57,7 @@ NETWORK = '    import socket\n\n    socket.create_connection(("1.1.1.1", 80), ti
 
 SEG = "/output/images/tumor-lymph-node-segmentation"
 COPY_CT = f"mkdir -p {SEG} && cp /input/images/ct/*.mha {SEG}/output.mha"  # a quick entry: the CT as its mask
+RISK = "wc -c < /input/ehr.json > /output/rfs.json"  # a quick Task 2 entry: the record's size as its risk
 
 
 class Evaluated(Judged):
@@ -61,17 +65,20 @@ class Evaluated(Judged):
     dice on the corrected reference, (the good entry's document and the host's dice before it))."""
 
     rescored: tuple[dict, dict, tuple[dict, dict]]
+    cindex: dict  # the host's cindex on Task 2's archived risks
 
 
 def challenge(work: Path, name: str, evaluation: Path) -> Path:
-    """examples/hecktor2025/task1 as challenge hk-NAME, scored by `evaluation`."""
+    """examples/hecktor2025/task1 (task2 for "task2") as challenge hk-NAME, scored by `evaluation`."""
     path = work / f"hk-{name}"
-    shutil.copytree(HECKTOR, path)
+    shutil.copytree(gc_evaluation.TASK2.directory if name == "task2" else HECKTOR, path)
     shutil.copy(evaluation, path / "evaluation.tar.gz")
     text = (path / "challenge.toml").read_text()
     start, end = text.index("[score]"), text.index("# HECKTOR's three phases")
     text = text[:start] + SCORE + "\n" + text[end:]
-    text = text.replace('name = "hecktor2025-task1"', f'name = "hk-{name}"')
+    text = re.sub(r'name = "hecktor2025-task[12]"', f'name = "hk-{name}"', text)
+    if name == "task2":
+        text = text.replace('metric = "aggregates.dice"', 'metric = "aggregates.c_index"')
     limit = 15 if name == "slow" else 600
     text = text.replace("[limits]\n", f"[limits]\nscore = {limit}\n")
     (path / "challenge.toml").write_text(text)
@@ -86,7 +93,8 @@ def judged(site, image, conn):
     base = Layer.of([m for m in busybox_members() if m.info.name not in ("etc/passwd", "etc/group")] + account(),
                     compression=None)
     evaluations = {"good": gc_evaluation.evaluation_image(image.root, work / "evaluation"),
-                   "network": gc_evaluation.evaluation_image(image.root, work / "evaluation-network", NETWORK)}
+                   "network": gc_evaluation.evaluation_image(image.root, work / "evaluation-network", NETWORK),
+                   "task2": gc_evaluation.evaluation_image(image.root, work / "evaluation-2", task=gc_evaluation.TASK2)}
     for name, script in FAILING.items():
         evaluations[name] = oci.docker_save(work / f"evaluation-{name}.tar.gz", Image(
             [base], cmd=["/bin/sh", "-c", script], env=["PATH=/bin"], user="user"), compress=True)
@@ -94,10 +102,12 @@ def judged(site, image, conn):
         vmjudge(home, "challenge", "add", str(challenge(work, name, evaluations[name])))
     quick = oci.docker_save(work / "quick.tar.gz", Image([base], cmd=["/bin/sh", "-c", COPY_CT], env=["PATH=/bin"],
                                                         user="user"), compress=True)
+    risk = oci.docker_save(work / "risk.tar.gz", Image([base], cmd=["/bin/sh", "-c", RISK], env=["PATH=/bin"],
+                                                      user="user"), compress=True)
     template = gc_template.sample_images(image.root, work / "template")["good"]
     ids = {}
     for name in ("slow", *(n for n in EXPECT if n != "slow")):
-        archive = template if name == "good" else quick
+        archive = {"good": template, "task2": risk}.get(name, quick)
         ids[name] = int(vmjudge(home, "submit", f"hk-{name}", str(archive), "--owner", name, "--phase",
                                 "sanity").stdout)
     vmjudge(home, "daemon", "--slots", "2", "--until-idle")
@@ -110,19 +120,21 @@ def judged(site, image, conn):
     truth.write_bytes(write_mha(shape, "MET_UCHAR", bytes(math.prod(shape))))
     rescored = json.loads(vmjudge(home, "rescore", "hk-good", "--phase", "sanity", "--json").stdout)
     judged.rescored = rescored, host_dice(home, ids["good"], work / "hk-good"), before
+    judged.cindex = host_dice(home, ids["task2"], work / "hk-task2", cindex)
     judged._shown.clear()
     yield judged
     assert domain.leftover_domains(conn) == []
     shutil.rmtree(home)
 
 
-def host_dice(home: Path, entry_id: int, directory: Path) -> dict:
-    """The built-in dice scorer on the entry's archived masks, against the challenge's reference now."""
+def host_dice(home: Path, entry_id: int, directory: Path, scorer=dice) -> dict:
+    """The built-in dice scorer (or `scorer`) on the entry's archived outputs, against the challenge's reference
+    now."""
     layout = Layout(home)
     found = archived_results(Queue(layout.queue_db), home, entry_id)
     assert found is not None
     ch = load_challenge(directory).in_phase("sanity")
-    return dice.score(load(home, found.sha256), ch.reference_dir, ch.score_options)
+    return scorer.score(load(home, found.sha256), ch.reference_dir, ch.score_options)
 
 
 def score_attempts(judged: Judged, name: str) -> list[dict]:
@@ -171,3 +183,13 @@ def test_what_a_failing_evaluation_printed_reaches_the_organiser_alone(judged):
     assert "did not finish within 15 s ([limits] score)" in score_attempts(judged, "slow")[0]["message"]
     for name, said in (("crash", "the evaluation broke"), ("network", "unreachable")):
         assert said not in json.dumps(judged.show(name)), name
+
+
+def test_task_2s_evaluation_scores_what_the_built_in_cindex_scores_on_the_same_risks(judged):
+    doc = judged.show("task2")
+    assert doc["scores"]["score"] == pytest.approx(judged.cindex["score"]), (doc["report"], judged.cindex)
+    assert judged.cindex["comparable_pairs"] == 3 and judged.cindex["failed"] == 0, judged.cindex
+    manifest = score_attempts(judged, "task2")[0]["manifest"]
+    assert (manifest["scorer"], manifest["jobs"]) == ("container", 3)
+    metrics = json.loads((Layout(judged.home).results_of(judged.ids["task2"]).directory / "metrics.json").read_text())
+    assert sorted(r["case"] for r in metrics["results"]) == ["HN-101", "HN-102", "HN-103"]
