@@ -195,7 +195,7 @@ def test_rescore_of_a_container_scored_challenge_takes_its_ground_truth_from_the
     site = load_site(tmp_path / "home")
     queue = Queue(site.layout.queue_db)
     queue.add_challenge(ch.name, ch.directory, "0" * 20)
-    with pytest.raises(ScoringError, match=r"reads its ground truth from .*reference: correct the files there"):
+    with pytest.raises(ScoringError, match=r"is scored in a VM, which reads its reference from .*reference: correct"):
         rescore(site, queue, ch.name, reference=tmp_path / "elsewhere")
     with pytest.raises(ChallengeError, match=r"evaluation image .*image.tar.gz cannot be read \(No such file"):
         rescore(site, queue, ch.name)

@@ -9,7 +9,7 @@ import click
 from ..config import Challenge, Phase, check_challenge_data, load_challenge
 from ..images.build import build_image
 from ..images.evaluation_root import evaluation_root
-from ..scorers.loader import load_scorer
+from ..scorers.loader import compile_scorer, load_scorer
 from ..supervisor.cpu_gate import CpuGate
 from .challenge_new import challenge_new
 from .echo import echo
@@ -41,6 +41,8 @@ def challenge_add(ctx: click.Context, challenge_dir: Path, replace: bool) -> Non
         root = evaluation_root(site.layout, ch.evaluation)
         echo(f"evaluation image {root.image_id[:19]}: root {'found' if root.reused else 'made'}, "
              f"{root.squashfs_bytes >> 20} MiB", err=True)
+    elif ch.isolated is not None:  # run in a VM only: compiled here, never run
+        compile_scorer(ch.isolated.file)
     else:
         load_scorer(ch.scorer)
     images = [build_image(site, recipe, progress=lambda m: echo(m, err=True)) for recipe in ch.recipes]

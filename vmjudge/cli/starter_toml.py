@@ -62,7 +62,7 @@ setup = 60                      # seconds for setup.sh; default 300
 per_record = 15                 # seconds for one next.sh RECORD; default 40
 quiz_total = 120                # seconds for every training record; default 4100
 exam_total = 120                # seconds for every test record; default 3600
-# score = 900                   # seconds for an evaluation container ([score] kind = "container")
+# score = 900                   # seconds for an evaluation container or an isolated scorer ([score])
 # output = 1048576              # bytes of each command's output kept from its start
 # output_tail = 65536           # and from its end
 # stage_output = 67108864       # bytes of output one stage's log keeps
@@ -78,6 +78,7 @@ scorer = "{scorer}"{scorer_note}
 # undefined = "omit"            # a part that is 0/0: "omit" it from score, or count it "zero"
 # invalid_answers = "refuse"    # an answer the official scorer refuses: "refuse" or "map"
 # socket = "segmentation"       # with [[output]] sockets: the one the scorer reads
+# isolate = true                # scorer = "scoring.py:function" (a file here), run in a VM, not in vmjudge
 # The organiser's Grand Challenge evaluation image as the scorer (with [[output]] sockets), instead of scorer:
 # kind = "container"            # default "host": the scorer above, in vmjudge's process
 # image = "evaluation.tar.gz"   # the saved image, in this directory

@@ -14,7 +14,7 @@ from typing import Any
 from ..errors import ConfigError
 from .cpu import LEVEL_ALLOWED, LEVELS
 from .entry import ContainerRules, EntryRules, container_rules, entry_rules
-from .evaluation import EvaluationRules, evaluation_rules
+from .evaluation import EvaluationRules, IsolatedScorer, evaluation_rules, isolated_scorer
 from .image import GPU_DRIVERS, ImageRecipe, image_recipe
 from .limits import StageLimits, stage_limits
 from .phase import Phase, Shared, read_phases
@@ -80,11 +80,17 @@ class Challenge:
     phases: tuple[Phase, ...] = ()  # [[phase]], in the contest's order; () for a challenge without phases
     sockets: Sockets | None = None  # [[input]] and [[output]]: a container challenge run Grand Challenge's way
     evaluation: EvaluationRules | None = None  # [score] kind = "container": the organiser's evaluation image
+    isolated: IsolatedScorer | None = None  # [score] isolate = true: the scorer file, run in a VM
     # [quiz] check: what stage 2 demands of each training case: "submitted" (the entry's own results,
     # reproduced byte for byte), "outputs" (every output socket present and valid) or "none".
     quiz_check: str = "submitted"
     # The phase this copy is seen in (in_phase): its sets, reference, limits and image replace the challenge's.
     phase: Phase | None = None
+
+    @property
+    def scored_in_vm(self) -> bool:
+        """Whether stage 4 runs in a VM (an evaluation image, or an isolated scorer) rather than on the host."""
+        return self.evaluation is not None or self.isolated is not None
 
     @property
     def lower_first(self) -> bool:
@@ -184,7 +190,7 @@ def load_challenge(directory: Path) -> Challenge:
     if sockets is not None and container is not None and container.run != "per_case":
         raise ConfigError(f"{source}: a challenge with sockets runs the image once per case, as Grand Challenge does: "
                           "remove [container] run.")
-    scorer, score_options, evaluation = _scorer(source, directory, data, sockets)
+    scorer, score_options, evaluation, isolated = _scorer(source, directory, data, sockets)
     limits = stage_limits(source, "limits", data.get("limits", {}))
     phases = read_phases(source, directory, data, Shared(limits, entry, directory / "training", recipe))
     for table, image in [("image", recipe)] + [(f"phase {p.name}.image", p.image) for p in phases]:
@@ -196,11 +202,11 @@ def load_challenge(directory: Path) -> Challenge:
                      scorer=scorer, score_options=score_options,
                      training=read_records(directory / "training"), test=read_records(directory / "test"),
                      phases=phases, sockets=sockets, quiz_check=quiz_check(source, data, sockets),
-                     evaluation=evaluation)
+                     evaluation=evaluation, isolated=isolated)
 
 
 def _scorer(source: str, directory: Path, data: dict[str, Any], sockets: Sockets | None = None
-            ) -> tuple[str, ScoreOptions, EvaluationRules | None]:
+            ) -> tuple[str, ScoreOptions, EvaluationRules | None, IsolatedScorer | None]:
     sec = Section(source, "score", data.get("score", {}))
     if sec.get("kind", str, "host", lambda v: v in ("host", "container"),
                "\"host\" (a scorer in vmjudge's process) or \"container\" (the organiser's evaluation image)") \
@@ -210,9 +216,11 @@ def _scorer(source: str, directory: Path, data: dict[str, Any], sockets: Sockets
                               "declare them with [[input]] and [[output]].")
         evaluation = evaluation_rules(source, directory, sec)
         sec.done()
-        return "container", ScoreOptions(socket=sockets.outputs[0].slug), evaluation
-    scorer = sec.get("scorer", str, "accuracy", lambda v: bool(re.fullmatch(r"[A-Za-z0-9_.]+(:[A-Za-z0-9_]+)?", v)),
-                     "a built-in scorer name such as \"beats2014\" or \"package.module:function\"")
+        return "container", ScoreOptions(socket=sockets.outputs[0].slug), evaluation, None
+    scorer = sec.get("scorer", str, "accuracy", lambda v: bool(re.fullmatch(r"[A-Za-z0-9_.-]+(:[A-Za-z0-9_]+)?", v)),
+                     "a built-in scorer name such as \"beats2014\", \"package.module:function\", or with "
+                     "isolate = true \"scoring.py:function\"")
+    isolated = isolated_scorer(source, directory, scorer, sec.get("isolate", bool, False, allowed="true or false"))
     options = ScoreOptions(
         undefined=sec.get("undefined", str, ScoreOptions.undefined, lambda v: v in ("omit", "zero"),
                           "\"omit\" (leave a 0/0 part out of score) or \"zero\" (count it as 0)"),
@@ -228,7 +236,7 @@ def _scorer(source: str, directory: Path, data: dict[str, Any], sockets: Sockets
             raise ConfigError(f"{source}: [score] socket must name the [[output]] the scorer reads: one of "
                               f"{', '.join(s.slug for s in sockets.outputs)}.")
         options = replace(options, socket=sockets.outputs[0].slug)
-    return scorer, options, None
+    return scorer, options, None, isolated
 
 
 def check_challenge_data(ch: Challenge) -> None:

@@ -1,5 +1,6 @@
 """[score] kind = "container": the organiser's evaluation method, a container image run in a VM as stage 4,
-as Grand Challenge runs a phase's evaluation (stages/evaluation.py).
+as Grand Challenge runs a phase's evaluation (stages/score/container.py); and [score] isolate = true: the
+challenge's own scorer file run in a VM of the challenge's image (stages/score/isolated.py).
 
 The image is given Grand Challenge's inputs (/input/predictions.json, each case's outputs at
 /input/PK/output/RELATIVE_PATH, the reference directory read-only at `ground_truth`) and writes
@@ -47,6 +48,37 @@ class EvaluationRules:
     home_mib: int = 1024  # the disk its root's changes and /output are written on (a sparse file)
     max_size: int = 4 << 30  # the image's archive
     max_unpacked: int = 8 << 30  # what its layers unpack to
+
+
+@dataclass(frozen=True)
+class IsolatedScorer:
+    """[score] isolate = true: the scorer file beside challenge.toml, and the function in it, called in
+    a VM with no network rather than in the judge's process."""
+
+    file: Path
+    function: str
+
+
+_ISOLATED = re.compile(r"([A-Za-z0-9_][A-Za-z0-9_-]{0,63}\.py):([A-Za-z_][A-Za-z0-9_]{0,63})")
+
+
+def isolated_scorer(source: str, directory: Path, scorer: str, isolate: bool) -> IsolatedScorer | None:
+    """The scorer file `scorer` names ("scoring.py:function"), when [score] isolate is true; None else.
+    A file scorer is only ever run isolated: in the judge's process, a file beside challenge.toml would
+    be the organiser's code with the judge's privileges."""
+    found = _ISOLATED.fullmatch(scorer)
+    if not isolate:
+        if found or scorer.endswith(".py"):
+            raise ConfigError(f"{source}: [score] scorer = {scorer!r} is a file of the challenge directory, which "
+                              "vmjudge runs only in a VM: add isolate = true to [score].")
+        return None
+    if found is None:
+        raise ConfigError(f"{source}: [score] isolate = true runs a scorer file of the challenge directory in a VM: "
+                          "give scorer = \"scoring.py:function\", the file beside challenge.toml and its function.")
+    path = directory / found.group(1)
+    if not path.is_file():
+        raise ConfigError(f"{source}: [score] scorer = {scorer!r}: {path} is not a file; put the scorer there.")
+    return IsolatedScorer(path, found.group(2))
 
 
 def evaluation_rules(source: str, directory: Path, sec: Section) -> EvaluationRules:

@@ -32,13 +32,13 @@ from ..errors import ImageError, InfrastructureError, MediaError
 from ..images.build import find_image
 from ..images.image import FILES, GuestImage
 from ..images.iso import ElTorito, Source, write_iso
+from ..sources import package_files
 from ..vm import cpu_offer, domain
 from .boot_config import ISOLINUX_CFG
 from .cpu_match import judge_cpu, readme_text
 from .efi import efi_image_bytes
 from .tools import tool_files
 
-PACKAGE_DIR = Path(__file__).resolve().parent.parent
 BOOT_DIR = Path(__file__).resolve().parent / "boot"
 # Debian's isolinux and syslinux-common packages (scripts/setup-host installs them).
 ISOLINUX_BIN = Path("/usr/lib/ISOLINUX/isolinux.bin")
@@ -78,12 +78,6 @@ def build_scripts(ch: Challenge) -> dict[str, Path]:
     whole = load_challenge(ch.directory)
     named = {recipe.build for recipe in (whole.image, *(p.image for p in whole.phases)) if recipe.build}
     return {build: ch.directory / build for build in sorted(named)}
-
-
-def package_files() -> dict[str, Path]:
-    """vmjudge's Python sources (the guest imports only the pure-Python part of them)."""
-    return {str(p.relative_to(PACKAGE_DIR.parent)): p for p in sorted(PACKAGE_DIR.rglob("*.py"))
-            if "__pycache__" not in p.parts}
 
 
 def package_metadata() -> dict[str, bytes]:

@@ -67,8 +67,8 @@ def training_scores(ch: Challenge, entry_dir: Path) -> dict[str, float] | None:
     REFERENCE*); None when there is no reference, or the challenge has sockets (its entries submit
     no answers: their quiz checks each case's outputs as it runs)."""
     training = ch.set_dir("training")
-    if ch.sockets is not None or not any(training.glob("REFERENCE*")):
-        return None
+    if ch.sockets is not None or ch.isolated is not None or not any(training.glob("REFERENCE*")):
+        return None  # an isolated scorer is the organiser's code, run by the judge in a VM only
     rule = ch.results
     if rule.style == "answer-lines":
         source = entry_dir / rule.submitted

@@ -47,6 +47,17 @@ def load_scorer(spec: str, options: ScoreOptions | None = None) -> Scorer:
     return _callable(spec, _attribute(spec, module, attr))
 
 
+def compile_scorer(path: Path) -> None:
+    """A scorer file's Python checked without running it ([score] isolate = true: the judge runs it in a
+    VM only); ConfigError naming the line at fault."""
+    try:
+        compile(path.read_bytes(), str(path), "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        raise ConfigError(f"The scorer file {path} is not valid Python: line {exc.lineno}: {exc.msg}.") from None
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"The scorer file {path} cannot be read as Python ({exc}).") from None
+
+
 def scorer_version(spec: str, options: ScoreOptions | None = None) -> str:
     """What produced a score, for the record: "beats2014/1" for a built-in (its VERSION is
     bumped whenever a rule changes; an organiser's [score] choice other than the default is

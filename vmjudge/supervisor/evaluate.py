@@ -81,10 +81,10 @@ def _run(queue: Queue, site: Site, entry: EntryRow, stage: Stage, run: StageRun,
     # In a contest, the entry's phase: its test set, reference and limits.
     challenge = load_challenge(queue.challenge_dir(entry.challenge)).in_phase(entry.phase)
     archived = None
-    if not stage.in_vm:  # stage 4, from the archived results: on the host, or by an evaluation container in a VM
+    if not stage.in_vm:  # stage 4, from the archived results: on the host, or in a VM of its own
         found = archived_results(queue, site.home, entry.id)
         archived = found.sha256 if found else None
-        if challenge.evaluation is None or archived is None:
+        if not challenge.scored_in_vm or archived is None:
             ctx = StageContext(site=site, challenge=challenge, image=None, entry=entry, attempt=run.attempt,
                                cancel=cancel, archived=archived)
             return stage.load()(ctx)

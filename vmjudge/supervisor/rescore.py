@@ -181,9 +181,9 @@ def rescore(site: Site, queue: Queue, challenge: str, ids: Iterable[int] = (), w
     reference is used) that was scored or is being scored. Raises ScoringError (nothing
     recorded) when the scorer or the reference is at fault."""
     ch = phase_of(load_challenge(queue.challenge_dir(challenge)), phase)
-    if ch.evaluation is not None and scorer is None:  # the organiser's evaluation container, in a VM per entry
+    if ch.scored_in_vm and scorer is None:  # an evaluation container or an isolated scorer, in a VM per entry
         if reference is not None:
-            raise ScoringError(f"{challenge}'s evaluation container reads its ground truth from {ch.reference_dir}: "
+            raise ScoringError(f"{challenge} is scored in a VM, which reads its reference from {ch.reference_dir}: "
                                "correct the files there and run the rescore without --reference.")
         rules: ScoringRules | EvaluationRun = EvaluationRun.load(site, queue, ch)
     else:

@@ -1,11 +1,12 @@
-"""Re-scoring by the organiser's evaluation container ([score] kind = "container"): each entry's archived
-stage-3 results given to the evaluation in a VM, as stage 4 gives them (stages/score/container.py), and
-no entry VM. It stands where rescore.py uses a host scorer's ScoringRules, with the same face: what it
-scores with, and a Scoring per entry.
+"""Re-scoring in a VM: by the organiser's evaluation container ([score] kind = "container") or the
+challenge's isolated scorer file ([score] isolate = true), each entry's archived stage-3 results given to
+it in a VM, as stage 4 gives them (stages/score/container.py, isolated.py), and no entry VM. It stands
+where rescore.py uses a host scorer's ScoringRules, with the same face: what it scores with, and a
+Scoring per entry.
 
-Its scorer version names the evaluation image, so a new image (or a corrected ground truth, in the
-reference's hash) shows in every scoring it makes. A run that fails (the evaluation crashed, a VM would
-not start) raises, and rescore.py records nothing of the batch.
+Its scorer version names the evaluation image (or the scorer file's hash), so a new image or scorer (or
+a corrected ground truth, in the reference's hash) shows in every scoring it makes. A run that fails (the
+evaluation or scorer crashed, a VM would not start) raises, and rescore.py records nothing of the batch.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from ..queue.db import Queue
 from ..queue.rows import Scoring
 from ..scorers.reference import reference_sha256
 from ..stages.context import StageContext
-from ..stages.score import container
+from ..stages.score import isolated
+from ..stages.score.stage import in_vm
 from ..vm import domain
 from ..vm.runner import VmRunner
 
@@ -38,16 +40,18 @@ class EvaluationRun:
 
     @classmethod
     def load(cls, site: Site, queue: Queue, ch: Challenge) -> EvaluationRun:
-        """The evaluation's root made or found, and the guest image its VMs boot (ScoringError when the
-        image is not built: nothing can be scored)."""
-        assert ch.evaluation is not None
-        root = evaluation_root(site.layout, ch.evaluation)
+        """The evaluation's root made or found (or the scorer file's version), and the guest image its VMs
+        boot (ScoringError when the image is not built: nothing can be scored)."""
+        if ch.evaluation is not None:
+            root = evaluation_root(site.layout, ch.evaluation)
+            scorer, version = "container", f"evaluation image {root.image_id}"
+        else:
+            scorer, version = ch.scorer, isolated.scorer_version(ch)
         try:
             find_image(site, ch.image).check()
         except ImageError as exc:
-            raise ScoringError(f"{exc} The evaluation's VMs boot the challenge's image.") from None
-        return cls(site, queue, ch, "container", f"evaluation image {root.image_id}", ch.reference_dir,
-                   reference_sha256(ch.reference_dir))
+            raise ScoringError(f"{exc} The scoring VMs boot the challenge's image.") from None
+        return cls(site, queue, ch, scorer, version, ch.reference_dir, reference_sha256(ch.reference_dir))
 
     def score(self, home: Path, entry_id: int, results_sha256: str, why: str) -> Scoring:
         entry = self.queue.entry(entry_id)
@@ -59,7 +63,7 @@ class EvaluationRun:
                               memory_mib=ch.vm.memory_mib, cpu_level=ch.vm.cpu_level)
             ctx = StageContext(site=self.site, challenge=ch, image=image, entry=entry, attempt=1, runner=runner,
                                archived=results_sha256)
-            outcome = container.run(ctx, why)
+            outcome = in_vm(ctx, why)
         finally:
             conn.close()
         assert outcome.scoring is not None

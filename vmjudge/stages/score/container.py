@@ -122,20 +122,30 @@ def evaluation_media(ch: Challenge, entry_id: int, exam: ExamResults) -> tuple[d
 
 def metrics_file(done: CommandResult | None, rules: EvaluationRules, seconds: float) -> bytes:
     """metrics.json as the evaluation left it; ChallengeError for every way it can fail to."""
+    return collected_file(done, "metrics.json", seconds, "the evaluation", "evaluation",
+                          f"[score] metrics_bytes ({rules.metrics_bytes:,})", "/output/metrics.json")
+
+
+def collected_file(done: CommandResult | None, name: str, seconds: float, what: str, reason: str,
+                   limit: str, shown: str = "") -> bytes:
+    """The file `name` the organiser's command (`what`: "the evaluation", "the scorer") left in a
+    stage-4 VM; ChallengeError, its reason `reason`-failed, -timeout, -no-metrics or -metrics, for every way
+    it can fail to (`limit`: the setting that bounds the file and its value; `shown`: the file's name as
+    the organiser knows it)."""
+    shown = shown or name
     said = "" if done is None else _printed(done)
     if done is None or done.status == "running":
-        raise ChallengeError("evaluation-failed", f"the evaluation did not run to its end.{said}")
+        raise ChallengeError(f"{reason}-failed", f"{what} did not run to its end.{said}")
     if done.status == "timeout":
-        raise ChallengeError("evaluation-timeout", f"the evaluation did not finish within {seconds:.0f} s "
+        raise ChallengeError(f"{reason}-timeout", f"{what} did not finish within {seconds:.0f} s "
                              f"([limits] score).{said}")
     if done.status != "ok":
-        raise ChallengeError("evaluation-failed", f"the evaluation exited with status {done.exit_code}.{said}")
-    found = done.files.get("metrics.json")
+        raise ChallengeError(f"{reason}-failed", f"{what} exited with status {done.exit_code}.{said}")
+    found = done.files.get(name)
     if found is None or found.size is None:
-        raise ChallengeError("evaluation-no-metrics", f"the evaluation wrote no /output/metrics.json.{said}")
+        raise ChallengeError(f"{reason}-no-metrics", f"{what} wrote no {shown}.{said}")
     if found.truncated:
-        raise ChallengeError("evaluation-metrics", f"the evaluation's metrics.json is {found.size:,} bytes, more than "
-                             f"[score] metrics_bytes ({rules.metrics_bytes:,}).")
+        raise ChallengeError(f"{reason}-metrics", f"{what}'s {name} is {found.size:,} bytes, more than {limit}.")
     return found.data
 
 

@@ -43,22 +43,28 @@ class ScoringRules:
         missing or damaged, AnswerError when the entry gave answers the official scorer
         refuses, ScoringError when the reference or the scorer is at fault. A part may be
         None (0/0 where the official code gives NaN); "score", which ranks, may not."""
-        raw = self.function(results.load(home, results_sha256), self.reference)
-        if not isinstance(raw, dict) or not raw:
-            raise ScoringError(f"The scorer {self.scorer} returned {type(raw).__name__}, not a dict of named "
-                               "scores: it must return e.g. {\"score\": 0.9}.")
-        scores: dict[str, float | None] = {}
-        for name, value in raw.items():
-            if value is None and name != "score":
-                scores[name] = None
-                continue
-            if not isinstance(name, str) or isinstance(value, bool) or not isinstance(value, (int, float)) \
-                    or not math.isfinite(value):
-                raise ScoringError(f"The scorer {self.scorer} returned {name!r}: {value!r}; every score must be a "
-                                   "finite number under a name (a part other than score may be None).")
-            scores[name] = float(value)
+        scores = named_scores(self.scorer, self.function(results.load(home, results_sha256), self.reference))
         return Scoring(entry_id=entry_id, why=why, scorer=self.scorer, scorer_version=self.scorer_version,
                        reference_sha256=self.reference_sha256, results_sha256=results_sha256, scores=scores)
+
+
+def named_scores(scorer: str, raw: object) -> dict[str, float | None]:
+    """What a scorer returned, as scores: a dict of finite numbers by name, "score" among them (a part
+    other than score may be None); ScoringError naming the scorer for anything else."""
+    if not isinstance(raw, dict) or not raw or "score" not in raw:
+        raise ScoringError(f"The scorer {scorer} returned {repr(raw)[:200]}, not a dict of named scores with score "
+                           "among them: it must return e.g. {\"score\": 0.9}.")
+    scores: dict[str, float | None] = {}
+    for name, value in raw.items():
+        if value is None and name != "score":
+            scores[name] = None
+            continue
+        if not isinstance(name, str) or isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or not math.isfinite(value):
+            raise ScoringError(f"The scorer {scorer} returned {repr(name)[:80]}: {repr(value)[:80]}; every score must "
+                               "be a finite number under a name (a part other than score may be None).")
+        scores[name] = float(value)
+    return scores
 
 
 def undefined_note(scores: dict[str, float | None], options: ScoreOptions) -> str:

@@ -1,12 +1,13 @@
 """Stage 4, score: on the host; the reference answers never enter an entry's VM. It scores the
-entry's archived stage-3 results through scoring.ScoringRules, as `vmjudge rescore` does, or by
-the organiser's evaluation container in a VM of its own (container.py)."""
+entry's archived stage-3 results through scoring.ScoringRules, as `vmjudge rescore` does, or in a VM
+of its own: by the organiser's evaluation container (container.py), or by the challenge's scorer
+file ([score] isolate = true, isolated.py)."""
 
 from __future__ import annotations
 
 from ...errors import AnswerError, ArchiveError, ConfigError, InfrastructureError, ScoringError
 from ..context import StageContext, StageOutcome
-from . import container
+from . import container, isolated
 from .scoring import ScoringRules, undefined_note
 
 
@@ -15,8 +16,8 @@ def run(ctx: StageContext) -> StageOutcome:
     if ctx.archived is None:
         raise InfrastructureError("results-missing", f"entry {ctx.entry.id} has no archived stage-3 results to "
                                   "score: run it again with `vmjudge rescore --rerun-stages`.")
-    if ch.evaluation is not None:  # the organiser's evaluation container, in a VM
-        return container.run(ctx)
+    if ch.scored_in_vm:
+        return in_vm(ctx)
     try:
         scoring = ScoringRules.load(ch.scorer, ch.reference_dir, ch.score_options).score(
             ctx.site.home, ctx.entry.id, ctx.archived, "official")
@@ -31,3 +32,8 @@ def run(ctx: StageContext) -> StageOutcome:
                 "reference_sha256": scoring.reference_sha256, "results_sha256": scoring.results_sha256}
     note = undefined_note(scoring.scores, ch.score_options)
     return StageOutcome("scored", f"Scores: {shown}.{note}", scores=scoring.scores, manifest=manifest, scoring=scoring)
+
+
+def in_vm(ctx: StageContext, why: str = "official") -> StageOutcome:
+    """Stage 4 (or a rescore, `why` "rescore") in a VM: the evaluation container, or the isolated scorer."""
+    return container.run(ctx, why) if ctx.challenge.evaluation is not None else isolated.run(ctx, why)
