@@ -158,9 +158,10 @@ def test_the_evaluation_scores_what_the_built_in_dice_scores_on_the_same_masks(j
     assert doc["scores"]["score"] == pytest.approx(expected["score"]), doc["report"]
     manifest = score_attempts(judged, "good")[0]["manifest"]
     assert (manifest["scorer"], manifest["jobs"]) == ("container", 3)
-    metrics = json.loads((Layout(judged.home).results_of(judged.ids["good"]).directory / "metrics.json").read_text())
+    metrics = judged.show("good", organiser=True)["organiser"]["metrics"]  # per case: the organiser's alone
     rescored, _, _ = judged.rescored  # the file is the last evaluation's: the rescore's
     assert len(metrics["results"]) == 3 and metrics["aggregates"]["dice"] == rescored["entries"][0]["new"]["score"]
+    assert "metrics" not in judged.show("good")
 
 
 def test_rescore_runs_the_evaluation_again_on_a_corrected_ground_truth_as_the_host_scorer_would(judged):
@@ -191,5 +192,5 @@ def test_task_2s_evaluation_scores_what_the_built_in_cindex_scores_on_the_same_r
     assert judged.cindex["comparable_pairs"] == 3 and judged.cindex["failed"] == 0, judged.cindex
     manifest = score_attempts(judged, "task2")[0]["manifest"]
     assert (manifest["scorer"], manifest["jobs"]) == ("container", 3)
-    metrics = json.loads((Layout(judged.home).results_of(judged.ids["task2"]).directory / "metrics.json").read_text())
+    metrics = judged.show("task2", organiser=True)["organiser"]["metrics"]
     assert sorted(r["case"] for r in metrics["results"]) == ["HN-101", "HN-102", "HN-103"]

@@ -49,6 +49,12 @@ class EntryFiles:
         return self.directory / "entry-root.json"
 
     @property
+    def metrics(self) -> Path:
+        """The metrics.json the last evaluation container wrote for the entry ([score] kind = "container"),
+        per-case metrics and all: the organiser's (`show --organiser`), never a participant's."""
+        return self.directory / "metrics.json"
+
+    @property
     def exam_files(self) -> Path:
         """Stage 3's result files while it runs (style "files")."""
         return self.directory / "exam-files.partial"

@@ -56,7 +56,16 @@ def organiser_details(site: Site, entry: EntryRow, runs: list[StageRun]) -> dict
                          for r in runs],
             "figures": [line for r in participant.final_runs(runs) if r.figures
                         for line in organiser_lines(r.stage, r.figures)],
-            "logs": logs, "results_dir": str(results.directory)}
+            "logs": logs, "results_dir": str(results.directory), "metrics": _metrics(results.metrics)}
+
+
+def _metrics(path: Path) -> Any:
+    """An evaluation container's metrics.json as it wrote it (bounded by [score] metrics_bytes when it was
+    collected); None where there is none, or it cannot be read."""
+    try:
+        return json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
 
 
 def show(site: Site, queue: Queue, entry_id: int, organiser: bool = False, at: float | None = None,

@@ -72,7 +72,7 @@ def run(ctx: StageContext, why: str = "official") -> StageOutcome:
         home.unlink(missing_ok=True)
     done = run_.transcript.commands[0] if run_.transcript.commands else None
     data = metrics_file(done, rules, ch.limits.score)
-    ctx.files.directory.joinpath("metrics.json").write_bytes(data)  # the organiser's: per-case metrics too
+    ctx.files.metrics.write_bytes(data)  # the organiser's: per-case metrics too
     scores = scores_of(parsed(data), rules)
     scoring = Scoring(entry_id=ctx.entry.id, why=why, scorer="container",
                       scorer_version=f"evaluation image {root.image_id}", reference_sha256=reference_sha256(
