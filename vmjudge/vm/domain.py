@@ -281,16 +281,6 @@ class Domain:
             time.sleep(poll)
         return True
 
-    def stays_stopped(self, seconds: float, poll: float = 0.25) -> bool:
-        """Whether the domain is still not running after `seconds`: a libvirtd that restarts reports a
-        running domain as missing or without state until it has reconnected to qemu."""
-        deadline = time.monotonic() + seconds
-        while not self.is_active():
-            if time.monotonic() >= deadline:
-                return True
-            time.sleep(poll)
-        return False
-
     def destroy_leftover(self, settle: float = LEFTOVER_SETTLE, poll: float = 0.05) -> None:
         """Destroy a dead run's domain once no libvirt call on it is still under way. libvirt goes
         on with a killed client's call (a restore, a disk hot-plug) after the client is gone, and

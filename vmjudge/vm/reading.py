@@ -11,7 +11,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..config import Site
 from ..errors import Cancelled, EntryError, GpuFault, InfrastructureError
@@ -21,6 +21,11 @@ from .job import Job
 POLL = 0.5
 # A pty closes a moment before libvirt reports the domain stopped.
 CLOSE_GRACE = 5.0
+# Seconds a domain libvirt calls stopped, while its data channel stays open, before the run is ended as
+# stopped: a libvirtd that restarts reports a running domain as missing, or without state, until it has
+# reconnected to qemu (a loaded host's libvirtd took longer than 5 s in the full run of 2026-12-05). A qemu
+# that has really exited closes the channel's pty, and that ends the run at once.
+STOPPED_GRACE = 60.0
 
 
 @dataclass(frozen=True)
@@ -70,11 +75,20 @@ class JobRun:
     start: dict[str, Any] | None = None  # {"mode": "warm" | "cold", and how or why} (vm/warm.py); None in the replica
 
 
+class Watched(Protocol):
+    """What the read loop asks of what runs the agent: a libvirt domain (domain.Domain), or the replica's
+    agent process (replica/local.py)."""
+
+    def is_active(self) -> bool: ...
+
+    def wait_stopped(self, seconds: float) -> bool: ...
+
+
 @dataclass
 class Reading:
     """The host's read loop for one run, with every host-side limit checked on each pass."""
 
-    domain: Any  # is_active() and wait_stopped(seconds): a libvirt Domain, or the replica's process
+    domain: Watched
     reader: Any  # read(timeout) -> bytes, ChannelClosed at the end
     stream: FrameStream
     started: float
@@ -85,10 +99,12 @@ class Reading:
     stage_cap: float | None = None
     cancel: threading.Event | None = None
     boot_seconds: float = 0.0
+    stopped_grace: float = STOPPED_GRACE
 
     def until_bye(self) -> str:
         transcript = self.stream.transcript
         last_frame = self.started
+        inactive_since: float | None = None  # when libvirt began to call the domain stopped, its channel open
         while not transcript.finished:
             if self.cancel is not None and self.cancel.is_set():
                 raise Cancelled("the daemon is stopping")
@@ -100,11 +116,12 @@ class Reading:
             try:
                 data = self.reader.read(min(POLL, self.budget - (now - self.started)))
             except ChannelClosed as exc:
-                data = b""
                 if not self.domain.wait_stopped(CLOSE_GRACE):
                     raise InfrastructureError("channel-broken",
                                               "the data channel closed while the VM still ran.") from exc
+                raise self._stopped() from None
             if data:
+                inactive_since = None
                 had_hello = transcript.hello is not None
                 if self.stream.feed(data):
                     last_frame = time.monotonic()
@@ -112,10 +129,17 @@ class Reading:
                         self.boot_seconds = last_frame - self.started
                     if transcript.stopped:
                         return "stopped"
-            elif not self.domain.is_active() and self.domain.stays_stopped(CLOSE_GRACE):
-                raise InfrastructureError("guest-stopped", "the VM stopped before the guest agent finished "
-                                          f"(a crash, a kernel panic or a reboot; console log: {self.console_log}).")
+            elif self.domain.is_active():
+                inactive_since = None
+            elif inactive_since is None:
+                inactive_since = now
+            elif now - inactive_since >= self.stopped_grace:
+                raise self._stopped()
         return "bye"
+
+    def _stopped(self) -> InfrastructureError:
+        return InfrastructureError("guest-stopped", "the VM stopped before the guest agent finished (a crash, a "
+                                   f"kernel panic or a reboot; console log: {self.console_log}).")
 
     def _check_limits(self, now: float, last_frame: float) -> None:
         transcript = self.stream.transcript
