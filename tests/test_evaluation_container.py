@@ -65,7 +65,9 @@ class Evaluated(Judged):
     dice on the corrected reference, (the good entry's document and the host's dice before it))."""
 
     rescored: tuple[dict, dict, tuple[dict, dict]]
+    stderr: tuple[dict, dict, dict]  # the template's stderr sample in hk-good: its document, host dice before, after
     cindex: dict  # the host's cindex on Task 2's archived risks
+    stderr_id: int
 
 
 def challenge(work: Path, name: str, evaluation: Path) -> Path:
@@ -104,22 +106,29 @@ def judged(site, image, conn):
                                                         user="user"), compress=True)
     risk = oci.docker_save(work / "risk.tar.gz", Image([base], cmd=["/bin/sh", "-c", RISK], env=["PATH=/bin"],
                                                       user="user"), compress=True)
-    template = gc_template.sample_images(image.root, work / "template")["good"]
+    samples = gc_template.sample_images(image.root, work / "template")
+    template = samples["good"]
     ids = {}
     for name in ("slow", *(n for n in EXPECT if n != "slow")):
         archive = {"good": template, "task2": risk}.get(name, quick)
         ids[name] = int(vmjudge(home, "submit", f"hk-{name}", str(archive), "--owner", name, "--phase",
                                 "sanity").stdout)
+    stderr = int(vmjudge(home, "submit", "hk-good", str(samples["stderr"]), "--owner", "stderr", "--phase",
+                         "sanity").stdout)  # the template's other sample that scores (it warns on stderr)
     vmjudge(home, "daemon", "--slots", "2", "--until-idle")
     wait_until_published(home)
     judged = Evaluated(home, ids, {})
     before = judged.show("good"), host_dice(home, ids["good"], work / "hk-good")
+    stderr_before = json.loads(vmjudge(home, "show", str(stderr), "--json").stdout), host_dice(home, stderr,
+                                                                                               work / "hk-good")
     # A corrected ground truth: HN-101's label made empty, then the board's entry scored again by the container.
     truth = work / "hk-good" / "phases" / "sanity" / "reference" / "REFERENCE-HN-101.mha"
     shape = read_mha(truth.read_bytes()).shape
     truth.write_bytes(write_mha(shape, "MET_UCHAR", bytes(math.prod(shape))))
     rescored = json.loads(vmjudge(home, "rescore", "hk-good", "--phase", "sanity", "--json").stdout)
     judged.rescored = rescored, host_dice(home, ids["good"], work / "hk-good"), before
+    judged.stderr = (*stderr_before, host_dice(home, stderr, work / "hk-good"))
+    judged.stderr_id = stderr
     judged.cindex = host_dice(home, ids["task2"], work / "hk-task2", cindex)
     judged._shown.clear()
     yield judged
@@ -153,22 +162,33 @@ def test_each_evaluation_gets_its_outcome_once_never_the_entrys_failure(judged, 
         assert "could not be completed because of a problem on the judge's side" in doc["report"], doc["report"]
 
 
+def by_entry(rescored: dict, entry_id: int) -> dict:
+    return next(e for e in rescored["entries"] if e["entry_id"] == entry_id)
+
+
 def test_the_evaluation_scores_what_the_built_in_dice_scores_on_the_same_masks(judged):
+    """Both of the template's samples that score: the good one, and the one that warns on stderr."""
     _, _, (doc, expected) = judged.rescored
     assert doc["scores"]["score"] == pytest.approx(expected["score"]), doc["report"]
+    stderr_doc, stderr_expected, _ = judged.stderr
+    assert stderr_doc["outcome"] == "scored", stderr_doc["report"]
+    assert stderr_doc["scores"]["score"] == pytest.approx(stderr_expected["score"]), stderr_doc["report"]
     manifest = score_attempts(judged, "good")[0]["manifest"]
     assert (manifest["scorer"], manifest["jobs"]) == ("container", 3)
     metrics = judged.show("good", organiser=True)["organiser"]["metrics"]  # per case: the organiser's alone
     rescored, _, _ = judged.rescored  # the file is the last evaluation's: the rescore's
-    assert len(metrics["results"]) == 3 and metrics["aggregates"]["dice"] == rescored["entries"][0]["new"]["score"]
+    assert len(metrics["results"]) == 3 and metrics["aggregates"]["dice"] == by_entry(rescored, judged.ids["good"])[
+        "new"]["score"]
     assert "metrics" not in judged.show("good")
 
 
 def test_rescore_runs_the_evaluation_again_on_a_corrected_ground_truth_as_the_host_scorer_would(judged):
     rescored, expected, (before, _) = judged.rescored
-    (entry,) = rescored["entries"]
+    assert len(rescored["entries"]) == 2, rescored  # the good sample and the stderr sample
+    entry = by_entry(rescored, judged.ids["good"])
     assert entry["status"] == "rescored" and entry["new"]["score"] == pytest.approx(expected["score"]), rescored
     assert entry["new"]["score"] != pytest.approx(before["scores"]["score"])  # the label changed the score
+    assert by_entry(rescored, judged.stderr_id)["new"]["score"] == pytest.approx(judged.stderr[2]["score"])
     assert judged.show("good")["scores"]["score"] == pytest.approx(expected["score"])
     history = judged.show("good", organiser=True)["organiser"]
     assert "rescore" in json.dumps(history)
