@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 
 from vmjudge.config import load_challenge
-from vmjudge.errors import ConfigError
+from vmjudge.errors import ConfigError, ScoringError
 from vmjudge.queue import results
 from vmjudge.queue.results import ExamResults
 from vmjudge.scorers.loader import compile_scorer
-from vmjudge.stages.score.isolated import CD, RUNNER, scorer_version, scoring_media
+from vmjudge.stages.score.isolated import CD, RUNNER, refused_answer, scorer_version, scoring_media
+from vmjudge.stages.score.scoring import named_scores
 
 from .test_challenge_new import new_challenge
 
@@ -104,3 +105,39 @@ def test_the_cd_runner_gives_what_the_scorer_gives_in_debians_own_python(tmp_pat
     exec(compile(EXACT, "scoring.py", "exec"), namespace)
     assert json.loads((home / "scores.json").read_text()) == namespace["exact"](exam, ch.reference_dir)
     assert json.loads((home / "scores.json").read_text())["score"] == (len(ch.test) - 1) / len(ch.test)
+
+
+REFUSES = '''from vmjudge.errors import AnswerError
+
+
+def exact(results, reference):
+    raise AnswerError("An answer of the test set is not one the official scorer takes.", "record t03: 'maybe'")
+'''
+
+
+def test_answers_the_scorer_refuses_fail_the_entry_as_on_the_host(tmp_path):
+    """vmjudge.errors.AnswerError from the scorer (the built-ins' invalid_answers = "refuse") is the entry's
+    fault: the CD's runner says so in scores.json, and the stage fails the entry, its detail the organiser's."""
+    ch = load_challenge(isolated_challenge(tmp_path, scorer=REFUSES))
+    exam = answers(ch)
+    archived = results.encode(exam.records, dict.fromkeys(exam.records, "ok"), "answer-lines", answers=exam.answers)
+    home = tmp_path / "home"
+    for name, value in scoring_media(ch, archived).items():
+        target = tmp_path / "cdrom" / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(value.read_bytes() if isinstance(value, Path) else value)
+    home.mkdir()
+    (home / CD).symlink_to(tmp_path / "cdrom" / CD)
+    done = subprocess.run(["/usr/bin/python3", "-I", RUNNER, "scoring.py", "exact"], cwd=home, capture_output=True,
+                          text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+    outcome = refused_answer(json.loads((home / "scores.json").read_text()))
+    assert outcome is not None and (outcome.status, outcome.reason) == ("failed", "invalid-answer")
+    assert outcome.message.startswith("An answer of the test set is not one") and "t03" not in outcome.message
+    assert outcome.manifest["refused_answer"] == "record t03: 'maybe'"
+    assert refused_answer({"score": 1.0}) is None and refused_answer({"vmjudge_answer_error": "x"}) is None
+
+
+def test_scores_too_large_for_a_float_are_the_scorers_fault_in_a_sentence():
+    with pytest.raises(ScoringError, match="every score must be a finite number"):
+        named_scores("scoring.py:exact", {"score": 10 ** 400})

@@ -14,7 +14,7 @@ import pytest
 import tifffile
 
 from vmjudge.config import check_challenge_data, load_challenge
-from vmjudge.errors import ConfigError, InfrastructureError
+from vmjudge.errors import ChallengeError, ConfigError, InfrastructureError
 from vmjudge.images.guest import frames
 from vmjudge.scorers.mha import write_mha
 from vmjudge.stages.sockets import case_outputs, collected, inputs_json
@@ -261,3 +261,11 @@ def test_a_tif_output_is_held_to_grand_challenges_importer_and_the_inputs_grid(t
         assert found.problems == () and found.values["tumor-lymph-node-segmentation"] == data
     else:
         assert len(found.problems) == 1 and said in found.problems[0], found.problems
+
+
+def test_an_input_image_the_judge_cannot_read_is_the_challenges_fault_not_the_entrys(tmp_path):
+    ch = load_challenge(challenge(tmp_path))
+    (tmp_path / "training" / "trc1" / "images" / "ct" / "c1-uuid.mha").write_bytes(b"not a MetaImage")
+    with pytest.raises(ChallengeError, match="input socket ct-image's .*c1-uuid.mha cannot be read for its grid"):
+        case_outputs(ch, "training", "trc1", result((SEG, 1, b"o.mha"), (SEG + "o.mha", len(MASK), MASK),
+                                                    ("rfs.json", 1, b"1")))

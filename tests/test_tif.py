@@ -88,3 +88,17 @@ def test_cut_or_corrupted_files_give_a_tiferror_and_nothing_else():
                 spoilt[rng.randrange(min(len(spoilt), 400))] = rng.randrange(256)
             with contextlib.suppress(tif.TifError):
                 tif.geometry(bytes(spoilt))
+
+
+def test_a_tag_given_twice_is_read_as_tifffile_reads_it():
+    """An entry's file with ImageWidth twice must not show the judge one grid and the evaluation another:
+    the first copy counts, as in tifffile. Here BitsPerSample's entry is renamed ImageWidth (value 16)."""
+    data = bytearray(written(FORMS[0]))
+    first_ifd = int.from_bytes(data[4:8], "little")
+    count = int.from_bytes(data[first_ifd:first_ifd + 2], "little")
+    entries = [first_ifd + 2 + 12 * i for i in range(count)]
+    bits = next(at for at in entries if int.from_bytes(data[at:at + 2], "little") == 258)
+    data[bits:bits + 2] = (256).to_bytes(2, "little")
+    with tifffile.TiffFile(io.BytesIO(bytes(data))) as f:
+        wanted = f.pages[0].tags["ImageWidth"].value
+    assert tif.geometry(bytes(data))[0][0] == wanted == 53

@@ -16,6 +16,7 @@ is checked again in full.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -50,7 +51,8 @@ def evaluation_root(layout: Layout, rules: EvaluationRules) -> EntryRoot:
         raise ChallengeError("evaluation-image", f"the evaluation image {Path(image_path).name} is refused: "
                              f"{exc}") from None
     if stat_signature(image_path) == before:  # not written while it was read: what was found holds for it
-        _remember(memo, before, checked)
+        with contextlib.suppress(OSError):  # a memo not written costs the next stage a reading, nothing more
+            _remember(memo, before, checked)
     return root
 
 

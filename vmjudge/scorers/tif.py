@@ -2,7 +2,9 @@
 (panimg, which reads a TIFF's first page's tags with tifffile): the first page must give a width
 and a height, a colour space panimg knows (its GRAY, RGB and YCBCR: photometric MinIsBlack, RGB or
 YCbCr), and X and Y resolutions in inches or centimetres, from which the voxel spacing in mm is
-25.4 or 10 over the resolution. panimg reads no pixels, and neither does this.
+25.4 or 10 over the resolution. panimg reads no pixels, and neither does this: a TIFF whose pixels
+cannot be decoded passes here (an evaluation container that then fails on it holds the entry for the
+organiser; the built-in scorers read no TIFF).
 
 Read here, not with tifffile, because the check also runs in the replica's guest, whose Python has
 no numpy (tifffile needs it); tests/test_tif.py holds this reader to tifffile's answers on files
@@ -78,7 +80,8 @@ def first_page(data: bytes) -> dict[int, int | tuple[int, int]]:
         at = start + i * entry_size
         tag, kind = _unpack(data, order + "HH", at)
         n = _unpack(data, order + ("I" if value_size == 4 else "Q"), at + 4)
-        if tag not in (WIDTH, LENGTH, PHOTOMETRIC, XRES, YRES, UNIT) or kind not in TYPE_SIZES or n < 1:
+        if tag not in (WIDTH, LENGTH, PHOTOMETRIC, XRES, YRES, UNIT) or kind not in TYPE_SIZES or n < 1 \
+                or tag in tags:  # a tag given twice: its first copy, as tifffile (and so the evaluation) reads it
             continue
         where = at + 4 + value_size
         if TYPE_SIZES[kind] > value_size:  # too big to sit in the entry: an offset to it

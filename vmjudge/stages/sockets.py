@@ -14,7 +14,7 @@ Challenge adds none.
 An output socket's checks are the host's: an image socket's directory must hold exactly one
 file, a .mha or .tif (read as far as its header: a TIFF held to the rules of Grand Challenge's
 importer, scorers/tif.py; when the challenge says the socket is `like` an input, its size, spacing
-and origin (a TIFF has none) those of the input, and then its voxels read too); a value socket's
+and origin (a TIFF has none) those of the input, and then a .mha's voxels read too); a value socket's
 file must be JSON of its kind within its `max_bytes`. What fails is the case's error, named by socket and case.
 """
 
@@ -28,6 +28,7 @@ from pathlib import Path, PurePosixPath
 
 from ..config import Challenge
 from ..config.sockets import IMAGE_SUFFIXES, Socket, Sockets, input_file, json_value
+from ..errors import ChallengeError
 from ..images.root_use import RootUse
 from ..scorers import tif
 from ..scorers.mha import MhaError, geometry
@@ -148,7 +149,11 @@ def _image_output(ch: Challenge, subset: str, record: str, socket: Socket,
     like = next((s for s in ch.sockets.inputs if s.slug == socket.like), None) if ch.sockets else None
     source = input_file(ch.set_dir(subset), record, like) if like is not None else None
     if like is not None and source is not None:
-        wanted = _geometry(source.name, source.read_bytes())
+        try:
+            wanted = _geometry(source.name, source.read_bytes())
+        except (MhaError, TifError) as exc:  # the organiser's input, not the entry's output
+            raise ChallengeError("input-image", f"input socket {like.slug}'s {source} cannot be read for its "
+                                 f"grid: {exc}") from None
         wrong = _unlike(made, wanted)
         if wrong:
             return None, f"{folder}/{name} has {wrong} where input socket {like.slug} has " \

@@ -103,7 +103,7 @@ def evaluation_media(ch: Challenge, entry_id: int, exam: ExamResults) -> tuple[d
         for i, socket in enumerate(ch.sockets.outputs):
             data = outputs[socket.slug]
             assert data is not None
-            name = "output.tif" if data[:4] in (b"II*\0", b"MM\0*") else "output.mha"
+            name = "output.tif" if data[:4] in (b"II*\0", b"MM\0*", b"II+\0", b"MM\0+") else "output.mha"
             path = f"{socket.relative_path}/{name}" if socket.is_image else socket.relative_path
             media[f"{CD_INPUT}/{pk}/output/{path}"] = data
             image = {"pk": str(uuid.uuid5(NAMESPACE, f"{pk}/{socket.slug}")), "name": name} if socket.is_image else None

@@ -19,13 +19,17 @@ import sys
 from pathlib import Path
 
 SCORES = "scores.json"
+# What scores.json holds, alone, when the scorer refused the entry's answers (vmjudge.errors.AnswerError,
+# as the built-ins' answer rules raise it): the entry's fault, failed as on the host, not the scorer's.
+ANSWER_ERROR = "vmjudge_answer_error"
 
 
 def main(argv: list[str]) -> int:
     lib = Path(__file__).resolve().parents[3]  # score/lib: vmjudge/stages/score/in_vm.py within it
     score_dir = lib.parent
     sys.path[0] = str(lib)  # not this file's directory: vmjudge's copy on the CD, whole
-    from vmjudge.queue.results import decode  # noqa: PLC0415 (importable only once lib is on the path)
+    from vmjudge.errors import AnswerError  # noqa: PLC0415 (importable only once lib is on the path)
+    from vmjudge.queue.results import decode  # noqa: PLC0415
 
     name, function = argv[1], argv[2]
     spec = importlib.util.spec_from_file_location("challenge_scorer", score_dir / name)
@@ -34,7 +38,10 @@ def main(argv: list[str]) -> int:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     results = decode((score_dir / "results.json").read_bytes())
-    returned = getattr(module, function)(results, score_dir / "reference")
+    try:
+        returned = getattr(module, function)(results, score_dir / "reference")
+    except AnswerError as exc:
+        returned = {ANSWER_ERROR: {"message": str(exc), "detail": exc.detail}}
     Path(SCORES).write_text(json.dumps(returned, default=repr))  # the host judges what it holds
     return 0
 

@@ -29,7 +29,7 @@ from ...vm.job import Command, Job
 from ...vm.reading import Limits
 from ..context import StageContext, StageOutcome
 from .container import MARGIN, collected_file
-from .in_vm import SCORES
+from .in_vm import ANSWER_ERROR, SCORES
 from .scoring import named_scores, undefined_note
 
 CD = "score"  # the CD's directory, linked into the home as score/
@@ -66,8 +66,12 @@ def run(ctx: StageContext, why: str = "official") -> StageOutcome:
     data = collected_file(done, SCORES, ch.limits.score, "the scorer", "scorer",
                           f"the {SCORES_BYTES:,} bytes the judge reads of it", "dict of scores")
     try:
-        scores = named_scores(ch.scorer, json.loads(data))
-    except (ValueError, ScoringError) as exc:  # not JSON (UnicodeDecodeError, JSONDecodeError), or not scores
+        returned = json.loads(data)
+        refused = refused_answer(returned)
+        if refused is not None:
+            return refused
+        scores = named_scores(ch.scorer, returned)
+    except (ValueError, ScoringError, RecursionError) as exc:  # not JSON, too deep, or not scores
         raise ChallengeError("scorer-scores", f"the scorer's result cannot be used: {exc}") from None
     scoring = Scoring(entry_id=ctx.entry.id, why=why, scorer=ch.scorer, scorer_version=scorer_version(ch),
                       reference_sha256=reference_sha256(ch.reference_dir), results_sha256=ctx.archived, scores=scores)
@@ -77,6 +81,17 @@ def run(ctx: StageContext, why: str = "official") -> StageOutcome:
     shown = ", ".join(f"{k} {'undefined' if v is None else format(v, '.4f')}" for k, v in scores.items())
     note = undefined_note(scores, ch.score_options)
     return StageOutcome("scored", f"Scores: {shown}.{note}", scores=scores, manifest=manifest, scoring=scoring)
+
+
+def refused_answer(returned: object) -> StageOutcome | None:
+    """The entry failed as on the host when the scorer refused its answers (in_vm.py's ANSWER_ERROR):
+    the message the participant's, the detail the organiser's; None for anything else."""
+    refused = returned.get(ANSWER_ERROR) if isinstance(returned, dict) and len(returned) == 1 else None
+    if not isinstance(refused, dict):
+        return None
+    detail = str(refused.get("detail"))[:500]
+    return StageOutcome("failed", f"{str(refused.get('message'))[:500]} Entry not scored.", reason="invalid-answer",
+                        manifest={"stage": "score", "isolated": True, "refused_answer": detail})
 
 
 def scoring_media(ch: Challenge, archived: bytes) -> dict[str, Path | bytes]:

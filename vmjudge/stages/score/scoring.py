@@ -60,7 +60,7 @@ def named_scores(scorer: str, raw: object) -> dict[str, float | None]:
             scores[name] = None
             continue
         if not isinstance(name, str) or isinstance(value, bool) or not isinstance(value, (int, float)) \
-                or not math.isfinite(value):
+                or not math.isfinite(value if isinstance(value, float) else _as_float(value)):
             raise ScoringError(f"The scorer {scorer} returned {repr(name)[:80]}: {repr(value)[:80]}; every score must "
                                "be a finite number under a name (a part other than score may be None).")
         scores[name] = float(value)
@@ -78,3 +78,11 @@ def undefined_note(scores: dict[str, float | None], options: ScoreOptions) -> st
     return (f" {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} undefined (0/0: the test set has no "
             f"record of that kind, where the official scoring code gives NaN), {how} (challenge.toml [score] "
             f"undefined = \"{options.undefined}\").")
+
+
+def _as_float(value: int) -> float:
+    """An int as a float; inf for one too large for a float, which then fails the finite test."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf
