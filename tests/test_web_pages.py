@@ -17,6 +17,7 @@ from vmjudge.queue.rows import Scoring
 from vmjudge.reports import participant
 from vmjudge.reports.report import show
 from vmjudge.stages.context import DRYRUN_MESSAGE
+from vmjudge.web.chart import chart
 
 from .html_tree import parse
 from .test_figures import EXAM, MIB, PREP, QUIZ
@@ -243,3 +244,14 @@ def test_the_new_pages_load_nothing_from_elsewhere_and_keep_the_csp(alice):
         assert links and all(link.startswith(("/", "?")) for link in links), (url, links)
         assert not page.all(style=None) and not page.all("style")  # no inline style for the CSP to refuse
         assert all("src" in s.attrs for s in page.all("script"))  # no inline script either
+
+
+def test_the_chart_puts_the_best_score_up_whichever_way_the_board_ranks():
+    """On a board whose lower score ranks first ([score] order = "lower"), the lowest is drawn highest."""
+    history = [{"owner": "a", "points": [{"submitted_at": "2026-12-05T10:00:00Z", "best": 4.0},
+                                         {"submitted_at": "2026-12-05T11:00:00Z", "best": 2.0}]}]
+    for lower_first, best_drawn_higher in ((False, 4.0), (True, 2.0)):
+        drawn = chart(history, ["a"], "a", lower_first)
+        assert drawn is not None
+        ys = {p.best: p.y for p in drawn.series[0].points}
+        assert min(ys, key=ys.get) == best_drawn_higher  # a smaller y is higher up in SVG

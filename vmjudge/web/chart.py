@@ -70,9 +70,11 @@ def _seconds(t: str) -> float:
         return 0.0
 
 
-def chart(history: list[dict[str, Any]], ranked: list[str], me: str | None) -> Chart | None:
+def chart(history: list[dict[str, Any]], ranked: list[str], me: str | None,
+          lower_first: bool = False) -> Chart | None:
     """The chart of `history`, its owners in the board's order (`ranked`), `me`'s line marked;
-    None for a board with no scored entry."""
+    None for a board with no scored entry. The best score is up: on a board whose lower score ranks
+    first, the axis runs the other way (Chart.low is the bottom's value, Chart.high the top's)."""
     order = {owner: i for i, owner in enumerate(ranked)}
     chosen = sorted(history, key=lambda h: order.get(h["owner"], len(order)))[:SERIES]
     mine = next((h for h in history if h["owner"] == me), None)
@@ -88,6 +90,8 @@ def chart(history: list[dict[str, Any]], ranked: list[str], me: str | None) -> C
         low, high = low - 0.5, high + 0.5
     span = (high - low) * 0.05
     low, high = low - span, high + span
+    if lower_first:
+        low, high = high, low
 
     def place(t: str, best: float) -> tuple[float, float]:
         x = (LEFT + WIDTH - RIGHT) / 2 if t1 == t0 else LEFT + (_seconds(t) - t0) / (t1 - t0) * (WIDTH - RIGHT - LEFT)

@@ -141,7 +141,7 @@ class Pages:
         rows = lb.leaderboard(self.portal.queue, challenge, late, at=at, phase=phase, lower_first=lower)
         history = participant.board_history(lb.history(self.portal.queue, challenge, late, at=at, phase=phase,
                                                        lower_first=lower))
-        drawn = chart(history, [r["owner"] for r in participant.board_rows(rows)], me.name)
+        drawn = chart(history, [r["owner"] for r in participant.board_rows(rows)], me.name, lower)
         return self.portal.page(request, "board.html", challenge=challenge, late=late,
                                 rows=participant.board_rows(rows), columns=lb.columns(rows), title=title, phase=phase,
                                 hidden=None, chart=drawn)
