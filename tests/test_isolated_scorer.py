@@ -82,17 +82,11 @@ def answers(ch) -> ExamResults:
     return ExamResults(records=ch.test, answers=given)
 
 
-def test_the_cd_runner_gives_what_the_scorer_gives_in_debians_own_python(tmp_path):
-    ch = load_challenge(isolated_challenge(tmp_path))
-    exam = answers(ch)
-    archived = results.encode(exam.records, dict.fromkeys(exam.records, "ok"), "answer-lines", answers=exam.answers)
-    assert results.decode(archived) == exam
-    media = scoring_media(ch, archived)
-    assert {name.split("/")[1] for name in media} == {"scoring.py", "results.json", "lib", "reference"}
-    assert f"{CD}/reference/REFERENCE.csv" in media and RUNNER in media
-    assert not any("/test/" in name or "training" in name for name in media)
+def run_as_the_guest(tmp_path: Path, media: dict) -> dict:
+    """The CD laid out as the guest sees it, its score/ linked into a home, and the CD's runner run there by
+    Debian's own python3 (isolated: no site, no venv); what it wrote to scores.json."""
     home = tmp_path / "home"
-    for name, value in media.items():  # the CD as the guest sees it, its score/ linked into the home
+    for name, value in media.items():
         target = tmp_path / "cdrom" / name
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(value.read_bytes() if isinstance(value, Path) else value)
@@ -101,10 +95,27 @@ def test_the_cd_runner_gives_what_the_scorer_gives_in_debians_own_python(tmp_pat
     done = subprocess.run(["/usr/bin/python3", "-I", RUNNER, "scoring.py", "exact"], cwd=home, capture_output=True,
                           text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
     assert done.returncode == 0, done.stderr
+    return json.loads((home / "scores.json").read_text())
+
+
+def archived_answers(ch) -> tuple[ExamResults, bytes]:
+    exam = answers(ch)
+    return exam, results.encode(exam.records, dict.fromkeys(exam.records, "ok"), "answer-lines", answers=exam.answers)
+
+
+def test_the_cd_runner_gives_what_the_scorer_gives_in_debians_own_python(tmp_path):
+    ch = load_challenge(isolated_challenge(tmp_path))
+    exam, archived = archived_answers(ch)
+    assert results.decode(archived) == exam
+    media = scoring_media(ch, archived)
+    assert {name.split("/")[1] for name in media} == {"scoring.py", "results.json", "lib", "reference"}
+    assert f"{CD}/reference/REFERENCE.csv" in media and RUNNER in media
+    assert not any("/test/" in name or "training" in name for name in media)
+    returned = run_as_the_guest(tmp_path, media)
     namespace: dict = {}
     exec(compile(EXACT, "scoring.py", "exec"), namespace)
-    assert json.loads((home / "scores.json").read_text()) == namespace["exact"](exam, ch.reference_dir)
-    assert json.loads((home / "scores.json").read_text())["score"] == (len(ch.test) - 1) / len(ch.test)
+    assert returned == namespace["exact"](exam, ch.reference_dir)
+    assert returned["score"] == (len(ch.test) - 1) / len(ch.test)
 
 
 REFUSES = '''from vmjudge.errors import AnswerError
@@ -119,19 +130,8 @@ def test_answers_the_scorer_refuses_fail_the_entry_as_on_the_host(tmp_path):
     """vmjudge.errors.AnswerError from the scorer (the built-ins' invalid_answers = "refuse") is the entry's
     fault: the CD's runner says so in scores.json, and the stage fails the entry, its detail the organiser's."""
     ch = load_challenge(isolated_challenge(tmp_path, scorer=REFUSES))
-    exam = answers(ch)
-    archived = results.encode(exam.records, dict.fromkeys(exam.records, "ok"), "answer-lines", answers=exam.answers)
-    home = tmp_path / "home"
-    for name, value in scoring_media(ch, archived).items():
-        target = tmp_path / "cdrom" / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(value.read_bytes() if isinstance(value, Path) else value)
-    home.mkdir()
-    (home / CD).symlink_to(tmp_path / "cdrom" / CD)
-    done = subprocess.run(["/usr/bin/python3", "-I", RUNNER, "scoring.py", "exact"], cwd=home, capture_output=True,
-                          text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
-    assert done.returncode == 0, done.stderr
-    outcome = refused_answer(json.loads((home / "scores.json").read_text()))
+    _, archived = archived_answers(ch)
+    outcome = refused_answer(run_as_the_guest(tmp_path, scoring_media(ch, archived)))
     assert outcome is not None and (outcome.status, outcome.reason) == ("failed", "invalid-answer")
     assert outcome.message.startswith("An answer of the test set is not one") and "t03" not in outcome.message
     assert outcome.manifest["refused_answer"] == "record t03: 'maybe'"
