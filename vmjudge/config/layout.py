@@ -126,6 +126,12 @@ class Layout:
         return self.home / "entry-roots"
 
     @property
+    def data_disks(self) -> Path:
+        """Record sets as read-only disks, one squashfs each named by its content (images/data_disk.py),
+        shared by every VM that reads the set."""
+        return self.home / "data-disks"
+
+    @property
     def runs(self) -> Path:
         """Scratch directories of the VM runs under way (RunDir)."""
         return self.home / "run"

@@ -17,7 +17,7 @@ import re
 import stat
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from time import struct_time
@@ -92,9 +92,7 @@ def _expand(files: Mapping[str, Source]) -> dict[PurePosixPath, Source]:
     """Turn {iso path: file, directory or bytes} into {iso path: file or bytes}."""
     out: dict[PurePosixPath, Source] = {}
     for name, source in files.items():
-        path = PurePosixPath(name)
-        if path.is_absolute() or ".." in path.parts or not path.parts:
-            raise MediaError(f"ISO path {name!r} must be relative and stay inside the image.")
+        path = _iso_path(name)
         if isinstance(source, bytes):
             out[path] = source
             continue
@@ -120,6 +118,13 @@ def _expand(files: Mapping[str, Source]) -> dict[PurePosixPath, Source]:
     return out
 
 
+def _iso_path(name: str) -> PurePosixPath:
+    path = PurePosixPath(name)
+    if path.is_absolute() or ".." in path.parts or not path.parts:
+        raise MediaError(f"ISO path {name!r} must be relative and stay inside the image.")
+    return path
+
+
 def _plain_name(path: PurePosixPath) -> str:
     for part in path.parts:
         if not _PLAIN_RE.match(part.upper()):
@@ -129,12 +134,14 @@ def _plain_name(path: PurePosixPath) -> str:
 
 
 def write_iso(out: Path, files: Mapping[str, Source], volume_id: str = "VMJUDGE",
-              boot: ElTorito | None = None, private: frozenset[str] = frozenset()) -> Path:
+              boot: ElTorito | None = None, private: frozenset[str] = frozenset(),
+              directories: Iterable[str] = ()) -> Path:
     """Write an ISO holding `files` ({path on the ISO: host file, host directory or bytes}).
 
     Paths in `private` are root's alone in the guest (Rock Ridge mode 0400, owner 0): the
     job's description holds the run's nonce, which the entry must not read. Linux reads a
-    disc's Rock Ridge tree in preference to its Joliet one, so the mode holds."""
+    disc's Rock Ridge tree in preference to its Joliet one, so the mode holds. `directories` are
+    made even when empty: where the guest mounts a record set's disk (vm/job.py Job.data)."""
     _pin_pycdlib_clock()
     entries = _expand(files)
     plain = {PurePosixPath(p) for p in boot.plain | {boot.loader} | ({boot.efi} if boot.efi else set())} \
@@ -158,6 +165,8 @@ def write_iso(out: Path, files: Mapping[str, Source], volume_id: str = "VMJUDGE"
         dirs[path] = name
         return name
 
+    for made in sorted(directories):
+        iso_dir(_iso_path(made))
     for path in sorted(entries):
         source = entries[path]
         parent = iso_dir(path.parent)

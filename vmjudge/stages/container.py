@@ -16,14 +16,12 @@ parsing file names.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from ..archive.container_image import ImageConfig
 from ..errors import InfrastructureError
 from ..images.root_use import RootUse
 from ..vm.job import Command, InRoot, Job
 from .context import StageContext
-from .records import RESULT_FILE_LIMIT, RecordRuns
+from .records import RESULT_FILE_LIMIT, RecordRuns, record_set_media
 from .sockets import socket_runs
 
 
@@ -59,28 +57,27 @@ def container_runs(ctx: StageContext, subset: str, records: tuple[str, ...], roo
         return socket_runs(ctx, subset, records, root)
     cfg = root.config
     argv = command_argv(ctx, cfg)
-    media: dict[str, Path | bytes] = {f"{subset}/RECORDS": ("\n".join(records) + "\n").encode()}
+    media = record_set_media(ch, subset, records)
     file_limit = max(RESULT_FILE_LIMIT, ch.limits.output)
     out, tail = ch.limits.output, ch.limits.output_tail
     commands = []
     if rules.run == "whole_set":
-        for record in records:
-            media.update({f"{subset}/{f.name}": f for f in ch.record_files(subset, record)})
         limit = min(stage_limit, ch.limits.per_record * len(records))
         where = InRoot(user=cfg.user, env=(*cfg.env, f"VMJUDGE_RECORDS={rules.input}/RECORDS"),
                        workdir=cfg.workdir or "/", input=rules.input, output=rules.output, input_dir=subset)
         commands.append(Command("the image's command on the whole set", argv, limit, output_limit=out,
                                 tail_limit=tail, collect=tuple(ch.results.output_name(r) for r in records),
                                 file_limit=file_limit, root=where))
-        return RecordRuns(Job(commands=tuple(commands), media=media, entry_root=root.squashfs, tmp_mib=rules.tmp),
+        return RecordRuns(Job(commands=tuple(commands), media=media, entry_root=root.squashfs, tmp_mib=rules.tmp,
+                          data=(subset,)),
                           (records,), ("whole set",), limit)
     for record in records:
         files = ch.record_files(subset, record)
-        media.update({f"{subset}/{f.name}": f for f in files})
         where = InRoot(user=cfg.user, env=(*cfg.env, f"VMJUDGE_RECORD={record}"), workdir=cfg.workdir or "/",
                        input=rules.input, output=rules.output, input_files=tuple(f"{subset}/{f.name}" for f in files))
         commands.append(Command(f"the image's command on {record}", argv, ch.limits.per_record, output_limit=out,
                                 tail_limit=tail, collect=(ch.results.output_name(record),), file_limit=file_limit,
                                 root=where))
-    return RecordRuns(Job(commands=tuple(commands), media=media, entry_root=root.squashfs, tmp_mib=rules.tmp),
+    return RecordRuns(Job(commands=tuple(commands), media=media, entry_root=root.squashfs, tmp_mib=rules.tmp,
+                          data=(subset,)),
                       tuple((r,) for r in records), records, ch.limits.per_record)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..config import Challenge
 from ..vm.job import Command, Job
 from .context import StageContext, script_argv
 
@@ -36,16 +37,23 @@ def record_runs(ctx: StageContext, subset: str, records: tuple[str, ...], collec
 def record_job(ctx: StageContext, subset: str, records: tuple[str, ...], collect_each: bool) -> Job:
     """next.sh RECORD for each record, with the record's files linked beside it."""
     ch = ctx.challenge
-    media: dict[str, Path | bytes] = {f"{subset}/RECORDS": ("\n".join(records) + "\n").encode()}
     file_limit = max(RESULT_FILE_LIMIT, ch.limits.output) if ch.results.style == "files" else ch.limits.output
     commands = []
     for i, record in enumerate(records):
         files = ch.record_files(subset, record)
-        media.update({f"{subset}/{f.name}": f for f in files})
         last = i == len(records) - 1
         collect = (ch.results.output_name(record),) if collect_each or last else ()
         commands.append(Command(f"next.sh {record}", script_argv("next.sh", record), ch.limits.per_record,
                                 output_limit=ch.limits.output, tail_limit=ch.limits.output_tail,
                                 links=tuple(f"{subset}/{f.name}" for f in files), collect=collect,
                                 file_limit=file_limit))
-    return Job(commands=tuple(commands), media=media)
+    return Job(commands=tuple(commands), media=record_set_media(ch, subset, records), data=(subset,))
+
+
+def record_set_media(ch: Challenge, subset: str, records: tuple[str, ...]) -> dict[str, Path | bytes]:
+    """What a stage's CD holds of a record set, all under `subset/` (its data disk, Job.data): the
+    list of its records (RECORDS) and each record's files (RECORD.*)."""
+    media: dict[str, Path | bytes] = {f"{subset}/RECORDS": ("\n".join(records) + "\n").encode()}
+    for record in records:
+        media.update({f"{subset}/{f.name}": f for f in ch.record_files(subset, record)})
+    return media

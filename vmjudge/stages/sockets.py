@@ -56,23 +56,33 @@ def socket_runs(ctx: StageContext, subset: str, records: tuple[str, ...], root: 
         raise RuntimeError(f"challenge {ch.name} has no sockets")
     cfg = root.config
     argv = rules.command if rules.command else cfg.command
-    media: dict[str, Path | bytes] = {f"{subset}/RECORDS": ("\n".join(records) + "\n").encode()}
     commands = []
     for record in records:
-        top = ch.set_dir(subset) / record
-        for socket in sockets.inputs:  # the declared values only: nothing else the organiser left in RECORD/ goes in
-            value = input_file(ch.set_dir(subset), record, socket)
-            if value is not None:
-                media[f"{subset}/{record}/{value.relative_to(top).as_posix()}"] = value
-        media[f"{subset}/{record}/inputs.json"] = inputs_json(ch, subset, record)
         where = InRoot(user=cfg.user, env=cfg.env, workdir=cfg.workdir or "/", input=rules.input,
                        output=rules.output, input_dir=f"{subset}/{record}", stderr_apart=True)
         commands.append(Command(f"the image on case {record}", argv, ch.limits.per_record,
                                 output_limit=ch.limits.output, tail_limit=ch.limits.output_tail,
                                 collect=collected(sockets), file_limit=max(RESULT_FILE_LIMIT, ch.limits.output),
                                 root=where))
-    return RecordRuns(Job(commands=tuple(commands), media=media, entry_root=root.squashfs, tmp_mib=rules.tmp),
+    return RecordRuns(Job(commands=tuple(commands), media=socket_set_media(ch, subset, records),
+                          entry_root=root.squashfs, tmp_mib=rules.tmp, data=(subset,)),
                       tuple((r,) for r in records), records, ch.limits.per_record)
+
+
+def socket_set_media(ch: Challenge, subset: str, records: tuple[str, ...]) -> dict[str, Path | bytes]:
+    """What a stage's CD holds of a record set with sockets, all under `subset/` (its data disk,
+    Job.data): RECORDS, and each case's directory: its declared input values (nothing else the
+    organiser left in RECORD/) and its inputs.json."""
+    assert ch.sockets is not None
+    media: dict[str, Path | bytes] = {f"{subset}/RECORDS": ("\n".join(records) + "\n").encode()}
+    for record in records:
+        top = ch.set_dir(subset) / record
+        for socket in ch.sockets.inputs:
+            value = input_file(ch.set_dir(subset), record, socket)
+            if value is not None:
+                media[f"{subset}/{record}/{value.relative_to(top).as_posix()}"] = value
+        media[f"{subset}/{record}/inputs.json"] = inputs_json(ch, subset, record)
+    return media
 
 
 def inputs_json(ch: Challenge, subset: str, record: str) -> bytes:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ..config.site import PCI_ADDRESS_RE
 from .guest_cpu import add_cpu
+from .job import DATA_SERIAL
 from .memory import hard_limit_mib
 from .pinning import CpuTune
 
@@ -33,6 +34,9 @@ ENTRY_ROOT_SERIAL = "vmjudge-entry-root"
 # A container challenge's [container] tmp: the cases' /tmp, a writable disk of its own (found by its serial too).
 TMP_TARGET = "vdd"
 TMP_SERIAL = "vmjudge-tmp"
+# A stage's record sets (vm/job.py Job.data): read-only, shared by every VM at once, so libvirt must not
+# relabel them (images/data_disk.py makes them readable by qemu's group alone); found by serial too.
+DATA_TARGETS = ("vde", "vdf", "vdg", "vdh")
 # The GPU's root port: bus 0 is q35's pcie-root, so the port is bus 1 and the card sits alone
 # on it (a root port has one slot), where libvirt cannot place another device.
 _GPU_ROOT_PORT = 1
@@ -92,6 +96,7 @@ class DomainSpec:
     entry_root: Path | None = None  # a container entry's root file system (squashfs), a read-only disk
     tmp_disk: Path | None = None  # [container] tmp: the cases' /tmp (ext4 in a sparse raw file), writable
     cpu: str | None = None  # site.toml's [vm] cpu (guest_cpu.py); None: the accelerator's default
+    data_disks: tuple[Path, ...] = ()  # the job's record sets (Job.data), in its order: read-only disks
 
     @property
     def cmdline(self) -> str:
@@ -136,6 +141,16 @@ def _entry_root(devices: ET.Element | None, path: Path) -> ET.Element:
 
 def _tmp_disk(devices: ET.Element | None, path: Path) -> ET.Element:
     return _disk(devices, path, "raw", TMP_TARGET, "virtio", serial=TMP_SERIAL)
+
+
+def _data_disk(devices: ET.Element | None, path: Path, index: int) -> ET.Element:
+    return _disk(devices, path, "raw", DATA_TARGETS[index], "virtio", readonly=True, relabel=False,
+                 serial=f"{DATA_SERIAL}{index}")
+
+
+def data_disk_xml(path: Path, index: int) -> str:
+    """A record set's disk alone, as a warm-started VM is given it once restored (attachDevice)."""
+    return ET.tostring(_data_disk(None, path, index), encoding="unicode")
 
 
 def tmp_disk_xml(path: Path) -> str:
@@ -234,6 +249,8 @@ def domain_xml(spec: DomainSpec) -> str:
         _entry_root(devices, spec.entry_root)
     if spec.tmp_disk is not None:
         _tmp_disk(devices, spec.tmp_disk)
+    for index, path in enumerate(spec.data_disks):
+        _data_disk(devices, path, index)
     target, bus = (CDROM_TARGET, "ide") if gpu is None else ("sda", "sata")
     _disk(devices, spec.cdrom, "raw", target, bus, device="cdrom", readonly=True)
     _sub(devices, "controller", type="usb", model="none")

@@ -25,6 +25,9 @@ COMMAND_SLACK = 5.0
 # Where the guest mounts file systems of its own in an entry's root: neither the input nor the
 # output may be there, nor the root itself.
 RESERVED_IN_ROOT = ("/proc", "/sys", "/dev")
+# A record set's disk (Job.data), found by the agent by its serial, as the entry root's is.
+DATA_SERIAL = "vmjudge-data-"
+DATA_DISKS_MAX = 4
 ENV_MAX = 1000  # variables in an image's environment
 ENV_MAX_BYTES = 128 << 10
 _ENV_NAME_RE = re.compile(r"^[^=\0]+$")
@@ -146,6 +149,10 @@ class Job:
     # (vm/runner.py): the commands with an InRoot run in it. Its directories must be crossable by
     # libvirt's qemu user, as a home disk's are.
     entry_root: Path | None = None
+    # CD directories that are a record set (their files are the media under them): the judge's runner
+    # gives each as a read-only disk made once for every VM (images/data_disk.py), mounted by the agent
+    # over that directory of the CD; another runner puts the files on the CD, as before.
+    data: tuple[str, ...] = ()
     # [container] tmp: MiB of a disk of its own for the /tmp of the commands in the entry's root, each a new
     # directory on it (None: their /tmp is in their layers on the home disk).
     tmp_mib: int | None = None
@@ -155,9 +162,23 @@ class Job:
             raise ValueError("a command runs in the entry's root, and the job has no entry_root")
         if self.tmp_mib is not None and (self.entry_root is None or self.tmp_mib < 1):
             raise ValueError("a /tmp disk is for a job with an entry root, and has a size")
+        for d in self.data:
+            if "/" in _cd_path(d, "a data set's directory") or len(self.data) > DATA_DISKS_MAX:
+                raise ValueError(f"a data set is a directory at the CD's top, at most {DATA_DISKS_MAX}: {d!r}")
 
-    def job_json(self, nonce: str, gpu: bool = False, seed: str | None = None) -> bytes:
-        """`gpu`: the VM is lent a GPU, and the agent must find it working before any command
+    def data_files(self, cd_dir: str) -> dict[str, Path | bytes]:
+        """The media under a data set's directory, by their paths in it."""
+        return {name[len(cd_dir) + 1:]: source for name, source in self.media.items()
+                if name.startswith(cd_dir + "/")}
+
+    def cd_media(self) -> dict[str, Path | bytes]:
+        """The media that go on the CD when the data sets are disks of their own."""
+        return {name: source for name, source in self.media.items()
+                if not any(name.startswith(d + "/") for d in self.data)}
+
+    def job_json(self, nonce: str, gpu: bool = False, seed: str | None = None, data_disks: bool = False) -> bytes:
+        """`data_disks`: each of Job.data is a disk (serial DATA_SERIAL + its index) to mount over its
+        directory of the CD. `gpu`: the VM is lent a GPU, and the agent must find it working before any command
         (else it runs none and says the GPU failed: the slot's fault, not the entry's). `seed`:
         fresh host randomness (hex) the agent mixes into the kernel's pool before any command."""
         doc = {"protocol": frames.PROTOCOL, "nonce": nonce, "heartbeat": self.heartbeat,
@@ -169,6 +190,8 @@ class Job:
             doc["entry_root"] = True
         if self.tmp_mib:
             doc["tmp_disk"] = True
+        if data_disks and self.data:
+            doc["data_disks"] = [{"serial": f"{DATA_SERIAL}{i}", "dir": d} for i, d in enumerate(self.data)]
         if seed is not None:
             doc["seed"] = seed
         return json.dumps(doc, indent=1, sort_keys=True).encode()

@@ -73,6 +73,7 @@ class JobRun:
     hardware: dict[str, Any] | None = None  # what it ran on (vm/hardware.py); None in the replica
     cpu_seconds: float | None = None  # qemu's CPU time for the VM, from libvirt; None in the replica
     start: dict[str, Any] | None = None  # {"mode": "warm" | "cold", and how or why} (vm/warm.py); None in the replica
+    data_disks: dict[str, str] | None = None  # each record set's CD directory: its data disk's key (Job.data)
 
 
 class Watched(Protocol):

@@ -26,6 +26,7 @@ import libvirt
 from ..config import Site
 from ..errors import GpuFault, InfrastructureError
 from ..files import sha256_file
+from ..images.data_disk import DataDisks
 from ..images.image import GuestImage
 from ..images.iso import write_iso
 from . import warm
@@ -118,9 +119,17 @@ def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *
     iso = Path(workdir) / f"{name}.iso"
     entry_root = Path(job.entry_root).resolve() if job.entry_root is not None else None
     tmp_disk = (Path(workdir) / f"{name}-tmp.img").resolve() if job.tmp_mib else None
-    write_iso(iso, {**job.media, JOB_FILE: job.job_json(nonce, gpu=gpu is not None, seed=secrets.token_hex(32))},
-              private=frozenset({JOB_FILE}))
-    os.chmod(iso, PRIVATE_FILE)  # the test records: libvirt lends it to its qemu user for the run
+    held = contextlib.ExitStack()
+    try:
+        # Each record set's disk, made once for every VM (images/data_disk.py), held until this VM is gone.
+        data = [held.enter_context(DataDisks(site.layout.data_disks).held(d, job.data_files(d))) for d in job.data]
+        write_iso(iso, {**job.cd_media(), JOB_FILE: job.job_json(nonce, gpu=gpu is not None,
+                                                                 seed=secrets.token_hex(32), data_disks=True)},
+                  private=frozenset({JOB_FILE}), directories=job.data)
+        os.chmod(iso, PRIVATE_FILE)  # the job's own files: libvirt lends it to its qemu user for the run
+    except BaseException:
+        held.close()
+        raise
     try:
         if tmp_disk is not None and job.tmp_mib:
             make_tmp_disk(tmp_disk, job.tmp_mib)
@@ -133,8 +142,9 @@ def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *
                           console_log=Path(console_log).resolve(),
                           accel=site.accel, vcpus=vcpus, memory_mib=memory_mib, channel=site.channel, gpu=gpu,
                           cputune=cores.tune(vcpus) if cores is not None else None, entry_root=entry_root,
-                          tmp_disk=tmp_disk, cpu=site.cpu)
-        run = _Run(conn, site, job, nonce, limits, watch, cancel, console_log, on_start)
+                          tmp_disk=tmp_disk, cpu=site.cpu, data_disks=tuple(d.path for d in data))
+        run = _Run(conn, site, job, nonce, limits, watch, cancel, console_log, on_start,
+                   {d.cd_dir: d.key for d in data})
         why = why_cold(site, gpu)
         if why is None:
             warm_run = _warm(run, image, spec, lent, hardware, iso_sha)
@@ -154,6 +164,7 @@ def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *
             tmp_disk.unlink(missing_ok=True)
         if entry_root is not None:
             give_back(entry_root)
+        held.close()
 
 
 def give_back(path: Path) -> None:
@@ -205,6 +216,7 @@ class _Run:
     cancel: threading.Event | None
     console_log: Path
     on_start: Callable[[Domain], None] | None = None
+    data_keys: dict[str, str] | None = None  # each record set's data disk (JobRun.data_disks)
 
     def go(self, start: Callable[[], Domain], how: dict[str, Any], lent: dict | None, hardware: dict,
            iso_sha: str) -> JobRun:
@@ -236,7 +248,8 @@ class _Run:
             ran_on = {**hardware, "guest_cpu": guest_cpu(self.site.guest_cpu.setting, transcript.hello)}
             return JobRun(domain=domain.name, transcript=transcript, iso_sha256=iso_sha,
                           boot_seconds=reading.boot_seconds, total_seconds=time.monotonic() - started, ended=ended,
-                          gpu=lent, hardware=ran_on, cpu_seconds=cpu_seconds, start=how)
+                          gpu=lent, hardware=ran_on, cpu_seconds=cpu_seconds, start=how,
+                          data_disks=self.data_keys or None)
         except InfrastructureError as exc:
             hello = stream.transcript.hello
             # No hello, or one without this job's nonce: the agent never read the job (its CD unseen).

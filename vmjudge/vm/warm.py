@@ -46,6 +46,7 @@ from .domain import DOMAIN_PREFIX, Domain
 from .domain_xml import (
     DomainSpec,
     cdrom_xml,
+    data_disk_xml,
     domain_xml,
     entry_root_xml,
     hard_limit_kib,
@@ -118,7 +119,7 @@ class Seat:
     def _saving_spec(self, spec: DomainSpec) -> DomainSpec:
         """The VM that is saved: this run's, with no home disk, no entry root, an empty drive, told
         to wait: one state serves archive and container entries alike."""
-        return replace(spec, name=self.name, home=None, cdrom=None, entry_root=None, tmp_disk=None,
+        return replace(spec, name=self.name, home=None, cdrom=None, entry_root=None, tmp_disk=None, data_disks=(),
                        cmdline_extra=spec.cmdline_extra + (WARM_ARG,))
 
     def _identity(self, conn: libvirt.virConnect, spec: DomainSpec) -> dict:
@@ -255,6 +256,8 @@ class Seat:
                 domain.give(entry_root_xml(spec.entry_root), attach=True)
             if spec.tmp_disk is not None:
                 domain.give(tmp_disk_xml(spec.tmp_disk), attach=True)
+            for index, path in enumerate(spec.data_disks):
+                domain.give(data_disk_xml(path, index), attach=True)
         except (InfrastructureError, WarmFailed) as exc:
             domain.destroy()
             raise WarmFailed(str(exc)) from None

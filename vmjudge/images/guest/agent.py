@@ -167,6 +167,9 @@ def run_job(channel, job, home_ready=False):
             mount_home(channel)
             harden()
         make_entry_cgroup()
+        if job.get("data_disks"):  # the record sets, each over its directory of the CD
+            from root_disk import mount_data_disks
+            mount_data_disks(job["data_disks"])
         if job.get("install"):
             install(job["install"])
         gpu_view = meter = None

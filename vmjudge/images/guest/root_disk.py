@@ -10,6 +10,7 @@ non-blocking and reading at most a bounded size. Nothing in it is ever run by th
 import os
 import stat
 
+from media import CDROM
 from root_spec import RootError
 from system import JobError, run_quiet, wait_for
 
@@ -39,7 +40,7 @@ def find_disk(seconds=20, serial=SERIAL):
         return None
     dev = wait_for(look, seconds)
     if dev is None or not wait_for(dev, 5):
-        raise JobError(f"the job runs in the entry's root, and no disk with serial {serial} appeared")
+        raise JobError(f"the host gave the VM no disk with serial {serial} (none appeared)")
     return dev
 
 
@@ -49,6 +50,27 @@ def mount_tmp_disk():
     os.makedirs(TMP_DISK, mode=0o700, exist_ok=True)
     run_quiet(["mount", "-t", "ext4", "-o", "nosuid,nodev", dev, TMP_DISK])
     os.chmod(TMP_DISK, 0o700)  # the directory the file system's root is: the agent's, each case's made in it
+
+
+def mount_data_disks(disks):
+    """Each record set's disk (vm/job.py Job.data) over its directory of the CD, which the CD holds
+    empty: the entry finds its files where the CD held them. Read-only, and neither a device, a
+    setuid bit nor a program on it counts (nodev, nosuid, noexec): it is data."""
+    if not isinstance(disks, list) or len(disks) > 4:
+        raise JobError("job.json's data disks are not a short list")
+    for disk in disks:
+        serial, name = (disk.get("serial"), disk.get("dir")) if isinstance(disk, dict) else (None, None)
+        if not (isinstance(serial, str) and serial.startswith("vmjudge-data-") and isinstance(name, str)
+                and name and "/" not in name and name not in (".", "..") and "\0" not in name):
+            raise JobError(f"job.json names a data disk wrongly: {disk!r}")
+        point = os.path.join(CDROM, name)
+        if not os.path.isdir(point) or os.path.islink(point):
+            raise JobError(f"the CD has no directory {name} to mount its data disk on")
+        dev = find_disk(serial=serial)
+        with open(dev, "rb") as f:
+            if f.read(4) != b"hsqs":
+                raise JobError(f"the data disk {serial} ({dev}) holds no squashfs file system")
+        run_quiet(["mount", "-t", "squashfs", "-o", "ro,nosuid,nodev,noexec", dev, point])
 
 
 def mount_entry_root(device=None):
