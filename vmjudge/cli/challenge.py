@@ -8,8 +8,10 @@ import click
 
 from ..config import Challenge, Phase, check_challenge_data, load_challenge
 from ..images.build import build_image
+from ..images.data_disk import DataDisks
 from ..images.evaluation_root import evaluation_root
 from ..scorers.loader import compile_scorer, load_scorer
+from ..stages.data_sets import make_disks
 from ..supervisor.cpu_gate import CpuGate
 from .challenge_new import challenge_new
 from .echo import echo
@@ -46,6 +48,9 @@ def challenge_add(ctx: click.Context, challenge_dir: Path, replace: bool) -> Non
     else:
         load_scorer(ch.scorer)
     images = [build_image(site, recipe, progress=lambda m: echo(m, err=True)) for recipe in ch.recipes]
+    for disk, count in make_disks(DataDisks(site.layout.data_disks), ch):  # made once, for every VM of every entry
+        echo(f"data disk {disk.key[:12]} for {disk.cd_dir}/ ({count} files, "
+             f"{disk.path.stat().st_size / 1e6:.1f} MB)", err=True)
     done = register(site, queue_of(site), ch, images, replace)
     echo(f"{done}: {_sets(ch)}, scorer {ch.scorer}"
          + (f", {len(images)} images" if len(images) > 1 else "")

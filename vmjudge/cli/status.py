@@ -6,6 +6,8 @@ import json
 
 import click
 
+from ..images.data_disk import DataDisks
+from ..images.data_store import store_bytes
 from ..queue.hosts import HostRow
 from ..queue.listing import STATUS_LISTED, queue_status
 from .echo import echo
@@ -24,9 +26,11 @@ def status(ctx: click.Context, as_json: bool, limit: int) -> None:
     queue = queue_of(site)
     found = queue_status(queue.database, limit)
     gpus, hosts = queue.gpu_slots.all(), queue.hosts.all()
+    disks, disk_bytes = store_bytes(DataDisks(site.layout.data_disks))
     if as_json:
         echo(json.dumps({**found.as_json(), "gpus": [slot_json(g) for g in gpus],
-                         "hosts": [host_json(h, site.queue.lease) for h in hosts]}, indent=2))
+                         "hosts": [host_json(h, site.queue.lease) for h in hosts],
+                         "data_disks": {"count": disks, "bytes": disk_bytes}}, indent=2))
         return
     for e in found.active:
         echo(f"{e.id:>6}  {e.state:<8} {e.stage or '':<6} {e.challenge:<16} {e.owner}")
@@ -36,6 +40,8 @@ def status(ctx: click.Context, as_json: bool, limit: int) -> None:
     if found.unlisted:
         echo(f"{found.unlisted} more not listed: `vmjudge entries --state queued` pages them all, "
              "or `vmjudge status --limit N` lists more.")
+    echo(f"data disks: {disks}, {disk_bytes / 1e6:.1f} MB in {site.layout.data_disks} (`vmjudge gc` removes "
+         "those no challenge uses)")
     for h in hosts:
         echo(host_line(h, site.queue.lease))
     for g in gpus:

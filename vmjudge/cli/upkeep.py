@@ -9,9 +9,14 @@ from pathlib import Path
 import click
 
 from ..config import load_challenge
+from ..errors import VmjudgeError
 from ..images.build import find_image, newest_image
+from ..images.data_disk import DataDisks
+from ..images.data_store import DataDiskGc, collect_data_disks
 from ..images.root_store import collect_roots
 from ..queue import retention
+from ..queue.db import Queue
+from ..stages.data_sets import used_keys
 from ..supervisor import doctor as doctor_checks
 from ..supervisor.cores import largest_vcpus
 from .echo import echo
@@ -53,20 +58,40 @@ def doctor(ctx: click.Context, challenge_dir: Path | None, slots: int, as_json: 
 @click.pass_context
 def gc(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
     """Remove what finished entries no longer need (entry trees, home disks, console logs,
-    kept ISOs), container roots no entry still to be judged uses, and notifications sent, failed
-    or dropped long ago, as site.toml's [retention] allows; reports, logs and archives stay."""
+    kept ISOs), container roots no entry still to be judged uses, data disks no registered
+    challenge's record set is now, and notifications sent, failed or dropped long ago, as
+    site.toml's [retention] allows; reports, logs and archives stay."""
     site = site_of(ctx)
     queue = queue_of(site)
     removed = retention.collect(site, queue, dry_run=dry_run)
     roots = collect_roots(site, queue, dry_run=dry_run)
+    disks = _collect_disks(site.layout.data_disks, queue, dry_run)
+    problems = removed.problems + roots.problems + disks.problems
     if as_json:
-        echo(json.dumps({**removed.as_json(), "entry_roots": roots.as_json()}, indent=2))
+        echo(json.dumps({**removed.as_json(), "entry_roots": roots.as_json(), "data_disks": disks.as_json()},
+                        indent=2))
     else:
-        for line in removed.lines() + roots.lines():
+        for line in removed.lines() + roots.lines() + disks.lines():
             echo(line)
-        for problem in removed.problems + roots.problems:
+        for problem in problems:
             echo(problem, err=True)
         echo(removed.summary())
         if (said := roots.summary()) is not None:
             echo(said)
-    sys.exit(1 if removed.problems or roots.problems else 0)
+        echo(disks.summary())
+    sys.exit(1 if problems else 0)
+
+
+def _collect_disks(store: Path, queue: Queue, dry_run: bool) -> DataDiskGc:
+    """The data disks no registered challenge's record set is now. A challenge that cannot be read
+    here leaves every disk in place: which of them are its own cannot be known."""
+    challenges = []
+    for row in queue.challenges():
+        try:
+            challenges.append(load_challenge(Path(row["here"])))
+        except (VmjudgeError, OSError) as exc:
+            return DataDiskGc(dry_run, problems=[f"data disks: none removed, as challenge {row['name']} cannot be "
+                                                 f"read at {row['here']} ({exc}): fix or remove it, then run gc "
+                                                 "again."])
+    disks = DataDisks(store)
+    return collect_data_disks(disks, used_keys(disks, challenges), dry_run)

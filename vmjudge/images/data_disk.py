@@ -16,7 +16,7 @@ would cost the entry's time (bench/data_scale.py measures both).
 
 A disk is named by its content: the format and each file's path, executable bit and sha256. Hashing
 a large set at every stage would cost what the disk saves, so the set's stat signature (each source's
-path, inode, size, mtime and ctime; each generated file's bytes) is remembered with the key it gave
+path, inode, size and mtime; each generated file's bytes) is remembered with the key it gave
 (.known/): unchanged files are never read again. A changed file changes the signature, the set is
 hashed again, and a new disk is made; `vmjudge gc` removes the old one once no challenge's set names
 it (data_store.py).
@@ -40,6 +40,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import BinaryIO
 
 from .. import private
 from ..errors import InfrastructureError
@@ -82,14 +83,15 @@ def _checked(rel: str) -> str:
     return rel
 
 
-def signature(files: Mapping[str, Source], ctime: bool = True) -> str:
+def signature(files: Mapping[str, Source]) -> str:
     """What the set is by its sources' stat signatures (no file read): equal, the key is equal.
-    Without `ctime`, for the check around making a disk, whose hard links change each source's."""
+    Without the ctime that files.stat_signature holds: making any disk links its sources, which
+    changes their ctime, and a set sharing a file with another would never be found again."""
     h = hashlib.sha256(FORMAT.encode() + b"\n")
     for rel in sorted(files):
         source = files[rel]
         what = "b:" + hashlib.sha256(source).hexdigest() if isinstance(source, bytes) else \
-            "f:" + json.dumps([str(source), *stat_signature(source)[:None if ctime else 3]])
+            "f:" + json.dumps([str(source), *stat_signature(source)[:3]])
         h.update(_checked(rel).encode(errors="surrogateescape") + b"\0" + what.encode(errors="surrogateescape") + b"\n")
     return h.hexdigest()
 
@@ -137,15 +139,37 @@ class DataDisks:
         """The set's disk, made if it is not here yet, held (shared lock) until the block ends."""
         private.make_dir(self.store, private.CROSSABLE_DIR)
         key = self.known_key(files) or content_key(files)
-        with open(self.lock_path(key), "a+b") as lock:
-            fcntl.flock(lock, fcntl.LOCK_SH)
-            if not self.disk_path(key).is_file():
-                fcntl.flock(lock, fcntl.LOCK_EX)
-                if not self.disk_path(key).is_file():
-                    self._make(key, files)
-                fcntl.flock(lock, fcntl.LOCK_SH)
-            self._remember(signature(files), key)  # taken after the making, whose links changed each ctime
+        with self._shared(key, files):
+            self._remember(signature(files), key)
             yield DataDisk(cd_dir, self.disk_path(key), key)
+
+    @contextmanager
+    def _shared(self, key: str, files: Mapping[str, Source]) -> Iterator[BinaryIO]:
+        """The disk's lock held shared, with the disk there: made under the lock held exclusively if
+        it was not. gc removes a disk and its lock file under that lock; a lock taken on a file gc
+        removed meanwhile is no lock at all, so each taking is checked and the whole tried again."""
+        while True:
+            with open(self.lock_path(key), "a+b") as lock:
+                fcntl.flock(lock, fcntl.LOCK_SH)
+                if self._stale(lock, key):
+                    continue
+                if not self.disk_path(key).is_file():
+                    fcntl.flock(lock, fcntl.LOCK_EX)
+                    if self._stale(lock, key):
+                        continue
+                    if not self.disk_path(key).is_file():
+                        self._make(key, files)
+                    fcntl.flock(lock, fcntl.LOCK_SH)
+                    if self._stale(lock, key) or not self.disk_path(key).is_file():
+                        continue
+                yield lock
+                return
+
+    def _stale(self, lock: BinaryIO, key: str) -> bool:
+        try:
+            return os.stat(self.lock_path(key)).st_ino != os.fstat(lock.fileno()).st_ino
+        except FileNotFoundError:
+            return True
 
     def _remember(self, sig: str, key: str) -> None:
         with suppress(OSError):  # only a shortcut: without it the set is hashed again next time
@@ -158,7 +182,7 @@ class DataDisks:
         the store and the set share a file system, else copies), mksquashfs over it, the result renamed
         into place. The sources' signatures are checked again after: a file changed meanwhile is not
         what the key says, so the disk is thrown away and the stage tried again."""
-        before = signature(files, ctime=False)
+        before = signature(files)
         work = private.fresh_dir(self.store / f".work-{key}")
         try:
             tree = work / "tree"
@@ -173,7 +197,7 @@ class DataDisks:
                 reason = "host-disk-full" if "No space left" in proc.stderr else "data-disk"
                 raise InfrastructureError(reason, f"mksquashfs could not make the data disk {key[:12]}: "
                                           f"{(proc.stderr or proc.stdout).strip()[-400:]}")
-            if signature(files, ctime=False) != before:
+            if signature(files) != before:
                 raise InfrastructureError("data-disk", "a record file changed while its data disk was made: the "
                                           "stage runs again with the files as they are now.")
             os.chown(part, 0, qemu_gid())

@@ -114,6 +114,8 @@ class StageContext:
             m.update({"domain": run.domain, "iso_sha256": run.iso_sha256, "boot_seconds": round(run.boot_seconds, 3),
                       "run_seconds": round(run.total_seconds, 3), "ended": run.ended,
                       "guest_agent": hello.get("agent"), "start": run.start})
+            if run.data_disks:  # the record sets, as disks of their own: each one's content key
+                m["data_disks"] = dict(run.data_disks)
             if run.gpu is not None or self.has_gpu_driver:
                 # The card lent (address, ids) and what the agent found of it (driver version, name).
                 m["gpu"] = {**(run.gpu or {}), "guest": hello.get("gpu")}
