@@ -34,7 +34,8 @@ REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = {p.name: 'if __name__ == "__main__":' in p.read_text() for p in (REPO / "bench").glob("*.py")}
 BENCHMARKS = sorted(name for name, runs in SCRIPTS.items() if runs)
 # The benchmarks that boot VMs; every other one runs on the host alone.
-BOOTS_VMS = ("boot.py", "case_overhead.py", "container.py", "cpu_matmul.py", "demo_under_load.py", "fairness.py",
+BOOTS_VMS = ("boot.py", "case_overhead.py", "container.py", "cpu_matmul.py", "data_scale.py", "demo_under_load.py",
+             "fairness.py",
              "gpu_image.py", "hostile_memory.py", "octave.py", "qemu_memory.py", "records.py", "score_container.py",
              "soak.py", "timing_spread.py")
 HOST_ONLY = sorted(set(BENCHMARKS) - set(BOOTS_VMS))
@@ -60,6 +61,12 @@ INVARIANTS: dict[str, Callable[[dict], bool]] = {
     and all(len(d[k]["each_case_s"]) == 4 and d[k]["per_case_s"]["min"] > 0 for k in ("container", "baseline")),
     "cpu_matmul.py": lambda d: (d["default"]["level"], d["qemu64"]["level"]) == ("x86-64-v3", "x86-64-v1")
     and d["default"]["avx2"] and not d["qemu64"]["avx2"] and d["matmul_ratio_qemu64_over_default"] > 0,
+    # Data disks: each made once for its runs, and the host's scratch while a stage runs the same with 8 MiB
+    # a record as with 64 KiB; the CD's grows with the data.
+    "data_scale.py": lambda d: all(s["disks_made"] == 1 for k, s in d["stages"].items() if k.startswith("disk/"))
+    and all(abs(scratch(d, "disk", s, "large") - scratch(d, "disk", s, "small")) < 1 << 20 for s in ("training", "test"))
+    and all(scratch(d, "cd", s, "large") > scratch(d, "cd", s, "small") + (15 << 20) for s in ("training", "test"))
+    and d["read"]["data_disk"]["mb_s"] > 0,
     "demo_under_load.py": lambda d: d["met"] and d["entries"] == 1 and d["hogs"] == 1,
     "fairness.py": lambda d: d["met"],
     "gpu_image.py": lambda d: d["guest"]["cpu_image"]["hello_gpu"]["state"] == "none",
@@ -75,6 +82,11 @@ INVARIANTS: dict[str, Callable[[dict], bool]] = {
     and [k["killed"] for k in d["kills"]] == [True],
     "timing_spread.py": lambda d: set(d["modes"]) == {"pinned_1_slot", "pinned_2_slots_busy"},
 }
+
+
+def scratch(d: dict, mode: str, subset: str, size: str) -> int:
+    """data_scale.py's largest scratch bytes of a stage's runs."""
+    return max(r["scratch_bytes"] for r in d["stages"][f"{mode}/{subset}/{size}"]["runs"])
 
 
 def test_every_file_but_the_shared_helpers_is_a_benchmark():

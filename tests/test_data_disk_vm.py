@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from vmjudge.config import load_challenge
-from vmjudge.images.data_disk import DataDisks
+from vmjudge.images.data_disk import SUFFIX, DataDisks
 from vmjudge.images.data_store import collect_data_disks
 from vmjudge.stages.data_sets import used_keys
 from vmjudge.stages.records import record_job
@@ -26,7 +26,7 @@ LOOK = ("cat /sys/block/*/serial 2>/dev/null | sort; echo ---; grep ' /media/cdr
 def inert(mount: str, subset: str) -> bool:
     """A /proc/mounts line's point, type and options: the set's disk over its CD directory, read-only and inert."""
     point, kind, options = mount.split()
-    return (point, kind) == (f"/media/cdrom/{subset}", "squashfs") and \
+    return (point, kind) == (f"/media/cdrom/{subset}", "iso9660") and \
         {"ro", "nosuid", "nodev", "noexec"} <= set(options.split(","))
 
 
@@ -115,5 +115,5 @@ def test_a_changed_record_is_read_from_a_new_disk_and_gc_removes_the_old_one(boo
     disks = DataDisks(boot.site.layout.data_disks)
     assert new != old and disks.disk_path(old).is_file()
     gone = collect_data_disks(disks, used_keys(disks, [ch]), dry_run=False)
-    assert old + ".sqfs" in [r.name for r in gone.removals] and new + ".sqfs" not in [r.name for r in gone.removals]
+    assert old + SUFFIX in [r.name for r in gone.removals] and new + SUFFIX not in [r.name for r in gone.removals]
     assert not disks.disk_path(old).exists() and disks.disk_path(new).is_file()

@@ -10,9 +10,7 @@ the work tree a crash left while making a disk (.work-KEY) once no one makes tha
 from __future__ import annotations
 
 import fcntl
-import shutil
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from .data_disk import SUFFIX, DataDisks
@@ -89,15 +87,15 @@ def _leftovers(disks: DataDisks) -> None:
         except OSError:
             continue
     for work in disks.store.glob(".work-*"):
-        key = work.name[len(".work-"):]
+        key = work.name[len(".work-"):][:64]
         with open(disks.lock_path(key), "a+b") as lock:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 continue  # being made now
-            shutil.rmtree(work, ignore_errors=True)
+            work.unlink(missing_ok=True)
             if not disks.disk_path(key).is_file():
-                Path(disks.lock_path(key)).unlink(missing_ok=True)
+                disks.lock_path(key).unlink(missing_ok=True)
 
 
 def store_bytes(disks: DataDisks) -> tuple[int, int]:
