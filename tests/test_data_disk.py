@@ -24,6 +24,7 @@ from vmjudge.stages.data_sets import challenge_sets, make_disks, set_media, used
 from vmjudge.stages.records import record_job
 from vmjudge.vm.domain_xml import DATA_TARGETS, DomainSpec, domain_xml
 from vmjudge.vm.job import Command, Job
+from vmjudge.vm.runner import make_tmp_disk
 
 from .test_challenge_new import new_challenge
 
@@ -232,3 +233,13 @@ def test_the_stages_sets_are_the_disks_challenge_add_makes_and_gc_keeps(tmp_path
     assert sorted(d.cd_dir for d, _ in made) == ["test", "training"]
     assert used_keys(disks, [ch]) == {d.key for d, _ in made}
     assert collect_data_disks(disks, used_keys(disks, [ch]), dry_run=False).removals == []
+
+
+def test_the_cases_tmp_disk_takes_the_hosts_disk_only_for_what_is_written(tmp_path):
+    """[container] tmp (#57): a large /tmp costs the host its file system's few blocks, not its size."""
+    disk = tmp_path / "tmp.img"
+    make_tmp_disk(disk, 100 << 10)  # 100 GiB
+    assert disk.stat().st_size == 100 << 30 and disk.stat().st_blocks * 512 < 64 << 20
+    with open(disk, "rb") as f:
+        f.seek(1080)
+        assert f.read(2) == b"\x53\xef"  # ext4's magic: made on the host, nothing for the guest to do
