@@ -15,11 +15,13 @@ from pathlib import Path
 import pycdlib
 import pytest
 
+from vmjudge.cli import upkeep
 from vmjudge.config import load_challenge
 from vmjudge.images import data_disk
 from vmjudge.images.data_disk import DataDisks, content_key
 from vmjudge.images.data_store import collect_data_disks, store_bytes
 from vmjudge.images.iso import write_iso
+from vmjudge.queue.db import Queue
 from vmjudge.stages.data_sets import challenge_sets, make_disks, set_media, used_keys
 from vmjudge.stages.records import record_job
 from vmjudge.vm.domain_xml import DATA_TARGETS, DomainSpec, domain_xml
@@ -243,3 +245,20 @@ def test_the_cases_tmp_disk_takes_the_hosts_disk_only_for_what_is_written(tmp_pa
     with open(disk, "rb") as f:
         f.seek(1080)
         assert f.read(2) == b"\x53\xef"  # ext4's magic: made on the host, nothing for the guest to do
+
+
+def test_gc_removes_no_disk_while_a_registered_challenge_cannot_be_read(tmp_path):
+    assert new_challenge(tmp_path / "ch", "answer-lines").returncode == 0
+    ch = load_challenge(tmp_path / "ch")
+    queue = Queue(tmp_path / "queue.db")
+    queue.add_challenge(ch.name, ch.directory, "key")
+    disks = DataDisks(tmp_path / "store")
+    made = {d.key for d, _ in make_disks(disks, ch)}
+    with disks.held("other", {"X": b"a set no challenge has"}) as stale:
+        pass
+    (tmp_path / "ch").rename(tmp_path / "moved")
+    kept = upkeep._collect_disks(disks.store, queue, dry_run=False)
+    assert kept.removals == [] and "cannot be read" in kept.problems[0] and stale.path.is_file()
+    (tmp_path / "moved").rename(tmp_path / "ch")
+    gone = upkeep._collect_disks(disks.store, queue, dry_run=False)
+    assert [r.name for r in gone.removals] == [stale.path.name] and gone.in_use == len(made) and not gone.problems

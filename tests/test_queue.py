@@ -175,7 +175,7 @@ def test_status_lists_what_is_waiting_running_or_parked_and_counts_the_rest(tmp_
                               {"id": parked, "challenge": "c", "owner": "pam", "state": "parked", "stage": "prep"},
                               {"id": queued, "challenge": "c", "owner": "quinn", "state": "queued", "stage": "prep"}],
                    "unlisted": 0, "counts": {"queued": 1, "running": 1, "done": 1, "parked": 1}, "done": 1,
-                   "gpus": [], "hosts": []}
+                   "gpus": [], "hosts": [], "data_disks": {"count": 0, "bytes": 0}}
     # A queue too long to list: the running and parked entries first, then the oldest queued, and
     # the counts say how many more wait (listing 100,000 took half a second and said nothing more).
     later = [add(queue, "quinn") for _ in range(3)]

@@ -7,6 +7,7 @@ import click
 
 from ..config import Site, load_site
 from ..queue.db import Queue
+from ..queue.object_store import stored
 
 
 def site_of(ctx: click.Context) -> Site:
@@ -17,7 +18,7 @@ def queue_of(site: Site) -> Queue:
     """The SQLite file in the home, or the PostgreSQL queue site.toml's [queue] url names."""
     site.layout.ensure()
     return Queue(site.queue.url or site.layout.queue_db, host=site.queue.host, lease=site.queue.lease,
-                 fair_window=site.queue.fair_window)
+                 fair_window=site.queue.fair_window, stored=stored(site.storage))
 
 
 def site_and_queue(ctx: click.Context) -> tuple[Site, Queue]:

@@ -27,10 +27,14 @@ def status(ctx: click.Context, as_json: bool, limit: int) -> None:
     found = queue_status(queue.database, limit)
     gpus, hosts = queue.gpu_slots.all(), queue.hosts.all()
     disks, disk_bytes = store_bytes(DataDisks(site.layout.data_disks))
+    copies, copy_bytes = queue.blobs.cache.kept() if queue.blobs.cache is not None else (0, 0)
     if as_json:
         echo(json.dumps({**found.as_json(), "gpus": [slot_json(g) for g in gpus],
                          "hosts": [host_json(h, site.queue.lease) for h in hosts],
-                         "data_disks": {"count": disks, "bytes": disk_bytes}}, indent=2))
+                         "data_disks": {"count": disks, "bytes": disk_bytes},
+                         **({"blob_copies": {"count": copies, "bytes": copy_bytes,
+                                             "bound": site.storage.cache_bytes}}
+                            if queue.blobs.cache is not None else {})}, indent=2))
         return
     for e in found.active:
         echo(f"{e.id:>6}  {e.state:<8} {e.stage or '':<6} {e.challenge:<16} {e.owner}")
@@ -40,8 +44,12 @@ def status(ctx: click.Context, as_json: bool, limit: int) -> None:
     if found.unlisted:
         echo(f"{found.unlisted} more not listed: `vmjudge entries --state queued` pages them all, "
              "or `vmjudge status --limit N` lists more.")
-    echo(f"data disks: {disks}, {disk_bytes / 1e6:.1f} MB in {site.layout.data_disks} (`vmjudge gc` removes "
-         "those no challenge uses)")
+    if disks:
+        echo(f"data disks: {disks}, {disk_bytes / 1e6:.1f} MB in {site.layout.data_disks} (`vmjudge gc` removes "
+             "those no challenge uses)")
+    if queue.blobs.cache is not None:
+        echo(f"this host's copies of the object store's blobs: {copies}, {copy_bytes / 1e6:.1f} MB of "
+             f"{site.storage.cache_bytes / 1e6:.0f} MB ([storage] cache_gib; the least recently used go first)")
     for h in hosts:
         echo(host_line(h, site.queue.lease))
     for g in gpus:

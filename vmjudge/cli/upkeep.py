@@ -12,7 +12,7 @@ from ..config import load_challenge
 from ..errors import VmjudgeError
 from ..images.build import find_image, newest_image
 from ..images.data_disk import DataDisks
-from ..images.data_store import DataDiskGc, collect_data_disks
+from ..images.data_store import DataDiskGc, collect_data_disks, store_bytes
 from ..images.root_store import collect_roots
 from ..queue import retention
 from ..queue.db import Queue
@@ -78,13 +78,17 @@ def gc(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
         echo(removed.summary())
         if (said := roots.summary()) is not None:
             echo(said)
-        echo(disks.summary())
+        if disks.removals or disks.in_use or disks.busy:
+            echo(disks.summary())
     sys.exit(1 if problems else 0)
 
 
 def _collect_disks(store: Path, queue: Queue, dry_run: bool) -> DataDiskGc:
     """The data disks no registered challenge's record set is now. A challenge that cannot be read
     here leaves every disk in place: which of them are its own cannot be known."""
+    disks = DataDisks(store)
+    if store_bytes(disks)[0] == 0:
+        return DataDiskGc(dry_run)  # nothing to remove: no challenge need be read
     challenges = []
     for row in queue.challenges():
         try:
@@ -93,5 +97,4 @@ def _collect_disks(store: Path, queue: Queue, dry_run: bool) -> DataDiskGc:
             return DataDiskGc(dry_run, problems=[f"data disks: none removed, as challenge {row['name']} cannot be "
                                                  f"read at {row['here']} ({exc}): fix or remove it, then run gc "
                                                  "again."])
-    disks = DataDisks(store)
     return collect_data_disks(disks, used_keys(disks, challenges), dry_run)

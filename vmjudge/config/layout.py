@@ -132,6 +132,12 @@ class Layout:
         return self.home / "data-disks"
 
     @property
+    def blob_cache(self) -> Path:
+        """With an object store ([storage]), this host's notes of its copies of the blobs, which bound them
+        (queue/blob_cache.py); the copies stay in the spool and the results store."""
+        return self.home / "blob-cache"
+
+    @property
     def runs(self) -> Path:
         """Scratch directories of the VM runs under way (RunDir)."""
         return self.home / "run"

@@ -17,6 +17,7 @@ from ..errors import ConfigError
 from .cpu import CPU_ALLOWED, HOST_PASSTHROUGH, GuestCpu, default_cpu, is_cpu_setting
 from .layout import Layout
 from .notify import NotifySite, read_notify
+from .storage import StorageSite, read_storage
 from .values import Section, read_toml
 
 
@@ -139,6 +140,8 @@ class Site:
     # [site] allow_no_lsm: production without AppArmor or SELinux (the daemon names it first).
     allow_no_lsm: bool = False
     notify: NotifySite = field(default_factory=NotifySite)  # [notify]: who hears of what (issue 35)
+    # [storage]: the object store of hosts that share no files (issue 57); left out, none
+    storage: StorageSite = field(default_factory=StorageSite)
     # [vm] cpu: what every guest's CPU is (config/cpu.py); None: the accelerator's default, host-passthrough
     # under KVM, "max" under TCG.
     cpu: str | None = None
@@ -211,11 +214,16 @@ def load_site(home: Path | None = None) -> Site:
     queue = _queue(source, data)
     web = _web(source, data)
     notify = read_notify(source, data)
+    storage = read_storage(source, data, home)
+    if storage.url and not queue.url:
+        raise ConfigError(f"{source}: [storage] url is set but [queue] url is not, which is not allowed: a store "
+                          "serves hosts sharing a PostgreSQL queue; give [queue] a url, or leave [storage] out on one "
+                          "host.")
     for key in data:
         if isinstance(data[key], dict) and key not in ("site", "libvirt", "image", "results", "slots", "vm",
-                                                       "retention", "gpu", "queue", "web", "notify"):
+                                                       "retention", "gpu", "queue", "web", "notify", "storage"):
             raise ConfigError(f"{source}: unknown table [{key}]: use [site], [libvirt], [image], [results], [slots], "
-                              "[vm], [retention], [gpu], [queue], [web] or [notify].")
+                              "[vm], [retention], [gpu], [queue], [web], [notify] or [storage].")
     env_accel = os.environ.get("VMJUDGE_ACCEL")
     if env_accel:
         if env_accel not in ("kvm", "tcg"):
@@ -228,7 +236,7 @@ def load_site(home: Path | None = None) -> Site:
     return Site(cpu=cpu, home=home, uri=uri, accel=accel, channel=channel, mirror=mirror, security_mirror=security,
                 suite=suite, boot_timeout=boot, silence_timeout=silence, warm_start=warm, keep_media=keep_media,
                 retention=retention, gpu=gpu, queue=queue, overcommit=overcommit, web=web, profile=profile,
-                allow_no_lsm=allow_no_lsm, notify=notify)
+                allow_no_lsm=allow_no_lsm, notify=notify, storage=storage)
 
 
 def profile_line(what: str) -> str:

@@ -21,7 +21,7 @@ from typing import Any
 from ..config import QueueSite
 from ..errors import VmjudgeError
 from ..pipeline import FIRST, HOME_STAGES, SILENT
-from .blobs import Blobs
+from .blobs import Blobs, Stored
 from .claim import take_one
 from .claim_fair import NEEDS_GPU, in_list, slot_filter, take_fairly
 from .connection import Database, Db, open_database
@@ -47,10 +47,11 @@ class StaleClaim(VmjudgeError):
 
 class Queue(History):
     def __init__(self, location: Path | str | Database, host: str | None = None, lease: float = QueueSite.lease,
-                 fair_window: float = QueueSite.fair_window):
+                 fair_window: float = QueueSite.fair_window, stored: Stored | None = None):
         """`host` names this process's host in claims and stage runs (site.toml's default: the
         machine's name); `lease` is how long a claim of it holds without a heartbeat;
-        `fair_window` how far back an owner's VM time counts for fair share."""
+        `fair_window` how far back an owner's VM time counts for fair share; `stored` the object
+        store that keeps the blobs when several hosts share no files (blobs.py), with this host's copies."""
         self.database = location if not isinstance(location, (Path, str)) else open_database(location)
         self.database.create()
         self.host, self.lease, self.fair_window = host or QueueSite().host, lease, fair_window
@@ -58,7 +59,7 @@ class Queue(History):
         self.gpu_slots = GpuSlots(self.database)
         self.hosts = Hosts(self.database)
         self.leases = Leases(self.database)
-        self.blobs = Blobs(self.database)
+        self.blobs = Blobs(self.database, stored)
         self.phases = PhaseRecords(self.database)  # a contest's promotions and publications
 
     def close(self) -> None:

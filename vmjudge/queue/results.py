@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .. import private
 from ..config.layout import Layout
-from ..errors import ArchiveError, VmjudgeError
+from ..errors import ArchiveError, InfrastructureError, VmjudgeError
 from ..files import DurableFile
 from .db import Queue
 from .rows import ArchivedResults
@@ -162,9 +162,10 @@ def fetch(queue: Queue, home: Path, digest: str) -> None:
         private.make_dir(d)
     try:
         queue.blobs.fetch(digest, store_dir(home) / digest)
+    except InfrastructureError:
+        raise  # the object store down or slow: the judge's, run again as such
     except VmjudgeError as exc:
-        raise ArchiveError(f"the archived results {digest[:12]} cannot be fetched from the queue's database: "
-                           f"{exc}") from None
+        raise ArchiveError(f"the archived results {digest[:12]} cannot be fetched: {exc}") from None
 
 
 def archived_results(queue: Queue, home: Path, entry_id: int) -> ArchivedResults | None:

@@ -38,10 +38,11 @@ def run_stage(queue: Queue, site: Site, entry: EntryRow, slot: Slot, cancel: thr
         run = record(f"the start of entry {entry.id}'s {stage.name} stage", queue.start_stage, entry.id, stage.name,
                      slot.number)
         outcome = attempt(queue, run, queue.host, record,
-                          lambda: _in_slot(queue, site, entry, stage, run, slot, cancel))
+                          lambda: shared(queue, site, run, _in_slot(queue, site, entry, stage, run, slot, cancel),
+                                         record))
         if outcome is None:
             return
-        conclude(queue, site, run, outcome, record)
+        recorded(queue, site, run, outcome, record)
     except Cancelled:
         # The daemon stopped while the queue could not be written: the stage is still marked
         # running, and the next daemon's recovery queues it again.
@@ -53,13 +54,24 @@ def run_stage(queue: Queue, site: Site, entry: EntryRow, slot: Slot, cancel: thr
     log.info("entry %d %s: %s %s", entry.id, stage.name, outcome.status, outcome.reason or "")
 
 
-def conclude(queue: Queue, site: Site, run: StageRun, outcome: StageOutcome, record: Recorder) -> None:
-    """What the entry's stage decided, into the queue. Stage 3's results go into the queue's
-    database first (results.share; with SQLite they stay in this home), before the result that
-    names them: with several hosts that is what lets another host run stage 4 or rescore, and a
-    result naming results no other host could fetch would leave the entry unscorable there."""
+def shared(queue: Queue, site: Site, run: StageRun, outcome: StageOutcome, record: Recorder) -> StageOutcome:
+    """Stage 3's results put where every host finds them (results.share: the queue's database or the
+    object store; with SQLite they stay in this home), before the result that names them is recorded:
+    with several hosts that is what lets another host run stage 4 or rescore, and a result naming
+    results no other host could fetch would leave the entry unscorable there. Part of the stage's
+    attempt: a store that does not take them fails the stage as the judge's, run again (attempts.py)."""
     if outcome.results_sha256 is not None:
         record(f"entry {run.entry_id}'s stage 3 results", share, queue, site.home, outcome.results_sha256)
+    return outcome
+
+
+def conclude(queue: Queue, site: Site, run: StageRun, outcome: StageOutcome, record: Recorder) -> None:
+    """What the entry's stage decided, into the queue, its results shared first (`shared`)."""
+    recorded(queue, site, run, shared(queue, site, run, outcome, record), record)
+
+
+def recorded(queue: Queue, site: Site, run: StageRun, outcome: StageOutcome, record: Recorder) -> None:
+    """A decided outcome whose results are shared, into the queue; the report once the evaluation ends."""
     if record_outcome(queue, run, outcome, record):
         write_report(queue, site, run.entry_id)
 

@@ -21,6 +21,7 @@ from ..config import Site
 from ..errors import VmjudgeError
 from ..queue.db import Queue
 from ..queue.failed_uploads import FailedUploads
+from ..queue.object_store import stored
 from ..queue.owners import Owners
 from .api import Api
 from .checks import Checker
@@ -46,7 +47,7 @@ def create_app(site: Site, secure_cookies: bool = True, queue: Queue | None = No
     off (plain http on loopback: tests, or a proxy on the same host that terminates TLS)."""
     site.layout.ensure()
     queue = queue or Queue(site.queue.url or site.layout.queue_db, host=site.queue.host, lease=site.queue.lease,
-                           fair_window=site.queue.fair_window)
+                           fair_window=site.queue.fair_window, stored=stored(site.storage))
     gate = Gate(FailedUploads(queue.database), site.web.failed_uploads_per_hour)
     portal = Portal(site=site, queue=queue, owners=Owners(queue.database), pages=templates(), gate=gate,
                     upload_io=anyio.CapacityLimiter(UPLOAD_THREADS), checker=Checker(site.web.checks),
