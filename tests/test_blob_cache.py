@@ -90,3 +90,16 @@ def test_copies_removed_by_someone_else_are_forgotten(tmp_path):
     assert cache.kept() == (1, 1000)
     assert sorted(p.name for p in (tmp_path / "cache").rglob("*") if p.is_file()) == [".lock", sha2]
     assert (tmp_path / "cache").stat().st_mode & 0o777 == 0o700
+
+
+def test_gc_removes_every_copy_unused_for_the_grace_whatever_the_bound(tmp_path):
+    """`vmjudge gc` with a store: trim(bound=0); the store keeps the blobs, and a copy in use stays."""
+    clock = Clock()
+    cache = BlobCache(tmp_path / "cache", bound=1 << 30, grace=60, clock=clock)
+    blobs = copies(tmp_path, 3)
+    start = clock.now
+    for i, (sha, path) in enumerate(blobs):
+        use(cache, clock, sha, path, start + 100 * i)
+    clock.now = start + 200 + 30  # the last used 30 s ago
+    assert cache.trim() == []  # far below the cache's bound
+    assert cache.trim(bound=0) == [blobs[0][1], blobs[1][1]] and cache.kept() == (1, 1000)

@@ -67,11 +67,15 @@ def gc(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
     roots = collect_roots(site, queue, dry_run=dry_run)
     disks = _collect_disks(site.layout.data_disks, queue, dry_run)
     problems = removed.problems + roots.problems + disks.problems
+    # With an object store, this host's copies of its blobs no one used within the hour: the store keeps them.
+    cache = queue.blobs.cache
+    copies = [] if cache is None or dry_run else [str(p) for p in cache.trim(bound=0)]
     if as_json:
-        echo(json.dumps({**removed.as_json(), "entry_roots": roots.as_json(), "data_disks": disks.as_json()},
-                        indent=2))
+        echo(json.dumps({**removed.as_json(), "entry_roots": roots.as_json(), "data_disks": disks.as_json(),
+                         **({"blob_copies_removed": copies} if cache is not None else {})}, indent=2))
     else:
-        for line in removed.lines() + roots.lines() + disks.lines():
+        for line in removed.lines() + roots.lines() + disks.lines() + \
+                [f"copy of a stored blob {p}: removed (unused for an hour; the object store keeps it)" for p in copies]:
             echo(line)
         for problem in problems:
             echo(problem, err=True)

@@ -69,16 +69,19 @@ class BlobCache:
         now = self.clock()
         os.utime(note, (now, now))
 
-    def trim(self) -> list[Path]:
+    def trim(self, bound: int | None = None) -> list[Path]:
         """Copies removed, least recently used first, until those kept take no more than the
-        bound; none used within the grace period. Notes whose copies are all gone are dropped."""
+        bound (`bound`, else the cache's: `vmjudge gc` gives 0, every copy the store keeps that no one
+        used within the grace); none used within the grace period. Notes whose copies are all gone are
+        dropped."""
         removed: list[Path] = []
+        bound = self.bound if bound is None else bound
         with self.locked():
             kept = self._kept()
             total = sum(n.size for n in kept)
             fresh = self.clock() - self.grace
             for noted in sorted(kept, key=lambda n: n.used):
-                if total <= self.bound or noted.used > fresh:
+                if total <= bound or noted.used > fresh:
                     break
                 for path in noted.paths:
                     path.unlink(missing_ok=True)
