@@ -37,13 +37,19 @@ def use(cache: BlobCache, clock: Clock, sha: str, path: Path, at: float) -> None
         cache.note(sha, path)
 
 
-def test_the_least_recently_used_go_first_until_the_bound_holds(tmp_path):
+def used_in_turn(tmp_path: Path, n: int, bound: int, step: float = 1) -> tuple[Clock, BlobCache, list, float]:
+    """A cache with a grace of 60 s and n copies, each used `step` seconds after the one before."""
     clock = Clock()
-    cache = BlobCache(tmp_path / "cache", bound=3000, grace=60, clock=clock)
-    blobs = copies(tmp_path, 5)
+    cache = BlobCache(tmp_path / "cache", bound=bound, grace=60, clock=clock)
+    blobs = copies(tmp_path, n)
     start = clock.now
     for i, (sha, path) in enumerate(blobs):
-        use(cache, clock, sha, path, start + i)
+        use(cache, clock, sha, path, start + i * step)
+    return clock, cache, blobs, start
+
+
+def test_the_least_recently_used_go_first_until_the_bound_holds(tmp_path):
+    clock, cache, blobs, start = used_in_turn(tmp_path, 5, bound=3000)
     use(cache, clock, *blobs[0], start + 10)  # the oldest, used again: now the most recent
     clock.now = start + 1000
     assert cache.kept() == (5, 5000)
@@ -54,12 +60,7 @@ def test_the_least_recently_used_go_first_until_the_bound_holds(tmp_path):
 
 
 def test_a_copy_used_within_the_grace_period_is_kept_above_the_bound(tmp_path):
-    clock = Clock()
-    cache = BlobCache(tmp_path / "cache", bound=1500, grace=60, clock=clock)
-    blobs = copies(tmp_path, 3)
-    start = clock.now
-    for i, (sha, path) in enumerate(blobs):
-        use(cache, clock, sha, path, start + i)
+    clock, cache, blobs, start = used_in_turn(tmp_path, 3, bound=1500)
     clock.now = start + 60.5  # the first's grace is over, the others' not
     assert cache.trim() == [blobs[0][1]]
     assert cache.kept() == (2, 2000)  # above the bound, both in use
@@ -94,12 +95,7 @@ def test_copies_removed_by_someone_else_are_forgotten(tmp_path):
 
 def test_gc_removes_every_copy_unused_for_the_grace_whatever_the_bound(tmp_path):
     """`vmjudge gc` with a store: trim(bound=0); the store keeps the blobs, and a copy in use stays."""
-    clock = Clock()
-    cache = BlobCache(tmp_path / "cache", bound=1 << 30, grace=60, clock=clock)
-    blobs = copies(tmp_path, 3)
-    start = clock.now
-    for i, (sha, path) in enumerate(blobs):
-        use(cache, clock, sha, path, start + 100 * i)
+    clock, cache, blobs, start = used_in_turn(tmp_path, 3, bound=1 << 30, step=100)
     clock.now = start + 200 + 30  # the last used 30 s ago
     assert cache.trim() == []  # far below the cache's bound
     assert cache.trim(bound=0) == [blobs[0][1], blobs[1][1]] and cache.kept() == (1, 1000)
