@@ -4,9 +4,11 @@ tests/test_data_disk_vm.py."""
 
 from __future__ import annotations
 
+import fcntl
 import grp
 import io
 import os
+import shutil
 import stat
 import threading
 import xml.etree.ElementTree as ET
@@ -17,6 +19,7 @@ import pytest
 
 from vmjudge.cli import upkeep
 from vmjudge.config import load_challenge
+from vmjudge.errors import InfrastructureError
 from vmjudge.images import data_disk
 from vmjudge.images.data_disk import DataDisks, content_key
 from vmjudge.images.data_store import collect_data_disks, store_bytes
@@ -100,7 +103,7 @@ def test_a_record_set_is_one_disk_with_the_cds_names_bytes_and_modes(tmp_path):
         # Root's, readable by qemu's group alone: test records, which no other user may read, no qemu write.
         assert (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid) == (0o640, 0, grp.getgrnam("libvirt-qemu").gr_gid)
         assert stat.S_IMODE((tmp_path / "store").stat().st_mode) == 0o711
-    assert not list((tmp_path / "store").glob(".work-*"))
+    assert not list((tmp_path / "store" / ".work").iterdir())
 
 
 def test_an_unchanged_set_is_found_again_without_reading_a_file(tmp_path, monkeypatch):
@@ -147,7 +150,7 @@ def test_two_stages_at_once_make_the_disk_once(tmp_path, monkeypatch):
     disks = DataDisks(tmp_path / "store")
     makings: list[str] = []
     real = DataDisks._make
-    monkeypatch.setattr(DataDisks, "_make", lambda self, key, f: makings.append(key) or real(self, key, f))
+    monkeypatch.setattr(DataDisks, "_make", lambda self, key, f, sig: makings.append(key) or real(self, key, f, sig))
     keys: list[str] = []
     barrier = threading.Barrier(4)
 
@@ -240,8 +243,10 @@ def test_the_stages_sets_are_the_disks_challenge_add_makes_and_gc_keeps(tmp_path
 def test_the_cases_tmp_disk_takes_the_hosts_disk_only_for_what_is_written(tmp_path):
     """[container] tmp (#57): a large /tmp costs the host its file system's few blocks, not its size."""
     disk = tmp_path / "tmp.img"
-    make_tmp_disk(disk, 100 << 10)  # 100 GiB
-    assert disk.stat().st_size == 100 << 30 and disk.stat().st_blocks * 512 < 64 << 20
+    mib = min(100 << 10, (shutil.disk_usage(tmp_path).free >> 20) // 2)  # 100 GiB where the host has room for it
+    assert mib >= 4 << 10
+    make_tmp_disk(disk, mib)
+    assert disk.stat().st_size == mib << 20 and disk.stat().st_blocks * 512 < 64 << 20
     with open(disk, "rb") as f:
         f.seek(1080)
         assert f.read(2) == b"\x53\xef"  # ext4's magic: made on the host, nothing for the guest to do
@@ -256,9 +261,49 @@ def test_gc_removes_no_disk_while_a_registered_challenge_cannot_be_read(tmp_path
     made = {d.key for d, _ in make_disks(disks, ch)}
     with disks.held("other", {"X": b"a set no challenge has"}) as stale:
         pass
-    (tmp_path / "ch").rename(tmp_path / "moved")
+    toml = tmp_path / "ch" / "challenge.toml"
+    text = toml.read_text()
+    toml.write_text("name = [")  # broken while its organiser edits it
     kept = upkeep._collect_disks(disks.store, queue, dry_run=False)
     assert kept.removals == [] and "cannot be read" in kept.problems[0] and stale.path.is_file()
-    (tmp_path / "moved").rename(tmp_path / "ch")
+    toml.write_text(text)
     gone = upkeep._collect_disks(disks.store, queue, dry_run=False)
     assert [r.name for r in gone.removals] == [stale.path.name] and gone.in_use == len(made) and not gone.problems
+
+
+def test_a_record_changed_while_its_set_is_hashed_leaves_no_disk_or_memo_that_is_not_the_files(tmp_path, monkeypatch):
+    files = record_set(tmp_path)
+    disks = DataDisks(tmp_path / "store")
+    real = data_disk.content_key
+
+    def edited_meanwhile(f):
+        key = real(f)
+        (tmp_path / "src" / "A1.mat").write_bytes(b"edited while hashed")
+        return key
+
+    monkeypatch.setattr(data_disk, "content_key", edited_meanwhile)
+    with pytest.raises(InfrastructureError, match="changed while"), disks.held("training", files):
+        pass
+    assert disks.known_key(files) is None and not list((tmp_path / "store").glob("*.iso"))
+
+
+def test_gc_never_takes_a_disk_being_made_for_one_made(tmp_path):
+    disks = DataDisks(tmp_path / "store")
+    with disks.held("training", {"A": b"a"}) as made:
+        pass
+    key = "e" * 64
+    (disks.store / ".work").mkdir(exist_ok=True)
+    half = disks.store / ".work" / f"{key}.iso.part"
+    half.write_bytes(b"half a disk")
+    (disks.store / ".work-x.iso").write_bytes(b"no disk")  # a name no disk has
+    with open(disks.lock_path(key), "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # its maker at work
+        gone = collect_data_disks(disks, set(), dry_run=False)
+        assert [r.name for r in gone.removals] == [made.path.name] and half.is_file()
+    assert store_bytes(disks) == (0, 0)
+
+
+def test_a_tmp_disk_the_host_has_no_room_for_is_refused_before_the_stage(tmp_path):
+    with pytest.raises(InfrastructureError, match="does not fit") as caught:
+        make_tmp_disk(tmp_path / "tmp.img", 1 << 40)  # 1 EiB
+    assert caught.value.reason == "host-disk-full" and not (tmp_path / "tmp.img").exists()

@@ -261,9 +261,12 @@ def test_no_reference_file_is_on_any_iso(judged):
     vm_stages = sum(1 for eid in judged.ids.values()
                     for a in judged_attempts(judged, eid) if a["stage"] != "score" and a["manifest"].get("domain"))
     assert len(isos) == vm_stages > 25
-    for path in isos:
-        # Root's alone: libvirt leaves a read-only disk to its qemu user, which must not read a kept exam CD.
-        assert (path.stat().st_uid, path.stat().st_mode & 0o777) == (0, 0o600), path
+    disks = sorted((judged.home / "data-disks").glob("*.iso"))  # the record sets' disks (#57): ISOs too
+    assert len(disks) >= 2 * len(EXAMPLE_NAMES)
+    for path in isos + disks:
+        # A kept CD is root's alone: libvirt leaves a read-only disk to its qemu user, which must not read a kept
+        # exam CD. A data disk is root's, readable by qemu's group, which each VM's AppArmor profile confines.
+        assert (path.stat().st_uid, path.stat().st_mode & 0o777) == (0, 0o600 if path in isos else 0o640), path
         iso = pycdlib.PyCdlib()
         iso.open(str(path))
         try:

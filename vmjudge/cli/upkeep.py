@@ -60,7 +60,8 @@ def gc(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
     """Remove what finished entries no longer need (entry trees, home disks, console logs,
     kept ISOs), container roots no entry still to be judged uses, data disks no registered
     challenge's record set is now, and notifications sent, failed or dropped long ago, as
-    site.toml's [retention] allows; reports, logs and archives stay."""
+    site.toml's [retention] allows; reports, logs and archives stay (with [storage], this host's copies
+    of stored blobs unused for an hour go: the store keeps them)."""
     site = site_of(ctx)
     queue = queue_of(site)
     removed = retention.collect(site, queue, dry_run=dry_run)
@@ -95,6 +96,8 @@ def _collect_disks(store: Path, queue: Queue, dry_run: bool) -> DataDiskGc:
         return DataDiskGc(dry_run)  # nothing to remove: no challenge need be read
     challenges = []
     for row in queue.challenges():
+        if not Path(row["here"]).exists():
+            continue  # not judged on this host (several hosts): none of its disks is made here
         try:
             challenges.append(load_challenge(Path(row["here"])))
         except (VmjudgeError, OSError) as exc:

@@ -127,7 +127,7 @@ class Layout:
 
     @property
     def data_disks(self) -> Path:
-        """Record sets as read-only disks, one squashfs each named by its content (images/data_disk.py),
+        """Record sets as read-only disks, one ISO 9660 image each named by its content (images/data_disk.py),
         shared by every VM that reads the set."""
         return self.home / "data-disks"
 

@@ -35,6 +35,8 @@ import grp
 import hashlib
 import json
 import os
+import re
+import shutil
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -48,6 +50,8 @@ from .iso import write_iso
 
 FORMAT = "vmjudge data disk 1: ISO 9660, Rock Ridge"  # in every key: another format makes other disks
 SUFFIX = ".iso"
+KEY_RE = re.compile(r"[0-9a-f]{64}")  # a disk's name, less its suffix: nothing else in the store is a disk
+WORK = ".work"  # disks being made (0700)
 QEMU_GROUP = "libvirt-qemu"  # Debian's libvirt runs qemu as libvirt-qemu:libvirt-qemu
 DISK_MODE = 0o640
 
@@ -122,23 +126,30 @@ class DataDisks:
 
     def known_key(self, files: Mapping[str, Source]) -> str | None:
         """The key the set's signature gave when its disk was last made, if that disk is still here."""
+        return self._known(signature(files))
+
+    def _known(self, sig: str) -> str | None:
         try:
-            key = self.known_path(signature(files)).read_text().strip()
+            key = self.known_path(sig).read_text().strip()
         except OSError:
             return None
-        return key if len(key) == 64 and self.disk_path(key).is_file() else None
+        return key if KEY_RE.fullmatch(key) and self.disk_path(key).is_file() else None
 
     @contextmanager
     def held(self, cd_dir: str, files: Mapping[str, Source]) -> Iterator[DataDisk]:
-        """The set's disk, made if it is not here yet, held (shared lock) until the block ends."""
+        """The set's disk, made if it is not here yet, held (shared lock) until the block ends. The set's
+        signature is taken once, before anything is hashed, and taken again once the disk is held: a file
+        changed in between would leave a disk (or a memo) that is not the files, so the stage runs again."""
         private.make_dir(self.store, private.CROSSABLE_DIR)
-        key = self.known_key(files) or content_key(files)
-        with self._shared(key, files):
-            self._remember(signature(files), key)
+        sig = signature(files)
+        key = self._known(sig) or content_key(files)
+        with self._shared(key, files, sig):
+            _unchanged(files, sig)
+            self._remember(sig, key)
             yield DataDisk(cd_dir, self.disk_path(key), key)
 
     @contextmanager
-    def _shared(self, key: str, files: Mapping[str, Source]) -> Iterator[BinaryIO]:
+    def _shared(self, key: str, files: Mapping[str, Source], sig: str) -> Iterator[BinaryIO]:
         """The disk's lock held shared, with the disk there: made under the lock held exclusively if
         it was not. gc removes a disk and its lock file under that lock; a lock taken on a file gc
         removed meanwhile is no lock at all, so each taking is checked and the whole tried again."""
@@ -152,7 +163,7 @@ class DataDisks:
                     if self._stale(lock, key):
                         continue
                     if not self.disk_path(key).is_file():
-                        self._make(key, files)
+                        self._make(key, files, sig)
                     fcntl.flock(lock, fcntl.LOCK_SH)
                     if self._stale(lock, key) or not self.disk_path(key).is_file():
                         continue
@@ -171,17 +182,21 @@ class DataDisks:
             if not self.known_path(sig).is_file():
                 durable_write(self.known_path(sig), [key.encode()], sync_dir=False)
 
-    def _make(self, key: str, files: Mapping[str, Source]) -> None:
-        """Make the disk under its exclusive lock: written beside its place by the CD's own writer, then
-        renamed into place. The sources' signatures are checked again after: a file changed meanwhile
-        is not what the key says, so the disk is thrown away and the stage tried again."""
-        before = signature(files)
-        part = self.store / f".work-{key}{SUFFIX}"
+    def _make(self, key: str, files: Mapping[str, Source], sig: str) -> None:
+        """Make the disk under its exclusive lock: written in the store's private work directory by the CD's
+        own writer (never readable by another user, even half made), given its owner and mode there, then
+        renamed into place. The sources' signature is checked again after: a file changed meanwhile is not
+        what the key says, so the disk is thrown away and the stage tried again."""
+        work = private.make_dir(self.store / WORK, private.DIR)
+        part = work / (key + SUFFIX)
+        need = sum(len(s) if isinstance(s, bytes) else os.stat(s).st_size for s in files.values())
+        if shutil.disk_usage(work).free < need + (64 << 20):
+            raise InfrastructureError("host-disk-full", f"the data disk {key[:12]} needs {need / 1e9:.1f} GB and "
+                                      f"{self.store} has {shutil.disk_usage(work).free / 1e9:.1f} GB free: free some "
+                                      "space (`vmjudge gc`).")
         try:
             write_iso(part, files, volume_id="VMJUDGE-DATA")
-            if signature(files) != before:
-                raise InfrastructureError("data-disk", "a record file changed while its data disk was made: the "
-                                          "stage runs again with the files as they are now.")
+            _unchanged(files, sig)
             os.chown(part, 0, qemu_gid())
             os.chmod(part, DISK_MODE)
             os.replace(part, self.disk_path(key))
@@ -189,3 +204,9 @@ class DataDisks:
             raise InfrastructureError("data-disk", f"the data disk {key[:12]} could not be made: {exc}") from exc
         finally:
             part.unlink(missing_ok=True)
+
+
+def _unchanged(files: Mapping[str, Source], sig: str) -> None:
+    if signature(files) != sig:
+        raise InfrastructureError("data-disk", "a record file changed while its data disk was found or made: the "
+                                  "stage runs again with the files as they are now.")

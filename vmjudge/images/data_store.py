@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import fcntl
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
-from .data_disk import SUFFIX, DataDisks
+from .data_disk import KEY_RE, SUFFIX, WORK, DataDisks
 
 
 @dataclass(frozen=True)
@@ -53,8 +54,7 @@ def collect_data_disks(disks: DataDisks, keep: set[str], dry_run: bool) -> DataD
     found = DataDiskGc(dry_run)
     if not disks.store.is_dir():
         return found
-    for path in sorted(disks.store.glob("*" + SUFFIX)):
-        key = path.name[:-len(SUFFIX)]
+    for path, key in _disks(disks):
         if key in keep:
             found.in_use += 1
             continue
@@ -86,8 +86,10 @@ def _leftovers(disks: DataDisks) -> None:
                 known.unlink()
         except OSError:
             continue
-    for work in disks.store.glob(".work-*"):
-        key = work.name[len(".work-"):][:64]
+    for work in (disks.store / WORK).glob("*"):
+        key = work.name[:64]
+        if not KEY_RE.fullmatch(key):
+            continue
         with open(disks.lock_path(key), "a+b") as lock:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -98,10 +100,16 @@ def _leftovers(disks: DataDisks) -> None:
                 disks.lock_path(key).unlink(missing_ok=True)
 
 
+def _disks(disks: DataDisks) -> list[tuple[Path, str]]:
+    """The store's disks, by their names alone (a disk being made is in the work directory, not here)."""
+    found = [(p, p.name[:-len(SUFFIX)]) for p in disks.store.glob("*" + SUFFIX)] if disks.store.is_dir() else []
+    return sorted((p, k) for p, k in found if KEY_RE.fullmatch(k))
+
+
 def store_bytes(disks: DataDisks) -> tuple[int, int]:
     """(disks, bytes) in the store, for `vmjudge status`."""
     sizes = []
-    for path in disks.store.glob("*" + SUFFIX) if disks.store.is_dir() else ():
+    for path, _ in _disks(disks):
         try:
             sizes.append(path.stat().st_size)
         except FileNotFoundError:  # removed by gc meanwhile

@@ -70,7 +70,9 @@ class ObjectStore:
             try:
                 self.client.head_object(Bucket=self.bucket, Key=self.key(sha256))
             except ClientError as exc:
-                if _code(exc) in _MISSING:
+                # S3 answers 403 for a missing object to a key without s3:ListBucket: tried as missing, so the
+                # put says whether the key may write.
+                if _code(exc) in _MISSING or _code(exc) in ("403", "AccessDenied"):
                     return False
                 raise
         return True

@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 import secrets
+import shutil
 import subprocess
 import threading
 import time
@@ -66,7 +67,13 @@ def make_tmp_disk(path: Path, size_mib: int) -> None:
     nothing on it. The file's size is the host's bound on what the cases write to /tmp, and the host's
     disk holds only what they write (#57: Grand Challenge gives 125 GB, which a host could not reserve for
     every stage at once). A host whose disk fills meanwhile pauses the VM (domain_xml.py's error policy):
-    the judge's failure, run again, never the entry's."""
+    the judge's failure, run again, never the entry's; so a host without room for this disk's whole size
+    refuses the stage before it starts (other stages' /tmp disks may still fill it meanwhile)."""
+    free = shutil.disk_usage(path.parent).free
+    if free < size_mib << 20:
+        raise InfrastructureError("host-disk-full", f"the cases' /tmp disk of {size_mib} MiB does not fit in the "
+                                  f"{free >> 20} MiB free under {path.parent}: free some space, or lower "
+                                  "[container] tmp.")
     with open(path, "wb") as f:
         os.fchmod(f.fileno(), PRIVATE_FILE)
         f.truncate(size_mib << 20)
