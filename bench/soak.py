@@ -131,7 +131,8 @@ def main(args: argparse.Namespace) -> None:
         daemon = subprocess.Popen([sys.executable, "-m", "vmjudge.cli", "daemon", "--slots", "2", "--until-idle"],
                                   cwd=REPO, env={**os.environ, "VMJUDGE_HOME": str(rough)},
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        delay = rng.uniform(5, calm_s / (args.kills + 1))
+        # Within the calm run's time, so that there is a daemon to kill (a smoke run's stages took 4.5 s in all).
+        delay = rng.uniform(0.2, 0.8) * calm_s / args.kills
         try:
             daemon.wait(timeout=delay)
             kills.append({"after_s": round(delay, 1), "killed": False})

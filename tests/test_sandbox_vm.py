@@ -260,7 +260,7 @@ def test_entry_is_installed_into_home_with_its_modes(boot, rundir):
 
 
 def test_malformed_job_json_is_reported_by_the_agent(boot, monkeypatch):
-    monkeypatch.setattr(Job, "job_json", lambda self, nonce, gpu=False, seed=None:
+    monkeypatch.setattr(Job, "job_json", lambda self, nonce, gpu=False, seed=None, data_disks=False:
                         b'{"protocol": %d, "nonce": "%s", "commands": [{"argv": 5}]}'
                         % (frames.PROTOCOL, nonce.encode()))
     with pytest.raises(InfrastructureError) as err:
@@ -270,7 +270,8 @@ def test_malformed_job_json_is_reported_by_the_agent(boot, monkeypatch):
 
 
 def test_unreadable_job_json_is_reported_by_the_agent(boot, monkeypatch):
-    monkeypatch.setattr(Job, "job_json", lambda self, nonce, gpu=False, seed=None: b"{this is not json")
+    monkeypatch.setattr(Job, "job_json", lambda self, nonce, gpu=False, seed=None, data_disks=False:
+                        b"{this is not json")
     with pytest.raises(InfrastructureError) as err:
         boot(Job(commands=(sh("x", "true"),)))
     assert err.value.reason == "agent-error"
