@@ -117,7 +117,9 @@ def test_libvirtd_restarting_mid_stage_or_down_between_stages_costs_the_entry_no
     for entry_id in (first, second):
         doc = organiser_report(home, entry_id)
         assert (doc["outcome"], doc["scores"]["score"]) == ("scored", QUICK_SCORE)
-        assert attempts(doc) == CLEAN_RUN
+        # What an infrastructure failure said, and the daemon's log: the failure seen in CI, rare, not here.
+        assert attempts(doc) == CLEAN_RUN, ([a.get("message") for a in doc["organiser"]["attempts"]],
+                                            daemon.log.read_text()[-4000:])
     assert own_domains(conn, home) == []
 
 
