@@ -19,7 +19,7 @@ import pytest
 
 from vmjudge.cli import upkeep
 from vmjudge.config import load_challenge
-from vmjudge.errors import InfrastructureError
+from vmjudge.errors import ChallengeError, InfrastructureError
 from vmjudge.images import data_disk
 from vmjudge.images.data_disk import DataDisks, content_key
 from vmjudge.images.data_store import collect_data_disks, store_bytes
@@ -307,3 +307,10 @@ def test_a_tmp_disk_the_host_has_no_room_for_is_refused_before_the_stage(tmp_pat
     with pytest.raises(InfrastructureError, match="does not fit") as caught:
         make_tmp_disk(tmp_path / "tmp.img", 1 << 40)  # 1 EiB
     assert caught.value.reason == "host-disk-full" and not (tmp_path / "tmp.img").exists()
+
+
+def test_a_file_name_no_disk_can_hold_is_the_challenges_to_fix_not_a_retry(tmp_path):
+    with pytest.raises(ChallengeError, match="no data disk can hold") as caught, \
+            DataDisks(tmp_path / "store").held("training", {"a\nb.mha": b"x"}):
+        pass
+    assert caught.value.reason == "data-disk"

@@ -37,14 +37,14 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
 from .. import private
-from ..errors import InfrastructureError, MediaError
+from ..errors import ChallengeError, InfrastructureError, MediaError
 from ..files import durable_write, sha256_file, stat_signature
 from .iso import write_iso
 
@@ -77,21 +77,28 @@ def qemu_gid() -> int:
 
 
 def _checked(rel: str) -> str:
+    """A path the set's files may have on the disk: a name of the organiser's that no disk can hold is the
+    challenge's to fix, and the stage would fail again unchanged (ChallengeError: parked at once)."""
     parts = PurePosixPath(rel).parts
     if not rel or rel.startswith("/") or any(p in (".", "..") for p in parts) or "\n" in rel or "\0" in rel:
-        raise ValueError(f"not a path inside a data disk: {rel!r}")
+        raise ChallengeError("data-disk", f"a record set holds a file named {rel!r}, which no data disk can hold: "
+                             "rename it in the challenge directory and run `vmjudge challenge add` again.")
     return rel
+
+
+def _digest(files: Mapping[str, Source], line: Callable[[Source], bytes]) -> str:
+    """A set's hash: the format, then each file's path and `line` of it, in the order of the paths."""
+    h = hashlib.sha256(FORMAT.encode() + b"\n")
+    for rel in sorted(files):
+        h.update(_checked(rel).encode(errors="surrogateescape") + b"\0" + line(files[rel]) + b"\n")
+    return h.hexdigest()
 
 
 def signature(files: Mapping[str, Source]) -> str:
     """What the set is by its sources' stat signatures (no file read): equal, the key is equal."""
-    h = hashlib.sha256(FORMAT.encode() + b"\n")
-    for rel in sorted(files):
-        source = files[rel]
-        what = "b:" + hashlib.sha256(source).hexdigest() if isinstance(source, bytes) else \
-            "f:" + json.dumps([str(source), *stat_signature(source)])
-        h.update(_checked(rel).encode(errors="surrogateescape") + b"\0" + what.encode(errors="surrogateescape") + b"\n")
-    return h.hexdigest()
+    return _digest(files, lambda source: (
+        "b:" + hashlib.sha256(source).hexdigest() if isinstance(source, bytes) else
+        "f:" + json.dumps([str(source), *stat_signature(source)])).encode(errors="surrogateescape"))
 
 
 def _executable(source: Source) -> bool:
@@ -100,13 +107,8 @@ def _executable(source: Source) -> bool:
 
 def content_key(files: Mapping[str, Source]) -> str:
     """The disk's name: the format, and each file's path, executable bit and sha256 (every file read)."""
-    h = hashlib.sha256(FORMAT.encode() + b"\n")
-    for rel in sorted(files):
-        source = files[rel]
-        digest = hashlib.sha256(source).hexdigest() if isinstance(source, bytes) else sha256_file(source)
-        h.update(_checked(rel).encode(errors="surrogateescape") + b"\0" + (b"x" if _executable(source) else b"-") +
-                 digest.encode() + b"\n")
-    return h.hexdigest()
+    return _digest(files, lambda source: (b"x" if _executable(source) else b"-") + (
+        hashlib.sha256(source).hexdigest() if isinstance(source, bytes) else sha256_file(source)).encode())
 
 
 class DataDisks:
@@ -190,10 +192,10 @@ class DataDisks:
         work = private.make_dir(self.store / WORK, private.DIR)
         part = work / (key + SUFFIX)
         need = sum(len(s) if isinstance(s, bytes) else os.stat(s).st_size for s in files.values())
-        if shutil.disk_usage(work).free < need + (64 << 20):
+        free = shutil.disk_usage(work).free
+        if free < need + (64 << 20):
             raise InfrastructureError("host-disk-full", f"the data disk {key[:12]} needs {need / 1e9:.1f} GB and "
-                                      f"{self.store} has {shutil.disk_usage(work).free / 1e9:.1f} GB free: free some "
-                                      "space (`vmjudge gc`).")
+                                      f"{self.store} has {free / 1e9:.1f} GB free: free some space (`vmjudge gc`).")
         try:
             write_iso(part, files, volume_id="VMJUDGE-DATA")
             _unchanged(files, sig)

@@ -4,7 +4,7 @@ A disk is kept while a registered challenge's record set names it: the caller pa
 the sets give now (DataDisks.known_key, which reads no file). Any other disk is removed under its
 lock taken without waiting: a disk some run holds (its lock shared from finding the disk until its
 VM is gone) is busy and kept. Its lock file goes with it, and what remembered it (.known/), and
-the work tree a crash left while making a disk (.work-KEY) once no one makes that disk.
+what a crash left of a disk being made (.work/KEY.iso) once no one makes that disk.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def collect_data_disks(disks: DataDisks, keep: set[str], dry_run: bool) -> DataD
 
 
 def _leftovers(disks: DataDisks) -> None:
-    """What remembered a removed disk, and the work trees of makings a crash broke off."""
+    """What remembered a removed disk, and the half-made disks of makings a crash broke off."""
     for known in (disks.store / ".known").glob("*"):
         try:
             if not disks.disk_path(known.read_text().strip()).is_file():

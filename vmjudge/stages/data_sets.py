@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..config import Challenge
 from ..images.data_disk import DataDisk, DataDisks
+from ..vm.job import under
 from .records import record_set_media
 from .sockets import socket_set_media
 
@@ -27,8 +28,7 @@ def challenge_sets(ch: Challenge) -> Iterator[tuple[str, dict[str, Path | bytes]
         for subset, records in (("training", view.training), ("test", view.test)):
             if not records:
                 continue
-            media = set_media(view, subset, records)
-            files = {name[len(subset) + 1:]: source for name, source in media.items()}
+            files = under(set_media(view, subset, records), subset)
             key = (subset, tuple(sorted((k, str(v)) for k, v in files.items())))
             if key not in seen:
                 seen.add(key)

@@ -51,6 +51,11 @@ def _cd_path(value: str, what: str) -> str:
     return value
 
 
+def under(media: Mapping[str, Path | bytes], cd_dir: str) -> dict[str, Path | bytes]:
+    """The media under a CD directory, by their paths in it: what a data disk of it holds."""
+    return {name[len(cd_dir) + 1:]: source for name, source in media.items() if name.startswith(cd_dir + "/")}
+
+
 @dataclass(frozen=True)
 class InRoot:
     """A command that runs in the entry's own root (Job.entry_root), as its container image
@@ -168,8 +173,7 @@ class Job:
 
     def data_files(self, cd_dir: str) -> dict[str, Path | bytes]:
         """The media under a data set's directory, by their paths in it."""
-        return {name[len(cd_dir) + 1:]: source for name, source in self.media.items()
-                if name.startswith(cd_dir + "/")}
+        return under(self.media, cd_dir)
 
     def cd_media(self) -> dict[str, Path | bytes]:
         """The media that go on the CD when the data sets are disks of their own."""
