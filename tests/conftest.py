@@ -29,6 +29,7 @@ from vmjudge.vm.runner import make_blank_disk, run_job
 
 from .host_lock import HostBusy, exclusive_host
 from .libvirtd import Libvirtd
+from .s3_server import s3_server
 
 TEST_HOME = Path(os.environ.get("VMJUDGE_TEST_HOME", "/var/tmp/vmjudge-test"))
 # The limits of a test's VM run unless the test gives its own.
@@ -254,6 +255,13 @@ def postgres() -> Iterator[str]:
     from .pg_server import postgres_server
     with postgres_server() as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def s3(tmp_path_factory):
+    """One moto S3 server for the session (tests/s3_server.py); each test makes a bucket of its own."""
+    with s3_server(tmp_path_factory.mktemp("s3") / "moto.log") as server:
+        yield server
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Data disks (#57): a record set as a read-only squashfs made once, what it holds, who may read it,
+"""Data disks (#57): a record set as a read-only ISO 9660 disk made once, what it holds, who may read it,
 what gc keeps, and how a job, its CD and its VM's XML carry it. The guest's side is in
 tests/test_data_disk_vm.py."""
 
@@ -221,6 +221,7 @@ def test_each_data_disk_is_read_only_shared_and_found_by_its_serial(tmp_path):
     for d in disks:
         assert d.find("readonly") is not None and d.find("target").get("bus") == "virtio"
         assert d.find("source/seclabel").get("relabel") == "no"  # shared by every VM: never chowned back and forth
+        assert d.find("shareable") is not None  # libvirt locks it for no one VM
 
 
 @pytest.mark.parametrize("style", ["answer-lines", "files"])

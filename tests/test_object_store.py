@@ -28,13 +28,6 @@ from .s3_server import HoldingProxy, s3_server
 MIB = 1 << 20
 
 
-@pytest.fixture(scope="session")
-def s3(tmp_path_factory):
-    """One moto server for the session; each test has a bucket of its own."""
-    with s3_server(tmp_path_factory.mktemp("s3") / "moto.log") as server:
-        yield server
-
-
 def s3_client(endpoint: str):
     return boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="judge",
                         aws_secret_access_key="judge-secret")

@@ -1,7 +1,8 @@
 """Hosts that share no files, with an object store (#57), for real: three homes of their own on one
 PostgreSQL queue and one S3 server (moto's, tests/s3_server.py), real VMs on one libvirt.
 
-An entry submitted on host A is judged on host B (its archive fetched from the store, its stage-3
+Each record set's data disk is made by the first host's `challenge add` and fetched from the store
+by the others'. An entry submitted on host A is judged on host B (its archive fetched from the store, its stage-3
 results put there) and scored again on host C, which holds none of its files (its results fetched
 from the store); PostgreSQL holds the blobs' rows and no byte of them. Meanwhile the store is stopped
 (SIGSTOP: it takes connections and answers none) in the middle of another entry's exam: the stage is
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -54,8 +56,12 @@ def test_an_entry_submitted_judged_and_scored_on_three_hosts_through_the_store(s
         s3.create_bucket(Bucket=bucket)
         a, b, c = homes[:] = [make_home(site, pg_url, h, server.endpoint, bucket, secret) for h in ("A", "B", "C")]
         try:
-            for home in (a, b, c):
-                vmjudge(home, "challenge", "add", str(QUICK))
+            said = [vmjudge(home, "challenge", "add", str(QUICK)).stderr for home in (a, b, c)]
+            # The record sets' data disks: made on A, sent to the store, fetched by B and C (the same bytes).
+            assert [len(re.findall(r"data disk \w+ for \w+/ made", text)) for text in said] == [2, 0, 0], said
+            assert [len(re.findall(r"data disk \w+ for \w+/ fetched", text)) for text in said] == [0, 2, 2], said
+            disks = [{p.name: p.read_bytes() for p in (home / "data-disks").glob("*.iso")} for home in (a, b, c)]
+            assert len(disks[0]) == 2 and disks[0] == disks[1] == disks[2]
             ids = {}
             for name, notes in (("first", b"1"), ("stopped", b"2"), ("damaged", b"3")):
                 archive = tar_of({"notes.txt": notes}, tmp_path / f"{name}-entry.tar.gz")

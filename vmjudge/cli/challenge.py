@@ -6,16 +6,16 @@ from pathlib import Path
 
 import click
 
-from ..config import Challenge, Phase, check_challenge_data, load_challenge
+from ..config import Challenge, Phase, Site, check_challenge_data, load_challenge
 from ..images.build import build_image
-from ..images.data_disk import DataDisks
 from ..images.evaluation_root import evaluation_root
+from ..queue.db import Queue
 from ..scorers.loader import compile_scorer, load_scorer
 from ..stages.data_sets import make_disks
 from ..supervisor.cpu_gate import CpuGate
 from .challenge_new import challenge_new
 from .echo import echo
-from .home import queue_of, site_of
+from .home import data_disks_of, queue_of, site_of
 from .hosts import register
 
 
@@ -48,16 +48,22 @@ def challenge_add(ctx: click.Context, challenge_dir: Path, replace: bool) -> Non
     else:
         load_scorer(ch.scorer)
     images = [build_image(site, recipe, progress=lambda m: echo(m, err=True)) for recipe in ch.recipes]
-    for disk, count in make_disks(DataDisks(site.layout.data_disks), ch):  # made once, for every VM of every entry
-        echo(f"data disk {disk.key[:12]} for {disk.cd_dir}/ ({count} files, "
-             f"{disk.path.stat().st_size / 1e6:.1f} MB)", err=True)
-    done = register(site, queue_of(site), ch, images, replace)
+    queue = queue_of(site)
+    make_data_disks(site, ch, queue)
+    done = register(site, queue, ch, images, replace)
     echo(f"{done}: {_sets(ch)}, scorer {ch.scorer}"
          + (f", {len(images)} images" if len(images) > 1 else "")
          + (f", its VM stages in GPU slots (gpu = \"{ch.vm.gpu}\")" if ch.vm.gpu else ""))
     short = CpuGate(site).shortfall(ch.name, str(challenge_dir))
     if short is not None:
         echo(f"{short}: this host's daemon will take none of its stages.", err=True)
+
+
+def make_data_disks(site: Site, ch: Challenge, queue: Queue | None = None) -> None:
+    """Each record set's disk, made now (or fetched from the object store) for every VM of every entry."""
+    for disk, count in make_disks(data_disks_of(site, queue), ch):
+        echo(f"data disk {disk.key[:12]} for {disk.cd_dir}/ {disk.how} ({count} files, "
+             f"{disk.path.stat().st_size / 1e6:.1f} MB)", err=True)
 
 
 def _sets(ch: Challenge) -> str:

@@ -6,8 +6,10 @@ from __future__ import annotations
 import click
 
 from ..config import Site, load_site
+from ..images.data_disk import DataDisks
 from ..queue.db import Queue
 from ..queue.object_store import stored
+from ..queue.shared_disks import shared_disks
 
 
 def site_of(ctx: click.Context) -> Site:
@@ -24,3 +26,10 @@ def queue_of(site: Site) -> Queue:
 def site_and_queue(ctx: click.Context) -> tuple[Site, Queue]:
     site = site_of(ctx)
     return site, queue_of(site)
+
+
+def data_disks_of(site: Site, queue: Queue | None = None) -> DataDisks:
+    """The home's data disks, with those of the object store when [storage] has one."""
+    if site.storage.url is None:
+        return DataDisks(site.layout.data_disks)
+    return DataDisks(site.layout.data_disks, shared_disks((queue or queue_of(site)).blobs))

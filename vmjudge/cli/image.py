@@ -8,6 +8,7 @@ import click
 
 from ..config import load_challenge
 from ..images.build import build_image
+from .challenge import make_data_disks
 from .echo import echo
 from .home import site_of
 from .image_transfer import image_export, image_import
@@ -33,6 +34,7 @@ def image_build(ctx: click.Context, challenge_dir: Path, force: bool, phase: str
     for recipe in recipes:
         built = build_image(site, recipe, progress=lambda m: echo(m, err=True), force=force)
         echo(str(built.directory))
+    make_data_disks(site, challenge)  # the challenge's record sets, ready before its first stage
 
 
 image.add_command(image_export)

@@ -26,6 +26,9 @@ Locks: each disk has a lock file beside it. A run holds it shared from finding t
 is gone; making a disk holds it exclusively, and so does gc removing one, without waiting: a disk in
 use is never removed. The disk is root's and readable by qemu's group only (0640): it holds test
 records, which no other user of the host may read, and no qemu may write it.
+
+Hosts that share no files and keep blobs in an object store keep data disks there too
+(queue/shared_disks.py): the first host to make a set's disk sends it, and the others fetch it.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import fcntl
 import grp
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -41,11 +45,11 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 from .. import private
 from ..errors import ChallengeError, InfrastructureError, MediaError
-from ..files import durable_write, sha256_file, stat_signature
+from ..files import DurableFile, durable_write, sha256_file, stat_signature
 from .iso import write_iso
 
 FORMAT = "vmjudge data disk 1: ISO 9660, Rock Ridge"  # in every key: another format makes other disks
@@ -57,14 +61,27 @@ DISK_MODE = 0o640
 
 Source = Path | bytes
 
+log = logging.getLogger(__name__)
+
+
+class DiskShare(Protocol):
+    """Where hosts that share no files keep the disks they made (queue/shared_disks.py): a host that
+    has not made a set's disk fetches it from there rather than make it."""
+
+    def fetch(self, key: str, out: DurableFile) -> bool: ...
+
+    def keep(self, key: str, path: Path) -> None: ...
+
 
 @dataclass(frozen=True)
 class DataDisk:
-    """A made disk: the CD directory it stands for, its file and its key (its name)."""
+    """A made disk: the CD directory it stands for, its file and its key (its name); `how` it came to be
+    here for this run: "found" (made before), "made", or "fetched" from the object store."""
 
     cd_dir: str
     path: Path
     key: str
+    how: str = "found"
 
 
 def qemu_gid() -> int:
@@ -114,8 +131,9 @@ def content_key(files: Mapping[str, Source]) -> str:
 class DataDisks:
     """The store of data disks (Layout.data_disks)."""
 
-    def __init__(self, store: Path):
-        self.store = Path(store)
+    def __init__(self, store: Path, share: DiskShare | None = None):
+        """`share`: the object store's disks, when [storage] has one (Queue.shared_disks)."""
+        self.store, self.share = Path(store), share
 
     def disk_path(self, key: str) -> Path:
         return self.store / (key + SUFFIX)
@@ -145,16 +163,18 @@ class DataDisks:
         private.make_dir(self.store, private.CROSSABLE_DIR)
         sig = signature(files)
         key = self._known(sig) or content_key(files)
-        with self._shared(key, files, sig):
+        with self._shared(key, files, sig) as how:
             _unchanged(files, sig)
             self._remember(sig, key)
-            yield DataDisk(cd_dir, self.disk_path(key), key)
+            yield DataDisk(cd_dir, self.disk_path(key), key, how)
 
     @contextmanager
-    def _shared(self, key: str, files: Mapping[str, Source], sig: str) -> Iterator[BinaryIO]:
+    def _shared(self, key: str, files: Mapping[str, Source], sig: str) -> Iterator[str]:
         """The disk's lock held shared, with the disk there: made under the lock held exclusively if
         it was not. gc removes a disk and its lock file under that lock; a lock taken on a file gc
-        removed meanwhile is no lock at all, so each taking is checked and the whole tried again."""
+        removed meanwhile is no lock at all, so each taking is checked and the whole tried again.
+        Yields how the disk came (DataDisk.how)."""
+        how = "found"
         while True:
             with open(self.lock_path(key), "a+b") as lock:
                 fcntl.flock(lock, fcntl.LOCK_SH)
@@ -165,11 +185,11 @@ class DataDisks:
                     if self._stale(lock, key):
                         continue
                     if not self.disk_path(key).is_file():
-                        self._make(key, files, sig)
+                        how = self._make(key, files, sig)
                     fcntl.flock(lock, fcntl.LOCK_SH)
                     if self._stale(lock, key) or not self.disk_path(key).is_file():
                         continue
-                yield lock
+                yield how
                 return
 
     def _stale(self, lock: BinaryIO, key: str) -> bool:
@@ -184,11 +204,12 @@ class DataDisks:
             if not self.known_path(sig).is_file():
                 durable_write(self.known_path(sig), [key.encode()], sync_dir=False)
 
-    def _make(self, key: str, files: Mapping[str, Source], sig: str) -> None:
+    def _make(self, key: str, files: Mapping[str, Source], sig: str) -> str:
         """Make the disk under its exclusive lock: written in the store's private work directory by the CD's
         own writer (never readable by another user, even half made), given its owner and mode there, then
         renamed into place. The sources' signature is checked again after: a file changed meanwhile is not
-        what the key says, so the disk is thrown away and the stage tried again."""
+        what the key says, so the disk is thrown away and the stage tried again. With an object store, a disk
+        another host made is fetched rather than made, and one made here is sent there (shared_disks.py)."""
         work = private.make_dir(self.store / WORK, private.DIR)
         part = work / (key + SUFFIX)
         need = sum(len(s) if isinstance(s, bytes) else os.stat(s).st_size for s in files.values())
@@ -197,16 +218,43 @@ class DataDisks:
             raise InfrastructureError("host-disk-full", f"the data disk {key[:12]} needs {need / 1e9:.1f} GB and "
                                       f"{self.store} has {free / 1e9:.1f} GB free: free some space (`vmjudge gc`).")
         try:
-            write_iso(part, files, volume_id="VMJUDGE-DATA")
-            _unchanged(files, sig)
+            how = "fetched" if self._fetched(key, part) else "made"
+            if how == "made":
+                write_iso(part, files, volume_id="VMJUDGE-DATA")
+                _unchanged(files, sig)
+                self._keep(key, part)
             os.chown(part, 0, qemu_gid())
             os.chmod(part, DISK_MODE)
             os.replace(part, self.disk_path(key))
+            return how
         except MediaError as exc:
             raise InfrastructureError("data-disk", f"the data disk {key[:12]} could not be made: {exc}") from exc
         finally:
             part.unlink(missing_ok=True)
 
+    def _fetched(self, key: str, part: Path) -> bool:
+        """The disk fetched from the store at `part`, if some host sent it there. A store that cannot give
+        it, or gives other bytes, costs this host only the making of it (the files are here)."""
+        if self.share is None:
+            return False
+        try:
+            with DurableFile(part.parent, prefix=f".{key}.", suffix=".part") as out:
+                if not self.share.fetch(key, out):
+                    return False
+                out.commit(part, sync_dir=False)
+        except InfrastructureError as exc:
+            log.warning("data disk %s is made here from the challenge's files: %s", key[:12], exc)
+            return False
+        return True
+
+    def _keep(self, key: str, part: Path) -> None:
+        """The disk just made sent to the store for the other hosts; without it, each makes its own."""
+        if self.share is not None:
+            try:
+                self.share.keep(key, part)
+            except InfrastructureError as exc:
+                log.warning("data disk %s was made but not sent to the object store, so other hosts make their "
+                            "own: %s", key[:12], exc)
 
 def _unchanged(files: Mapping[str, Source], sig: str) -> None:
     if signature(files) != sig:

@@ -77,10 +77,11 @@ class ObjectStore:
                 raise
         return True
 
-    def put(self, sha256: str, path: Path) -> bool:
+    def put(self, sha256: str, path: Path, again: bool = False) -> bool:
         """The file stored under its sha256 (which the caller computed as it wrote it), streamed
-        from disk, unless the store has those bytes already; True when it was sent."""
-        if self.has(sha256):
+        from disk, unless the store has those bytes already (`again`: over an object found damaged);
+        True when it was sent."""
+        if not again and self.has(sha256):
             return False
         with self._speaking("store", sha256):
             self.client.upload_file(str(path), self.bucket, self.key(sha256), Config=self.transfer)

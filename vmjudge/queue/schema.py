@@ -110,6 +110,12 @@ CREATE TABLE IF NOT EXISTS blobs (  -- archives and results, content-addressed, 
     parts INTEGER NOT NULL,            -- written last: a blob listed here is whole
     added_at TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS data_disks (  -- data disks kept in the object store (shared_disks.py)
+    key TEXT PRIMARY KEY,              -- the record set's content key (images/data_disk.py)
+    sha256 TEXT NOT NULL,              -- the disk's own bytes: its object's name
+    size BIGINT NOT NULL,
+    added_at TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS blob_parts (
     sha256 TEXT NOT NULL,
     part INTEGER NOT NULL,

@@ -15,11 +15,13 @@ from dataclasses import replace
 from ..config import Challenge, Site, load_challenge
 from ..errors import Cancelled, GpuFault, ImageError, InfrastructureError
 from ..images.build import find_image
+from ..images.data_disk import DataDisks
 from ..images.image import GuestImage
 from ..pipeline import FIRST, Stage, by_name
 from ..queue.db import Queue, StaleClaim
 from ..queue.results import archived_results, share
 from ..queue.rows import EntryRow, StageRun
+from ..queue.shared_disks import shared_disks
 from ..queue.spool import Spool
 from ..stages.context import StageContext, StageOutcome
 from ..vm import domain
@@ -109,7 +111,8 @@ def _run(queue: Queue, site: Site, entry: EntryRow, stage: Stage, run: StageRun,
         _say_if_larger_than_its_slot(challenge, slot)
         runner = VmRunner(conn, site, image, entry_id=entry.id,
                           attempt=run.attempt, vcpus=challenge.vm.vcpus, memory_mib=challenge.vm.memory_mib,
-                          cancel=cancel, gpu=slot.gpu, cores=slot.cores, cpu_level=challenge.vm.cpu_level)
+                          cancel=cancel, gpu=slot.gpu, cores=slot.cores, cpu_level=challenge.vm.cpu_level,
+                          disks=DataDisks(site.layout.data_disks, shared_disks(queue.blobs)))
         ctx = StageContext(site=site, challenge=challenge, image=image, entry=entry, attempt=run.attempt,
                            runner=runner, cancel=cancel, archived=archived)
         return stage.load()(ctx)

@@ -113,7 +113,8 @@ def _sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) ->
 
 
 def _disk(devices: ET.Element | None, path: Path | None, fmt: str, target: str, bus: str, device: str = "disk",
-          readonly: bool = False, relabel: bool = True, serial: str | None = None) -> ET.Element:
+          readonly: bool = False, relabel: bool = True, serial: str | None = None,
+          shareable: bool = False) -> ET.Element:
     disk = ET.Element("disk", type="file", device=device) if devices is None else \
         _sub(devices, "disk", type="file", device=device)
     # A failed read or write on the host (disk full, I/O error) pauses the VM instead of
@@ -129,6 +130,8 @@ def _disk(devices: ET.Element | None, path: Path | None, fmt: str, target: str, 
         _sub(disk, "serial", serial)
     if readonly:
         _sub(disk, "readonly")
+    if shareable:  # attached to many VMs at once: libvirt takes no exclusive lock on it (virtlockd, sanlock)
+        _sub(disk, "shareable")
     return disk
 
 
@@ -145,7 +148,7 @@ def _tmp_disk(devices: ET.Element | None, path: Path) -> ET.Element:
 
 def _data_disk(devices: ET.Element | None, path: Path, index: int) -> ET.Element:
     return _disk(devices, path, "raw", DATA_TARGETS[index], "virtio", readonly=True, relabel=False,
-                 serial=f"{DATA_SERIAL}{index}")
+                 serial=f"{DATA_SERIAL}{index}", shareable=True)
 
 
 def data_disk_xml(path: Path, index: int) -> str:

@@ -108,14 +108,15 @@ def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *
             workdir: Path, console_log: Path, vcpus: int = 2, memory_mib: int = 2048, label: str = "job",
             limits: Limits = DEFAULT_LIMITS, watch: Watch | None = None, keep_iso: Path | None = None,
             cancel: threading.Event | None = None, gpu: str | None = None, cores: SlotCores | None = None,
-            on_start: Callable[[Domain], None] | None = None) -> JobRun:
+            on_start: Callable[[Domain], None] | None = None, disks: DataDisks | None = None) -> JobRun:
     """`gpu`: the host PCI address of a GPU slot's card, passed through to this VM. `cores`: its
     slot's host cores, which the VM is pinned to (the daemon's, evaluate's and the doctor's VMs
     always are; None leaves it unpinned, for tests and benchmarks that want it so). The VM is
     restored from a warm state when it can be (warm.py), else booted: JobRun.start says which.
     A container entry's root (job.entry_root) is given to it as a read-only disk either way.
     `on_start` is called with the domain once it runs, before its hello is read: what the host reads
-    of a running qemu (the doctor's confinement checks, the tests') is read there."""
+    of a running qemu (the doctor's confinement checks, the tests') is read there. `disks`: where the
+    record sets' disks are found or made (the home's own, without an object store, by default)."""
     # Checked again just before the VM is given it; the manifest records what was lent.
     lent = {"address": gpu, "ids": lendable_card(site.gpu, gpu).ids} if gpu is not None else None
     # Read now, while `conn` is known to answer: libvirtd may restart while the VM runs, and the
@@ -129,7 +130,8 @@ def run_job(conn: libvirt.virConnect, site: Site, image: GuestImage, job: Job, *
     held = contextlib.ExitStack()
     try:
         # Each record set's disk, made once for every VM (images/data_disk.py), held until this VM is gone.
-        data = [held.enter_context(DataDisks(site.layout.data_disks).held(d, job.data_files(d))) for d in job.data]
+        disks = disks or DataDisks(site.layout.data_disks)
+        data = [held.enter_context(disks.held(d, job.data_files(d))) for d in job.data]
         write_iso(iso, {**job.cd_media(), JOB_FILE: job.job_json(nonce, gpu=gpu is not None,
                                                                  seed=secrets.token_hex(32), data_disks=True)},
                   private=frozenset({JOB_FILE}), directories=job.data)
@@ -313,6 +315,7 @@ class VmRunner:
     gpu: str | None = None  # the GPU slot's card (its host PCI address), lent to every VM of the stage
     cores: SlotCores | None = None  # the slot's host cores, every VM of the stage pinned to them
     cpu_level: str | None = None  # the challenge's [vm] cpu_level: a guest below it is the infrastructure's failure
+    disks: DataDisks | None = None  # the record sets' disks, with the object store's (run_job)
 
     def new_home(self, path: Path, size_mib: int) -> None:
         make_blank_disk(path, size_mib)
@@ -328,7 +331,7 @@ class VmRunner:
             ran = run_job(self.conn, self.site, self.image, job, home_disk=home, workdir=rd.path,
                           console_log=console, vcpus=self.vcpus, memory_mib=self.memory_mib,
                           label=f"{self.site.domain_tag}-e{self.entry_id}-{stage}", limits=limits, watch=watch,
-                          keep_iso=keep_iso, cancel=self.cancel, gpu=self.gpu, cores=self.cores)
+                          keep_iso=keep_iso, cancel=self.cancel, gpu=self.gpu, cores=self.cores, disks=self.disks)
         short = below_level((ran.hardware or {}).get("guest_cpu"), self.cpu_level) if self.cpu_level else None
         if short is not None:  # the gate (supervisor/cpu_gate.py) trusted libvirt's word; the guest says otherwise
             raise InfrastructureError("guest-cpu", short)
