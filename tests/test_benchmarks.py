@@ -37,7 +37,7 @@ BENCHMARKS = sorted(name for name, runs in SCRIPTS.items() if runs)
 BOOTS_VMS = ("boot.py", "case_overhead.py", "container.py", "cpu_matmul.py", "data_scale.py", "demo_under_load.py",
              "fairness.py",
              "gpu_image.py", "hostile_memory.py", "octave.py", "qemu_memory.py", "records.py", "score_container.py",
-             "soak.py", "timing_spread.py")
+             "soak.py", "submission.py", "timing_spread.py")
 HOST_ONLY = sorted(set(BENCHMARKS) - set(BOOTS_VMS))
 SUBSETS = ("training", "test")
 SPEED = ("upload_within_2x", "page_p99_within_2x")  # web_abuse's figures, which a smoke run does not hold it to
@@ -81,6 +81,10 @@ INVARIANTS: dict[str, Callable[[dict], bool]] = {
     "soak.py": lambda d: d["same_outcomes"] and d["all_done"] and not d["leftover_domains"]
     and not d["leftover_run_dirs"] and all(d["refused_and_nothing_queued"].values())
     and [k["killed"] for k in d["kills"]] == [True],
+    # A submission's run over the whole set: its submission.csv sent back and matching the format, its time
+    # measured by the host and by the guest itself; the host's format check of 1000 rows.
+    "submission.py": lambda d: len(d["whole_set"]["run_s"]) == len(d["whole_set"]["direct_s"]) == 1
+    and d["whole_set"]["ratio"] > 0 and d["format_check"]["rows"] == 1000,
     "timing_spread.py": lambda d: set(d["modes"]) == {"pinned_1_slot", "pinned_2_slots_busy"},
 }
 

@@ -178,12 +178,13 @@ title = "DSCagg"
 
 def _read_everything(tmp_path: Path) -> tuple[Path, list[Path]]:
     """A home whose site.toml has every table, and challenges of every kind: the examples (answer
-    lines, files, a build script, a container)."""
+    lines, files, a build script, a container, a DrivenData submission)."""
     home = tmp_path / "home"
     home.mkdir()
     (home / "site.toml").write_text(SITE_TOML)
     return home, [REPO / "examples" / name for name in ("af2017", "beats2014", "alarms2015", "segment2025",
-                                                         "hecktor2025/task1", "hecktor2025/task2")]
+                                                         "hecktor2025/task1", "hecktor2025/task2",
+                                                         "drivendata-style")]
 
 
 def test_every_key_the_code_reads_is_on_the_reference_page_and_no_other(watched: Seen, tmp_path: Path) -> None:

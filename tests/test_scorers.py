@@ -21,13 +21,23 @@ from vmjudge.config import ScoreOptions
 from vmjudge.errors import AnswerError, ConfigError, ScoringError
 from vmjudge.queue.results import ExamResults
 from vmjudge.replica.build import package_files, package_metadata
-from vmjudge.scorers.builtin import accuracy, af2017, alarms2015, beats2014, bxb, cindex, dice, heart2016
+from vmjudge.scorers.builtin import (
+    accuracy,
+    af2017,
+    alarms2015,
+    beats2014,
+    bxb,
+    cindex,
+    dice,
+    heart2016,
+    youth_mental_health,
+)
 from vmjudge.scorers.builtin.wfdb_annotations import Annotation
 from vmjudge.scorers.loader import ENTRY_POINT_GROUP, builtin_names, load_scorer, scorer_version
 from vmjudge.stages.score.scoring import undefined_note
 
 # The built-in scorers setup.cfg registers; the registry (entry points) is checked against it.
-BUILTINS = ("accuracy", "af2017", "alarms2015", "beats2014", "cindex", "dice", "heart2016")
+BUILTINS = ("accuracy", "af2017", "alarms2015", "beats2014", "cindex", "dice", "heart2016", "youth_mental_health")
 MAPPED = ScoreOptions(invalid_answers="map")
 ZERO = ScoreOptions(undefined="zero")
 
@@ -426,9 +436,10 @@ def test_answer_scorers_refuse_files(tmp_path, scorer):
 @pytest.mark.parametrize("name", BUILTINS)
 def test_load_builtin(name):
     module = {"accuracy": accuracy, "af2017": af2017, "alarms2015": alarms2015,
-              "beats2014": beats2014, "cindex": cindex, "dice": dice, "heart2016": heart2016}[name]
+              "beats2014": beats2014, "cindex": cindex, "dice": dice, "heart2016": heart2016,
+              "youth_mental_health": youth_mental_health}[name]
     assert load_scorer(name).func is module.score
-    assert scorer_version(name) == f"{name}/{1 if name in ('accuracy', 'cindex', 'dice') else 2}"
+    assert scorer_version(name) == f"{name}/{1 if name in ('accuracy', 'cindex', 'dice', 'youth_mental_health') else 2}"
     assert scorer_version(name, ScoreOptions(undefined="zero")) == f"{name}/{module.VERSION} undefined=zero"
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import Challenge
+from ..config.submission import MAINS
 from ..errors import EntryError, VmjudgeError
 from .bounded import Refused, host_error, member_names
 from .container_image import CheckedImage, ImageLimits, check_image
@@ -23,9 +24,14 @@ def check_archive(ch: Challenge, name: str, archive: Path, given_name: str | Non
     names. `given_name` is what the participant called the file (default: its own name). The
     replica ISO's check runs this too, so it refuses what `submit` would."""
     given = given_name or archive.name
-    kind = check_archive_name(given)
+    kind = check_archive_name(given, ch.entry.kind)
     check_size(ch, name, given, archive.stat().st_size)
-    return check_readable(archive, kind, ch.entry.max_members, ch.entry.max_unpacked, name=given)
+    members = check_readable(archive, kind, ch.entry.max_members, ch.entry.max_unpacked, name=given)
+    if ch.entry.kind == "submission" and not {m.lstrip("./") for m in members} & set(MAINS):
+        raise EntryError("missing-component", f"{given} holds no main.py or main.sh at its top, which the runtime "
+                                              "runs: zip the files themselves, not their folder (cd into it and run "
+                                              "`zip -r ../submission.zip .`).")
+    return members
 
 
 def check_container(ch: Challenge, name: str, archive: Path, given_name: str | None = None) -> CheckedImage:

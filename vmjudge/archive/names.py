@@ -1,7 +1,8 @@
 """The entry archive's file name, PhysioNet's rule: it ends in `entry.zip` or `entry.tar.gz`; for a
 container challenge, any name ending in `.tar`, `.tar.gz` or `.tgz`, as `docker save` and
 `podman save` write an image and as Grand Challenge takes it (its template's do_save.sh writes
-`<tag>_<time>.tar.gz`).
+`<tag>_<time>.tar.gz`); for a submission challenge, any name ending in `.zip` (DrivenData's
+`submission.zip`).
 
 The name is the only thing that says how to read the archive, so `submit`, the spool (which
 keeps the format in the stored file's name) and prep all take the format from here. An image's
@@ -16,7 +17,8 @@ from ..errors import EntryError
 
 # Each entry kind's names: the ending, and the format it gives. Longer endings first.
 NAMES = {"archive": (("entry.zip", "zip"), ("entry.tar.gz", "tar.gz")),
-         "container": ((".tar.gz", "image.tar.gz"), (".tgz", "image.tar.gz"), (".tar", "image.tar"))}
+         "container": ((".tar.gz", "image.tar.gz"), (".tgz", "image.tar.gz"), (".tar", "image.tar")),
+         "submission": ((".zip", "zip"),)}
 KINDS = tuple(fmt for names in NAMES.values() for _, fmt in names)
 
 
@@ -32,6 +34,9 @@ def check_archive_name(name: str, entry_kind: str = "archive") -> str:
         raise EntryError("bad-archive", f"Improper name ({name}) for a container entry: give the saved image a name "
                                         "ending in .tar or .tar.gz, as `docker save -o team-image.tar` or Grand "
                                         "Challenge's do_save.sh (<tag>_<time>.tar.gz) write it.")
+    if entry_kind == "submission":
+        raise EntryError("bad-archive", f"Improper name ({name}) for a submission: upload the zip file, named "
+                                        "submission.zip as DrivenData's runtimes pack it (any name ending in .zip).")
     raise EntryError("bad-archive", f"Improper name ({name}) for entry: name it entry.zip or entry.tar.gz "
                                     "(a prefix such as alice-entry.zip is allowed).")
 

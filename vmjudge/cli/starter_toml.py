@@ -27,7 +27,7 @@ _TEMPLATE = """\
 name = "{name}"
 
 [entry]
-# kind = "archive"              # or "container": a saved container image instead of an archive
+# kind = "archive"              # or "container" (a saved container image) or "submission" (a submission.zip)
 required = {required}   # what the archive must hold ("dir/" is a directory)
 # max_size = 52428800           # bytes of the archive
 # max_members = 10000           # files and directories in it
@@ -40,6 +40,14 @@ required = {required}   # what the archive must hold ("dir/" is a directory)
 # command = ["/app/run"]        # what runs; left out: the image's ENTRYPOINT and CMD
 # run = "per_case"              # or "whole_set"
 # tmp = 2048                    # MiB of a disk of its own for each run's /tmp, empty at its start
+
+# [submission]                  # kind = "submission" only: DrivenData's submission.zip with main.py
+# code_dir = "/code_execution"  # the zip unpacked here, where main.py runs
+# data = "data"                 # the record set, read-only, in code_dir
+# output = "submission.csv"     # what main.py leaves in code_dir
+# format = "submission_format.csv"   # in each record set: the ids, then the columns to fill
+# order = "same"                # the rows in the format's order, or "any"
+# command = ["python3", "main.py"]   # what runs
 
 [image]
 packages = []                   # Debian packages for the guest (it has python3 already)

@@ -21,6 +21,7 @@ from .phase import Phase, Shared, read_phases
 from .records import read_records, record_files, socket_record_files
 from .results import ResultsRule, quiz_check, results_rule
 from .sockets import Sockets, check_record_inputs, read_sockets
+from .submission import SubmissionRules, format_records, read_format, set_files, submission_rules
 from .values import Section, read_toml
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -81,6 +82,7 @@ class Challenge:
     sockets: Sockets | None = None  # [[input]] and [[output]]: a container challenge run Grand Challenge's way
     evaluation: EvaluationRules | None = None  # [score] kind = "container": the organiser's evaluation image
     isolated: IsolatedScorer | None = None  # [score] isolate = true: the scorer file, run in a VM
+    submission: SubmissionRules | None = None  # [submission], for entry kind "submission" only (DrivenData's)
     # [quiz] check: what stage 2 demands of each training case: "submitted" (the entry's own results,
     # reproduced byte for byte), "outputs" (every output socket present and valid) or "none".
     quiz_check: str = "submitted"
@@ -190,9 +192,13 @@ def load_challenge(directory: Path) -> Challenge:
     if sockets is not None and container is not None and container.run != "per_case":
         raise ConfigError(f"{source}: a challenge with sockets runs the image once per case, as Grand Challenge does: "
                           "remove [container] run.")
+    submission = submission_rules(source, data, entry.kind)
     scorer, score_options, evaluation, isolated = _scorer(source, directory, data, sockets)
     limits = stage_limits(source, "limits", data.get("limits", {}))
     phases = read_phases(source, directory, data, Shared(limits, entry, directory / "training", recipe))
+    if submission is not None and phases:
+        raise ConfigError(f"{source}: a challenge of submission entries has no phases yet: remove [[phase]].")
+    sets = (lambda d: format_records(d, submission)) if submission is not None else read_records
     for table, image in [("image", recipe)] + [(f"phase {p.name}.image", p.image) for p in phases]:
         if shape.gpu is not None and image.gpu is None:
             raise ConfigError(f"{source}: [vm] gpu = {shape.gpu!r} needs a guest driver in the image: add "
@@ -200,9 +206,9 @@ def load_challenge(directory: Path) -> Challenge:
     return Challenge(name=name, directory=directory, image=recipe, vm=shape, entry=entry,
                      container=container, limits=limits, results=results_rule(source, data, entry.kind, sockets),
                      scorer=scorer, score_options=score_options,
-                     training=read_records(directory / "training"), test=read_records(directory / "test"),
-                     phases=phases, sockets=sockets, quiz_check=quiz_check(source, data, sockets),
-                     evaluation=evaluation, isolated=isolated)
+                     training=sets(directory / "training"), test=sets(directory / "test"),
+                     phases=phases, sockets=sockets, quiz_check=quiz_check(source, data, sockets, entry.kind),
+                     evaluation=evaluation, isolated=isolated, submission=submission)
 
 
 def _scorer(source: str, directory: Path, data: dict[str, Any], sockets: Sockets | None = None
@@ -279,6 +285,9 @@ def _check_set(ch: Challenge, subset: str, records: tuple[str, ...]) -> None:
     if ch.phase is not None and where.resolve() != (ch.directory / subset).resolve() and not where.is_dir():
         raise ConfigError(f"{where} is missing: put phase {ch.phase.name}'s {subset} set there (its RECORDS and "
                           f"each record's files), or correct [phase {ch.phase.name}] {subset} in challenge.toml.")
+    if ch.submission is not None:  # the set is its directory; its records, its format's ids
+        read_format(where / ch.submission.format)
+        return
     if not records:
         raise ConfigError(f"{where / 'RECORDS'} is missing or empty: list one record per line.")
     shown = where.relative_to(ch.directory)
@@ -296,8 +305,9 @@ def _check_no_answers_in_test(ch: Challenge) -> None:
     is most likely the answer itself."""
     answers = {p.name for p in ch.reference_dir.rglob("*") if p.is_file()}
     shown = ch.set_dir("test").relative_to(ch.directory)
-    clashes = sorted(f"{shown}/{f.name}" for record in ch.test for f in ch.record_files("test", record)
-                     if f.name in answers)
+    files = set_files(ch.set_dir("test")).values() if ch.submission is not None else \
+        (f for record in ch.test for f in ch.record_files("test", record))
+    clashes = sorted(f"{shown}/{f.relative_to(ch.set_dir('test'))}" for f in files if f.name in answers)
     if clashes:
         shown_clashes = ", ".join(clashes[:5]) + (f" and {len(clashes) - 5} more" if len(clashes) > 5 else "")
         raise ConfigError(f"{shown_clashes} {'has' if len(clashes) == 1 else 'have'} the name of a reference answer "

@@ -2,7 +2,8 @@
 
 An entry is either PhysioNet's archive (`*entry.zip`, `*entry.tar.gz`: setup.sh and next.sh
 run in the judge's own root) or, with `[entry] kind = "container"`, a participant's container
-image as `docker save` or `podman save` writes it, whose root the entry's commands run in. An
+image as `docker save` or `podman save` writes it, whose root the entry's commands run in, or with
+`[entry] kind = "submission"` DrivenData's `submission.zip` ([submission], submission.py). An
 image carries a whole operating system, so that kind's limits start larger: 2 GiB of archive,
 8 GiB unpacked, half a million files. [container] says where a case's files go in and where
 the entry leaves its results, and what to run; it belongs to the container kind alone, so a
@@ -18,7 +19,7 @@ from typing import Any
 from ..errors import ConfigError
 from .values import Section
 
-ENTRY_KINDS = ("archive", "container")
+ENTRY_KINDS = ("archive", "container", "submission")
 RUN_MODES = ("per_case", "whole_set")
 # Where an image's input and output may not be: the guest mounts its own file systems there.
 RESERVED_PATHS = ("/proc", "/sys", "/dev")
@@ -46,6 +47,9 @@ class EntryRules:
 # refuse at these defaults unless the organiser raises them.
 CONTAINER_DEFAULTS = EntryRules(required=(), max_size=2 << 30, max_members=500_000, max_unpacked=8 << 30,
                                 kind="container")
+# DrivenData's submission.zip: code and model assets (their runtimes take a few hundred MB to a few GB).
+SUBMISSION_DEFAULTS = EntryRules(required=(), max_size=1 << 30, max_members=100_000, max_unpacked=4 << 30,
+                                 kind="submission")
 
 
 @dataclass(frozen=True)
@@ -67,10 +71,10 @@ class ContainerRules:
 def entry_rules(source: str, data: dict[str, Any]) -> EntryRules:
     sec = Section(source, "entry", data.get("entry", {}))
     kind = sec.get("kind", str, "archive", lambda v: v in ENTRY_KINDS, " or ".join(f'"{k}"' for k in ENTRY_KINDS))
-    base = CONTAINER_DEFAULTS if kind == "container" else EntryRules()
-    if kind == "container" and "required" in sec.data:
-        raise ConfigError(f"{source}: [entry] required is for archive entries, and kind = \"container\" takes an "
-                          "image: remove required.")
+    base = {"container": CONTAINER_DEFAULTS, "submission": SUBMISSION_DEFAULTS}.get(kind, EntryRules())
+    if kind != "archive" and "required" in sec.data:
+        raise ConfigError(f"{source}: [entry] required is for archive entries, and kind = \"{kind}\" takes "
+                          f"{'an image' if kind == 'container' else 'main.py or main.sh'}: remove required.")
     rules = EntryRules(
         kind=kind,
         required=sec.names("required", RELPATH_RE, "relative paths such as \"setup.sh\" or \"sources/\"")

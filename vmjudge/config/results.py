@@ -23,7 +23,7 @@ from .values import Section
 class ResultsRule:
     """How next.sh answers: a line in answers.txt, or a file per record."""
 
-    style: str = "answer-lines"  # or "files"; "sockets" for a challenge with [[output]] sockets
+    style: str = "answer-lines"  # or "files"; "sockets" for a challenge with [[output]] sockets; "table" (submission)
     pattern: str | None = None  # files: what next.sh RECORD leaves, e.g. "{record}.qrs"
     submitted: str = "answers.txt"  # inside the entry: its own answers (or "outputs/{record}.qrs")
 
@@ -45,10 +45,18 @@ class ResultsRule:
 # the entry's own results for the training records at the same names under /submitted in its image.
 CONTAINER_RESULTS = ResultsRule(style="files", pattern="{record}.txt", submitted="/submitted/{record}.txt")
 
+# A submission challenge's: one table for the whole set, its rows by id (config/submission.py).
+TABLE_RESULTS = ResultsRule(style="table", pattern=None, submitted="")
+
 QUIZ_CHECKS = ("submitted", "outputs", "none")
 
 
-def quiz_check(source: str, data: dict[str, Any], sockets: Sockets | None) -> str:
+def quiz_check(source: str, data: dict[str, Any], sockets: Sockets | None, kind: str = "archive") -> str:
+    if kind == "submission":  # the quiz is DrivenData's smoke test: the run over the sample, its format checked
+        if "quiz" in data:
+            raise ConfigError(f"{source}: a submission's quiz checks its submission against the sample's format, "
+                              "as DrivenData's smoke test does: remove [quiz].")
+        return "outputs"
     sec = Section(source, "quiz", data.get("quiz", {}))
     check = sec.get("check", str, "outputs" if sockets else "submitted", lambda v: v in QUIZ_CHECKS,
                     " or ".join(f'"{c}"' for c in QUIZ_CHECKS))
@@ -69,6 +77,11 @@ def results_rule(source: str, data: dict[str, Any], kind: str = "archive",
             raise ConfigError(f"{source}: a challenge with [[output]] sockets takes each case's results from them: "
                               "remove [results].")
         return ResultsRule(style="sockets", pattern=None, submitted="")
+    if kind == "submission":
+        if "results" in data:
+            raise ConfigError(f"{source}: a submission's results are its submission.csv, read by [submission]: "
+                              "remove [results].")
+        return TABLE_RESULTS
     sec = Section(source, "results", data.get("results", {}))
     container = kind == "container"
     style = sec.get("style", str, "files" if container else "answer-lines", lambda v: v in ("answer-lines", "files"),

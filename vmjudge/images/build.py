@@ -34,7 +34,7 @@ GUEST_DIR = Path(__file__).parent / "guest"
 GUEST_FILES = ("agent.py", "channel.py", "command.py", "command_place.py", "frames.py", "hardening.py", "media.py",
                "root_disk.py", "root_gpu.py", "root_layers.py", "root_spec.py", "root_start.py", "run_guard.py",
                "samples.py", "system.py", "usage.py", "gpu.py", "gpu_memory.py", "cpu.py", "wake.py", "init",
-               "gpu-init")
+               "gpu-init", "code_dir.py")
 ENTRY_UID = 1000
 EXCLUDE_DOCS = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/info/*", "/usr/share/locale/*")
 

@@ -41,13 +41,16 @@ class ExamResults:
     outputs: for style "sockets" (a challenge with [[output]] sockets, Grand Challenge's way), the
     bytes each record left for each output socket, by the socket's slug (an image socket's one
     image file, a value socket's JSON); None where it failed, timed out or left none valid.
-    Exactly one of the three mappings is filled, for every record in `records`.
+    rows: for style "table" (a submission entry's submission.csv, DrivenData's way), each id's row as
+    column -> the text the entry wrote, its format checked (stages/submission_check.py).
+    Exactly one of the four mappings is filled, for every record in `records`.
     """
 
     records: tuple[str, ...]
     answers: Mapping[str, str | None] | None = None
     files: Mapping[str, bytes | None] | None = None
     outputs: Mapping[str, Mapping[str, bytes | None]] | None = None
+    rows: Mapping[str, Mapping[str, str]] | None = None
 
 
 def store_dir(home: Path) -> Path:
@@ -59,16 +62,17 @@ FileSource = bytes | None | Callable[[], bytes | None]
 
 def encode(records: tuple[str, ...] | list[str], statuses: Mapping[str, str], style: str,
            answers: Mapping[str, str | None] | None = None,
-           files: Mapping[str, FileSource] | None = None) -> bytes:
+           files: Mapping[str, FileSource] | None = None, rows: Mapping[str, Mapping[str, str]] | None = None) -> bytes:
     """Canonical bytes (sorted keys, no spaces) of one entry's stage-3 results: the same
     results always give the same hash. `answers` for style answer-lines, `files` for files and
     for sockets (keyed "RECORD/SLUG": neither a record's name nor a slug holds a "/")."""
-    return b"".join(encode_chunks(records, statuses, style, answers, files))
+    return b"".join(encode_chunks(records, statuses, style, answers, files, rows))
 
 
 def encode_chunks(records: tuple[str, ...] | list[str], statuses: Mapping[str, str], style: str,
                   answers: Mapping[str, str | None] | None = None,
-                  files: Mapping[str, FileSource] | None = None) -> Iterator[bytes]:
+                  files: Mapping[str, FileSource] | None = None,
+                  rows: Mapping[str, Mapping[str, str]] | None = None) -> Iterator[bytes]:
     """encode()'s bytes in pieces, one result file at a time: a file given as a callable is
     read only when its turn comes, so an exam's files never need to be in memory together.
     The pieces are what json.dumps(doc, sort_keys=True, separators=(",", ":")) would write."""
@@ -84,6 +88,8 @@ def encode_chunks(records: tuple[str, ...] | list[str], statuses: Mapping[str, s
             yield (b"," if i else b"") + dumps(record) + b":" + \
                 (dumps(base64.b64encode(data).decode()) if data is not None else b"null")
         yield b"},"
+    elif style == "table":
+        yield b'"rows":' + dumps({r: dict(v) for r, v in (rows or {}).items()}) + b","
     else:
         yield b'"answers":' + dumps(dict(answers or {})) + b","
     yield dumps({"format": FORMAT, "records": list(records), "statuses": dict(statuses), "style": style})[1:]
@@ -102,6 +108,8 @@ def decode(data: bytes) -> ExamResults:
             record, _, slug = key.partition("/")
             outputs[record][slug] = value
         return ExamResults(records=records, outputs=outputs)
+    if doc["style"] == "table":
+        return ExamResults(records=records, rows={r: dict(v) for r, v in doc["rows"].items()})
     return ExamResults(records=records, answers=dict(doc["answers"]))
 
 

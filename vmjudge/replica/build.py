@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Challenge, Site, load_challenge
+from ..config.submission import set_files
 from ..errors import ImageError, InfrastructureError, MediaError
 from ..images.build import find_image
 from ..images.image import FILES, GuestImage
@@ -59,9 +60,12 @@ class ReplicaBuild:
 def training_files(ch: Challenge) -> dict[str, Path]:
     """The training set as it goes on the ISO, by its path in the challenge's directory
     (training/, or a phase's own): RECORDS, each record's files (RECORD.*, or with sockets every file
-    under RECORD/ at its own path, as the case's /input lays it out), REFERENCE*."""
+    under RECORD/ at its own path, as the case's /input lays it out), REFERENCE*; a submission challenge's,
+    every file of its directory."""
     base = ch.set_dir("training")
     where = base.relative_to(ch.directory)
+    if ch.submission is not None:  # a submission's sample is its whole directory (its format among its files)
+        return {f"{where}/{rel}": path for rel, path in set_files(base).items()}
     out: dict[str, Path] = {f"{where}/RECORDS": base / "RECORDS"}
     for record in ch.training:
         for f in ch.record_files("training", record):

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -51,9 +52,17 @@ def say(text: str = "", **kwargs: object) -> None:
     print(printable(text), **kwargs)  # type: ignore[call-overload]
 
 
-def _archive_directory(directory: Path, out_dir: Path) -> Path:
-    """A directory entry becomes the tar.gz the judge would receive (members sorted, no links)."""
+def _archive_directory(directory: Path, out_dir: Path, kind: str = "archive") -> Path:
+    """A directory entry becomes the tar.gz the judge would receive (members sorted, no links); a
+    submission's, the zip DrivenData's `make pack-submission` makes of its folder."""
     name = "".join(c if c.isalnum() or c in "-_" else "-" for c in directory.resolve().name) or "my"
+    if kind == "submission":
+        out = out_dir / f"{name}-submission.zip"
+        with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
+            for path in sorted(directory.rglob("*")):
+                if not path.is_symlink():
+                    zf.write(path, str(path.relative_to(directory)))
+        return out
     out = out_dir / f"{name}-entry.tar.gz"
     with tarfile.open(out, "w:gz") as tar:
         for path in sorted(directory.rglob("*")):
@@ -105,7 +114,7 @@ def check(entry: Path, replica_dir: Path = REPLICA_DIR, work: Path = WORK, score
     site = Site(home=home, uri="replica", accel="replica")
     container = ch.entry.kind == "container"
     if entry.is_dir() and not container:
-        archive = _archive_directory(entry, home)
+        archive = _archive_directory(entry, home, ch.entry.kind)
         progress(f"{entry} is a directory: checking it as the archive {archive.name}")
     elif entry.is_file():
         archive = entry
@@ -126,6 +135,10 @@ def check(entry: Path, replica_dir: Path = REPLICA_DIR, work: Path = WORK, score
               else "stage 1 (prep): unpacking, installing, setup.sh",
               "quiz": f"stage 2 (quiz): {'the image' if container else 'next.sh'} on {len(ch.training)} training "
                       f"{'cases' if ch.sockets is not None else 'records'}"}
+    if ch.submission is not None:  # DrivenData's `make test-submission`: the judge's own check of the sample
+        titles = {"prep": "stage 1 (prep): unpacking, installing",
+                  "quiz": f"stage 2 (quiz, the smoke test): the submission over the sample's {len(ch.training)} rows, "
+                          "its submission.csv checked against the format"}
     for stage in PIPELINE[:2]:  # up to the quiz: the replica has no test records
         row = queue.entry(entry_id)
         if row.state != "queued":

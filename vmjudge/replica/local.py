@@ -14,10 +14,12 @@ A container entry's root, which the judge gives its VM as a read-only disk, is a
 device of the same squashfs here, named to the agent (--entry-root-device); its commands' layers
 go on the home tmpfs as on the judge's home disk. Their input is bound from /media/cdrom into the
 entry's root, where a link to the replica CD would lead nowhere: such a job's files are copied.
+A submission's code directory (DrivenData's /code_execution) is unmounted after each job.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import secrets
@@ -34,7 +36,7 @@ from ..config.layout import EntryFiles
 from ..errors import InfrastructureError
 from ..images.guest.run_guard import kill_user
 from ..vm.channel import ChannelClosed, FrameStream, Watch
-from ..vm.job import JOB_FILE, Job
+from ..vm.job import JOB_FILE, CodeDir, Job
 from ..vm.reading import POWEROFF_GRACE, JobRun, Limits, Reading, check_agent_error, host_timeouts
 
 MEDIA = Path("/media/cdrom")
@@ -143,6 +145,8 @@ class LocalRunner:
                 return JobRun(domain="replica", transcript=transcript, iso_sha256="", ended=ended,
                               boot_seconds=reading.boot_seconds, total_seconds=time.monotonic() - started)
             finally:
+                if job.code is not None:
+                    _unmount_code(job.code)
                 self._save_home(home)
         finally:
             if device is not None:
@@ -192,6 +196,15 @@ class LocalRunner:
             os.replace(tmp, home)
         finally:
             _umount(HOME)
+
+
+def _unmount_code(code: CodeDir) -> None:
+    """A submission's code directory and its data (guest/code_dir.py), which the judge's VM loses with
+    itself: unmounted, so that the home is saved without the data and the next stage makes it again."""
+    subprocess.run(["umount", "-R", code.path], capture_output=True)
+    _umount(HOME / code.data)
+    with contextlib.suppress(OSError):
+        (HOME / code.data).rmdir()
 
 
 def _attach(squashfs: Path) -> str:

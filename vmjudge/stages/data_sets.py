@@ -13,10 +13,13 @@ from ..images.data_disk import DataDisk, DataDisks
 from ..vm.job import under
 from .records import record_set_media
 from .sockets import socket_set_media
+from .submission import submission_set_media
 
 
 def set_media(ch: Challenge, subset: str, records: tuple[str, ...]) -> dict[str, Path | bytes]:
     """The CD's media of a record set (all under `subset/`), as the stage that reads it builds them."""
+    if ch.submission is not None:
+        return submission_set_media(ch, subset)
     return (socket_set_media if ch.sockets is not None else record_set_media)(ch, subset, records)
 
 

@@ -115,6 +115,27 @@ class InRoot:
 
 
 @dataclass(frozen=True)
+class CodeDir:
+    """DrivenData's runtime layout (config/submission.py): the entry's home, where prep installed the
+    unzipped submission, seen at `path` and the working directory of every command; the CD directory
+    `data_from` (a record set, perhaps a data disk) read-only at `path`/`data`."""
+
+    path: str
+    data: str
+    data_from: str
+
+    def __post_init__(self) -> None:
+        _root_path(self.path, "the code directory")
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", self.data) or self.data in (".", ".."):
+            raise ValueError(f"the data directory must be a plain name in the code directory: {self.data!r}")
+        if "/" in _cd_path(self.data_from, "the data's CD directory"):
+            raise ValueError(f"the data's CD directory must be at the CD's top: {self.data_from!r}")
+
+    def document(self) -> dict:
+        return {"path": self.path, "data": self.data, "from": self.data_from}
+
+
+@dataclass(frozen=True)
 class Command:
     name: str
     argv: tuple[str, ...]
@@ -161,10 +182,14 @@ class Job:
     # [container] tmp: MiB of a disk of its own for the /tmp of the commands in the entry's root, each a new
     # directory on it (None: their /tmp is in their layers on the home disk).
     tmp_mib: int | None = None
+    # A submission's runtime layout (DrivenData's /code_execution): its commands run there, the data beside them.
+    code: CodeDir | None = None
 
     def __post_init__(self) -> None:
         if self.entry_root is None and any(c.root is not None for c in self.commands):
             raise ValueError("a command runs in the entry's root, and the job has no entry_root")
+        if self.code is not None and (self.entry_root is not None or any(c.user != "entry" for c in self.commands)):
+            raise ValueError("a code directory is for the entry's commands in the guest's own root")
         if self.tmp_mib is not None and (self.entry_root is None or self.tmp_mib < 1):
             raise ValueError("a /tmp disk is for a job with an entry root, and has a size")
         for d in self.data:
@@ -187,7 +212,10 @@ class Job:
         fresh host randomness (hex) the agent mixes into the kernel's pool before any command."""
         doc = {"protocol": frames.PROTOCOL, "nonce": nonce, "heartbeat": self.heartbeat,
                "stop_on_failure": self.stop_on_failure, "install": self.install, "raw_copy": self.raw_copy,
-               "commands": [c.document() for c in self.commands]}
+               "commands": [{**c.document(), **({"cwd": self.code.path} if self.code else {})}
+                            for c in self.commands]}
+        if self.code is not None:  # mounted by the agent before the first command
+            doc["code"] = self.code.document()
         if gpu:
             doc["gpu"] = True
         if self.entry_root is not None:  # the agent mounts it; its path on the host is none of the guest's business

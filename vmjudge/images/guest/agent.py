@@ -115,6 +115,9 @@ def check_job(job):
             raise JobError(f"command {i} has unknown user {cmd.get('user')!r}")
         if cmd.get("root") is not None:
             check_root_command(job, i, cmd)
+        if cmd.get("cwd") is not None and (not isinstance(job.get("code"), dict)
+                                           or cmd["cwd"] != job["code"].get("path") or cmd.get("user") != "entry"):
+            raise JobError(f"command {i} runs in a directory that is not the job's code directory")
 
 
 def check_root_command(job, i, cmd):
@@ -172,6 +175,9 @@ def run_job(channel, job, home_ready=False):
             mount_data_disks(job["data_disks"])
         if job.get("install"):
             install(job["install"])
+        if job.get("code"):  # a submission's runtime layout (DrivenData's /code_execution), after its home
+            from code_dir import mount_code_dir
+            mount_code_dir(job["code"])
         gpu_view = meter = None
         if job.get("gpu") is True:  # the card was found working (greet): its memory sampled with the cgroup's
             from gpu_memory import open_meter

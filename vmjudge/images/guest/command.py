@@ -36,6 +36,7 @@ class Command:
         self.links = spec.get("links", [])
         self.collect = spec.get("collect", [])
         self.root = spec.get("root")  # runs in the entry's own root (root_spec.py), or None
+        self.cwd = spec.get("cwd")  # a submission's code directory (code_dir.py); None: the home
         self.stderr_apart = bool(self.root and self.root.get("stderr_apart"))
         self.heartbeat = heartbeat
 

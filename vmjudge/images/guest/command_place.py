@@ -29,7 +29,7 @@ class Home:
             raise PlaceError(str(exc)) from None
 
     def start(self, cmd, write_fd, cgroup, err_fd=None):
-        return start_command(cmd.argv, cmd.user, self.user, HOME, write_fd,
+        return start_command(cmd.argv, cmd.user, self.user, HOME, write_fd, cwd=cmd.cwd,
                              **({"cgroup": cgroup.path} if cgroup else {}))
 
     def ended(self, cgroup):

@@ -29,14 +29,14 @@ PR_SET_NO_NEW_PRIVS = 38
 
 
 def start_command(argv: list[str], user: str, entry: pwd.struct_passwd, home: str,
-                  out_fd: int, cgroup: str = ENTRY_CGROUP) -> subprocess.Popen[bytes]:
-    """Start `argv` in `home` as `user` ("entry" or "root"), its output and errors to `out_fd`,
+                  out_fd: int, cgroup: str = ENTRY_CGROUP, cwd: str | None = None) -> subprocess.Popen[bytes]:
+    """Start `argv` in `home` (or `cwd`) as `user` ("entry" or "root"), its output and errors to `out_fd`,
     in a session of its own (so its whole process group can be killed); an entry command in
     `cgroup` (the entry's, or a child of it that measures the one command)."""
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": home,
            "USER": user, "LOGNAME": user, "SHELL": "/bin/sh", "TMPDIR": "/tmp"}
     return subprocess.Popen(
-        argv, cwd=home, env=env, stdin=subprocess.DEVNULL, stdout=out_fd, stderr=out_fd,
+        argv, cwd=cwd or home, env=env, stdin=subprocess.DEVNULL, stdout=out_fd, stderr=out_fd,
         start_new_session=True, close_fds=True,
         preexec_fn=(lambda: become_entry(entry, cgroup)) if user == "entry" else None)
 

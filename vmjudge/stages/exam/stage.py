@@ -26,6 +26,7 @@ from ..context import StageContext, StageOutcome
 from ..figures import measured
 from ..records import RecordRuns, record_runs
 from ..sockets import case_outputs
+from . import submission
 
 
 class ResultFiles:
@@ -98,6 +99,8 @@ class ResultFiles:
 
 def run(ctx: StageContext) -> StageOutcome:
     ch = ctx.challenge
+    if ch.entry.kind == "submission":
+        return submission.run(ctx)
     records = ch.test
     files_style = ch.results.style in ("files", "sockets")
     if ch.entry.kind == "container":

@@ -13,22 +13,24 @@ import shutil
 from pathlib import Path
 
 from ... import private
-from ...archive.names import check_archive_name
-from ...archive.unpack import UnpackLimits, unpack
 from ...errors import EntryError
 from ...vm.channel import Watch
 from ...vm.job import Command, Job
 from ..answers import answers_allowance
 from ..context import StageContext, StageOutcome, output_text, script_argv
 from ..figures import measured
+from . import submission
 from .container import run_container
 from .home_fit import check_fits
+from .unpacked import unpack_entry
 
 
 def run(ctx: StageContext) -> StageOutcome:
     ch = ctx.challenge
     if ch.entry.kind == "container":
         return run_container(ctx)
+    if ch.entry.kind == "submission":
+        return submission.run(ctx)
     try:
         unpack_entry(ctx)
     except EntryError as exc:
@@ -82,15 +84,6 @@ def run(ctx: StageContext) -> StageOutcome:
 
 
 SCRIPTS = ("setup.sh", "next.sh")
-
-
-def unpack_entry(ctx: StageContext) -> None:
-    """The archive unpacked into results/ID/entry, afresh (a retried stage starts from the
-    archive again), in a directory only the judge may enter: the code is its owner's."""
-    kind = check_archive_name(ctx.entry.archive_name)
-    private.fresh_dir(ctx.entry_dir)
-    unpack(Path(ctx.entry.archive_path), kind, ctx.entry_dir,
-           UnpackLimits(max_members=ctx.challenge.entry.max_members, max_unpacked=ctx.challenge.entry.max_unpacked))
 
 
 def find_required(root: Path, required: list[str]) -> list[str]:

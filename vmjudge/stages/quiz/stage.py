@@ -23,6 +23,7 @@ from ..context import DRYRUN_LABEL_MESSAGE, DRYRUN_MESSAGE, StageContext, StageO
 from ..figures import measured
 from ..records import RecordRuns, record_runs
 from ..sockets import case_outputs
+from . import submission
 from .mismatch import file_detail, line_detail, numbers_note, numbers_only, numbers_only_files
 
 # What a passed quiz's report shows of each training case's logs, as Grand Challenge's sanity phase does.
@@ -165,6 +166,8 @@ def refused_answer(ctx: StageContext) -> StageOutcome | None:
 
 def run(ctx: StageContext) -> StageOutcome:
     ch = ctx.challenge
+    if ch.entry.kind == "submission":
+        return submission.run(ctx)
     refused = refused_answer(ctx)
     if refused is not None:
         return refused

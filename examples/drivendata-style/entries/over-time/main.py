@@ -1,0 +1,4 @@
+"""Never finishes."""
+import time
+
+time.sleep(1000)
