@@ -103,3 +103,14 @@ def test_an_organisers_format_that_cannot_be_used_is_refused_at_challenge_add(tm
     path.write_text(text)
     with pytest.raises(ConfigError, match=said):
         read_format(path)
+
+
+@pytest.mark.parametrize("value", ["1_000", "\u0661", "0x1", "1.5", "true"])
+def test_a_whole_number_is_what_pandas_reads_as_one_not_what_python_int_takes(fmt, value):
+    said = check_submission(good().replace("r4,0,0.4", f"r4,{value},0.4").encode(), fmt).problem
+    assert said is not None and "column label must hold whole numbers" in said
+
+
+@pytest.mark.parametrize("value", [" 1", "+1", "-0"])
+def test_a_whole_number_with_a_sign_or_spaces_around_it_is_one(fmt, value):
+    assert check_submission(good().replace("r4,0,0.4", f"r4,{value},0.4").encode(), fmt).problem is None

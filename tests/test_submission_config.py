@@ -7,16 +7,21 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import shutil
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 
 from vmjudge.archive.checks import check_archive
-from vmjudge.config import check_challenge_data, load_challenge
+from vmjudge.config import Site, check_challenge_data, load_challenge
 from vmjudge.config.submission import SubmissionRules
 from vmjudge.errors import ConfigError, EntryError
+from vmjudge.queue.admit import admit
+from vmjudge.queue.db import Queue
 from vmjudge.queue.results import decode, encode
 from vmjudge.scorers.builtin import youth_mental_health
 from vmjudge.stages.data_sets import challenge_sets
@@ -157,3 +162,40 @@ def test_the_youth_mental_health_scorer_is_drivendatas_average_f1(tmp_path):
                                     EXAMPLE / "reference")
     assert got == pytest.approx({"binary_f1": binary, "InjuryLocationType_f1": 0.5, "WeaponType1_f1": 0.5,
                                  "score": expected})
+
+
+def test_a_smoke_test_is_a_dry_run_asked_for_at_upload_with_its_own_limit_per_day(tmp_path):
+    """DrivenData's smoke tests: `submit --smoke` (the portal's box) makes any submission a dry run, which
+    never scores; through the portal, [limits] smoke_tests_per_day bounds them per owner, apart from the
+    entry limit, which they never use."""
+    challenge = tmp_path / "c"
+    shutil.copytree(EXAMPLE, challenge, ignore=shutil.ignore_patterns("entries"))
+    toml = challenge / "challenge.toml"
+    toml.write_text(toml.read_text().replace("[limits]\n", "[limits]\nsmoke_tests_per_day = 2\n")
+                    .replace('kind = "submission"', 'kind = "submission"\nmax_scored_per_owner = 1'))
+    ch = load_challenge(challenge)
+    site = Site(home=tmp_path / "home")
+    site.home.mkdir()
+    queue = Queue(site.layout.queue_db)
+    queue.add_challenge(ch.name, challenge, "key")
+    archive = zip_of(tmp_path / "submission.zip", {"main.py": b"print(1)\n"})
+
+    def send(smoke: bool):
+        return admit(site, queue, ch.name, ch, archive, "alice", False, rate_limited=True, smoke=smoke)
+
+    assert [send(True).dry_run for _ in range(2)] == [True, True]
+    with pytest.raises(EntryError, match="has sent 2 smoke tests .* in the last 24 hours") as caught:
+        send(True)
+    assert caught.value.reason == "smoke-limit"
+    assert send(False).dry_run is False  # an entry to be scored: its own limit, which the smoke tests left alone
+    assert [e.dry_run for e in queue.entries()] == [True, True, False]
+    assert admit(site, queue, ch.name, ch, archive, "organiser", False, smoke=True).dry_run  # `submit`: no limit
+
+
+def test_generate_reproduces_the_committed_data(tmp_path):
+    subprocess.run([sys.executable, str(EXAMPLE / "generate.py"), "--out", str(tmp_path)], check=True)
+    made = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
+    assert made == sorted(Path(s, n) for s in ("public", "reference", "test", "training")
+                          for n in os.listdir(EXAMPLE / s))
+    for rel in made:
+        assert (tmp_path / rel).read_bytes() == (EXAMPLE / rel).read_bytes(), rel

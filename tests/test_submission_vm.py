@@ -33,6 +33,7 @@ CASES = {
     "keywords": ("scored", None, None),
     "writes-outside": ("scored", None, None),
     "dryrun": ("dry-run", None, None),
+    "smoke": ("dry-run", None, None),  # the benchmark sent as a smoke test (`submit --smoke`)
     "no-main": ("failed", "prep", "missing-component"),
     "wrong-columns": ("failed", "quiz", "quiz-format"),
     "missing-ids": ("failed", "quiz", "quiz-format"),
@@ -89,8 +90,10 @@ def judged(site, image, conn):
     archives.mkdir()
     ids = {}
     for case in sorted(CASES, key=lambda c: c != "over-time"):  # the longest first, beside the others
-        path = submission_zip(EXAMPLE / "entries" / case, archives / f"{case}-submission.zip")
-        ids[case] = int(vmjudge(home, "submit", "drivendata-style", str(path), "--owner", case).stdout)
+        folder = EXAMPLE / "entries" / ("benchmark" if case == "smoke" else case)
+        path = submission_zip(folder, archives / f"{case}-submission.zip")
+        smoke = ["--smoke"] if case == "smoke" else []
+        ids[case] = int(vmjudge(home, "submit", "drivendata-style", str(path), "--owner", case, *smoke).stdout)
     vmjudge(home, "daemon", "--slots", "2", "--until-idle")
     wait_until_published(home)
     yield Judged(home, ids)
@@ -119,10 +122,13 @@ def test_each_submission_gets_its_verdict(judged, case):
         "over-time": "python3 main.py did not finish within 120 s on the sample",
         "network": "Network is unreachable",
         "writes-outside": "refused data/submission_format.csv: Read-only file system",
-        "benchmark": "Saving predictions of shape (8, 23) to submission.csv",  # the smoke test's log
+        "benchmark": "Saving predictions of shape (8, 23) to submission.csv",  # the quiz's log
+        "smoke": "Smoke test completed with no error: it ran on the public sample only and is not scored.",
     }
     if case in said:
         assert said[case] in report, report
+    if case in ("smoke", "dryrun"):  # the whole log, and never a score or a place on a board
+        assert "Saving predictions of shape (8, 23) to submission.csv" in report and doc["scores"] == {}
 
 
 def test_the_good_submissions_score_what_the_host_computes(judged):
@@ -171,3 +177,9 @@ def test_the_replicas_local_test_gives_the_judges_format_check_and_log(judged):
         assert replica["stages"]["quiz"] == daemon_stage_messages(home, judged.ids["benchmark"])["quiz"]
     finally:
         console.close()
+
+
+def test_the_board_ranks_the_scored_submissions_and_no_smoke_test(judged):
+    rows = json.loads(vmjudge(judged.home, "leaderboard", "drivendata-style", "--json").stdout)
+    assert [r["owner"] for r in rows][:1] == ["keywords"]
+    assert {r["owner"] for r in rows} == {"keywords", "benchmark", "writes-outside"}

@@ -20,13 +20,14 @@ from .echo import echo
 from .home import queue_of, site_of
 
 
-def _submit(site: Site, name: str, archive: Path, owner: str, late: bool, phase: str | None = None) -> int:
+def _submit(site: Site, name: str, archive: Path, owner: str, late: bool, phase: str | None = None,
+            smoke: bool = False) -> int:
     """Admit the entry (checks, entry limit, spool, queue); say on stderr how many scored
     entries the owner has left, so that stdout stays the entry id alone."""
 
     queue = queue_of(site)
     admitted = admit(site, queue, name, load_challenge(queue.challenge_dir(name)), archive, owner, late,
-                     phase=phase)
+                     phase=phase, smoke=smoke)
     for line in (admitted.remaining_line(), admitted.budget_line()):
         if line is not None:
             echo(line, err=True)
@@ -39,13 +40,15 @@ def _submit(site: Site, name: str, archive: Path, owner: str, late: bool, phase:
 @click.option("--owner", default=None, help="Who submits (default: the current user).")
 @click.option("--late", is_flag=True, help="A late entry, ranked apart from the official ones.")
 @click.option("--phase", default=None, help="A contest's phase (default: the one taking uploads now).")
+@click.option("--smoke", is_flag=True, help="A smoke test: a dry run (stages 1 and 2 on the public sample, never "
+              "scored), whatever the archive holds.")
 @click.pass_context
 def submit(ctx: click.Context, challenge_name: str, archive: Path, owner: str | None, late: bool,
-           phase: str | None) -> None:
+           phase: str | None, smoke: bool) -> None:
     """Queue ARCHIVE (NAME-entry.zip or NAME-entry.tar.gz; for a container challenge, the saved image,
     any .tar or .tar.gz from docker save) for CHALLENGE_NAME; prints the entry id."""
 
-    entry_id = _submit(site_of(ctx), challenge_name, archive, owner or getpass.getuser(), late, phase)
+    entry_id = _submit(site_of(ctx), challenge_name, archive, owner or getpass.getuser(), late, phase, smoke)
     echo(str(entry_id))
 
 

@@ -79,6 +79,7 @@ exam_total = 120                # seconds for every test record; default 3600
 # submissions_per_hour = 10     # through the portal: entries accepted from one owner in an hour
 # pending_per_owner = 3         # through the portal: one owner's entries waiting or running
 # spool_bytes_per_owner = 1073741824   # through the portal: bytes of one owner's archives kept
+# smoke_tests_per_day = 10      # through the portal: dry runs (smoke tests) one owner may send in 24 hours
 
 {results}
 [score]

@@ -45,6 +45,9 @@ class StageLimits:
     pending_per_owner: int = 3
     # Bytes of archives the owner's entries keep in the spool, all of them ever accepted.
     spool_bytes_per_owner: int = 1 << 30
+    # Dry runs (smoke tests: DrivenData's name) accepted in any 24 hours: they never score, so the entry
+    # limit leaves them out, and run VMs all the same.
+    smoke_tests_per_day: int = 10
 
 
 def stage_limits(source: str, table: str, data: Any, base: StageLimits = StageLimits()) -> StageLimits:
@@ -70,6 +73,7 @@ def stage_limits(source: str, table: str, data: Any, base: StageLimits = StageLi
                                                     "a whole number from 1 to 100000"),
                          pending_per_owner=count("pending_per_owner", 1, 100000, "a whole number from 1 to 100000"),
                          spool_bytes_per_owner=count("spool_bytes_per_owner", 1, 1 << 50,
-                                                     "a number of bytes from 1 to 1125899906842624"))
+                                                     "a number of bytes from 1 to 1125899906842624"),
+                         smoke_tests_per_day=count("smoke_tests_per_day", 0, 100000, "a whole number from 0 to 100000"))
     sec.done()
     return limits

@@ -122,10 +122,15 @@ def check_names(owner: str, archive_name: str) -> None:
                                          "characters, newlines or invisible formatting) and submit again.")
 
 
-def owner_limits(ch: Challenge, name: str, owner: str, used: Usage, size: int = 0) -> None:
+def owner_limits(ch: Challenge, name: str, owner: str, used: Usage, size: int = 0, dry_run: bool = False) -> None:
     """Refuse a participant's upload of `size` bytes (0: not known yet) to challenge `name` that
-    the owner's limits of [limits] do not allow now, on both boards together."""
+    the owner's limits of [limits] do not allow now, on both boards together; a dry run (a smoke
+    test) is held to its own limit per day as well."""
     limits = ch.limits
+    if dry_run and used.dry_runs_last_day >= limits.smoke_tests_per_day:
+        raise EntryError("smoke-limit", f"{owner} has sent {used.dry_runs_last_day} smoke tests (dry runs) to {name} "
+                                        f"in the last 24 hours, the most {name} runs in a day: send it again "
+                                        "tomorrow, or as an entry to be scored.")
     if used.last_hour >= limits.submissions_per_hour:
         raise EntryError("rate-limit", f"{owner} has submitted {used.last_hour} entries to {name} in the last hour, "
                                        f"the most {name} accepts in an hour: submit again later.")
@@ -189,12 +194,13 @@ def shown_feedback(queue: Queue, name: str, phase: Phase | None) -> str:
 
 
 def enter(site: Site, queue: Queue, name: str, ch: Challenge, prepared: Prepared, owner: str, late: bool,
-          spool: Spool | None = None, rate_limited: bool = False, phase: Phase | None = None) -> Admitted:
+          spool: Spool | None = None, rate_limited: bool = False, phase: Phase | None = None,
+          smoke: bool = False) -> Admitted:
     """Under the admission lock, place a prepared archive and queue its entry, with the entry
     limit, the budget, (`rate_limited`) the owner's limits and (`phase`) the phase's window and
     rules applied in the same transaction. The staged copy is gone afterwards, whatever happens."""
     spool = spool if spool is not None else Spool(site.layout.spool)
-    staged, dry_run = prepared.staged, prepared.dry_run
+    staged, dry_run = prepared.staged, prepared.dry_run or smoke  # a smoke test is a dry run asked for at upload
     view = ch.in_phase(phase.name) if phase is not None else ch
     limit, budget = view.entry.max_scored_per_owner, view.limits.vm_hours
     feedback = shown_feedback(queue, name, phase)
@@ -206,7 +212,7 @@ def enter(site: Site, queue: Queue, name: str, ch: Challenge, prepared: Prepared
             window_refusal(name, phase, late, time.time())
             entrant_refusal(ch, name, phase, owner, late, used, feedback)
         if rate_limited:
-            owner_limits(view, name, owner, used, staged.size)
+            owner_limits(view, name, owner, used, staged.size, dry_run)
         if budget is not None and used.vm_seconds >= budget * 3600:  # a dry run runs VMs too
             raise EntryError("vm-budget", f"{owner} has used the {hours(budget * 3600)} of VM time allowed "
                              f"for {board}: no further entry can be evaluated (time the judge's own failures "
@@ -239,17 +245,19 @@ def enter(site: Site, queue: Queue, name: str, ch: Challenge, prepared: Prepared
 
 
 def admit(site: Site, queue: Queue, name: str, ch: Challenge, archive: Path, owner: str, late: bool,
-          spool: Spool | None = None, rate_limited: bool = False, phase: str | None = None) -> Admitted:
+          spool: Spool | None = None, rate_limited: bool = False, phase: str | None = None,
+          smoke: bool = False) -> Admitted:
     """Stage the archive, check the staged copy (prepare), then, under the admission lock, place
     it and queue the entry (enter). `name` is the challenge as registered, `ch` its
     challenge.toml; `spool` defaults to the home's. `rate_limited`: a participant's own upload
     (the portal), held to the owner's limits (owner_limits) in the same transaction. In a
     contest, `phase` names the phase (default: the one taking uploads now), whose window, uploads,
-    promotion and limits per owner are checked first, before the archive is copied."""
+    promotion and limits per owner are checked first, before the archive is copied. `smoke`: a smoke
+    test (DrivenData's), a dry run whatever the archive holds: it stops after the quiz."""
     chosen = upload_phase(ch, name, phase, late, time.time())
     if chosen is not None:  # refused before the archive is copied; checked again as it is queued
         upload_refusal(ch, name, chosen, late, time.time())
         entrant_refusal(ch, name, chosen, owner, late, queue.owner_usage(name, owner, late, chosen.name),
                         shown_feedback(queue, name, chosen))
     prepared = prepare(site, name, ch, archive, owner, spool)
-    return enter(site, queue, name, ch, prepared, owner, late, spool, rate_limited, chosen)
+    return enter(site, queue, name, ch, prepared, owner, late, spool, rate_limited, chosen, smoke)

@@ -39,6 +39,7 @@ class Usage:
     last_hour: int = 0  # entries the owner submitted to the challenge (both boards) in the last hour
     waiting: int = 0  # entries queued or running, dry runs included (both boards)
     spool_bytes: int = 0  # the archives' bytes of all the owner's entries to the challenge (both boards)
+    dry_runs_last_day: int = 0  # dry runs (smoke tests) the owner submitted in the last 24 hours (both boards)
     # A contest's phase (the board is then the phase's): every entry accepted, uploaded or carried,
     # but those the judge parked; those that passed the phase (scored); whether the owner was
     # promoted into it.

@@ -43,12 +43,16 @@ def owner_usage(db: Db, challenge: str, owner: str, late: bool, phase: str | Non
     both = db.execute(  # both boards, for the portal's limits: in the last hour, waiting, bytes kept
         "SELECT COALESCE(SUM(CASE WHEN e.submitted_at >= ? THEN 1 ELSE 0 END), 0) AS r, COALESCE(SUM(CASE WHEN "
         f"e.state IN ('queued', 'running') OR {EXAMINING} OR {PREPARING} THEN 1 ELSE 0 END), 0) AS w, "
-        "COALESCE(SUM(e.archive_bytes), 0) AS b FROM entries e WHERE e.challenge = ? AND e.owner = ?",
-        (stamp(at - 3600), at, at, challenge, owner)).fetchone()
+        "COALESCE(SUM(e.archive_bytes), 0) AS b, "
+        "COALESCE(SUM(CASE WHEN e.dry_run = 1 AND e.submitted_at >= ? THEN 1 ELSE 0 END), 0) AS d "
+        "FROM entries e WHERE e.challenge = ? AND e.owner = ?",
+        (stamp(at - 3600), at, at, stamp(at - 86400), challenge, owner)).fetchone()
     promoted = phase is not None and db.execute(
         "SELECT 1 FROM promotions WHERE challenge = ? AND phase = ? AND owner = ?", (challenge, phase, owner)
     ).fetchone() is not None
     if phase is None:  # the phase's own counts mean nothing on a challenge's board
-        return Usage(int(row["scored"]), int(row["pending"]), float(used), int(both[0]), int(both[1]), int(both[2]))
+        return Usage(int(row["scored"]), int(row["pending"]), float(used), int(both[0]), int(both[1]), int(both[2]),
+                     dry_runs_last_day=int(both[3]))
     return Usage(int(row["scored"]), int(row["pending"]), float(used), int(both[0]), int(both[1]), int(both[2]),
-                 submitted=int(row["submitted"]), passed=int(row["scored"]), promoted=promoted)
+                 dry_runs_last_day=int(both[3]), submitted=int(row["submitted"]), passed=int(row["scored"]),
+                 promoted=promoted)

@@ -26,6 +26,8 @@ from .stage_log import StageLog
 
 DRYRUN_MESSAGE = ("Dry run completed with no error. Remove the DRYRUN file from the entry and resubmit it if you "
                   "wish to receive a score for it.")
+SMOKE_MESSAGE = ("Smoke test completed with no error: it ran on the public sample only and is not scored. Submit "
+                 "it again without the smoke test option if you wish to receive a score for it.")
 DRYRUN_LABEL_MESSAGE = ("Dry run completed with no error. Remove the label org.vmjudge.dryrun from the image and "
                         "resubmit it if you wish to receive a score for it.")
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -55,19 +56,18 @@ def _kind(values: list[str]) -> str:
     return "text"
 
 
+# What pandas reads as a whole number and as a number (its C parser): ASCII digits, an optional sign, for a number
+# a decimal point and an exponent; never Python's extras ("1_000", Arabic-Indic digits), nor inf or nan.
+_INT_RE = re.compile(r"[+-]?[0-9]+")
+_NUMBER_RE = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+
+
 def _is_int(v: str) -> bool:
-    try:
-        int(v)
-        return True
-    except ValueError:
-        return False
+    return _INT_RE.fullmatch(v) is not None
 
 
 def _is_number(v: str) -> bool:
-    try:
-        return math.isfinite(float(v))
-    except ValueError:
-        return False
+    return _NUMBER_RE.fullmatch(v) is not None and math.isfinite(float(v))
 
 
 _FITS = {"whole numbers": _is_int, "numbers": _is_number, "text": lambda v: True}

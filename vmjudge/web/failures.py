@@ -31,7 +31,8 @@ log = logging.getLogger("vmjudge.web")
 UNAVAILABLE = ("The judge cannot do this just now because of a problem on its side, which its organisers have "
                "been told about: try again in a few minutes.")
 # Refusals of an entry that are not the archive's fault; any other EntryError is a bad request.
-STATUS = {"entry-limit": 409, "vm-budget": 409, "spool-limit": 409, "rate-limit": 429, "pending-limit": 429,
+STATUS = {"entry-limit": 409, "vm-budget": 409, "spool-limit": 409, "rate-limit": 429, "smoke-limit": 429,
+          "pending-limit": 429,
           # a contest's phases (queue/phase_rules.py, queue/carry.py): not now, not this owner, not this entry
           "phase-window": 409, "phase-carry": 409, "phase-uploads": 409, "phase-quota": 409, "not-promoted": 409,
           "not-passed": 409, "carried-twice": 409, "not-carryable": 404}

@@ -71,6 +71,11 @@ class Upload:
     def late(self) -> bool:
         return self.fields.get("late", "").lower() in ("1", "on", "true", "yes")
 
+    @property
+    def smoke(self) -> bool:
+        """A smoke test: a dry run asked for at upload (the form's smoke field)."""
+        return self.fields.get("smoke", "").lower() in ("1", "on", "true", "yes")
+
 
 class _Parts:
     """The multipart parser's callbacks: headers of each part, fields kept in memory (small and
@@ -239,7 +244,7 @@ async def admit_upload(portal: Portal, owner: Owner, upload: Upload) -> Admitted
     prepared = await portal.checker.prepare(portal.site, challenge, ch, upload.archive, owner.name)
     return await anyio.to_thread.run_sync(lambda: enter(portal.site, portal.queue, challenge, ch, prepared,
                                                         owner.name, upload.late, rate_limited=True,
-                                                        phase=upload.phase),
+                                                        phase=upload.phase, smoke=upload.smoke),
                                           limiter=portal.upload_io)
 
 

@@ -19,7 +19,15 @@ from ...vm.channel import CommandResult, Watch
 from ...vm.reading import JobRun, Limits
 from ..answers import parse_answer_lines, read_answer_lines, refused_line
 from ..container import container_runs, recorded_root
-from ..context import DRYRUN_LABEL_MESSAGE, DRYRUN_MESSAGE, StageContext, StageOutcome, output_text, warnings_text
+from ..context import (
+    DRYRUN_LABEL_MESSAGE,
+    DRYRUN_MESSAGE,
+    SMOKE_MESSAGE,
+    StageContext,
+    StageOutcome,
+    output_text,
+    warnings_text,
+)
 from ..figures import measured
 from ..records import RecordRuns, record_runs
 from ..sockets import case_outputs
@@ -213,6 +221,8 @@ def _outcome(ctx: StageContext, run_: JobRun, compare: Comparison) -> StageOutco
         return StageOutcome("dry-run", DRYRUN_LABEL_MESSAGE, manifest=manifest)
     if ch.entry.kind != "container" and (ctx.entry_dir / "DRYRUN").exists():
         return StageOutcome("dry-run", DRYRUN_MESSAGE, manifest=manifest)
+    if ctx.entry.dry_run:  # a smoke test: a dry run asked for at upload
+        return StageOutcome("dry-run", SMOKE_MESSAGE, manifest=manifest)
     if ch.quiz_check != "submitted":
         what = "left valid outputs" if ch.quiz_check == "outputs" else "ran without error"
         return StageOutcome("passed", f"All {len(records)} training cases {what}:\n" + "\n".join(compare.shown),

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from ...vm.channel import Watch
 from ...vm.reading import Limits
-from ..context import DRYRUN_MESSAGE, StageContext, StageOutcome, output_text
+from ..context import DRYRUN_MESSAGE, SMOKE_MESSAGE, StageContext, StageOutcome, output_text
 from ..figures import measured
 from ..submission import submission_runs, verdict
 
@@ -37,7 +37,8 @@ def run(ctx: StageContext) -> StageOutcome:
             said = found.said
         return replace(StageOutcome("failed", f"{said.rstrip('.')}. Entry not scored.{log_text}", reason=found.reason,
                                     manifest=manifest), figures=figures)
-    if (ctx.entry_dir / "DRYRUN").exists():
-        return replace(StageOutcome("dry-run", DRYRUN_MESSAGE + log_text, manifest=manifest), figures=figures)
+    if (ctx.entry_dir / "DRYRUN").exists() or ctx.entry.dry_run:  # DRYRUN in the zip, or a smoke test
+        said = DRYRUN_MESSAGE if (ctx.entry_dir / "DRYRUN").exists() else SMOKE_MESSAGE
+        return replace(StageOutcome("dry-run", said + log_text, manifest=manifest), figures=figures)
     return replace(StageOutcome("passed", f"The sample's {len(ch.training)} rows: {found.said}.{log_text}",
                                 manifest=manifest), figures=figures)
