@@ -34,7 +34,6 @@ CASES = {
     "writes-outside": ("scored", None, None),
     "dryrun": ("dry-run", None, None),
     "smoke": ("dry-run", None, None),  # the benchmark sent as a smoke test (`submit --smoke`)
-    "no-main": ("failed", "prep", "missing-component"),
     "wrong-columns": ("failed", "quiz", "quiz-format"),
     "missing-ids": ("failed", "quiz", "quiz-format"),
     "nan-values": ("failed", "quiz", "quiz-format"),
@@ -94,6 +93,11 @@ def judged(site, image, conn):
         path = submission_zip(folder, archives / f"{case}-submission.zip")
         smoke = ["--smoke"] if case == "smoke" else []
         ids[case] = int(vmjudge(home, "submit", "drivendata-style", str(path), "--owner", case, *smoke).stdout)
+    # A zip of the folder rather than its files: refused at upload, nothing stored (stage 1 would refuse it too).
+    folder = vmjudge(home, "submit", "drivendata-style", str(submission_zip(EXAMPLE / "entries" / "no-main",
+                                                                          archives / "no-main-submission.zip")),
+                     "--owner", "no-main", check=False)
+    assert folder.returncode == 1 and "no-main-submission.zip holds no main.py or main.sh at its top" in folder.stderr
     vmjudge(home, "daemon", "--slots", "2", "--until-idle")
     wait_until_published(home)
     yield Judged(home, ids)
@@ -114,7 +118,6 @@ def test_each_submission_gets_its_verdict(judged, case):
         ("done", outcome, failed_stage, reason), doc["report"]
     report = doc["report"]
     said = {
-        "no-main": "The submission holds no main.py or main.sh at its top",
         "wrong-columns": "submission.csv's header lacks WeaponType1",
         "missing-ids": "submission.csv lacks 2 of the format's 8 ids: s006, s007.",
         "nan-values": "submission.csv has missing values (empty or NaN) in column HistoryMentalIllnessTreatmnt for "
@@ -162,11 +165,14 @@ def test_the_replicas_local_test_gives_the_judges_format_check_and_log(judged):
     console = Console(argv + ["-accel", "tcg", "-display", "none"])
     try:
         console.expect(r"replica# ", BOOT_TIMEOUT)
-        for case in ("benchmark", "nan-values", "no-main", "dryrun"):
+        console.send("vmjudge-replica media; echo @@MEDIA@@ $?")
+        assert console.expect(r"@@MEDIA@@ (\d+)", 120).group(1) == "0"
+        for case in ("benchmark", "nan-values", "dryrun"):
             output, status = console.run(f"vmjudge-replica check --json /media/vda1/{case}-submission.zip",
                                          CHECK_TIMEOUT)
             replica = json_line(output)
-            assert replica["stages"] == daemon_stage_messages(home, judged.ids[case]), case
+            judge = daemon_stage_messages(home, judged.ids[case])
+            assert replica["stages"] == {k: v for k, v in judge.items() if k in ("prep", "quiz")}, case
             assert status == (1 if CASES[case][0] == "failed" else 0), case
         # A folder is packed as DrivenData's `make pack-submission` would.
         output, status = console.run("mkdir -p /tmp/mine && cp /media/vda1/benchmark-submission.zip /tmp/ && "

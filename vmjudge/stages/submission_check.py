@@ -103,12 +103,13 @@ def check_submission(data: bytes, fmt: SubmissionFormat, name: str = "submission
     if problem:
         return Checked(problem)
     rows = {row[0]: dict(zip(header[1:], row[1:], strict=True)) for row in table[1:]}
-    for column in header[1:]:
+    for column in header[1:]:  # missing values first: pandas makes a whole-number column with one a float's
         missing = [i for i in fmt.ids if rows[i][column].strip() in MISSING]
         if missing:
             return Checked(f"{name} has missing values (empty or NaN) in column {column} for {len(missing)} "
                            f"id{'s' if len(missing) > 1 else ''}" + ("" if silent else f": {shown(missing)}")
                            + ". Fill every value.")
+    for column in header[1:]:
         kind = _kind([r[column] for r in fmt.rows.values()])
         wrong = [i for i in fmt.ids if not _FITS[kind](rows[i][column].strip())]
         if wrong and silent:
