@@ -114,3 +114,16 @@ def test_a_whole_number_is_what_pandas_reads_as_one_not_what_python_int_takes(fm
 @pytest.mark.parametrize("value", [" 1", "+1", "-0"])
 def test_a_whole_number_with_a_sign_or_spaces_around_it_is_one(fmt, value):
     assert check_submission(good().replace("r4,0,0.4", f"r4,{value},0.4").encode(), fmt).problem is None
+
+
+@pytest.mark.parametrize("value", ["1\x1f", "9" * 5000, "0" * 4400 + "1"])
+def test_nothing_the_check_lets_through_can_break_the_scorers_int(fmt, value):
+    """A value the check takes is one int() takes too: the scorer never fails on the entry's text (which would
+    be the judge's failure, retried), found by an attacker's review."""
+    checked = check_submission(good().replace("r4,0,0.4", f"r4,{value},0.4").encode(), fmt)
+    assert checked.problem is not None or all(int(r["label"]) in (0, 1) for r in checked.rows.values())
+
+
+def test_the_host_holds_no_more_rows_than_the_format_has(fmt):
+    said = check_submission(b"\n" * (1 << 20) + good().encode() + b"r1,0,0.1\n" * 100000, fmt, silent=True)
+    assert said.problem == "submission.csv has more rows than the format's 7 ids."

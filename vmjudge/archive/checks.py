@@ -27,7 +27,7 @@ def check_archive(ch: Challenge, name: str, archive: Path, given_name: str | Non
     kind = check_archive_name(given, ch.entry.kind)
     check_size(ch, name, given, archive.stat().st_size)
     members = check_readable(archive, kind, ch.entry.max_members, ch.entry.max_unpacked, name=given)
-    if ch.entry.kind == "submission" and not {m.lstrip("./") for m in members} & set(MAINS):
+    if ch.entry.kind == "submission" and not {m.removeprefix("./") for m in members} & set(MAINS):
         raise EntryError("missing-component", f"{given} holds no main.py or main.sh at its top, which the runtime "
                                               "runs: zip the files themselves, not their folder (cd into it and run "
                                               "`zip -r ../submission.zip .`).")

@@ -58,8 +58,8 @@ def _kind(values: list[str]) -> str:
 
 # What pandas reads as a whole number and as a number (its C parser): ASCII digits, an optional sign, for a number
 # a decimal point and an exponent; never Python's extras ("1_000", Arabic-Indic digits), nor inf or nan.
-_INT_RE = re.compile(r"[+-]?[0-9]+")
-_NUMBER_RE = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+_INT_RE = re.compile(r"[+-]?[0-9]{1,18}")  # an int64, as pandas reads it: never past int()'s digit limit
+_NUMBER_RE = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]{1,4})?")
 
 
 def _is_int(v: str) -> bool:
@@ -79,13 +79,18 @@ def check_submission(data: bytes, fmt: SubmissionFormat, name: str = "submission
     difference it is, with counts and the format's own column names, and nothing the entry wrote."""
     try:
         text = data.decode("utf-8-sig")
-        table = list(csv.reader(io.StringIO(text, newline="")))
+        table: list[list[str]] = []
+        for row in csv.reader(io.StringIO(text, newline="")):
+            if not row:  # a blank line is no row, as pandas reads it
+                continue
+            if len(table) > len(fmt.ids) + 1:  # the host holds no more than the format's rows, its header and one
+                return Checked(f"{name} has more rows than the format's {len(fmt.ids)} ids.")
+            table.append([v.strip(" \t") for v in row])  # what pandas' parser strips around a number
     except UnicodeDecodeError as exc:
         return Checked(f"{name} is not UTF-8 text" + ("" if silent else f" (byte {exc.start} cannot be read)")
                        + ": write it as UTF-8 CSV.")
     except csv.Error as exc:
         return Checked(f"{name} cannot be read as CSV" + ("" if silent else f" ({exc})") + ".")
-    table = [row for row in table if row]  # a blank line is no row, as pandas reads it
     if not table:
         return Checked(f"{name} is empty: it needs the header {', '.join(fmt.columns)} and one row per id.")
     header = table[0]
@@ -104,14 +109,14 @@ def check_submission(data: bytes, fmt: SubmissionFormat, name: str = "submission
         return Checked(problem)
     rows = {row[0]: dict(zip(header[1:], row[1:], strict=True)) for row in table[1:]}
     for column in header[1:]:  # missing values first: pandas makes a whole-number column with one a float's
-        missing = [i for i in fmt.ids if rows[i][column].strip() in MISSING]
+        missing = [i for i in fmt.ids if rows[i][column] in MISSING]
         if missing:
             return Checked(f"{name} has missing values (empty or NaN) in column {column} for {len(missing)} "
                            f"id{'s' if len(missing) > 1 else ''}" + ("" if silent else f": {shown(missing)}")
                            + ". Fill every value.")
     for column in header[1:]:
         kind = _kind([r[column] for r in fmt.rows.values()])
-        wrong = [i for i in fmt.ids if not _FITS[kind](rows[i][column].strip())]
+        wrong = [i for i in fmt.ids if not _FITS[kind](rows[i][column])]
         if wrong and silent:
             return Checked(f"{name}'s column {column} must hold {kind}, as the submission format's does, and "
                            f"{len(wrong)} of its values {'does' if len(wrong) == 1 else 'do'} not.")

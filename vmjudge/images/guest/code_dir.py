@@ -11,11 +11,12 @@ makes in the guest's root (memory, root's: the entry cannot write there). The da
 by the entry: a mount point is busy to rename and remove.
 """
 
+import errno
 import os
 import re
 
 from media import CDROM, HOME
-from system import JobError, run_quiet
+from system import EntryFault, JobError, run_quiet
 
 _PATH_RE = re.compile(r"^(/[A-Za-z0-9_.-]+)+$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -35,7 +36,12 @@ def mount_code_dir(code):
     try:
         os.mkdir(point, 0o755)  # never follows a link: one in its place is refused (FileExistsError)
     except FileExistsError:
-        raise JobError(f"the entry's home already holds {data}, where the data goes") from None
+        raise EntryFault("bad-archive", f"the entry's home already holds {data}, where the data goes") from None
+    except OSError as exc:  # a home the submission filled to its last inode or block: the entry's doing
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise EntryFault("entry-too-large", "the submission fills its home disk, and the runtime needs room "
+                                                "for its data directory: make it smaller") from None
+        raise
     run_quiet(["mount", "--bind", "-o", "ro", records, point])
     run_quiet(["mount", "-o", "remount,bind,ro,nosuid,nodev,noexec", point])
     os.makedirs(path, mode=0o755, exist_ok=True)
