@@ -16,9 +16,11 @@ from pathlib import Path
 
 from ..config import Challenge
 from ..config.submission import MAINS, SubmissionRules, read_format, set_files
-from ..vm.channel import CommandResult
+from ..vm.channel import CommandResult, Watch
 from ..vm.job import CodeDir, Command, Job
+from ..vm.reading import Limits
 from .context import StageContext
+from .figures import measured
 from .records import RESULT_FILE_LIMIT, RecordRuns
 from .submission_check import Checked, check_submission
 
@@ -91,3 +93,31 @@ def verdict(ch: Challenge, subset: str, cmd: CommandResult | None, silent: bool)
         return Verdict(f"{stage}-format", checked.problem, checked)
     return Verdict(None, f"{rules.output} matches the submission format", checked)
 
+
+
+@dataclass(frozen=True)
+class Ran:
+    """A submission stage's one run: its job, the run, its figures and manifest, its command, and the verdict."""
+
+    runs: RecordRuns
+    figures: dict
+    manifest: dict
+    cmd: CommandResult | None
+    found: Verdict
+
+
+def run_once(ctx: StageContext, stage: str, subset: str, cap: float, silent: bool) -> Ran:
+    """The quiz's or the exam's run over `subset`, on a throw-away overlay of stage 1's home, under the stage's
+    cap, and its verdict (`silent`: the exam's, whose outputs only the organiser's log keeps)."""
+    records = ctx.challenge.training if subset == "training" else ctx.challenge.test
+    runs = submission_runs(ctx, subset, records, cap)
+    overlay = ctx.files.overlay(stage)
+    ctx.jobs.overlay(overlay, ctx.home_disk)
+    try:
+        with ctx.stage_log(stage) as log:
+            run_ = ctx.run(stage, runs.job, overlay, Limits(stage_cap=cap), watch=Watch(log=log, keep_all=not silent))
+    finally:
+        overlay.unlink(missing_ok=True)
+    cmd = run_.transcript.commands[0] if run_.transcript.commands else None
+    return Ran(runs, measured(ctx, run_, runs.names, runs.command_limit, cap), ctx.manifest(stage, run_), cmd,
+               verdict(ctx.challenge, subset, cmd, silent))

@@ -9,29 +9,15 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ...queue.results import encode_chunks, put_chunks
-from ...vm.channel import Watch
-from ...vm.reading import Limits
 from ..context import StageContext, StageOutcome
-from ..figures import measured
-from ..submission import submission_runs, verdict
+from ..submission import run_once
 
 
 def run(ctx: StageContext) -> StageOutcome:
     ch = ctx.challenge
     records = ch.test
-    runs = submission_runs(ctx, "test", records, ch.limits.exam_total)
-    overlay = ctx.files.overlay("exam")
-    ctx.jobs.overlay(overlay, ctx.home_disk)
-    try:
-        with ctx.stage_log("exam") as log:
-            run_ = ctx.run("exam", runs.job, overlay, Limits(stage_cap=ch.limits.exam_total),
-                           watch=Watch(log=log, keep_all=False))
-    finally:
-        overlay.unlink(missing_ok=True)
-    figures = measured(ctx, run_, runs.names, runs.command_limit, ch.limits.exam_total)
-    manifest = ctx.manifest("exam", run_)
-    cmd = run_.transcript.commands[0] if run_.transcript.commands else None
-    found = verdict(ch, "test", cmd, silent=True)
+    ran = run_once(ctx, "exam", "test", ch.limits.exam_total, silent=True)
+    figures, manifest, found = ran.figures, ran.manifest, ran.found
     ok = found.reason is None
     counts = {"records": len(records), "completed": len(records) if ok else 0,
               "failed": 0 if ok or found.reason == "exam-timeout" else len(records),

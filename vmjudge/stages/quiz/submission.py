@@ -8,27 +8,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ...vm.channel import Watch
-from ...vm.reading import Limits
 from ..context import DRYRUN_MESSAGE, SMOKE_MESSAGE, StageContext, StageOutcome, output_text
-from ..figures import measured
-from ..submission import submission_runs, verdict
+from ..submission import run_once
 
 
 def run(ctx: StageContext) -> StageOutcome:
     ch = ctx.challenge
-    runs = submission_runs(ctx, "training", ch.training, ch.limits.quiz_total)
-    overlay = ctx.files.overlay("quiz")
-    ctx.jobs.overlay(overlay, ctx.home_disk)
-    try:
-        with ctx.stage_log("quiz") as log:
-            run_ = ctx.run("quiz", runs.job, overlay, Limits(stage_cap=ch.limits.quiz_total), watch=Watch(log=log))
-    finally:
-        overlay.unlink(missing_ok=True)
-    figures = measured(ctx, run_, runs.names, runs.command_limit, ch.limits.quiz_total)
-    manifest = ctx.manifest("quiz", run_)
-    cmd = run_.transcript.commands[0] if run_.transcript.commands else None
-    found = verdict(ch, "training", cmd, silent=False)
+    ran = run_once(ctx, "quiz", "training", ch.limits.quiz_total, silent=False)
+    runs, figures, manifest, cmd, found = ran.runs, ran.figures, ran.manifest, ran.cmd, ran.found
     log_text = f"\n--- log of {cmd.name} ---\n{output_text(cmd)}" if cmd is not None else ""
     if found.reason is not None:
         if found.reason == "quiz-timeout":
