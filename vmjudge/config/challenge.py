@@ -21,7 +21,7 @@ from .phase import Phase, Shared, read_phases
 from .records import read_records, record_files, socket_record_files
 from .results import ResultsRule, quiz_check, results_rule
 from .sockets import Sockets, check_record_inputs, read_sockets
-from .submission import SubmissionRules, format_records, read_format, set_files, submission_rules
+from .submission import SubmissionRules, format_records, read_format, set_files, set_formats, submission_rules
 from .values import Section, read_toml
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -285,8 +285,9 @@ def _check_set(ch: Challenge, subset: str, records: tuple[str, ...]) -> None:
     if ch.phase is not None and where.resolve() != (ch.directory / subset).resolve() and not where.is_dir():
         raise ConfigError(f"{where} is missing: put phase {ch.phase.name}'s {subset} set there (its RECORDS and "
                           f"each record's files), or correct [phase {ch.phase.name}] {subset} in challenge.toml.")
-    if ch.submission is not None:  # the set is its directory; its records, its format's ids
-        read_format(where / ch.submission.format)
+    if ch.submission is not None:  # the set is its directory; its records, its format's ids (each step's)
+        for fmt in set_formats(where, ch.submission):
+            read_format(fmt)
         return
     if not records:
         raise ConfigError(f"{where / 'RECORDS'} is missing or empty: list one record per line.")

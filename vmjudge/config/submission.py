@@ -9,6 +9,14 @@ format (stages/submission_check.py) and, in the exam, scored by its rows.
 
 A record set of this kind is a directory of any files (the features, images, a table): its records
 are the ids of its submission format, the first column of `submission_format.csv`, in its order.
+
+A stepped challenge (`steps = true`, as DrivenData's airport-configuration runtime reveals its test data
+one prediction time at a time) splits each set into ordered steps, `SET/steps/NAME/`, each holding the
+data that step reveals and its own submission format (the rows to predict then). The command runs once
+per step, in the steps' order by name, with the step's name as its last argument and, in the data
+directory, only the steps so far (the union of their directories, a later step's file in place of an
+earlier one's of the same path); each step's submission.csv is checked against that step's format, and
+the steps' rows are joined into one submission. The set's records are the steps' ids, in order.
 """
 
 from __future__ import annotations
@@ -28,6 +36,12 @@ ORDERS = ("same", "any")
 FORMAT_MAX = 64 << 20  # bytes of a submission_format.csv the judge reads into memory
 _ABSPATH_RE = re.compile(r"^(/[A-Za-z0-9_.-]+)+$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
+STEPS = "steps"  # a stepped set's directory of steps
+_STEP_RE = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}$")
+# The guest overlays a step's data from the steps so far, named in one mount option (the kernel takes a page of
+# them, and overlayfs stacks at most 500 layers): the names, each with its separator, may take this many bytes.
+STEPS_MAX = 500
+STEP_NAMES_MAX = 3500
 # What a runtime's directories may not be: the guest's own (its system, the judge's files, the entry's home).
 _RESERVED = ("/proc", "/sys", "/dev", "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/boot", "/opt", "/var",
              "/run", "/tmp", "/media", "/home", "/root", "/srv", "/mnt")
@@ -46,6 +60,7 @@ class SubmissionRules:
     format: str = "submission_format.csv"  # in each record set's directory
     order: str = "same"  # the rows in the format's order, as DrivenData's check demands; "any"
     command: tuple[str, ...] | None = None
+    steps: bool = False  # each set in ordered steps (SET/steps/NAME/), the command once per step
 
     @property
     def data_dir(self) -> str:
@@ -87,7 +102,8 @@ def submission_rules(source: str, data: dict[str, Any], kind: str) -> Submission
         format=sec.get("format", str, SubmissionRules.format, lambda v: bool(_NAME_RE.fullmatch(v)), name),
         order=sec.get("order", str, SubmissionRules.order, lambda v: v in ORDERS,
                       "\"same\" (the rows in the format's order) or \"any\""),
-        command=tuple(command) if command is not None else None)
+        command=tuple(command) if command is not None else None,
+        steps=sec.get("steps", bool, False, allowed="true (each set in ordered steps, SET/steps/NAME/) or false"))
     sec.done()
     if rules.output == rules.data:
         raise ConfigError(f"{source}: [submission] output and data are both {rules.data!r}: name them apart.")
@@ -151,10 +167,60 @@ def set_files(directory: Path) -> dict[str, Path]:
     return found
 
 
+def set_steps(directory: Path) -> tuple[str, ...]:
+    """A stepped set's steps, in order (their names sorted); ConfigError when the set is not laid out in
+    steps (anything beside steps/ would be seen at no step, or at every one: the organiser must say which)."""
+    directory = Path(directory)
+    top = directory / STEPS
+    if not directory.is_dir():
+        return ()
+    beside = sorted(p.name for p in directory.iterdir() if p.name != STEPS)
+    if beside or not top.is_dir() or top.is_symlink():
+        raise ConfigError(f"{directory} is a stepped set ([submission] steps = true): it must hold only {STEPS}/, a "
+                          "directory per step" + (f"; move {', '.join(beside[:3])} into the step that reveals it"
+                                                  if beside else "") + ".")
+    names = sorted(p.name for p in top.iterdir())
+    bad = [n for n in names if not _STEP_RE.fullmatch(n) or not (top / n).is_dir() or (top / n).is_symlink()]
+    if bad:
+        raise ConfigError(f"{top / bad[0]} is not a step: each entry of {top} must be a directory named with letters, "
+                          "digits, '.', '_' and '-' (at most 64, not starting with '.').")
+    if not names:
+        raise ConfigError(f"{top} holds no step: add a directory per step, such as {top}/001/.")
+    if len(names) > STEPS_MAX or sum(len(n) + len(STEPS) + 2 for n in names) > STEP_NAMES_MAX:
+        raise ConfigError(f"{top} has {len(names)} steps: at most {STEPS_MAX}, whose names take at most "
+                          f"{STEP_NAMES_MAX:,} characters together (the guest names the steps so far in one mount "
+                          "option): use fewer steps or shorter names.")
+    return tuple(names)
+
+
+def step_dir(directory: Path, step: str) -> Path:
+    return Path(directory) / STEPS / step
+
+
+def set_formats(directory: Path, rules: SubmissionRules) -> tuple[Path, ...]:
+    """Where a set's submission formats are: its own, or each step's."""
+    if not rules.steps:
+        return (Path(directory) / rules.format,)
+    return tuple(step_dir(directory, step) / rules.format for step in set_steps(directory))
+
+
 def format_records(directory: Path, rules: SubmissionRules) -> tuple[str, ...]:
-    """A record set's records: its format's ids, in order (empty when the set has no format yet; `challenge
-    add` insists on it). An id must be usable as a record's name, as RECORDS' are."""
-    path = Path(directory) / rules.format
+    """A record set's records: its format's ids, in order, a stepped set's its steps' in theirs (empty when a
+    format is missing; `challenge add` insists on it). An id must be usable as a record's name, as RECORDS'
+    are, and a stepped set's ids are each of one step."""
+    if not rules.steps:
+        return _format_ids(Path(directory) / rules.format)
+    ids: dict[str, str] = {}
+    for step in set_steps(directory):
+        for i in _format_ids(step_dir(directory, step) / rules.format):
+            if i in ids:
+                raise ConfigError(f"{step_dir(directory, step) / rules.format} repeats the id {i!r} of step "
+                                  f"{ids[i]}: each id is predicted at one step.")
+            ids[i] = step
+    return tuple(ids)
+
+
+def _format_ids(path: Path) -> tuple[str, ...]:
     if not path.exists():
         return ()
     ids = read_format(path).ids

@@ -42,7 +42,8 @@ class ExamResults:
     bytes each record left for each output socket, by the socket's slug (an image socket's one
     image file, a value socket's JSON); None where it failed, timed out or left none valid.
     rows: for style "table" (a submission entry's submission.csv, DrivenData's way), each id's row as
-    column -> the text the entry wrote, its format checked (stages/submission_check.py).
+    column -> the text the entry wrote, its format checked (stages/submission_check.py); None for the
+    ids of a stepped run's step that failed, timed out or was off its format.
     Exactly one of the four mappings is filled, for every record in `records`.
     """
 
@@ -50,7 +51,7 @@ class ExamResults:
     answers: Mapping[str, str | None] | None = None
     files: Mapping[str, bytes | None] | None = None
     outputs: Mapping[str, Mapping[str, bytes | None]] | None = None
-    rows: Mapping[str, Mapping[str, str]] | None = None
+    rows: Mapping[str, Mapping[str, str] | None] | None = None
 
 
 def store_dir(home: Path) -> Path:
@@ -62,7 +63,8 @@ FileSource = bytes | None | Callable[[], bytes | None]
 
 def encode(records: tuple[str, ...] | list[str], statuses: Mapping[str, str], style: str,
            answers: Mapping[str, str | None] | None = None,
-           files: Mapping[str, FileSource] | None = None, rows: Mapping[str, Mapping[str, str]] | None = None) -> bytes:
+           files: Mapping[str, FileSource] | None = None,
+           rows: Mapping[str, Mapping[str, str] | None] | None = None) -> bytes:
     """Canonical bytes (sorted keys, no spaces) of one entry's stage-3 results: the same
     results always give the same hash. `answers` for style answer-lines, `files` for files and
     for sockets (keyed "RECORD/SLUG": neither a record's name nor a slug holds a "/")."""
@@ -72,7 +74,7 @@ def encode(records: tuple[str, ...] | list[str], statuses: Mapping[str, str], st
 def encode_chunks(records: tuple[str, ...] | list[str], statuses: Mapping[str, str], style: str,
                   answers: Mapping[str, str | None] | None = None,
                   files: Mapping[str, FileSource] | None = None,
-                  rows: Mapping[str, Mapping[str, str]] | None = None) -> Iterator[bytes]:
+                  rows: Mapping[str, Mapping[str, str] | None] | None = None) -> Iterator[bytes]:
     """encode()'s bytes in pieces, one result file at a time: a file given as a callable is
     read only when its turn comes, so an exam's files never need to be in memory together.
     The pieces are what json.dumps(doc, sort_keys=True, separators=(",", ":")) would write."""
@@ -89,7 +91,7 @@ def encode_chunks(records: tuple[str, ...] | list[str], statuses: Mapping[str, s
                 (dumps(base64.b64encode(data).decode()) if data is not None else b"null")
         yield b"},"
     elif style == "table":
-        yield b'"rows":' + dumps({r: dict(v) for r, v in (rows or {}).items()}) + b","
+        yield b'"rows":' + dumps({r: None if v is None else dict(v) for r, v in (rows or {}).items()}) + b","
     else:
         yield b'"answers":' + dumps(dict(answers or {})) + b","
     yield dumps({"format": FORMAT, "records": list(records), "statuses": dict(statuses), "style": style})[1:]
@@ -109,7 +111,7 @@ def decode(data: bytes) -> ExamResults:
             outputs[record][slug] = value
         return ExamResults(records=records, outputs=outputs)
     if doc["style"] == "table":
-        return ExamResults(records=records, rows={r: dict(v) for r, v in doc["rows"].items()})
+        return ExamResults(records=records, rows={r: None if v is None else dict(v) for r, v in doc["rows"].items()})
     return ExamResults(records=records, answers=dict(doc["answers"]))
 
 

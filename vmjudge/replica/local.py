@@ -159,7 +159,11 @@ class LocalRunner:
         CD (training records) are linked, not copied; everything else is copied."""
         _umount(MEDIA)
         MEDIA.mkdir(parents=True, exist_ok=True)
-        _run(["mount", "-t", "tmpfs", "-o", "mode=0755,nosuid,nodev", "replica-job", str(MEDIA)])
+        # A stepped submission's CD is root's alone, as the judge's agent keeps it (guest/code_dir.py): its files
+        # copied, for a link into the replica CD would be followed with the entry's rights.
+        hidden = job.code is not None and job.code.stepped
+        _run(["mount", "-t", "tmpfs", "-o", f"mode={'0700' if hidden else '0755'},nosuid,nodev", "replica-job",
+              str(MEDIA)])
         entries = dict(_expand(job.media))
         entries[PurePosixPath(JOB_FILE)] = job.job_json(nonce)
         for rel, source in sorted(entries.items()):
@@ -171,7 +175,7 @@ class LocalRunner:
             if isinstance(source, bytes):
                 target.write_bytes(source)
                 os.chmod(target, 0o400 if str(rel) == JOB_FILE else 0o444)
-            elif REPLICA_CD in source.resolve().parents and job.entry_root is None:
+            elif REPLICA_CD in source.resolve().parents and job.entry_root is None and not hidden:
                 target.symlink_to(source.resolve())
             else:
                 shutil.copyfile(source, target)

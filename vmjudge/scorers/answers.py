@@ -29,8 +29,12 @@ def files_of(results: ExamResults, scorer: str, options: ScoreOptions, what: str
 
 def answers_of(results: ExamResults, scorer: str) -> Callable[[str], str | None]:
     """A lookup of each record's answer, stripped of surrounding whitespace (as the reference
-    is); None when the record has none. Refuses results of the other style, which would
-    otherwise score as all-missing."""
+    is); None when the record has none. A submission's rows (style "table") answer too when they
+    hold one column beside the id, its value the answer: any scorer of labels then scores a
+    submission challenge. Refuses results of the other style, which would otherwise score as
+    all-missing."""
+    if results.rows is not None:
+        return _row_answers(results.rows, scorer)
     if results.answers is None:
         raise ScoringError(f"The scorer {scorer} expects style answer-lines, but these results hold "
                            "output files: set [results] style = \"answer-lines\" or choose another scorer.")
@@ -39,6 +43,20 @@ def answers_of(results: ExamResults, scorer: str) -> Callable[[str], str | None]
     def answer(record: str) -> str | None:
         value = answers.get(record)
         return None if value is None else value.strip()
+
+    return answer
+
+
+def _row_answers(rows: Mapping[str, Mapping[str, str] | None], scorer: str) -> Callable[[str], str | None]:
+    wide = next((row for row in rows.values() if row is not None and len(row) != 1), None)
+    if wide is not None:
+        raise ScoringError(f"The scorer {scorer} reads one label per id, but the submission format has "
+                           f"{len(wide)} columns beside its id ({', '.join(list(wide)[:5])}): keep one, or choose a "
+                           "scorer of tables.")
+
+    def answer(record: str) -> str | None:
+        row = rows.get(record)
+        return None if row is None else next(iter(row.values())).strip()
 
     return answer
 

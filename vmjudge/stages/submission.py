@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import Challenge
-from ..config.submission import MAINS, SubmissionRules, read_format, set_files
+from ..config.submission import MAINS, STEPS, SubmissionRules, read_format, set_files, set_steps, step_dir
 from ..vm.channel import CommandResult, Watch
 from ..vm.job import CodeDir, Command, Job
 from ..vm.reading import Limits
-from .context import StageContext
+from .context import StageContext, output_text
 from .figures import measured
 from .records import RESULT_FILE_LIMIT, RecordRuns
 from .submission_check import Checked, check_submission
@@ -42,40 +42,72 @@ def mains(entry_dir: Path) -> set[str]:
     return {m for m in MAINS if (entry_dir / m).is_file() and not (entry_dir / m).is_symlink()}
 
 
-def file_limit(ch: Challenge, subset: str) -> int:
-    """The most of submission.csv the host takes: four times the format's size, and at least 16 MiB."""
-    return max(RESULT_FILE_LIMIT, ch.limits.output, 4 * (ch.set_dir(subset) / rules_of(ch).format).stat().st_size)
+def file_limit(ch: Challenge, fmt: Path) -> int:
+    """The most of a submission.csv the host takes: four times its format's size, and at least 16 MiB."""
+    return max(RESULT_FILE_LIMIT, ch.limits.output, 4 * fmt.stat().st_size)
 
 
-def submission_runs(ctx: StageContext, subset: str, records: tuple[str, ...], stage_limit: float) -> RecordRuns:
-    """The submission's command once over `subset`, in the code directory, its output collected."""
+@dataclass(frozen=True)
+class Part:
+    """What one command of a submission's run answers: the whole set, or a step of a stepped one (its name
+    the command's), with the format its submission.csv is checked against."""
+
+    step: str | None
+    format: Path
+
+
+def set_parts(ch: Challenge, subset: str) -> tuple[Part, ...]:
+    rules = rules_of(ch)
+    where = ch.set_dir(subset)
+    if not rules.steps:
+        return (Part(None, where / rules.format),)
+    return tuple(Part(step, step_dir(where, step) / rules.format) for step in set_steps(where))
+
+
+def submission_runs(ctx: StageContext, subset: str, stage_limit: float) -> RecordRuns:
+    """The submission's command once over `subset` (a stepped set: once per step, each under the per-record
+    cap, the step's name its last argument), in the code directory, its output collected each time."""
     ch = ctx.challenge
     rules = rules_of(ch)
     argv = rules.argv(mains(ctx.entry_dir))
-    command = Command(" ".join(argv), argv, stage_limit, output_limit=ch.limits.output,
-                      tail_limit=ch.limits.output_tail, collect=(rules.output,), file_limit=file_limit(ch, subset))
-    job = Job(commands=(command,), media=submission_set_media(ch, subset), data=(subset,),
-              code=CodeDir(rules.code_dir, rules.data, subset), stop_on_failure=True)
-    return RecordRuns(job, (records,), ("whole set",), stage_limit)
+    parts = set_parts(ch, subset)
+    commands = []
+    for k, part in enumerate(parts):
+        steps = () if part.step is None else tuple(f"{STEPS}/{p.step}" for p in reversed(parts[:k + 1]))
+        commands.append(Command(" ".join(argv) if part.step is None else f"step {part.step}",
+                                argv if part.step is None else (*argv, part.step),
+                                stage_limit if part.step is None else ch.limits.per_record,
+                                output_limit=ch.limits.output, tail_limit=ch.limits.output_tail,
+                                collect=(rules.output,), file_limit=file_limit(ch, part.format), steps=steps))
+    job = Job(commands=tuple(commands), media=submission_set_media(ch, subset), data=(subset,),
+              code=CodeDir(rules.code_dir, rules.data, subset, stepped=rules.steps), stop_on_failure=not rules.steps)
+    if not rules.steps:
+        records = ch.training if subset == "training" else ch.test
+        return RecordRuns(job, (records,), ("whole set",), stage_limit)
+    return RecordRuns(job, tuple(read_format(p.format).ids for p in parts), tuple(str(p.step) for p in parts),
+                      ch.limits.per_record)
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """What a run came to: `reason` (None when its submission matches the format) and one sentence."""
+    """What a command came to: `reason` (None when its submission matches the format) and one sentence;
+    `unfinished`: the stage's cap ended it, or the run, before it ended on its own."""
 
     reason: str | None
     said: str
     checked: Checked | None = None
+    unfinished: bool = False
 
 
-def verdict(ch: Challenge, subset: str, cmd: CommandResult | None, silent: bool) -> Verdict:
-    """The run's command's end, and its submission against the set's format. `silent` (the exam): no
-    id, value or name the entry wrote, and no exit status, is said."""
+def verdict(ch: Challenge, part: Part, cmd: CommandResult | None, silent: bool) -> Verdict:
+    """A command's end, and its submission against the part's format. `silent` (the exam): no id, value or
+    name the entry wrote, and no exit status, is said."""
     rules = rules_of(ch)
     stage = "exam" if silent else "quiz"
     where = f"{rules.code_dir}/{rules.output}"
     if cmd is None or cmd.status == "running":
-        return Verdict(f"{stage}-timeout", "it did not finish")
+        return Verdict(f"{stage}-timeout", "it did not finish" if part.step is None else
+                       f"step {part.step} did not finish", unfinished=True)
     if cmd.status == "timeout":
         return Verdict(f"{stage}-timeout", f"{cmd.name} timed out")
     if cmd.status != "ok":
@@ -85,39 +117,78 @@ def verdict(ch: Challenge, subset: str, cmd: CommandResult | None, silent: bool)
     if got is None or got.size is None:
         return Verdict(f"{stage}-output", f"{cmd.name} left no {where}")
     if got.truncated:
-        return Verdict(f"{stage}-output", f"{where} is larger than the {file_limit(ch, subset):,} bytes taken")
-    fmt = read_format(ch.set_dir(subset) / rules.format)
-    checked = check_submission(bytes(got.data), fmt, rules.output, same_order=rules.order == "same",
-                               silent=silent)
+        return Verdict(f"{stage}-output", f"{where} is larger than the {file_limit(ch, part.format):,} bytes taken")
+    checked = check_submission(bytes(got.data), read_format(part.format), rules.output,
+                               same_order=rules.order == "same", silent=silent)
     if checked.problem is not None:
-        return Verdict(f"{stage}-format", checked.problem, checked)
+        return Verdict(f"{stage}-format", checked.problem if part.step is None else
+                       f"step {part.step}: {checked.problem}", checked)
     return Verdict(None, f"{rules.output} matches the submission format", checked)
-
 
 
 @dataclass(frozen=True)
 class Ran:
-    """A submission stage's one run: its job, the run, its figures and manifest, its command, and the verdict."""
+    """A submission stage's run: its job, its figures and manifest, each part's verdict, and (not `silent`)
+    the commands' logs as the participant is shown them."""
 
     runs: RecordRuns
     figures: dict
     manifest: dict
-    cmd: CommandResult | None
-    found: Verdict
+    parts: tuple[Part, ...]
+    found: tuple[Verdict, ...]
+    logs: str
+
+    @property
+    def unfinished(self) -> bool:
+        return any(v.unfinished for v in self.found)
+
+
+class _Judging:
+    """Each command's verdict as it ends, and its log (when shown) added to the rest: no more than one
+    command's output and files are held (Watch.keep_all off), whatever the number of steps."""
+
+    def __init__(self, ch: Challenge, parts: tuple[Part, ...], silent: bool, log_limit: int):
+        self.ch, self.parts, self.silent, self.log_limit = ch, parts, silent, log_limit
+        self.found: dict[int, Verdict] = {}
+        self.logs = ""
+        self.unshown = 0
+
+    def on_end(self, cmd: CommandResult) -> bool:
+        self.found[cmd.index] = verdict(self.ch, self.parts[cmd.index], cmd, self.silent)
+        self.log(cmd)
+        return False
+
+    def log(self, cmd: CommandResult) -> None:
+        if self.silent:
+            return
+        part = f"\n--- log of {cmd.name} ---\n{output_text(cmd)}"
+        if self.logs and (self.unshown or len(self.logs) + len(part) > self.log_limit):
+            self.unshown += 1
+        else:
+            self.logs += part
+
+    def shown(self) -> str:
+        return self.logs + (f"\n--- the logs of {self.unshown} more steps are not shown ---" if self.unshown else "")
 
 
 def run_once(ctx: StageContext, stage: str, subset: str, cap: float, silent: bool) -> Ran:
     """The quiz's or the exam's run over `subset`, on a throw-away overlay of stage 1's home, under the stage's
-    cap, and its verdict (`silent`: the exam's, whose outputs only the organiser's log keeps)."""
-    records = ctx.challenge.training if subset == "training" else ctx.challenge.test
-    runs = submission_runs(ctx, subset, records, cap)
+    cap, and its verdicts (`silent`: the exam's, whose outputs only the organiser's log keeps)."""
+    ch = ctx.challenge
+    runs = submission_runs(ctx, subset, cap)
+    parts = set_parts(ch, subset)
+    judging = _Judging(ch, parts, silent, max(ch.limits.output, 1 << 20))
     overlay = ctx.files.overlay(stage)
     ctx.jobs.overlay(overlay, ctx.home_disk)
     try:
         with ctx.stage_log(stage) as log:
-            run_ = ctx.run(stage, runs.job, overlay, Limits(stage_cap=cap), watch=Watch(log=log, keep_all=not silent))
+            run_ = ctx.run(stage, runs.job, overlay, Limits(stage_cap=cap),
+                           watch=Watch(log=log, on_end=judging.on_end, keep_all=False))
     finally:
         overlay.unlink(missing_ok=True)
-    cmd = run_.transcript.commands[0] if run_.transcript.commands else None
-    return Ran(runs, measured(ctx, run_, runs.names, runs.command_limit, cap), ctx.manifest(stage, run_), cmd,
-               verdict(ctx.challenge, subset, cmd, silent))
+    last = run_.transcript.commands[-1] if run_.transcript.commands else None
+    if last is not None and last.index not in judging.found:  # stopped by the stage's cap, or the run's end
+        judging.log(last)
+    found = tuple(judging.found.get(i) or verdict(ch, part, None, silent) for i, part in enumerate(parts))
+    return Ran(runs, measured(ctx, run_, runs.names, runs.command_limit, cap), ctx.manifest(stage, run_), parts, found,
+               judging.shown())

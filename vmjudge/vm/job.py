@@ -123,6 +123,9 @@ class CodeDir:
     path: str
     data: str
     data_from: str
+    # Stepped (DrivenData's airport runtime): the data is each command's own (Command.steps), and the CD is kept
+    # from the entry, so that no step reads a later one's.
+    stepped: bool = False
 
     def __post_init__(self) -> None:
         _root_path(self.path, "the code directory")
@@ -132,7 +135,8 @@ class CodeDir:
             raise ValueError(f"the data's CD directory must be at the CD's top: {self.data_from!r}")
 
     def document(self) -> dict:
-        return {"path": self.path, "data": self.data, "from": self.data_from}
+        return {"path": self.path, "data": self.data, "from": self.data_from, **({"stepped": True} if self.stepped
+                                                                                  else {})}
 
 
 @dataclass(frozen=True)
@@ -147,11 +151,17 @@ class Command:
     collect: tuple[str, ...] = ()  # files (relative to home, or to InRoot.output) sent back after the command
     file_limit: int | None = None
     root: InRoot | None = None  # run in the entry's own root (Job.entry_root), not in the guest's
+    # A stepped submission's step (CodeDir.stepped): the directories of the code's data set (paths in it, the
+    # latest step first) seen together, read-only, at the code's data; the collected files removed before it starts.
+    steps: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.root is not None and (self.user != "entry" or self.links):
             raise ValueError(f"command {self.name!r} runs in the entry's root: as the entry, its files in "
                              "InRoot.input_files rather than links")
+        for step in self.steps:
+            if not re.fullmatch(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*(/[A-Za-z0-9_-][A-Za-z0-9_.-]*)*", step):
+                raise ValueError(f"a step is a relative path of plain names in the data set: {step!r}")
 
     def document(self) -> dict:
         doc = {"name": self.name, "argv": list(self.argv), "timeout": self.timeout,
@@ -160,6 +170,8 @@ class Command:
                "collect": list(self.collect), "file_limit": self.file_limit or self.output_limit}
         if self.root is not None:  # absent, not null, for the guest's own commands: their job.json is as it was
             doc["root"] = self.root.document()
+        if self.steps:
+            doc["steps"] = list(self.steps)
         return doc
 
 
@@ -190,6 +202,9 @@ class Job:
             raise ValueError("a command runs in the entry's root, and the job has no entry_root")
         if self.code is not None and (self.entry_root is not None or any(c.user != "entry" for c in self.commands)):
             raise ValueError("a code directory is for the entry's commands in the guest's own root")
+        stepped = self.code is not None and self.code.stepped
+        if any(bool(c.steps) != stepped for c in self.commands):
+            raise ValueError("a stepped code directory's commands each have their steps, and no other's do")
         if self.tmp_mib is not None and (self.entry_root is None or self.tmp_mib < 1):
             raise ValueError("a /tmp disk is for a job with an entry root, and has a size")
         for d in self.data:

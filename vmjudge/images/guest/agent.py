@@ -118,6 +118,9 @@ def check_job(job):
         if cmd.get("cwd") is not None and (not isinstance(job.get("code"), dict)
                                            or cmd["cwd"] != job["code"].get("path") or cmd.get("user") != "entry"):
             raise JobError(f"command {i} runs in a directory that is not the job's code directory")
+        if cmd.get("steps") is not None or (isinstance(job.get("code"), dict) and job["code"].get("stepped")):
+            from code_dir import check_steps
+            check_steps(job, i, cmd)
 
 
 def check_root_command(job, i, cmd):
@@ -177,7 +180,7 @@ def run_job(channel, job, home_ready=False):
             install(job["install"])
         if job.get("code"):  # a submission's runtime layout (DrivenData's /code_execution), after its home
             from code_dir import mount_code_dir
-            mount_code_dir(job["code"])
+            mount_code_dir(job["code"], replica=home_ready)
         gpu_view = meter = None
         if job.get("gpu") is True:  # the card was found working (greet): its memory sampled with the cgroup's
             from gpu_memory import open_meter
@@ -194,6 +197,9 @@ def run_job(channel, job, home_ready=False):
         channel.send_file_raw(os.path.join(CDROM, job["raw_copy"]))
     done = 0
     for index, spec in enumerate(job["commands"]):
+        if spec.get("steps"):  # a stepped submission's: its data is the steps so far (code_dir.py)
+            from code_dir import enter_step
+            enter_step(job["code"], spec["steps"], spec.get("collect", []))
         status = run_command(channel, index, Command(spec, heartbeat), gpu_view, meter)
         done += 1
         if status != "ok" and job.get("stop_on_failure", False):

@@ -9,21 +9,29 @@ earlier command's writing never reaches a later stage: each runs on a new overla
 record set bound on it read-only, and the home bound, with it, at the code directory, which the agent
 makes in the guest's root (memory, root's: the entry cannot write there). The data cannot be replaced
 by the entry: a mount point is busy to rename and remove.
+
+A stepped job's data is each command's own (enter_step, before each step, when no process of the entry's is
+left): an overlay of the steps so far, read-only, over the code directory's data, and the CD, with every
+step on it, kept from the entry (the agent's /media made root's alone; the replica's runner makes its CD so).
+Overlayfs reads its layers with the mounter's rights, so the entry reads the steps it is given and no other.
 """
 
 import errno
 import os
 import re
+import stat
 
 from media import CDROM, HOME
 from system import EntryFault, JobError, run_quiet
 
 _PATH_RE = re.compile(r"^(/[A-Za-z0-9_.-]+)+$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
+_STEP_RE = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]*(/[A-Za-z0-9_-][A-Za-z0-9_.-]*)*$")
 
 
-def mount_code_dir(code):
-    """`code`: job.json's {"path", "data", "from"} (vm/job.py CodeDir)."""
+def mount_code_dir(code, replica=False):
+    """`code`: job.json's {"path", "data", "from", "stepped"} (vm/job.py CodeDir). `replica`: the CD is the
+    replica runner's, which keeps it from the entry itself, and /media holds the replica's own CD too."""
     path, data, source = (code.get(k) for k in ("path", "data", "from")) if isinstance(code, dict) else (None,) * 3
     if not (isinstance(path, str) and _PATH_RE.fullmatch(path) and ".." not in path.split("/")
             and isinstance(data, str) and _NAME_RE.fullmatch(data) and data not in (".", "..")
@@ -42,9 +50,53 @@ def mount_code_dir(code):
             raise EntryFault("entry-too-large", "the submission fills its home disk, and the runtime needs room "
                                                 "for its data directory: make it smaller") from None
         raise
-    run_quiet(["mount", "--bind", "-o", "ro", records, point])
-    run_quiet(["mount", "-o", "remount,bind,ro,nosuid,nodev,noexec", point])
+    if code.get("stepped") is True:
+        if not replica:
+            os.chmod(os.path.dirname(CDROM), 0o700)
+    else:
+        run_quiet(["mount", "--bind", "-o", "ro", records, point])
+        run_quiet(["mount", "-o", "remount,bind,ro,nosuid,nodev,noexec", point])
     os.makedirs(path, mode=0o755, exist_ok=True)
     if os.path.islink(path) or not os.path.isdir(path):
         raise JobError(f"the guest's {path} is not a directory the code can be given at")
     run_quiet(["mount", "--rbind", HOME, path])
+
+
+def check_steps(job, i, cmd):
+    """A command's steps: the job's code directory is stepped, and they are paths in its data set."""
+    steps = cmd.get("steps")
+    code = job.get("code")
+    if not (isinstance(code, dict) and code.get("stepped") is True and cmd.get("cwd") == code.get("path")
+            and isinstance(steps, list) and 0 < len(steps) <= 500
+            and all(isinstance(s, str) and _STEP_RE.fullmatch(s) for s in steps)
+            and all(isinstance(c, str) and _NAME_RE.fullmatch(c) and c not in (".", "..")
+                    for c in cmd.get("collect", []))):
+        raise JobError(f"command {i}'s steps are not a stepped code directory's: {steps!r}")
+
+
+def enter_step(code, steps, collect):
+    """Before a step, with no process of the entry's left: the data directory shows `steps` (the latest
+    first) and nothing else, and the files the step must leave are not there yet (the last step's are
+    gone, whatever they were: a file, a link, a FIFO; a directory in the way stays, and the step leaves none)."""
+    point = os.path.join(code["path"], code["data"])
+    if os.path.ismount(point):
+        run_quiet(["umount", "-l", point])
+    for name in collect:
+        target = os.path.join(HOME, name)
+        try:
+            if not stat.S_ISDIR(os.lstat(target).st_mode):
+                os.unlink(target)
+        except FileNotFoundError:
+            pass
+    base = os.path.join(CDROM, code["from"])
+    for step in steps:
+        where = os.path.join(base, step)
+        if not os.path.isdir(where) or os.path.islink(where):
+            raise JobError(f"the data set {code['from']} on the CD has no step {step}")
+    if len(steps) == 1:  # overlayfs stacks two layers at least
+        run_quiet(["mount", "--bind", "-o", "ro", os.path.join(base, steps[0]), point])
+        run_quiet(["mount", "-o", "remount,bind,ro,nosuid,nodev,noexec", point])
+        return
+    # Named from the set's directory (the mount's working directory): the shortest option, for the most steps.
+    run_quiet(["mount", "-t", "overlay", "vmjudge-step", "-o",
+               "ro,nosuid,nodev,noexec,lowerdir=" + ":".join(steps), point], cwd=base)

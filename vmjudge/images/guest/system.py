@@ -30,7 +30,7 @@ def wait_for(path_or_fn, seconds):
         time.sleep(0.05)
 
 
-def run_quiet(argv):
-    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+def run_quiet(argv, cwd=None):
+    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=cwd)
     if proc.returncode != 0:
         raise JobError(f"{' '.join(argv)} failed: {proc.stdout.decode('utf-8', 'replace').strip()}")

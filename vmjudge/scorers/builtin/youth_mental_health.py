@@ -8,7 +8,8 @@ weighted 21; the two categorical ones, InjuryLocationType and WeaponType1, each 
 
 The reference is reference/test_labels.csv, with DrivenData's header (uid, then the 23 columns); the
 entry's rows come from its submission.csv, whose format (every id, whole numbers, nothing missing)
-stage 3 checked (stages/submission_check.py).
+stage 3 checked (stages/submission_check.py). A row a stepped run did not give (its step failed) is wrong
+in every variable: no binary one predicted 1, no categorical one right.
 """
 
 from __future__ import annotations
@@ -37,8 +38,11 @@ def score(results: ExamResults, reference: Path, options: ScoreOptions = DEFAULT
                            "set's submission format needs its labels.")
     binary = sorted(set(columns) - set(CATEGORICAL))
 
-    def pairs(column: str) -> list[tuple[int, int]]:
-        return [(int(labels[r][column]), int(results.rows[r][column])) for r in results.records]  # type: ignore[index]
+    rows = results.rows
+
+    def pairs(column: str) -> list[tuple[int, int | None]]:  # a missing row (a stepped run's failed step) guesses None
+        return [(int(labels[r][column]), None if (row := rows.get(r)) is None else int(row[column]))
+                for r in results.records]
 
     binary_f1 = sum(_f1_of_ones(pairs(c)) for c in binary) / len(binary)
     parts = {"binary_f1": binary_f1}
@@ -50,7 +54,7 @@ def score(results: ExamResults, reference: Path, options: ScoreOptions = DEFAULT
     return {**parts, "score": total / sum(weights)}
 
 
-def _f1_of_ones(pairs: list[tuple[int, int]]) -> float:
+def _f1_of_ones(pairs: list[tuple[int, int | None]]) -> float:
     tp = sum(1 for truth, guess in pairs if truth == 1 and guess == 1)
     fp = sum(1 for truth, guess in pairs if truth != 1 and guess == 1)
     fn = sum(1 for truth, guess in pairs if truth == 1 and guess != 1)

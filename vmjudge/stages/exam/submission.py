@@ -1,7 +1,12 @@
-"""Stage 3 for a submission entry (#60): the submission's command once over the test set, silently,
-under the stage's cap; its submission.csv checked against the test set's format, and its rows by id
-archived for stage 4. Nothing the entry prints or writes reaches the participant: a failed run is said
-without its exit status, a format problem by its kind and counts (stages/submission.py).
+"""Stage 3 for a submission entry (#60): the submission's command once over the test set (a stepped
+one, once per step), silently, under the stage's cap; each submission.csv checked against its format,
+and the rows by id archived for stage 4. Nothing the entry prints or writes reaches the participant: a
+failed run is said without its exit status, a format problem by its kind and counts
+(stages/submission.py).
+
+A whole-set run that fails fails the exam. A stepped run's steps are as an archive entry's records: a
+step that fails, times out or leaves a submission.csv off its format is counted, and its ids have no
+rows (the scorer's "missing"); the steps that passed are scored.
 """
 
 from __future__ import annotations
@@ -10,28 +15,41 @@ from dataclasses import replace
 
 from ...queue.results import encode_chunks, put_chunks
 from ..context import StageContext, StageOutcome
-from ..submission import run_once
+from ..submission import Ran, run_once
 
 
 def run(ctx: StageContext) -> StageOutcome:
     ch = ctx.challenge
-    records = ch.test
     ran = run_once(ctx, "exam", "test", ch.limits.exam_total, silent=True)
-    figures, manifest, found = ran.figures, ran.manifest, ran.found
-    ok = found.reason is None
-    counts = {"records": len(records), "completed": len(records) if ok else 0,
-              "failed": 0 if ok or found.reason == "exam-timeout" else len(records),
-              "timed_out": len(records) if found.reason == "exam-timeout" else 0}
-    if found.reason == "exam-timeout":
-        return replace(StageOutcome("failed", f"The exam exceeded its limit of {ch.limits.exam_total:.0f} s. Entry "
-                                    "not scored.", reason="exam-timeout", exam=counts, manifest=manifest),
-                       figures=figures)
-    if not ok:
-        return replace(StageOutcome("failed", f"On the test set, {found.said.rstrip('.')}. Entry not scored.",
-                                    reason=found.reason, exam=counts, manifest=manifest), figures=figures)
-    assert found.checked is not None and found.checked.rows is not None
-    statuses = dict.fromkeys(records, "ok")
-    digest = put_chunks(ctx.site.home, encode_chunks(records, statuses, "table", rows=found.checked.rows))
-    return replace(StageOutcome("passed", f"{len(records)} test rows: {found.said}.", exam=counts,
-                                manifest={**manifest, "results_sha256": digest}, results_sha256=digest),
-                   figures=figures)
+    statuses: dict[str, str] = {}
+    rows: dict[str, dict[str, str] | None] = {}
+    for ids, found in zip(ran.runs.covers, ran.found, strict=True):
+        status = "ok" if found.reason is None else "timeout" if found.reason == "exam-timeout" else "error"
+        for i in ids:
+            statuses[i] = status
+            rows[i] = found.checked.rows[i] if found.checked is not None and found.checked.rows is not None \
+                and status == "ok" else None
+    counts = {"records": len(ch.test), **{k: sum(1 for s in statuses.values() if s == v) for k, v in
+                                           (("completed", "ok"), ("failed", "error"), ("timed_out", "timeout"))}}
+    if ran.unfinished:
+        share = "" if len(ran.parts) == 1 else \
+            f" after {sum(1 for v in ran.found if not v.unfinished)} of {len(ran.parts)} steps"
+        return _failed(ran, f"The exam exceeded its limit of {ch.limits.exam_total:.0f} s{share}. Entry not scored.",
+                       "exam-timeout", counts)
+    if len(ran.parts) == 1 and ran.found[0].reason is not None:
+        return _failed(ran, f"On the test set, {ran.found[0].said.rstrip('.')}. Entry not scored.",
+                       ran.found[0].reason, counts)
+    digest = put_chunks(ctx.site.home, encode_chunks(ch.test, statuses, "table", rows=rows))
+    if len(ran.parts) == 1:
+        said = f"{len(ch.test)} test rows: {ran.found[0].said}."
+    else:
+        steps = [v.reason for v in ran.found]
+        said = (f"{len(ran.parts)} test steps ({len(ch.test)} rows): {steps.count(None)} completed, "
+                f"{sum(1 for r in steps if r not in (None, 'exam-timeout'))} failed or off the format, "
+                f"{steps.count('exam-timeout')} timed out.")
+    return replace(StageOutcome("passed", said, exam=counts, manifest={**ran.manifest, "results_sha256": digest},
+                                results_sha256=digest), figures=ran.figures)
+
+
+def _failed(ran: Ran, said: str, reason: str | None, counts: dict) -> StageOutcome:
+    return replace(StageOutcome("failed", said, reason=reason, exam=counts, manifest=ran.manifest), figures=ran.figures)
