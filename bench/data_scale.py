@@ -6,7 +6,7 @@ LARGE (1 MiB and 1 GiB; --smoke: 64 KiB and 8 MiB). Its sample entry reads a few
 (its RECORD.txt) and never the pad. The quiz's and the exam's jobs are built by the stages' own code
 (stages/records.py record_job: next.sh once per record, the record's files linked beside it), the
 entry installed in the home as stage 1 leaves it, and each is run in a real VM (vm/runner.py), N
-entries in turn (N = 4; --smoke: 2):
+entries in turn (N = 4; --smoke: 2, and the test set's stage alone):
 
 - disk: as the judge runs them now, each record set a data disk (made once, by the first run that
   needs it; its making timed apart);
@@ -166,15 +166,16 @@ def measure(home: Path, work: Path, smoke: bool, entries: int) -> dict:
     challenges = {k: load_challenge(challenge(home, work, f"data-{k}", v)) for k, v in sizes.items()}
     image = build_image(site, challenges["small"].image, progress=lambda m: print(m, file=sys.stderr))
     store = site.layout.data_disks
+    subsets = ("test",) if smoke else ("training", "test")  # the smoke run: what the suite needs, at half the VMs
     for mode in ("disk", "cd"):
-        for subset in ("training", "test"):
+        for subset in subsets:
             for size, ch in challenges.items():
                 before = set(store.glob("*" + SUFFIX)) if store.is_dir() else set()
                 runs = stage_runs(site, image, ch, subset, mode == "disk", entries)
                 made = len(set(store.glob("*" + SUFFIX)) - before) if store.is_dir() else 0
                 out["stages"][f"{mode}/{subset}/{size}"] = {"runs": runs, "disks_made": made}
     for mode in ("disk", "cd"):
-        for subset in ("training", "test"):
+        for subset in subsets:
             ratio = steady(out, f"{mode}/{subset}/large") / steady(out, f"{mode}/{subset}/small")
             out[f"{mode}_{subset}_large_over_small"] = round(ratio, 3)
     big = challenges["large"].directory / "test" / f"{challenges['large'].test[0]}.pad"
@@ -204,7 +205,8 @@ def failures(out: dict) -> list[str]:
 
 def arguments() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--smoke", action="store_true", help="64 KiB and 8 MiB, 2 entries: what the test suite runs")
+    ap.add_argument("--smoke", action="store_true", help="64 KiB and 8 MiB, 2 entries, the test set's stage alone: "
+                    "what the test suite runs")
     ap.add_argument("--entries", type=int, default=None, help="runs of each stage (default 4; --smoke 2)")
     ap.add_argument("--home", type=Path, default=Path(os.environ.get("VMJUDGE_TEST_HOME", "/var/tmp/vmjudge-test")),
                     help="the site home whose images are used; the benchmark's own home is made in it and removed")

@@ -30,6 +30,13 @@ def test_a_submission_that_matches_gives_its_rows_by_id(fmt):
     assert checked.rows["r3"] == {"label": "1", "p": "0.3"} and list(checked.rows) == list(fmt.ids)
 
 
+def test_a_header_as_long_as_the_file_is_checked_at_once_and_names_each_extra_column_once(fmt):
+    header = "id,label,p," + ",".join(["x"] * 2_000_000 + [f"c{i}" for i in range(1000)])
+    said = check_submission((header + "\n").encode(), fmt).problem
+    assert said == "submission.csv's header has x, c0, c1, c2, c3 and 996 more, which the format has not: the " \
+        "columns must be id, label, p."
+
+
 def test_rows_in_another_order_pass_unless_the_challenge_wants_the_formats(fmt):
     lines = good().splitlines()
     shuffled = "\n".join([lines[0], *reversed(lines[1:])]) + "\n"
@@ -68,6 +75,12 @@ def test_rows_in_another_order_pass_unless_the_challenge_wants_the_formats(fmt):
     (good().replace("r4,0,0.4", "r4,0"),
      "submission.csv line 5 has 2 values, not the header's 3.",
      "submission.csv has 1 line with more or fewer values than its header."),
+    (good().replace("r4,0,0.4", "\n\nr4,0"),  # the line as an editor numbers it, blank lines counted
+     "submission.csv line 7 has 2 values, not the header's 3.",
+     "submission.csv has 1 line with more or fewer values than its header."),
+    (good(5) + "zz8,0,0.1\nzz9,0,0.1\nr1,0,0.1\n",  # three kinds of difference; the exam counts the first alone
+     "submission.csv gives the id r1 more than once: one row per id.",
+     "submission.csv has 1 id more than once."),
     ("", "submission.csv is empty: it needs the header id, label, p and one row per id.",
      "submission.csv is empty: it needs the header id, label, p and one row per id."),
 ])

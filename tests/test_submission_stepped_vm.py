@@ -18,7 +18,9 @@ from vmjudge.vm import domain
 
 from .host_lock import linked_home
 from .published import wait_until_published
+from .replica_console import Console, json_line
 from .test_pipeline import EXAMPLES, vmjudge
+from .test_replica import BOOT_TIMEOUT, CHECK_TIMEOUT, daemon_stage_messages, guide_qemu_command
 from .test_submission_vm import Judged, submission_zip
 
 EXAMPLE = EXAMPLES / "drivendata-stepped"
@@ -80,7 +82,7 @@ def test_each_step_is_run_and_the_joined_rows_score_what_the_host_computes(judge
         assert f"--- log of step {step} ---\npredicting for {step}" in report
 
 
-def check_no_future(found: list[dict], subset: str) -> None:
+def check_no_future(found: list[dict], subset: str, devices: tuple[str, ...] = ("/dev/sr0",)) -> None:
     names = steps(subset)
     assert [f["step"] for f in found] == names
     for k, f in enumerate(found):
@@ -90,8 +92,8 @@ def check_no_future(found: list[dict], subset: str) -> None:
         for path in ("/media", "/media/cdrom", f"/media/cdrom/{subset}"):
             assert f["tries"][path] == "refused: Permission denied", (path, f)
         assert f["tries"]["/home/entry/data"] == []  # the data is at the code directory's data alone
-        devices = {k: v for k, v in f["tries"].items() if k.startswith("/dev/")}
-        assert "/dev/sr0" in devices and all(v.startswith("refused") for v in devices.values()), devices
+        tried = {k: v for k, v in f["tries"].items() if k.startswith("/dev/")}
+        assert set(devices) <= set(tried) and all(v.startswith("refused") for v in tried.values()), tried
         if k == 0:  # one step: its directory bound alone
             assert f["layers"] == []
             continue
@@ -117,3 +119,29 @@ def test_a_step_past_its_cap_is_counted_and_its_rows_score_as_missing(judged):
     assert doc["exam"] == {"records": len(test), "completed": len(test) - 4, "failed": 0, "timed_out": 4}
     assert "6 test steps (24 rows): 5 completed, 0 failed or off the format, 1 timed out." in doc["report"]
     assert doc["scores"]["score"] == pytest.approx(accuracy(persistence("test", skip=(4,))))
+
+
+def test_the_replicas_local_test_runs_the_steps_as_the_judge_did(judged):
+    """`vmjudge-replica check` of a stepped submission: the judge's prep and quiz, step by step, the same
+    messages for the benchmark; and in the replica too, no step reads a later one (its drive, the
+    participant's, aside)."""
+    home = judged.home
+    iso = home / "replica.iso"
+    vmjudge(home, "replica", "build", "drivendata-stepped", "-o", str(iso))
+    argv = [str(iso) if a == "replica.iso" else a.replace("fat:ro:entries", f"fat:ro:{home / 'archives'}")
+            for a in guide_qemu_command()]
+    console = Console(argv + ["-accel", "tcg", "-display", "none"])
+    try:
+        console.expect(r"replica# ", BOOT_TIMEOUT)
+        assert console.run("vmjudge-replica media", 120)[1] == 0
+        output, status = console.run("vmjudge-replica check --json /media/vda1/persistence-submission.zip",
+                                     CHECK_TIMEOUT)
+        judge = daemon_stage_messages(home, judged.ids["persistence"])
+        assert json_line(output)["stages"] == {k: v for k, v in judge.items() if k in ("prep", "quiz")}
+        assert status == 0
+        output, status = console.run("vmjudge-replica check --json /media/vda1/peek-submission.zip", CHECK_TIMEOUT)
+        check_no_future(peeks(json_line(output)["stages"]["quiz"]), "training", devices=("/dev/sr0",))
+        output, status = console.run("stat -c %a /media", 60)
+        assert output.strip() == "755", output  # given back after the run
+    finally:
+        console.close()

@@ -48,6 +48,7 @@ required = {required}   # what the archive must hold ("dir/" is a directory)
 # format = "submission_format.csv"   # in each record set: the ids, then the columns to fill
 # order = "same"                # the rows in the format's order, or "any"
 # command = ["python3", "main.py"]   # what runs
+# steps = false                 # true: each set in steps, SET/steps/NAME/, run once each with only the past
 
 [image]
 packages = []                   # Debian packages for the guest (it has python3 already)

@@ -85,10 +85,12 @@ def _run(argv: list[str]) -> None:
         raise InfrastructureError("replica", f"{' '.join(argv)} failed: {proc.stderr.strip()}")
 
 
-def _umount(path: Path) -> None:
+def _umount(path: Path, recursive: bool = False) -> None:
+    """Unmount `path` (`recursive`: with what is mounted under it), lazily when it is busy."""
+    flags = ["-R"] if recursive else []
     while os.path.ismount(path):
-        if subprocess.run(["umount", str(path)], capture_output=True).returncode != 0:
-            subprocess.run(["umount", "-l", str(path)], capture_output=True)
+        if subprocess.run(["umount", *flags, str(path)], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", *flags, str(path)], capture_output=True)
 
 
 class LocalRunner:
@@ -147,6 +149,7 @@ class LocalRunner:
             finally:
                 if job.code is not None:
                     _unmount_code(job.code)
+                    MEDIA.parent.chmod(0o755)  # the agent shut it for a stepped run; the replica's CD is in it
                 self._save_home(home)
         finally:
             if device is not None:
@@ -159,11 +162,10 @@ class LocalRunner:
         CD (training records) are linked, not copied; everything else is copied."""
         _umount(MEDIA)
         MEDIA.mkdir(parents=True, exist_ok=True)
-        # A stepped submission's CD is root's alone, as the judge's agent keeps it (guest/code_dir.py): its files
+        # A stepped submission's CD is root's alone (the agent makes /media so: guest/code_dir.py): its files are
         # copied, for a link into the replica CD would be followed with the entry's rights.
         hidden = job.code is not None and job.code.stepped
-        _run(["mount", "-t", "tmpfs", "-o", f"mode={'0700' if hidden else '0755'},nosuid,nodev", "replica-job",
-              str(MEDIA)])
+        _run(["mount", "-t", "tmpfs", "-o", "mode=0755,nosuid,nodev", "replica-job", str(MEDIA)])
         entries = dict(_expand(job.media))
         entries[PurePosixPath(JOB_FILE)] = job.job_json(nonce)
         for rel, source in sorted(entries.items()):
@@ -205,7 +207,7 @@ class LocalRunner:
 def _unmount_code(code: CodeDir) -> None:
     """A submission's code directory and its data (guest/code_dir.py), which the judge's VM loses with
     itself: unmounted, so that the home is saved without the data and the next stage makes it again."""
-    subprocess.run(["umount", "-R", code.path], capture_output=True)
+    _umount(Path(code.path), recursive=True)  # never left mounted: the home would be saved with the data in it
     _umount(HOME / code.data)
     with contextlib.suppress(OSError):
         (HOME / code.data).rmdir()

@@ -80,12 +80,15 @@ def check_submission(data: bytes, fmt: SubmissionFormat, name: str = "submission
     try:
         text = data.decode("utf-8-sig")
         table: list[list[str]] = []
-        for row in csv.reader(io.StringIO(text, newline="")):
+        lines: list[int] = []  # where each row ends in the file, as an editor numbers its lines
+        reader = csv.reader(io.StringIO(text, newline=""))
+        for row in reader:
             if not row:  # a blank line is no row, as pandas reads it
                 continue
             if len(table) > len(fmt.ids) + 1:  # the host holds no more than the format's rows, its header and one
                 return Checked(f"{name} has more rows than the format's {len(fmt.ids)} ids.")
             table.append([v.strip(" \t") for v in row])  # what pandas' parser strips around a number
+            lines.append(reader.line_num)
     except UnicodeDecodeError as exc:
         return Checked(f"{name} is not UTF-8 text" + ("" if silent else f" (byte {exc.start} cannot be read)")
                        + ": write it as UTF-8 CSV.")
@@ -97,11 +100,11 @@ def check_submission(data: bytes, fmt: SubmissionFormat, name: str = "submission
     if header != list(fmt.columns):
         return Checked(f"{name}'s header is not the format's: {', '.join(fmt.columns)}." if silent else
                        _header(name, header, fmt))
-    bad_rows = [n for n, row in enumerate(table[1:], start=2) if len(row) != len(header)]
+    bad_rows = [n for n, row in enumerate(table[1:], start=1) if len(row) != len(header)]
     if bad_rows and silent:
         return Checked(f"{name} has {counted(len(bad_rows), 'line')} with more or fewer values than its header.")
     if bad_rows:
-        return Checked(f"{name} line {bad_rows[0]} has {len(table[bad_rows[0] - 1])} values, not the header's "
+        return Checked(f"{name} line {lines[bad_rows[0]]} has {len(table[bad_rows[0]])} values, not the header's "
                        f"{len(header)}" + (f" (and {len(bad_rows) - 1} more lines)" if len(bad_rows) > 1 else "") + ".")
     ids = [row[0] for row in table[1:]]
     problem = _ids(name, ids, fmt, same_order, silent)
@@ -129,10 +132,11 @@ def check_submission(data: bytes, fmt: SubmissionFormat, name: str = "submission
 
 def _header(name: str, header: list[str], fmt: SubmissionFormat) -> str:
     want = list(fmt.columns)
-    missing = [c for c in want if c not in header]
-    extra = [c for c in header if c not in want]
+    given, wanted = set(header), set(want)  # sets: the entry's header may be as long as its file
+    missing = [c for c in want if c not in given]
+    extra = [c for c in dict.fromkeys(header) if c not in wanted]
     if not missing and not extra:
-        if len(set(header)) != len(header):
+        if len(given) != len(header):
             return f"{name}'s header names a column twice: {shown(header)}; the format's is {', '.join(want)}."
         return (f"{name}'s columns are {shown(header, 20)}, not in the format's order {', '.join(want)}: "
                 "write them in that order.")
@@ -146,12 +150,13 @@ def _ids(name: str, ids: list[str], fmt: SubmissionFormat, same_order: bool, sil
     twice = [i for i in ids if i in seen or seen.add(i)]  # type: ignore[func-returns-value]
     missing = [i for i in fmt.ids if i not in seen]
     extra = [i for i in dict.fromkeys(ids) if i not in fmt.rows]
-    if silent:
-        said = [f"{counted(len(twice), 'id')} more than once" if twice else "",
-                f"lacks {len(missing)} of the format's {len(fmt.ids)} ids" if missing else "",
-                f"{counted(len(extra), 'id')} the format has not" if extra else ""]
-        if any(said):
-            return f"{name} " + "; ".join(s if s.startswith("lacks") else "has " + s for s in said if s) + "."
+    if silent:  # the first kind of difference, with its count alone: each count said is a channel out of the exam
+        if twice:
+            return f"{name} has {counted(len(twice), 'id')} more than once."
+        if missing:
+            return f"{name} lacks {len(missing)} of the format's {len(fmt.ids)} ids."
+        if extra:
+            return f"{name} has {counted(len(extra), 'id')} the format has not."
         if same_order and ids != list(fmt.ids):
             return f"{name}'s rows are not in the format's order: keep the format's order of rows."
         return None

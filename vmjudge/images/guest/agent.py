@@ -180,7 +180,7 @@ def run_job(channel, job, home_ready=False):
             install(job["install"])
         if job.get("code"):  # a submission's runtime layout (DrivenData's /code_execution), after its home
             from code_dir import mount_code_dir
-            mount_code_dir(job["code"], replica=home_ready)
+            mount_code_dir(job["code"])
         gpu_view = meter = None
         if job.get("gpu") is True:  # the card was found working (greet): its memory sampled with the cgroup's
             from gpu_memory import open_meter

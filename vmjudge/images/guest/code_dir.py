@@ -12,7 +12,7 @@ by the entry: a mount point is busy to rename and remove.
 
 A stepped job's data is each command's own (enter_step, before each step, when no process of the entry's is
 left): an overlay of the steps so far, read-only, over the code directory's data, and the CD, with every
-step on it, kept from the entry (the agent's /media made root's alone; the replica's runner makes its CD so).
+step on it, kept from the entry (the agent's /media made root's alone).
 Overlayfs reads its layers with the mounter's rights, so the entry reads the steps it is given and no other.
 """
 
@@ -29,9 +29,8 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 _STEP_RE = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]*(/[A-Za-z0-9_-][A-Za-z0-9_.-]*)*$")
 
 
-def mount_code_dir(code, replica=False):
-    """`code`: job.json's {"path", "data", "from", "stepped"} (vm/job.py CodeDir). `replica`: the CD is the
-    replica runner's, which keeps it from the entry itself, and /media holds the replica's own CD too."""
+def mount_code_dir(code):
+    """`code`: job.json's {"path", "data", "from", "stepped"} (vm/job.py CodeDir)."""
     path, data, source = (code.get(k) for k in ("path", "data", "from")) if isinstance(code, dict) else (None,) * 3
     if not (isinstance(path, str) and _PATH_RE.fullmatch(path) and ".." not in path.split("/")
             and isinstance(data, str) and _NAME_RE.fullmatch(data) and data not in (".", "..")
@@ -51,8 +50,7 @@ def mount_code_dir(code, replica=False):
                                                 "for its data directory: make it smaller") from None
         raise
     if code.get("stepped") is True:
-        if not replica:
-            os.chmod(os.path.dirname(CDROM), 0o700)
+        os.chmod(os.path.dirname(CDROM), 0o700)  # the replica's runner gives its /media back after the job
     else:
         run_quiet(["mount", "--bind", "-o", "ro", records, point])
         run_quiet(["mount", "-o", "remount,bind,ro,nosuid,nodev,noexec", point])
