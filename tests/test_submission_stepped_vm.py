@@ -18,10 +18,10 @@ from vmjudge.vm import domain
 
 from .host_lock import linked_home
 from .published import wait_until_published
-from .replica_console import Console, json_line
+from .replica_console import json_line
 from .test_pipeline import EXAMPLES, vmjudge
-from .test_replica import BOOT_TIMEOUT, CHECK_TIMEOUT, daemon_stage_messages, guide_qemu_command
-from .test_submission_vm import Judged, submission_zip
+from .test_replica import CHECK_TIMEOUT, daemon_stage_messages
+from .test_submission_vm import Judged, booted_replica, submission_zip
 
 EXAMPLE = EXAMPLES / "drivendata-stepped"
 CASES = ("persistence", "peek", "slow-step")
@@ -126,14 +126,7 @@ def test_the_replicas_local_test_runs_the_steps_as_the_judge_did(judged):
     messages for the benchmark; and in the replica too, no step reads a later one (its drive, the
     participant's, aside)."""
     home = judged.home
-    iso = home / "replica.iso"
-    vmjudge(home, "replica", "build", "drivendata-stepped", "-o", str(iso))
-    argv = [str(iso) if a == "replica.iso" else a.replace("fat:ro:entries", f"fat:ro:{home / 'archives'}")
-            for a in guide_qemu_command()]
-    console = Console(argv + ["-accel", "tcg", "-display", "none"])
-    try:
-        console.expect(r"replica# ", BOOT_TIMEOUT)
-        assert console.run("vmjudge-replica media", 120)[1] == 0
+    with booted_replica(home, "drivendata-stepped") as console:
         output, status = console.run("vmjudge-replica check --json /media/vda1/persistence-submission.zip",
                                      CHECK_TIMEOUT)
         judge = daemon_stage_messages(home, judged.ids["persistence"])
@@ -143,5 +136,3 @@ def test_the_replicas_local_test_runs_the_steps_as_the_judge_did(judged):
         check_no_future(peeks(json_line(output)["stages"]["quiz"]), "training", devices=("/dev/sr0",))
         output, status = console.run("stat -c %a /media", 60)
         assert output.strip() == "755", output  # given back after the run
-    finally:
-        console.close()

@@ -19,8 +19,8 @@ from vmjudge.config import check_challenge_data, load_challenge
 from vmjudge.errors import ConfigError, ScoringError
 from vmjudge.queue.results import decode, encode
 from vmjudge.scorers.builtin import accuracy, youth_mental_health
-from vmjudge.stages.submission import _Judging, submission_runs
-from vmjudge.vm.channel import CommandResult
+from vmjudge.stages.submission import _Judging, set_parts, submission_runs
+from vmjudge.vm.channel import CommandResult, FileResult
 from vmjudge.vm.job import CodeDir, Command, Job
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -170,3 +170,32 @@ def test_a_stepped_quiz_shows_the_steps_logs_up_to_its_limit():
         judging.log(CommandResult(index=i, name=f"step {i}", status="ok", output=bytearray(b"x" * 40)))
     shown = judging.shown()
     assert shown.count("--- log of step") == 1 and shown.endswith("--- the logs of 4 more steps are not shown ---")
+
+
+def ended(index: int, name: str, data: bytes | None, output: bytes = b"ran\n") -> CommandResult:
+    files = {"submission.csv": FileResult("submission.csv", None if data is None else len(data), data or b"")}
+    return CommandResult(index=index, name=name, status="ok", exit_code=0, output=bytearray(output), files=files)
+
+
+def test_the_quiz_stops_at_its_first_failed_step_and_shows_that_steps_log_whatever_the_limit(tmp_path):
+    ch = load_challenge(stepped(tmp_path, {"training": {"a": ("s1",), "b": ("s2",), "c": ("s3",)},
+                                           "test": {"01": ("t1",)}}))
+    judging = _Judging(ch, set_parts(ch, "training"), silent=False, log_limit=10)
+    assert judging.on_end(ended(0, "step a", b"id,p\ns1,0\n", b"x" * 50)) is False  # passed: on to the next
+    assert judging.on_end(ended(1, "step b", b"id,p\nzz,0\n", b"Traceback: the failing step's")) is True
+    assert judging.found[1].reason == "quiz-format" and judging.found[1].checked is None  # the quiz keeps no rows
+    assert "Traceback: the failing step's" in judging.shown()  # past the 10-character limit: the failed step's
+    exam = _Judging(ch, set_parts(ch, "test"), silent=True, log_limit=10)
+    assert exam.on_end(ended(0, "step 01", b"id,p\nzz,0\n")) is False  # the exam runs every step
+
+
+def test_the_exams_rows_are_held_within_a_budget_of_the_formats_sizes(tmp_path):
+    ch = load_challenge(stepped(tmp_path, {"training": {"a": ("s1",)},
+                                           "test": {f"{n:02d}": (f"t{n}",) for n in range(3)}}))
+    exam = _Judging(ch, set_parts(ch, "test"), silent=True, log_limit=10)
+    assert exam.budget == 16 << 20  # four times the formats' bytes, and at least 16 MiB
+    wide = b"id,p\n" + b"t0," + b"9" * 18 + b"\n"
+    assert exam.on_end(ended(0, "step 00", wide)) is False and exam.found[0].reason is None
+    exam.budget = exam.kept + 10  # as if the steps so far had filled it
+    exam.on_end(ended(1, "step 01", b"id,p\nt1," + b"1" * 18 + b"\n"))
+    assert exam.found[1].reason == "exam-output" and "bytes the judge keeps" in exam.found[1].said

@@ -42,9 +42,16 @@ def mains(entry_dir: Path) -> set[str]:
     return {m for m in MAINS if (entry_dir / m).is_file() and not (entry_dir / m).is_symlink()}
 
 
-def file_limit(ch: Challenge, fmt: Path) -> int:
-    """The most of a submission.csv the host takes: four times its format's size, and at least 16 MiB."""
-    return max(RESULT_FILE_LIMIT, ch.limits.output, 4 * fmt.stat().st_size)
+def file_limit(ch: Challenge, fmt: Path, stepped: bool = False) -> int:
+    """The most of a submission.csv the host takes: four times its format's size, and at least 16 MiB (a
+    step's: at least the output cap, 1 MiB by default, as a stepped run's steps may be many)."""
+    return max(ch.limits.output if stepped else RESULT_FILE_LIMIT, ch.limits.output, 4 * fmt.stat().st_size)
+
+
+def rows_budget(parts: tuple[Part, ...]) -> int:
+    """The most of the submissions' bytes a run's rows may hold together: four times its formats' sizes, and at
+    least 16 MiB (what a whole-set run's one file may be): many steps cannot add up to more."""
+    return max(RESULT_FILE_LIMIT, 4 * sum(p.format.stat().st_size for p in parts))
 
 
 @dataclass(frozen=True)
@@ -78,7 +85,8 @@ def submission_runs(ctx: StageContext, subset: str, stage_limit: float) -> Recor
                                 argv if part.step is None else (*argv, part.step),
                                 stage_limit if part.step is None else ch.limits.per_record,
                                 output_limit=ch.limits.output, tail_limit=ch.limits.output_tail,
-                                collect=(rules.output,), file_limit=file_limit(ch, part.format), steps=steps))
+                                collect=(rules.output,), file_limit=file_limit(ch, part.format, rules.steps),
+                                steps=steps))
     job = Job(commands=tuple(commands), media=submission_set_media(ch, subset), data=(subset,),
               code=CodeDir(rules.code_dir, rules.data, subset, stepped=rules.steps), stop_on_failure=not rules.steps)
     if not rules.steps:
@@ -117,13 +125,15 @@ def verdict(ch: Challenge, part: Part, cmd: CommandResult | None, silent: bool) 
     if got is None or got.size is None:
         return Verdict(f"{stage}-output", f"{cmd.name} left no {where}")
     if got.truncated:
-        return Verdict(f"{stage}-output", f"{where} is larger than the {file_limit(ch, part.format):,} bytes taken")
+        return Verdict(f"{stage}-output", f"{where} is larger than the "
+                       f"{file_limit(ch, part.format, rules.steps):,} bytes taken")
     checked = check_submission(bytes(got.data), read_format(part.format), rules.output,
                                same_order=rules.order == "same", silent=silent)
     if checked.problem is not None:
         return Verdict(f"{stage}-format", checked.problem if part.step is None else
-                       f"step {part.step}: {checked.problem}", checked)
-    return Verdict(None, f"{rules.output} matches the submission format", checked)
+                       f"step {part.step}: {checked.problem}")
+    # The rows are the exam's, for the scorer; the quiz only checks them.
+    return Verdict(None, f"{rules.output} matches the submission format", checked if silent else None)
 
 
 @dataclass(frozen=True)
@@ -152,17 +162,28 @@ class _Judging:
         self.found: dict[int, Verdict] = {}
         self.logs = ""
         self.unshown = 0
+        self.budget = rows_budget(parts) if parts else 0
+        self.kept = 0
 
     def on_end(self, cmd: CommandResult) -> bool:
-        self.found[cmd.index] = verdict(self.ch, self.parts[cmd.index], cmd, self.silent)
-        self.log(cmd)
-        return False
+        """The command's verdict; True (stop the run) at the quiz's first step that fails, as a record's."""
+        found = verdict(self.ch, self.parts[cmd.index], cmd, self.silent)
+        if found.checked is not None:  # the exam's rows, held until the run ends: within the run's budget
+            got = cmd.files[rules_of(self.ch).output]
+            self.kept += len(got.data)
+            if self.kept > self.budget:
+                found = Verdict("exam-output", f"{cmd.name}'s submission is past the {self.budget:,} bytes the judge "
+                                "keeps of a run's submissions together")
+        self.found[cmd.index] = found
+        self.log(cmd, shown=found.reason is not None)
+        return not self.silent and found.reason is not None and len(self.parts) > 1
 
-    def log(self, cmd: CommandResult) -> None:
+    def log(self, cmd: CommandResult, shown: bool = False) -> None:
+        """`shown`: a failed command's log, added whatever the limit (it is bounded by the command's own)."""
         if self.silent:
             return
         part = f"\n--- log of {cmd.name} ---\n{output_text(cmd)}"
-        if self.logs and (self.unshown or len(self.logs) + len(part) > self.log_limit):
+        if self.logs and not shown and (self.unshown or len(self.logs) + len(part) > self.log_limit):
             self.unshown += 1
         else:
             self.logs += part

@@ -20,8 +20,10 @@ import errno
 import os
 import re
 import stat
+import time
 
 from media import CDROM, HOME
+from run_guard import ENTRY_CGROUP
 from system import EntryFault, JobError, run_quiet
 
 _PATH_RE = re.compile(r"^(/[A-Za-z0-9_.-]+)+$")
@@ -51,6 +53,9 @@ def mount_code_dir(code):
         raise
     if code.get("stepped") is True:
         os.chmod(os.path.dirname(CDROM), 0o700)  # the replica's runner gives its /media back after the job
+        # The base each step's data is mounted over: the point is never a bare directory of the entry's home,
+        # which the entry could remove and put a link in the place of between two steps.
+        run_quiet(["mount", "-t", "tmpfs", "-o", "ro,nosuid,nodev,noexec,size=4k,mode=0555", "vmjudge-nostep", point])
     else:
         run_quiet(["mount", "--bind", "-o", "ro", records, point])
         run_quiet(["mount", "-o", "remount,bind,ro,nosuid,nodev,noexec", point])
@@ -73,18 +78,20 @@ def check_steps(job, i, cmd):
 
 
 def enter_step(code, steps, collect):
-    """Before a step, with no process of the entry's left: the data directory shows `steps` (the latest
-    first) and nothing else, and the files the step must leave are not there yet (the last step's are
-    gone, whatever they were: a file, a link, a FIFO; a directory in the way stays, and the step leaves none)."""
+    """Before a step, once no process of the entry's is left: the data directory shows `steps` (the
+    latest first) and nothing else, and the files the step must leave are not there yet (the last step's
+    are gone, whatever they were: a file, a link, a FIFO; a directory in the way stays, and the step
+    leaves none)."""
     point = os.path.join(code["path"], code["data"])
-    if os.path.ismount(point):
-        run_quiet(["umount", "-l", point])
+    entry_gone()
+    while _mounts_at(point) > 1:  # the last step's data, over the base (mount_code_dir)
+        run_quiet(["umount", point])
     for name in collect:
         target = os.path.join(HOME, name)
         try:
             if not stat.S_ISDIR(os.lstat(target).st_mode):
                 os.unlink(target)
-        except FileNotFoundError:
+        except OSError:  # gone, or the entry's own doing: the step is judged by what it leaves
             pass
     base = os.path.join(CDROM, code["from"])
     for step in steps:
@@ -98,3 +105,22 @@ def enter_step(code, steps, collect):
     # Named from the set's directory (the mount's working directory): the shortest option, for the most steps.
     run_quiet(["mount", "-t", "overlay", "vmjudge-step", "-o",
                "ro,nosuid,nodev,noexec,lowerdir=" + ":".join(steps), point], cwd=base)
+
+
+def _mounts_at(point):
+    with open("/proc/self/mountinfo") as f:
+        return sum(1 for line in f if line.split()[4] == point)
+
+
+def entry_gone(seconds=5.0):
+    """Wait until the entry's cgroup holds no process (each command's was killed as it ended); JobError if one
+    is still there, which the kernel's cgroup.kill should have made impossible."""
+    events = ENTRY_CGROUP + "/cgroup.events"
+    deadline = time.monotonic() + seconds
+    while True:
+        with open(events) as f:
+            if "populated 0" in f.read():
+                return
+        if time.monotonic() > deadline:
+            raise JobError("a process of the entry's outlived its command: the next step cannot begin")
+        time.sleep(0.01)

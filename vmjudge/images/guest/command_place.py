@@ -33,7 +33,10 @@ class Home:
                              **({"cgroup": cgroup.path} if cgroup else {}))
 
     def ended(self, cgroup):
-        """The command and all it started are gone, or about to be."""
+        """Whatever is left in the command's cgroup, killed at once (cgroup.kill): a chain of processes
+        that fork and exit as fast as they can is never all seen by a sweep of /proc, the kernel's kill
+        takes them all, forks under way included."""
+        cgroup.kill()
 
     def undo(self):
         remove_links(self.links)

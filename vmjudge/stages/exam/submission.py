@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from ...queue.results import encode_chunks, put_chunks
 from ..context import StageContext, StageOutcome
-from ..submission import Ran, run_once
+from ..submission import Ran, rules_of, run_once
 
 
 def run(ctx: StageContext) -> StageOutcome:
@@ -31,16 +31,16 @@ def run(ctx: StageContext) -> StageOutcome:
                 and status == "ok" else None
     counts = {"records": len(ch.test), **{k: sum(1 for s in statuses.values() if s == v) for k, v in
                                            (("completed", "ok"), ("failed", "error"), ("timed_out", "timeout"))}}
+    stepped = rules_of(ch).steps
     if ran.unfinished:
-        share = "" if len(ran.parts) == 1 else \
-            f" after {sum(1 for v in ran.found if not v.unfinished)} of {len(ran.parts)} steps"
+        share = f" after {sum(1 for v in ran.found if not v.unfinished)} of {len(ran.parts)} steps" if stepped else ""
         return _failed(ran, f"The exam exceeded its limit of {ch.limits.exam_total:.0f} s{share}. Entry not scored.",
                        "exam-timeout", counts)
-    if len(ran.parts) == 1 and ran.found[0].reason is not None:
+    if not stepped and ran.found[0].reason is not None:
         return _failed(ran, f"On the test set, {ran.found[0].said.rstrip('.')}. Entry not scored.",
                        ran.found[0].reason, counts)
     digest = put_chunks(ctx.site.home, encode_chunks(ch.test, statuses, "table", rows=rows))
-    if len(ran.parts) == 1:
+    if not stepped:
         said = f"{len(ch.test)} test rows: {ran.found[0].said}."
     else:
         steps = [v.reason for v in ran.found]
