@@ -101,7 +101,7 @@ def test_a_swap_after_storing_changes_nothing(home):
 
 
 @pytest.mark.parametrize("content, says", [
-    (b"just text\n", "a-entry.tar.gz is not a readable tar.gz archive (not a gzip file)"),
+    (b"just text\n", "a-entry.tar.gz is not a readable tar.gz archive, or is damaged: make it again"),
     (None, "The entry archive holds more than 5 members"),
 ])
 def test_a_refused_archive_leaves_no_file_in_the_spool(home, content, says):

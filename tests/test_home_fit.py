@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from vmjudge.archive.home_fit import MKFS, check_fits, entry_need, home_capacity
 from vmjudge.errors import EntryError
-from vmjudge.stages.prep.home_fit import MKFS, check_fits, entry_need, home_capacity
 
 from .needs import cannot_run
 

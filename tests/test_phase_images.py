@@ -18,13 +18,14 @@ from types import SimpleNamespace
 
 import pytest
 
+from vmjudge.archive.components import Listed, check_components
 from vmjudge.cli.hosts import register
 from vmjudge.config import ImageRecipe, load_challenge
+from vmjudge.errors import EntryError
 from vmjudge.images.build import image_key
 from vmjudge.queue.db import Queue
 from vmjudge.replica.build import replica_files
 from vmjudge.replica.check import replica_phase, training_scores
-from vmjudge.stages.prep.stage import submitted_answers_too_large
 from vmjudge.stages.records import record_job
 from vmjudge.supervisor.environment import Environment, images_sha256, manifest_sha256, mismatch
 
@@ -115,14 +116,16 @@ def test_the_stages_of_a_phases_entry_run_on_its_training_set(tmp_path):
         assert {k: v for k, v in job.media.items() if k != "training/RECORDS"} == {
             f"training/{r}.txt": own / f"{r}.txt" for r in OWN}
     # Prep bounds the submitted answers by the phase's training set (64 KiB and 256 bytes a record).
-    entry_dir = tmp_path / "entry"
-    entry_dir.mkdir()
-    (entry_dir / "answers.txt").write_bytes(b"x" * (65536 + 256 * 3 + 1))
-    said = submitted_answers_too_large(SimpleNamespace(challenge=ch.in_phase("sanity"), entry_dir=entry_dir))
-    assert said is not None and "answers for the 3 training records can need" in said
-    assert submitted_answers_too_large(SimpleNamespace(challenge=ch, entry_dir=entry_dir)) is not None
-    (entry_dir / "answers.txt").write_bytes(b"x" * (65536 + 256 * 3))
-    assert submitted_answers_too_large(SimpleNamespace(challenge=ch.in_phase("sanity"), entry_dir=entry_dir)) is None
+    def files(answers: int) -> Listed:
+        return Listed.of([("setup.sh", False, 1), ("next.sh", False, 1), ("answers.txt", False, answers)],
+                         lambda rel: b"#!/bin/sh\n")
+
+    with pytest.raises(EntryError, match="answers for the 3 training records can need") as caught:
+        check_components(ch.in_phase("sanity"), files(65536 + 256 * 3 + 1), "tar.gz")
+    assert caught.value.reason == "answers-too-large"
+    with pytest.raises(EntryError, match="can need"):
+        check_components(ch, files(65536 + 256 * 3 + 1), "tar.gz")
+    check_components(ch.in_phase("sanity"), files(65536 + 256 * 3), "tar.gz")
 
 
 def lay_out(files: dict, where) -> None:

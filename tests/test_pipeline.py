@@ -35,7 +35,7 @@ from vmjudge.supervisor.daemon import DaemonLock
 from vmjudge.vm import domain
 
 from .cli import run_cli
-from .example_cases import CASES
+from .example_cases import CASES, REFUSED_AT_UPLOAD
 from .published import wait_until_published
 from .sigstat_build import build_sigstat
 
@@ -45,13 +45,13 @@ EXAMPLES = REPO / "examples"
 EXAMPLE_NAMES = ("beats2014", "af2017", "alarms2015")
 # The cases run in VMs. af2017 (answer lines) runs every case but the two that alarms2015, also
 # answer lines, runs on its own image (which the challenge's build script made); beats2014
-# (result files) the cases whose stages differ with the results' style (missing-file fails in
-# prep before any result, as af2017's does). A stage's limits and
+# (result files) the cases whose stages differ with the results' style (missing-file is refused at
+# upload, before any stage: REFUSED_AT_UPLOAD). A stage's limits and
 # setup.sh work alike for all (and tests/test_examples.py runs every entry of all three on the
 # host). Fewer VMs: CI time.
 VM_CASES = {
     "beats2014": ("good", "quiz-mismatch", "dryrun", "exam-errors"),
-    "af2017": ("good", "missing-file", "quiz-timeout", "dryrun", "exam-errors", "exam-over-cap"),
+    "af2017": ("good", "quiz-timeout", "dryrun", "exam-errors", "exam-over-cap"),
     "alarms2015": ("good", "setup-error", "quiz-mismatch", "exam-errors"),
 }
 PAIRS = [(name, case) for name in EXAMPLE_NAMES for case in CASES if case in VM_CASES[name]]
@@ -118,6 +118,10 @@ def judged(site, image, conn):
         path = archive(EXAMPLES / name / "entries" / case, archives / f"{name}-{case}-entry.tar.gz")
         proc = vmjudge(home, "submit", name, str(path), "--owner", case)
         ids[name, case], said[name, case] = int(proc.stdout), proc.stderr
+    for name, (case, says) in ((n, c) for n in EXAMPLE_NAMES for c in REFUSED_AT_UPLOAD.items()):
+        path = archive(EXAMPLES / name / "entries" / case, archives / f"{name}-{case}-entry.tar.gz")
+        refused = vmjudge(home, "submit", name, str(path), "--owner", case, check=False)
+        assert refused.returncode == 1 and says in refused.stderr, refused.stderr  # and nothing stored: below
     # The good af2017 entry once more, late: the same stages and answers, another board; its
     # next.sh sleeps after each answer as long as the label says (0 to 3 s), so its exam's
     # figures carry the test labels, which no participant-facing output may (#20).
@@ -138,6 +142,14 @@ def judged(site, image, conn):
     assert domain.leftover_domains(conn) == []
     assert list((home / "run").iterdir()) == []
     shutil.rmtree(home)
+
+
+def test_an_archive_refused_at_upload_is_never_an_entry(judged):
+    """Stage 1's host checks run at upload (#58): the missing-file entries were refused there, and none
+    is in the queue, holding a pending place."""
+    for case in REFUSED_AT_UPLOAD:
+        listed = json.loads(vmjudge(judged.home, "entries", "--owner", case, "--json").stdout)
+        assert listed["total"] == 0, listed
 
 
 @pytest.mark.parametrize("example, case", PAIRS)
@@ -162,8 +174,6 @@ def test_each_case_gets_its_verdict(judged, example, case):
         assert doc["exam"] is None and doc["scores"] == {}
     if case == "dryrun":
         assert "Dry run completed with no error. Remove the DRYRUN file" in doc["report"]
-    if case == "missing-file":
-        assert "Missing component(s): next.sh" in doc["report"]
     if case == "setup-error":
         assert "cannot build" in doc["report"]  # setup.sh's own output is shown
     if case == "quiz-mismatch":

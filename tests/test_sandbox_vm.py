@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import os
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
-from vmjudge.config import load_site
+from vmjudge.config import VmShape, load_challenge, load_site
 from vmjudge.errors import InfrastructureError
 from vmjudge.files import sha256_file
 from vmjudge.images.guest import frames
+from vmjudge.images.runtime import describe_runtime
 from vmjudge.vm.job import Command, Job
 from vmjudge.vm.reading import Limits
 from vmjudge.vm.runner import make_overlay
@@ -18,6 +21,7 @@ from vmjudge.vm.runner import make_overlay
 from .conftest import output
 
 MIB = 1 << 20
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
 def sh(name: str, script: str, timeout: float = 20, user: str = "entry", **kw) -> Command:
@@ -36,6 +40,21 @@ def test_one_mib_of_binary_output_arrives_intact(boot, rundir):
     assert cmd.output_bytes == len(payload)
     assert hashlib.sha256(cmd.output).hexdigest() == hashlib.sha256(payload).hexdigest()
     assert run.transcript.hello["nonce"] and run.iso_sha256
+
+
+def test_the_runtime_the_judge_writes_is_what_the_guest_reports(boot, image, site):
+    """#58: `vmjudge challenge show` (and the challenge page) describe the guest from the image's manifest and the
+    challenge's VM; a command in that VM reports the same Python, Debian release, vCPUs, and memory (the
+    kernel keeps some of the VM's: `free -m` shows a little less)."""
+    ch = replace(load_challenge(EXAMPLES / "minimal"), vm=VmShape(vcpus=1, memory_mib=512, home_mib=128))  # boot's
+    runtime = describe_runtime(ch, image.manifest, site)
+    run = boot(Job(commands=(sh("facts", "python3 --version; cat /etc/debian_version; nproc; "
+                                         "free -m | awk '/^Mem:/ {print $2}'; uname -r"),)))
+    python, debian, nproc, total, kernel = output(run).split("\n")[:5]
+    assert python == f"Python {runtime.python}" and runtime.debian == f"{debian} (bookworm)"
+    assert int(nproc) == runtime.vcpus == 1 and kernel == runtime.kernel
+    assert 0.8 * runtime.memory_mib < int(total) <= runtime.memory_mib
+    assert runtime.entry_memory_mib < int(total)  # what the entry's commands get together lies below what the guest has
 
 
 def test_only_network_interface_is_loopback_and_entropy_comes_from_virtio_rng(boot):

@@ -19,8 +19,10 @@ from pathlib import Path
 import pytest
 
 from vmjudge import files
-from vmjudge.archive.checks import check_readable
+from vmjudge.archive.checks import check_archive
 from vmjudge.archive.names import check_archive_name
+from vmjudge.archive.unpack import UnpackLimits, listed
+from vmjudge.config import load_challenge
 from vmjudge.errors import EntryError, VmjudgeError
 from vmjudge.queue import spool as spool_mod
 from vmjudge.queue.spool import Spool, StoredArchive
@@ -68,6 +70,13 @@ def test_refuses_other_archive_names(name):
 
 # --- readability ---------------------------------------------------------------------
 
+def check_readable(path, kind, max_members, max_unpacked, name=None):
+    """The archive's checked listing (unpack.listed), one reading of its headers, as `submit` makes it: its
+    members' paths."""
+    with listed(path, kind, UnpackLimits(max_members, max_unpacked, max_ratio=1e9), name=name or path.name) as members:
+        return [m.path for m in members]
+
+
 def test_readable_archives_pass(tmp_path):
     check_readable(make_zip(tmp_path / "entry.zip", {"setup.sh": b"x"}), "zip", 10, UNPACKED)
     check_readable(make_tar(tmp_path / "entry.tar.gz", {"setup.sh": b"x"}), "tar.gz", 10, UNPACKED)
@@ -94,7 +103,8 @@ def test_a_truncated_tar_gz_is_refused_under_its_given_name(tmp_path):
 def test_a_zip_cut_short_is_refused(tmp_path):
     path = make_zip(tmp_path / "entry.zip", {"a": os.urandom(10_000)})
     path.write_bytes(path.read_bytes()[:5_000])
-    with pytest.raises(EntryError, match=r"^entry.zip is not a readable zip archive \(File is not a zip file\)"):
+    with pytest.raises(EntryError, match=r"^entry.zip is not a readable zip archive, or is damaged: make it again "
+                                         r"with `zip -r` or `tar czf` and submit again.$"):
         check_readable(path, "zip", 10, UNPACKED)
 
 
@@ -335,8 +345,9 @@ def test_a_host_read_error_at_submit_is_not_the_archives(tmp_path, monkeypatch):
         raise OSError(errno.EIO, os.strerror(errno.EIO))
 
     monkeypatch.setattr(gzip.GzipFile, "read", fail)
+    ch = load_challenge(Path(__file__).resolve().parent.parent / "examples" / "minimal")
     with pytest.raises(VmjudgeError) as info:
-        check_readable(path, "tar.gz", 10, UNPACKED)
+        check_archive(ch, ch.name, path)
     assert not isinstance(info.value, EntryError)
     assert "Input/output error" in str(info.value)
 

@@ -114,9 +114,18 @@ def zip_of(path: Path, members: dict[str, bytes]) -> Path:
 def test_submit_refuses_a_zip_without_main_at_its_top_and_another_name(tmp_path):
     ch = load_challenge(EXAMPLE)
     folder = zip_of(tmp_path / "submission.zip", {"submission_src/main.py": b"print(1)\n"})
-    with pytest.raises(EntryError, match="holds no main.py or main.sh at its top") as caught:
+    with pytest.raises(EntryError, match=r"^Your files are inside the folder submission_src/: make the archive from "
+                                         r"inside it \(cd submission_src && zip -r ../submission.zip .\)") as caught:
         check_archive(ch, ch.name, folder)
     assert caught.value.reason == "missing-component"
+    with pytest.raises(EntryError, match="holds no main.py or main.sh at its top") as caught:
+        check_archive(ch, ch.name, zip_of(tmp_path / "x-submission.zip", {"model.bin": b""}))
+    for refused, reason in (({"main.py": b"", "data/x.csv": b""}, "bad-archive"),
+                            ({"main.py": b"", "submission.csv": b""}, "bad-archive"),
+                            ({"main.sh": b"echo\r\n"}, "bad-script")):
+        with pytest.raises(EntryError) as caught:
+            check_archive(ch, ch.name, zip_of(tmp_path / "y-submission.zip", refused))
+        assert caught.value.reason == reason
     assert check_archive(ch, ch.name, zip_of(tmp_path / "team-submission.zip", {"main.py": b""})) == ["main.py"]
     assert check_archive(ch, ch.name, zip_of(tmp_path / "s.zip", {"main.sh": b"", "model.bin": b""}))
     with pytest.raises(EntryError, match="upload the zip file"):

@@ -14,17 +14,22 @@ import tarfile
 import tracemalloc
 import warnings
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from vmjudge.archive import unpack as unpack_mod
 from vmjudge.archive.bounded import tar_headers
+from vmjudge.archive.components import check_components
 from vmjudge.archive.unpack import UnpackLimits, unpack
+from vmjudge.config import EntryRules, load_challenge
 from vmjudge.errors import EntryError, InfrastructureError, VmjudgeError
-from vmjudge.stages.prep.stage import find_required
+from vmjudge.stages.prep.unpacked import listed_tree
 
 from .hostile.cases import tars_joined
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 LINK_SENTENCE = "is a link; entries may hold only regular files and directories"
 DEFAULT_LIMITS = UnpackLimits()
@@ -425,15 +430,18 @@ def test_host_write_error_is_infrastructure_and_cleans_up(tmp_path, monkeypatch)
 
 # --- required components -------------------------------------------------------------
 
-def test_find_required_reports_missing_files_and_directories(tmp_path):
+def test_the_required_components_are_files_and_folders_at_the_top(tmp_path):
     (tmp_path / "setup.sh").write_text("x")
     (tmp_path / "sources").mkdir()
     (tmp_path / "AUTHORS").mkdir()          # a directory where a file is required
     (tmp_path / "data").write_text("x")     # a file where a directory is required
-    (tmp_path / "next.sh").symlink_to(tmp_path / "setup.sh")
-    required = ["setup.sh", "next.sh", "AUTHORS", "sources/", "data/", "answers.txt"]
-    assert find_required(tmp_path, required) == ["next.sh", "AUTHORS", "data/", "answers.txt"]
-    assert find_required(tmp_path, ["setup.sh", "sources/"]) == []
+    ch = replace(load_challenge(EXAMPLES / "minimal"), entry=EntryRules(
+        required=("setup.sh", "next.sh", "AUTHORS", "sources/", "data/", "answers.txt")))
+    with pytest.raises(EntryError, match=r"^Missing component\(s\): next.sh, AUTHORS, data/, answers.txt: put them at "
+                                         "the top of the archive and submit again.$") as caught:
+        check_components(ch, listed_tree(tmp_path), "tar.gz")
+    assert caught.value.reason == "missing-component"
+    check_components(replace(ch, entry=EntryRules(required=("setup.sh", "sources/"))), listed_tree(tmp_path), "zip")
 
 
 # --- names that must survive the CD into the VM (issue 11) -----------------------------
@@ -555,13 +563,13 @@ def zip_member(tmp_path: Path, method: int) -> Path:
 
 @pytest.mark.parametrize("build, words", [
     # an LZMA member whose compressed stream (after its 9-byte header) was damaged
-    (lambda t: corrupt_member(zip_member(t, zipfile.ZIP_LZMA), "data", 9), "Corrupt input data"),
+    (lambda t: corrupt_member(zip_member(t, zipfile.ZIP_LZMA), "data", 9), "damaged at data"),
     # an LZMA member whose properties were damaged
     (lambda t: corrupt_member(zip_member(t, zipfile.ZIP_LZMA), "data", 0, 9), "damaged at data"),
-    (lambda t: corrupt_member(zip_member(t, zipfile.ZIP_BZIP2), "data", 20), "Invalid data stream"),
-    (lambda t: corrupt_member(zip_member(t, zipfile.ZIP_DEFLATED), "data", 0, 4), "Error -3 while decompressing"),
+    (lambda t: corrupt_member(zip_member(t, zipfile.ZIP_BZIP2), "data", 20), "damaged at data"),
+    (lambda t: corrupt_member(zip_member(t, zipfile.ZIP_DEFLATED), "data", 0, 4), "damaged at data"),
     # one flipped byte of stored data: only the CRC can tell
-    (lambda t: corrupt_member(zip_member(t, zipfile.ZIP_STORED), "data", 1000, 1), "Bad CRC-32"),
+    (lambda t: corrupt_member(zip_member(t, zipfile.ZIP_STORED), "data", 1000, 1), "damaged at data"),
     (lambda t: corrupt_member(zip_member(t, zipfile.ZIP_LZMA), "data", 3000, 1), "damaged at data"),
     # a stored member relabelled as LZMA: its first bytes are no LZMA header
     (lambda t: patch_method(zip_member(t, zipfile.ZIP_STORED), "data", zipfile.ZIP_LZMA), "damaged at data"),
@@ -571,6 +579,8 @@ def zip_member(tmp_path: Path, method: int) -> Path:
 def test_damaged_zip_members_are_the_entrys(tmp_path, build, words):
     message = refused(build(tmp_path), "zip", tmp_path / "home")
     assert words in message and "submit again" in message
+    for library in ("Corrupt input data", "Invalid data stream", "Error -3", "CRC", "Invalid or unsupported"):
+        assert library not in message  # vmjudge's words, never a library's
 
 
 def test_a_zip_needing_a_newer_version_is_the_entrys(tmp_path):
@@ -578,7 +588,7 @@ def test_a_zip_needing_a_newer_version_is_the_entrys(tmp_path):
     data = bytearray(archive.read_bytes())
     struct.pack_into("<H", data, data.find(b"PK\x01\x02") + 6, 99)  # "version needed to extract" 9.9
     archive.write_bytes(bytes(data))
-    assert "zip file version 9.9" in refused(archive, "zip", tmp_path / "home")
+    assert refused(archive, "zip", tmp_path / "home").startswith("The entry archive is not a readable zip archive")
 
 
 def test_a_truncated_gzip_member_is_the_entrys(tmp_path):
@@ -600,7 +610,7 @@ def test_a_negative_seek_made_up_by_the_archive_is_the_entrys(tmp_path):
     with zipfile.ZipFile(archive) as zf, pytest.raises(OSError) as info:
         zf.read("setup.sh")
     assert info.value.errno == errno.EINVAL
-    assert "Invalid argument" in refused(archive, "zip", tmp_path / "home")
+    assert refused(archive, "zip", tmp_path / "home").startswith("The entry archive is damaged at setup.sh")
 
 
 @pytest.mark.parametrize("method", [zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA])

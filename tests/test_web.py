@@ -153,7 +153,7 @@ def test_an_oversized_upload_is_refused_before_its_body_is_read(web):
 
 def test_an_archive_over_its_challenges_cap_is_stopped_as_it_streams(web):
     alice = signed_in(web, "alice")
-    big = web.zip("a-entry.zip", {"setup.sh": b"true\n", "next.sh": os.urandom(200_000)})  # adm takes 64 KiB
+    big = web.zip("a-entry.zip", {"setup.sh": b"true\n", "next.sh": os.urandom(200_000).replace(b"\r", b"")})
     refused = upload(alice, big, challenge="adm")
     assert refused.status_code == 413 and "over the 65,536 bytes that adm accepts" in refused.text
     assert web.queue.entries() == [] and web.spooled() == [] and web.uploads_left() == []
@@ -180,14 +180,14 @@ def test_malformed_and_traversal_archives_get_what_submit_says(web):
     assert api.status_code == 400 and api.json() == {"error": said.removeprefix("vmjudge: ")}
     assert web.queue.entries() == [] and web.spooled() == []
 
-    # submit checks no member's name (prep does, on the host, before any VM): a traversal
-    # archive is accepted by both, and prep fails it as bad-archive.
+    # Every member is checked at upload, as stage 1 checks it (#58): a traversal archive is refused by both,
+    # with the same sentence, and nothing is stored.
     traversal = web.tar("t-entry.tar.gz", {"../../etc/x": b"x", "setup.sh": b"", "next.sh": b""})
-    code, entry_id, said = submit_says(web, traversal, owner="carol")
-    assert code == 0 and said == "0 scored entries remain for carol"
+    code, _, said = submit_says(web, traversal, owner="carol")
+    assert code == 1 and "climbs out of the entry with '..'" in said
     page = upload(alice, traversal)
-    assert page.status_code == 201 and "0 scored entries remain for alice" in page.text
-    assert [e.owner for e in web.queue.entries()] == ["carol", "alice"]
+    assert page.status_code == 400 and said.removeprefix("vmjudge: ") in html.unescape(page.text)
+    assert web.queue.entries() == [] and web.spooled() == []
 
 
 def test_the_entry_limit_refuses_with_submits_sentence_and_stores_nothing(web):

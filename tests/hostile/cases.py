@@ -191,22 +191,22 @@ def wide_challenge(dest: Path, count: int = 200) -> Path:
 
 CASES = [
     # archives refused on the host, before any VM
-    Case("zip-bomb-ratio", zip_of_zeros(24 << 20), BAD_ARCHIVE, "times its own size"),
+    Case("zip-bomb-ratio", zip_of_zeros(24 << 20), REFUSED, "times its own size"),
     Case("zip-bomb-size", zip_of_zeros(200 << 20), REFUSED, "unpacks to more than"),
-    Case("tar-dotdot", entry(extra=member("../escape.sh", tarfile.REGTYPE)), BAD_ARCHIVE, ".."),
-    Case("tar-absolute", entry(extra=member("/etc/cron.d/x", tarfile.REGTYPE)), BAD_ARCHIVE, "absolute"),
-    Case("tar-symlink-out", entry(extra=member("passwd", tarfile.SYMTYPE, "/etc/passwd")), BAD_ARCHIVE, "link"),
-    Case("tar-hardlink-out", entry(extra=member("shadow", tarfile.LNKTYPE, "/etc/shadow")), BAD_ARCHIVE, "link"),
-    Case("tar-device", entry(extra=member("kmem", tarfile.CHRTYPE, devmajor=1)), BAD_ARCHIVE, "kmem"),
+    Case("tar-dotdot", entry(extra=member("../escape.sh", tarfile.REGTYPE)), REFUSED, ".."),
+    Case("tar-absolute", entry(extra=member("/etc/cron.d/x", tarfile.REGTYPE)), REFUSED, "absolute"),
+    Case("tar-symlink-out", entry(extra=member("passwd", tarfile.SYMTYPE, "/etc/passwd")), REFUSED, "link"),
+    Case("tar-hardlink-out", entry(extra=member("shadow", tarfile.LNKTYPE, "/etc/shadow")), REFUSED, "link"),
+    Case("tar-device", entry(extra=member("kmem", tarfile.CHRTYPE, devmajor=1)), REFUSED, "kmem"),
     # submit lists members only up to the challenge's max_members, so it refuses this itself (issue 11)
     Case("many-tiny-files", many_files(100_000), REFUSED, "holds more than 10000 members"),
     Case("not-an-archive", copy_named("x-entry.zip", b"just text, not a zip\n" * 100), REFUSED,
          "is not a readable zip archive"),
     Case("wrong-name", copy_named("solution.tar.gz"), REFUSED, "Improper name (solution.tar.gz) for entry"),
     Case("tars-joined", tars_joined, REFUSED, "data after the end of its"),
-    Case("missing-setup", entry({"setup.sh": None}), ("failed", "prep", "missing-component"), "setup.sh"),
-    Case("missing-next", entry({"next.sh": None}), ("failed", "prep", "missing-component"), "next.sh"),
-    Case("crlf-scripts", entry({"setup.sh": b"#!/bin/sh\r\necho set up\r\n"}), ("failed", "prep", "bad-script"),
+    Case("missing-setup", entry({"setup.sh": None}), REFUSED, "setup.sh"),
+    Case("missing-next", entry({"next.sh": None}), REFUSED, "next.sh"),
+    Case("crlf-scripts", entry({"setup.sh": b"#!/bin/sh\r\necho set up\r\n"}), REFUSED,
          "dos2unix setup.sh"),
     # the rule: a script without an execute bit runs with bash
     Case("no-exec-bit", lambda d: _no_exec(d), SCORED, "setup.sh completed.\n--- setup.sh output ---\nset up"),
@@ -269,23 +269,23 @@ CASES = [
     Case("exam-record-times-out", entry({"next.sh": ("#!/bin/sh\n[ \"$1\" = t2 ] && sleep 1000\n"
                                                      + NEXT_SH.split("\n", 1)[1]).encode()}),
          SCORED, "Stage 3 (exam): 3 test records: 2 completed, 0 failed, 1 timed out."),  # t2 was wrong anyway
-    Case("answers-60mb", big_answers, ("failed", "prep", "answers-too-large"), "more than the"),
+    Case("answers-60mb", big_answers, REFUSED, "more than the"),
     Case("wide-ff-output", entry({"next.sh": WIDE_NEXT.encode()}), SCORED,
          f"Stage 3 (exam): {WIDE_RECORDS} test records: {WIDE_RECORDS} completed, 0 failed, 0 timed out.",
          challenge="hostile-wide"),
 
     # issue 11: archives
-    Case("tar-name-not-utf8", entry(extra=member("bad\udcffname", tarfile.REGTYPE)), BAD_ARCHIVE,
+    Case("tar-name-not-utf8", entry(extra=member("bad\udcffname", tarfile.REGTYPE)), REFUSED,
          "The member name bad\\xffname is not valid UTF-8"),
-    Case("name-40-emoji", entry(extra=member("\U0001F600" * 40, tarfile.REGTYPE)), BAD_ARCHIVE,
+    Case("name-40-emoji", entry(extra=member("\U0001F600" * 40, tarfile.REGTYPE)), REFUSED,
          "is 80 UTF-16 code units long, more than the 64"),
-    Case("path-depth-1100", entry(extra=member("/".join(["d"] * 1099) + "/f", tarfile.REGTYPE)), BAD_ARCHIVE,
+    Case("path-depth-1100", entry(extra=member("/".join(["d"] * 1099) + "/f", tarfile.REGTYPE)), REFUSED,
          "lies 1100 levels deep, more than the 32 allowed"),
     Case("zip-corrupt-lzma", lambda d: _zip_with_corrupt_lzma(d), BAD_ARCHIVE,
          "The entry archive is damaged at model.bin"),
     # 60 MiB unpacked (10 MiB of it random) from a 10 MiB archive: within max_size, max_unpacked and
     # the ratio limit, but the 64 MiB home disk holds about 56 MB.
-    Case("bigger-than-home", lambda d: _bigger_than_home(d), ("failed", "prep", "entry-too-large"),
+    Case("bigger-than-home", lambda d: _bigger_than_home(d), REFUSED,
          "the home disk holds about 56 MB"),
 ]
 

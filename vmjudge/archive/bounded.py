@@ -82,13 +82,13 @@ class _BoundedTarInfo(tarfile.TarInfo):
     def frombuf(cls, buf: bytes | bytearray, encoding: str, errors: str) -> _BoundedTarInfo:
         try:
             return super().frombuf(buf, encoding, errors)
-        except (_TARFILE.InvalidHeaderError, _TARFILE.TruncatedHeaderError) as exc:
+        except (_TARFILE.InvalidHeaderError, _TARFILE.TruncatedHeaderError):
             # tarfile raises these only at the first header and otherwise just stops.
-            raise tarfile.ReadError(f"a damaged tar header ({exc})") from None
+            raise Refused("a damaged tar header") from None
 
     def _proc_member(self, tf: _BoundedTarFile) -> tarfile.TarInfo:
         if self.size < 0:  # base-256 allows it; tarfile would step back and read the archive again and again
-            raise tarfile.ReadError(f"a tar header with a negative size ({self.size})")
+            raise Refused(f"a tar header with a negative size ({self.size})")
         if self.type == tarfile.GNUTYPE_SPARSE:
             _refuse_sparse()
         if self.type in _EXTENDED:
@@ -172,10 +172,10 @@ def check_end(tf: tarfile.TarFile, count: int, budget: int) -> None:
     read = 0
     while chunk := tf.fileobj.read(1 << 20):
         if chunk.strip(b"\0"):
-            raise tarfile.ReadError(f"data after the end of its {count} members: two archives joined, or damage")
+            raise Refused(f"data after the end of its {count} members: two archives joined, or damage")
         read += len(chunk)
         if read > budget:
-            raise tarfile.ReadError(f"more zeros after its end than max_unpacked leaves room for ({read} bytes)")
+            raise Refused(f"more zeros after its end than max_unpacked leaves room for ({read} bytes)")
 
 
 def zip_record_count(fp: BinaryIO, stop_after: int) -> int:
@@ -219,20 +219,3 @@ def open_zip(path: Path, max_members: int) -> zipfile.ZipFile:
         if zip_record_count(fp, max_members) > max_members:
             raise too_many_members(max_members)
     return zipfile.ZipFile(path)
-
-
-def member_names(path: Path, kind: str, max_members: int, max_unpacked: int) -> list[str]:
-    """The members' names as stored (unchecked: prep checks them), reading headers only and
-    refusing past `max_members` members or `max_unpacked` declared bytes. Damage propagates as
-    the libraries raise it."""
-    if kind == "zip":
-        with open_zip(path, max_members) as zf:
-            infos = zf.infolist()
-        declared = sum(info.file_size for info in infos)
-        if declared > max_unpacked:
-            raise too_large(max_unpacked, declared)
-        return [info.filename for info in infos]
-    if kind == "tar.gz":
-        with open_tar(path) as tf:
-            return [ti.name for ti in tar_headers(tf, max_members, max_unpacked)]
-    raise ValueError(f"unknown archive kind {kind!r}")

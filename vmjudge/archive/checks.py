@@ -1,6 +1,6 @@
-"""What `submit` checks on an entry archive without unpacking it: its name, its size, that it
-is a readable archive of its kind, and how many members it holds and declares to unpack to; for
-a container challenge, the image archive read through (container_image.py).
+"""What `submit` checks on an entry archive without unpacking it: its name, its size, every member
+and the totals they declare, and what stage 1 checks of the entry's files (components.py); for a
+container challenge, the image archive read through (container_image.py).
 
 The submitter runs these on the copy stored in the spool, the one prep will unpack, never on
 the file it was given, which could change in between. The replica ISO's check runs them too, so
@@ -12,26 +12,31 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import Challenge
-from ..config.submission import MAINS
 from ..errors import EntryError, VmjudgeError
-from .bounded import Refused, host_error, member_names
+from .components import HEAD, Listed, check_components
 from .container_image import CheckedImage, ImageLimits, check_image
 from .names import check_archive_name
+from .unpack import UnpackLimits, listed, read_head
 
 
 def check_archive(ch: Challenge, name: str, archive: Path, given_name: str | None = None) -> list[str]:
-    """What can be checked without unpacking (name, size, readability, member count); the member
-    names. `given_name` is what the participant called the file (default: its own name). The
-    replica ISO's check runs this too, so it refuses what `submit` would."""
+    """Everything stage 1 checks on the host, without unpacking: the name, the size, every member (its
+    name, its type, its place, the declared totals: unpack.listed, one reading of the headers), and the
+    entry's components (archive/components.py, the scripts' first bytes read); the members' paths.
+    `given_name` is what the participant called the file (default: its own name). The replica ISO's
+    check runs this too, so it refuses what `submit` would."""
     given = given_name or archive.name
     kind = check_archive_name(given, ch.entry.kind)
     check_size(ch, name, given, archive.stat().st_size)
-    members = check_readable(archive, kind, ch.entry.max_members, ch.entry.max_unpacked, name=given)
-    if ch.entry.kind == "submission" and not {m.removeprefix("./") for m in members} & set(MAINS):
-        raise EntryError("missing-component", f"{given} holds no main.py or main.sh at its top, which the runtime "
-                                              "runs: zip the files themselves, not their folder (cd into it and run "
-                                              "`zip -r ../submission.zip .`).")
-    return members
+    try:
+        with listed(archive, kind, UnpackLimits(ch.entry.max_members, ch.entry.max_unpacked), name=given) as members:
+            by_path = {m.path: m for m in members}
+            check_components(ch, Listed.of([(m.path, m.is_dir, m.size) for m in members],
+                                           lambda rel: read_head(by_path[rel], HEAD)), kind)
+    except OSError as exc:  # the host's own reading, never the archive's fault
+        raise VmjudgeError(f"cannot read {archive} ({exc.strerror or exc}): check the disk and submit "
+                           "again.") from exc
+    return [m.path for m in members]
 
 
 def check_container(ch: Challenge, name: str, archive: Path, given_name: str | None = None) -> CheckedImage:
@@ -54,37 +59,6 @@ def check_size(ch: Challenge, name: str, given: str, size: int) -> None:
         raise EntryError("bad-archive", f"{given} is {size:,} bytes, over the {ch.entry.max_size:,} bytes "
                          f"that {name} accepts: make the entry smaller and "
                          "submit again.")
-
-
-def check_readable(path: Path, kind: str, max_members: int, max_unpacked: int, name: str | None = None) -> list[str]:
-    """Refuse a file that is not a readable archive of its kind, or that holds more than
-    `max_members` members, reading only its member list, which is returned (names as stored,
-    unchecked: prep checks them). Listing stops at the first member past the limit, so a small
-    archive of millions of empty members costs no more than one at the limit; an archive whose
-    members declare more than `max_unpacked` bytes is refused too (a tar's listing stops there).
-
-    `name` is what the participant called the file (the spool's own name is a hash); it
-    defaults to the file's name. Nothing is extracted. The host's own read errors are not the
-    archive's fault: they are a VmjudgeError saying so.
-    """
-    shown = name or path.name
-    try:
-        return member_names(path, kind, max_members, max_unpacked)
-    except EntryError:
-        raise
-    except Refused as exc:
-        raise EntryError("bad-archive", f"{shown} holds {exc}: make it with `zip -r` or `tar czf` and submit "
-                                        "again.") from exc
-    except Exception as exc:
-        host = host_error(exc)
-        if isinstance(host, OSError):
-            raise VmjudgeError(f"cannot read {path} ({host.strerror or host}): check the disk and submit "
-                               "again.") from exc
-        if host is not None:
-            raise
-        said = str(exc).replace(str(path), shown) or type(exc).__name__  # the participant's name, not the spool's path
-        raise EntryError("bad-archive", f"{shown} is not a readable {kind} archive ({said}): "
-                                        "make it with `zip -r` or `tar czf` and submit again.") from exc
 
 
 def declares_dry_run(members: list[str]) -> bool:

@@ -35,10 +35,11 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...errors import EntryError
+from ..errors import EntryError
 
 MIB = 1 << 20
 INODE_SIZE = 256
@@ -139,10 +140,25 @@ def entry_need(root: Path, block_size: int) -> EntryNeed:
     return EntryNeed(blocks * block_size, inodes)
 
 
+def members_need(sizes: Iterable[int], folders: int, block_size: int) -> EntryNeed:
+    """entry_need of an archive's listing, before it is unpacked: its files' sizes and its folders' count
+    (the folders its members' paths imply among them)."""
+    files = blocks = 0
+    for size in sizes:
+        files += 1
+        blocks += -(-size // block_size)
+    return EntryNeed((blocks + folders) * block_size, files + folders)
+
+
 def check_fits(root: Path, home_mib: int) -> None:
     """Refuse, with the reason entry-too-large, an entry that cannot fit in the home disk."""
     home = home_capacity(home_mib)
-    need = entry_need(root, home.block_size)
+    check_need(entry_need(root, home.block_size), home_mib)
+
+
+def check_need(need: EntryNeed, home_mib: int) -> None:
+    """Refuse, with the reason entry-too-large, an entry whose need the home disk cannot meet."""
+    home = home_capacity(home_mib)
     if need.bytes > home.bytes:
         raise EntryError("entry-too-large", f"The unpacked entry needs {math.ceil(need.bytes / 1e6)} MB but the home "
                          f"disk holds about {math.floor(home.bytes / 1e6)} MB: make the entry smaller and submit "

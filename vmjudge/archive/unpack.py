@@ -52,19 +52,47 @@ def _check_ratio(total: int, archive_size: int, limits: UnpackLimits) -> None:
                           "and submit again.")
 
 
-def _list(archive: Path, kind: str, limits: UnpackLimits, stack: ExitStack) -> list[Member]:
+def _list(archive: Path, kind: str, limits: UnpackLimits, stack: ExitStack, name: str | None) -> list[Member]:
     """Every member, checked, reading headers only; the archive stays open on `stack` for
     extracting. Only the libraries' own reading is taken for damage, never vmjudge's checks."""
     if kind == "zip":
-        with _reading(None):
+        with _reading(None, name, kind):
             zf = stack.enter_context(open_zip(archive, limits.max_members))
         return list(zip_members(zf, archive))
     if kind == "tar.gz":
-        with _reading(None):
+        with _reading(None, name, kind):
             tf = stack.enter_context(open_tar(archive))
             headers = list(tar_headers(tf, limits.max_members, limits.max_unpacked))
         return list(tar_members(tf, headers))
     raise ValueError(f"unknown archive kind {kind!r}")
+
+
+@contextmanager
+def listed(archive: Path, kind: str, limits: UnpackLimits, name: str | None = None) -> Iterator[list[Member]]:
+    """Every member of `archive` checked (its name, its type, its place among the others, the declared
+    totals) in one reading of its headers, the archive open for reading members' data meanwhile: what
+    unpack checks before it writes anything, and `submit` before it accepts an entry. `name`: what the
+    participant called the archive, for the messages (the spool's copy has a hash for a name)."""
+    with ExitStack() as stack:
+        members = _list(Path(archive), kind, limits, stack, name)
+        check_layout(members)
+        _check_totals(members, Path(archive).stat().st_size, limits)
+        yield members
+
+
+def read_head(m: Member, size: int) -> bytes:
+    """The first `size` bytes of a member's data (fewer for a shorter member): a script's first lines."""
+    with _reading(m.path):
+        src = m.open()
+    with closing(src):
+        got = b""
+        while len(got) < size:
+            with _reading(m.path):
+                chunk = src.read(size - len(got))
+            if not chunk:
+                break
+            got += chunk
+        return got
 
 
 class _Writer:
@@ -108,15 +136,17 @@ class _Writer:
 
 
 @contextmanager
-def _reading(what: str | None) -> Iterator[None]:
-    """Turn a library's complaint about the archive into the participant's error; the host's
-    own I/O errors go on as OSError (see bounded.host_error)."""
+def _reading(what: str | None, name: str | None = None, kind: str = "") -> Iterator[None]:
+    """Turn a library's complaint about the archive into the participant's error, in vmjudge's words
+    (a library's own, "File is not a zip file", helps no one); the host's own I/O errors go on as
+    OSError (see bounded.host_error). `what`: the member being read, None while the archive is opened
+    and listed; `name`: the participant's name for the archive."""
     try:
         yield
     except EntryError:
         raise
     except Refused as exc:
-        raise bad_archive(f"The entry archive holds {exc}: make it again with `zip -r` or `tar czf` and "
+        raise bad_archive(f"{name or 'The entry archive'} holds {exc}: make it again with `zip -r` or `tar czf` and "
                           "submit again.") from exc
     except Exception as exc:
         host = host_error(exc)
@@ -125,11 +155,13 @@ def _reading(what: str | None) -> Iterator[None]:
         if host is not None:
             raise host from exc
         if isinstance(exc, UnicodeDecodeError):
-            raise bad_archive(f"The entry archive holds a member name that is not valid UTF-8 ({exc}): rename the "
-                              "file (plain letters, digits, '.', '-' and '_' are safe) and submit again.") from exc
-        where = f" at {quote(what)}" if what else ""
-        raise bad_archive(f"The entry archive is damaged{where} ({exc or type(exc).__name__}): make it again with "
-                          "`zip -r` or `tar czf` and submit again.") from exc
+            raise bad_archive("The entry archive holds a member name that is not valid UTF-8: rename the file (plain "
+                              "letters, digits, '.', '-' and '_' are safe) and submit again.") from exc
+        if what is None:
+            raise bad_archive(f"{name or 'The entry archive'} is not a readable {kind} archive, or is damaged: make "
+                              "it again with `zip -r` or `tar czf` and submit again.") from exc
+        raise bad_archive(f"The entry archive is damaged at {quote(what)}: make it again with `zip -r` or `tar czf` "
+                          "and submit again.") from exc
 
 
 def _clear(dest: Path, created: bool) -> None:
@@ -157,10 +189,7 @@ def unpack(archive: Path, kind: str, dest: Path, limits: UnpackLimits = UnpackLi
         raise VmjudgeError(f"cannot unpack the entry into {dest}: it is not an empty directory.")
     archive_size = archive.stat().st_size
     try:
-        with ExitStack() as stack:
-            members = _list(archive, kind, limits, stack)
-            check_layout(members)
-            _check_totals(members, archive_size, limits)
+        with listed(archive, kind, limits) as members:
             if created:
                 dest.mkdir(parents=True)
                 os.chmod(dest, 0o755)

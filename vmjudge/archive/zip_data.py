@@ -19,6 +19,8 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import IO
 
+from .bounded import Refused
+
 SUPPORTED = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflate", zipfile.ZIP_BZIP2: "bzip2",
              zipfile.ZIP_LZMA: "LZMA"}
 INPUT = 64 << 10  # compressed bytes handed to the decompressor at a time
@@ -93,13 +95,13 @@ class _Decompressing:
             if data:
                 self.produced += len(data)
                 if self.produced > self.info.file_size:
-                    raise zipfile.BadZipFile(f"{self.info.filename!r} holds more than the {self.info.file_size} "
-                                             "bytes its header declares")
+                    raise Refused(f"a member {self.info.filename!r} that holds more than the {self.info.file_size} "
+                                  "bytes its header declares")
                 self.crc = zlib.crc32(data, self.crc)
                 return data
         if self.produced != self.info.file_size:
-            raise EOFError(f"{self.info.filename!r} ends before the {self.info.file_size} bytes its header "
-                           "declares")
+            raise Refused(f"a member {self.info.filename!r} that ends before the {self.info.file_size} bytes its "
+                          "header declares")
         if self.crc != self.info.CRC:
             raise zipfile.BadZipFile(f"Bad CRC-32 for file {self.info.filename!r}")
         return b""

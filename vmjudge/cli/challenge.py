@@ -1,21 +1,24 @@
-"""`vmjudge challenge`: making a challenge (`new`) and registering it (`add`)."""
+"""`vmjudge challenge`: making a challenge (`new`), registering it (`add`), and saying what its entries run on
+(`show`)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
 
 from ..config import Challenge, Phase, Site, check_challenge_data, load_challenge
-from ..images.build import build_image
+from ..images.build import build_image, find_image
 from ..images.evaluation_root import evaluation_root
+from ..images.runtime import describe_runtime
 from ..queue.db import Queue
 from ..scorers.loader import compile_scorer, load_scorer
 from ..stages.data_sets import make_disks
 from ..supervisor.cpu_gate import CpuGate
 from .challenge_new import challenge_new
 from .echo import echo
-from .home import data_disks_of, queue_of, site_of
+from .home import data_disks_of, queue_of, site_and_queue, site_of
 from .hosts import register
 
 
@@ -57,6 +60,28 @@ def challenge_add(ctx: click.Context, challenge_dir: Path, replace: bool) -> Non
     short = CpuGate(site).shortfall(ch.name, str(challenge_dir))
     if short is not None:
         echo(f"{short}: this host's daemon will take none of its stages.", err=True)
+
+
+@challenge.command("show")
+@click.argument("name")
+@click.option("--phase", default=None, help="A phase of a contest, whose image or limits may be its own.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document.")
+@click.pass_context
+def challenge_show(ctx: click.Context, name: str, phase: str | None, as_json: bool) -> None:
+    """What NAME's entries run on, as the judge built it: the guest system and the challenge's packages (from
+    its image's manifest), the VM, the CPU, the GPU, the network (none) and the time limits. The challenge
+    page shows the same."""
+    site, queue = site_and_queue(ctx)
+    ch = load_challenge(queue.challenge_dir(name))
+    view = ch.shared_view(phase, "the runtime")
+    image = find_image(site, view.image)  # not built here: one sentence saying how to build it
+    runtime = describe_runtime(view, image.manifest, site)
+    if as_json:
+        echo(json.dumps({"challenge": name, "image": image.key, "runtime": runtime.document()}, indent=2))
+        return
+    echo(f"{name}: what its entries run on (image {image.key})")
+    for line in runtime.lines():
+        echo(f"  {line}")
 
 
 def make_data_disks(site: Site, ch: Challenge, queue: Queue | None = None) -> None:

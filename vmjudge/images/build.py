@@ -227,6 +227,7 @@ def _build(site: Site, recipe: ImageRecipe, doc: dict, work: Path, progress: Pro
     _run_logged(["mksquashfs", str(root), str(work / "root.sqfs"), "-comp", "lz4", "-noappend", "-quiet",
                  "-no-progress", "-e", "boot"], progress, "mksquashfs")
     step("manifest")
+    debian_version = (root / "etc" / "debian_version").read_text().strip()  # the point release: "12.12"
     shutil.rmtree(root)
     return {
         "recipe": {"packages": list(recipe.packages), "pip": list(recipe.pip),
@@ -235,7 +236,7 @@ def _build(site: Site, recipe: ImageRecipe, doc: dict, work: Path, progress: Pro
         "build": built, **({"gpu": gpu} if gpu else {}),
         "suite": site.suite, "sources": doc["sources"], "code": doc["code"],
         "packages": installed, "pip_packages": pip_frozen,
-        "kernel_version": kernel_version, "initramfs_modules": modules,
+        "kernel_version": kernel_version, "initramfs_modules": modules, "debian_version": debian_version,
         "agent_version": agent_version(), "protocol": frames.PROTOCOL,
         "sha256": {name: sha256_file(work / name) for name in FILES},
         "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

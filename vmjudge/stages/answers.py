@@ -5,15 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from pathlib import Path
 
-# A submitted answers.txt may hold this much: far more than RECORD,LABEL lines need, far less
-# than would cost the judge's memory (the quiz holds the submitted answers while it runs).
-ANSWERS_FLOOR = 64 << 10
-ANSWERS_PER_RECORD = 256
-
-
-def answers_allowance(training_records: int) -> int:
-    return ANSWERS_FLOOR + ANSWERS_PER_RECORD * training_records
-
 
 def parse_answer_lines(data: bytes | None) -> dict[str, str]:
     """RECORD -> LABEL from answers.txt; a later line for the same record replaces an earlier

@@ -13,16 +13,16 @@ import shutil
 from pathlib import Path
 
 from ... import private
+from ...archive.components import check_components
+from ...archive.names import check_archive_name
 from ...errors import EntryError
 from ...vm.channel import Watch
 from ...vm.job import Command, Job
-from ..answers import answers_allowance
 from ..context import StageContext, StageOutcome, output_text, script_argv
 from ..figures import measured
 from . import submission
 from .container import run_container
-from .home_fit import check_fits
-from .unpacked import unpack_entry
+from .unpacked import listed_tree, unpack_entry
 
 
 def run(ctx: StageContext) -> StageOutcome:
@@ -36,24 +36,11 @@ def run(ctx: StageContext) -> StageOutcome:
     except EntryError as exc:
         return StageOutcome("failed", f"The entry could not be unpacked: {exc}", reason=exc.reason,
                             manifest=ctx.manifest("prep"))
-    missing = find_required(ctx.entry_dir, list(ch.entry.required))
-    if missing:
-        return StageOutcome("failed", f"Missing component(s): {', '.join(missing)}. Entry not scored.",
-                            reason="missing-component", manifest=ctx.manifest("prep"))
-    crlf = [name for name in SCRIPTS if b"\r\n" in _head(ctx.entry_dir / name)]
-    if crlf:
-        return StageOutcome("failed", f"{' and '.join(crlf)} {'has' if len(crlf) == 1 else 'have'} Windows (CRLF) "
-                            f"line endings, which the shell cannot run: convert with `dos2unix {' '.join(crlf)}` "
-                            "and submit again. Entry not scored.", reason="bad-script", manifest=ctx.manifest("prep"))
-    too_large = submitted_answers_too_large(ctx)
-    if too_large:
-        return StageOutcome("failed", too_large, reason="answers-too-large", manifest=ctx.manifest("prep"))
-    install = set_aside_submitted_answers(ctx)
-    try:
-        check_fits(install, ch.vm.home_mib)  # before a VM is booted only to run out of room
+    try:  # what `submit` checked too (archive/components.py): an entry accepted before it did is refused here
+        check_components(ch, listed_tree(ctx.entry_dir), check_archive_name(ctx.entry.archive_name, ch.entry.kind))
     except EntryError as exc:
-        shutil.rmtree(install, ignore_errors=True)
         return StageOutcome("failed", f"{exc} Entry not scored.", reason=exc.reason, manifest=ctx.manifest("prep"))
+    install = set_aside_submitted_answers(ctx)
 
     ctx.home_disk.unlink(missing_ok=True)
     ctx.jobs.new_home(ctx.home_disk, ch.vm.home_mib)
@@ -81,49 +68,6 @@ def run(ctx: StageContext) -> StageOutcome:
                             figures=figures)
     return StageOutcome("passed", f"setup.sh completed.\n--- setup.sh output ---\n{output}", manifest=manifest,
                         figures=figures)
-
-
-SCRIPTS = ("setup.sh", "next.sh")
-
-
-def find_required(root: Path, required: list[str]) -> list[str]:
-    """The names in `required` missing under `root` ("sources/" means a directory, any
-    other name a regular file), for the "missing-component" reason."""
-    missing = []
-    for name in required:
-        path = Path(root) / name.rstrip("/")
-        if path.is_symlink():
-            missing.append(name)
-        elif name.endswith("/"):
-            if not path.is_dir():
-                missing.append(name)
-        elif not path.is_file():
-            missing.append(name)
-    return missing
-
-
-def _head(path: Path) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            return f.read(1 << 16)
-    except OSError:
-        return b""
-
-
-def submitted_answers_too_large(ctx: StageContext) -> str | None:
-    """The sentence refusing a submitted answers.txt larger than the training set can need;
-    the quiz reads it into memory, and a 60 MB one would cost the judge, not the entry."""
-    rule, ch = ctx.challenge.results, ctx.challenge
-    if rule.style != "answer-lines":
-        return None
-    path = ctx.entry_dir / rule.submitted
-    size = path.stat().st_size if path.is_file() else 0
-    allowance = answers_allowance(len(ch.training))
-    if size <= allowance:
-        return None
-    return (f"{rule.submitted} is {size} bytes, more than the {allowance} bytes that answers for the "
-            f"{len(ch.training)} training records can need (64 KiB plus 256 bytes a record): keep one line "
-            "per training record and submit again. Entry not scored.")
 
 
 def set_aside_submitted_answers(ctx: StageContext) -> Path:

@@ -10,13 +10,13 @@ the judge's and a submission is always the run's own.
 
 from __future__ import annotations
 
+from ...archive.components import check_components
 from ...errors import EntryError
 from ...vm.job import Command, Job
 from ..context import StageContext, StageOutcome
 from ..figures import measured
 from ..submission import mains, rules_of
-from .home_fit import check_fits
-from .unpacked import unpack_entry
+from .unpacked import listed_tree, unpack_entry
 
 
 def run(ctx: StageContext) -> StageOutcome:
@@ -31,23 +31,11 @@ def run(ctx: StageContext) -> StageOutcome:
     except EntryError as exc:
         return StageOutcome("failed", f"The entry could not be unpacked: {exc}", reason=exc.reason,
                             manifest=ctx.manifest("prep"))
-    found = mains(ctx.entry_dir)
-    if not found:
-        return refused("missing-component", "The submission holds no main.py or main.sh at its top: zip the files "
-                       "themselves, not their folder.")
-    taken = [n for n in (rules.data, rules.output) if (ctx.entry_dir / n).exists() or (ctx.entry_dir / n).is_symlink()]
-    if taken:
-        them = "it" if len(taken) == 1 else "them"
-        return refused("bad-archive", f"The submission holds {' and '.join(taken)}, which the runtime makes in "
-                       f"{rules.code_dir} (the data, and what main.py writes): leave {them} out of the zip.")
-    if "main.sh" in found and rules.command is None and "main.py" not in found and \
-            b"\r\n" in (ctx.entry_dir / "main.sh").read_bytes()[:1 << 16]:
-        return refused("bad-script", "main.sh has Windows (CRLF) line endings, which the shell cannot run: convert "
-                       "with `dos2unix main.sh` and submit again.")
-    try:
-        check_fits(ctx.entry_dir, ch.vm.home_mib)  # before a VM is booted only to run out of room
+    try:  # what `submit` checked too (archive/components.py): main.py, the runtime's names free, room in the home
+        check_components(ch, listed_tree(ctx.entry_dir), "zip")
     except EntryError as exc:
         return refused(exc.reason, str(exc))
+    found = mains(ctx.entry_dir)
     ctx.home_disk.unlink(missing_ok=True)
     ctx.jobs.new_home(ctx.home_disk, ch.vm.home_mib)
     # Installing is the whole stage: the agent copies the submission into the home, then a command of
