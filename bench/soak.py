@@ -41,11 +41,11 @@ from vmjudge.queue.db import Queue  # noqa: E402
 CHALLENGE = REPO / "tests" / "hostile" / "challenge"
 # Entries that submit accepts and that end in every kind of verdict (a score, or a failure in
 # each stage, in a VM or on the host), in the order taken.
-MIX = ("no-exec-bit", "corrupts-answers", "zip-bomb-ratio", "never-exits", "eats-memory", "fills-home",
-       "prints-100mb", "writes-devices", "missing-next", "crlf-scripts")
-# Archives that submit refuses (an unpacked size over the challenge's limit, from the zip's headers).
-REFUSED = ("zip-bomb-size",)
-SMOKE_MIX = ("corrupts-answers", "zip-bomb-ratio")
+MIX = ("no-exec-bit", "corrupts-answers", "zip-corrupt-lzma", "never-exits", "eats-memory", "fills-home",
+       "prints-100mb", "writes-devices")
+# Archives that submit refuses (what stage 1 would refuse on the host: #58's checks at upload).
+REFUSED = ("zip-bomb-size", "zip-bomb-ratio", "missing-next", "crlf-scripts")
+SMOKE_MIX = ("corrupts-answers", "zip-corrupt-lzma")
 CASE = {c.name: c for c in CASES}
 
 

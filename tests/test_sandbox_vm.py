@@ -45,11 +45,11 @@ def test_one_mib_of_binary_output_arrives_intact(boot, rundir):
 def test_the_runtime_the_judge_writes_is_what_the_guest_reports(boot, image, site):
     """#58: `vmjudge challenge show` (and the challenge page) describe the guest from the image's manifest and the
     challenge's VM; a command in that VM reports the same Python, Debian release, vCPUs, and memory (the
-    kernel keeps some of the VM's: `free -m` shows a little less)."""
+    kernel keeps some of the VM's: /proc/meminfo, which `free -m` reads, shows a little less)."""
     ch = replace(load_challenge(EXAMPLES / "minimal"), vm=VmShape(vcpus=1, memory_mib=512, home_mib=128))  # boot's
     runtime = describe_runtime(ch, image.manifest, site)
     run = boot(Job(commands=(sh("facts", "python3 --version; cat /etc/debian_version; nproc; "
-                                         "free -m | awk '/^Mem:/ {print $2}'; uname -r"),)))
+                                         "awk '/^MemTotal:/ {print int($2 / 1024)}' /proc/meminfo; uname -r"),)))
     python, debian, nproc, total, kernel = output(run).split("\n")[:5]
     assert python == f"Python {runtime.python}" and runtime.debian == f"{debian} (bookworm)"
     assert int(nproc) == runtime.vcpus == 1 and kernel == runtime.kernel

@@ -37,12 +37,10 @@ SCORED = ("scored", None, None, QUICK_SCORE)
 CASES = [
     ({"notes.txt": b"1"}, SCORED),
     ({"DRYRUN": b""}, ("dry-run", None, None, None)),
-    ({"setup.sh": None}, ("failed", "prep", "missing-component", None)),
     ({"notes.txt": b"2"}, SCORED),
     ({"setup.sh": b"#!/bin/sh\necho broken >&2\nexit 3\n"}, ("failed", "prep", "setup-error", None)),
     ({"notes.txt": b"3"}, SCORED),
     ({"next.sh": b"#!/bin/sh\necho \"$1,9\" >> answers.txt\n"}, ("failed", "quiz", "quiz-mismatch", None)),
-    ({"next.sh": None}, ("failed", "prep", "missing-component", None)),
 ]
 
 

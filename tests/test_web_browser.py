@@ -2,8 +2,9 @@
 driven by selenium, the real daemon judging what was uploaded through the form.
 
 Three af2017 entries go in through the upload form: a good one whose next.sh prints a marker
-in stage 3 (only for test records, whose names start with B), one without next.sh, which
-prep fails on the host, and a dry run. After `vmjudge daemon --until-idle`, "my entries" shows
+in stage 3 (only for test records, whose names start with B), one whose model file's data is
+damaged (which no header shows, so upload takes it and prep fails it on the host), and a dry
+run. After `vmjudge daemon --until-idle`, "my entries" shows
 the three verdicts by its own refresh (no reload), the board shows the good entry, each report
 page shows its stages as steps with bars of what they used, the scored one is saved as a
 screenshot, and axe-core finds no serious or critical violation on these pages at a desktop's
@@ -14,10 +15,12 @@ organiser's log page does (so the check cannot pass by the marker never having b
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -45,6 +48,26 @@ def browser() -> webdriver.Chrome:
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1200,900"):
         options.add_argument(arg)
     return webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
+
+
+def damaged_entry(root: Path) -> Path:
+    """af2017's good entry as a zip with a model file whose LZMA stream is damaged past its header: the archive
+    passes every check at upload (they read headers and the scripts' first bytes), and stage 1, unpacking it on
+    the host, fails it as bad-archive."""
+    out = root / "alice-damaged-entry.zip"
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        for path in sorted((AF2017 / "entries" / "good").iterdir()):
+            z.write(path, path.name)
+        z.writestr("model.bin", random.Random(7).randbytes(60_000) * 3, compress_type=zipfile.ZIP_LZMA)
+    raw = bytearray(out.read_bytes())
+    with zipfile.ZipFile(out) as z:
+        offset = z.getinfo("model.bin").header_offset
+    start = offset + 30 + int.from_bytes(raw[offset + 26:offset + 28], "little") + \
+        int.from_bytes(raw[offset + 28:offset + 30], "little")
+    for i in range(start + 9, start + 41):
+        raw[i] ^= 0x5A
+    out.write_bytes(bytes(raw))
+    return out
 
 
 def marked_entry(root: Path) -> Path:
@@ -97,7 +120,7 @@ def steps_shown(driver: webdriver.Chrome) -> dict[str, str | None]:
 def test_a_participant_uploads_follows_and_reads_in_a_real_browser(portal, tmp_path):
     home, base, tokens = portal
     good = marked_entry(tmp_path)
-    failing = archive(AF2017 / "entries" / "missing-file", tmp_path / "alice-missing-entry.tar.gz")
+    failing = damaged_entry(tmp_path)
     dry = archive(AF2017 / "entries" / "dryrun", tmp_path / "alice-dryrun-entry.tar.gz")
     driver = browser()
     try:
@@ -118,7 +141,7 @@ def test_a_participant_uploads_follows_and_reads_in_a_real_browser(portal, tmp_p
             good_v = d.find_element(By.CSS_SELECTOR, f"#entry-{good_id} td.verdict").text
             failing_v = d.find_element(By.CSS_SELECTOR, f"#entry-{failing_id} td.verdict").text
             dry_v = d.find_element(By.CSS_SELECTOR, f"#entry-{dry_id} td.verdict").text
-            return (good_v, failing_v, dry_v) == ("Entry scored.", "Entry not scored (prep: missing-component).",
+            return (good_v, failing_v, dry_v) == ("Entry scored.", "Entry not scored (prep: bad-archive).",
                                                   "Dry run completed.")
 
         WebDriverWait(driver, 60).until(verdicts)
@@ -142,7 +165,7 @@ def test_a_participant_uploads_follows_and_reads_in_a_real_browser(portal, tmp_p
         driver.get(f"{base}/entries/{failing_id}")
         assert steps_shown(driver) == {"step-prep": "failed", "step-quiz": "not-run", "step-exam": "not-run",
                                        "step-score": "not-run"}
-        assert "missing-component" in driver.find_element(By.ID, "step-prep").text
+        assert "bad-archive" in driver.find_element(By.ID, "step-prep").text
         assert not driver.find_elements(By.CSS_SELECTOR, "#steps meter")
         # The dry run: prep and its quiz ran in VMs, with their bars; the exam and score did not.
         driver.get(f"{base}/entries/{dry_id}")
