@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from vmjudge.archive.home_fit import MKFS, check_fits, entry_need, home_capacity
+from vmjudge.archive.home_fit import MKFS, check_need, home_capacity, members_need
 from vmjudge.errors import EntryError
+from vmjudge.stages.prep.unpacked import listed_tree
 
 from .needs import cannot_run
 
@@ -87,6 +88,16 @@ def test_capacity_agrees_with_dumpe2fs(tmp_path, mib):
     assert home.block_size == block
     assert home.bytes == (int(sb["Free blocks"]) - min(count // 50, 4096)) * block
     assert home.inodes == int(sb["Free inodes"])
+
+
+def entry_need(root: Path, block_size: int):
+    """What stage 1 counts of an unpacked tree (prep/unpacked.py listed_tree), as `submit` counts an archive's."""
+    listed = listed_tree(root)
+    return members_need(listed.files.values(), len(listed.folders), block_size)
+
+
+def check_fits(root: Path, home_mib: int) -> None:
+    check_need(entry_need(root, home_capacity(home_mib).block_size), home_mib)
 
 
 def test_an_entry_refused_as_too_large_really_does_not_fit(tmp_path):

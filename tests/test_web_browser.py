@@ -31,6 +31,7 @@ from selenium.webdriver.support.select import Select
 from selenium.webdriver.support.ui import WebDriverWait
 
 from .cli import REPO, run_cli
+from .hostile.cases import damage_lzma_member
 from .test_pipeline import archive
 from .test_web_accessibility import checked, said
 from .waiting import wait_for
@@ -59,15 +60,7 @@ def damaged_entry(root: Path) -> Path:
         for path in sorted((AF2017 / "entries" / "good").iterdir()):
             z.write(path, path.name)
         z.writestr("model.bin", random.Random(7).randbytes(60_000) * 3, compress_type=zipfile.ZIP_LZMA)
-    raw = bytearray(out.read_bytes())
-    with zipfile.ZipFile(out) as z:
-        offset = z.getinfo("model.bin").header_offset
-    start = offset + 30 + int.from_bytes(raw[offset + 26:offset + 28], "little") + \
-        int.from_bytes(raw[offset + 28:offset + 30], "little")
-    for i in range(start + 9, start + 41):
-        raw[i] ^= 0x5A
-    out.write_bytes(bytes(raw))
-    return out
+    return damage_lzma_member(out, "model.bin")
 
 
 def marked_entry(root: Path) -> Path:

@@ -312,9 +312,15 @@ def _zip_with_corrupt_lzma(d: Path) -> Path:
             info.external_attr = (stat.S_IFREG | (p.stat().st_mode & 0o777)) << 16
             z.writestr(info, p.read_bytes())
         z.writestr(zipfile.ZipInfo("model.bin"), data, compress_type=zipfile.ZIP_LZMA)
+    return damage_lzma_member(out, "model.bin")
+
+
+def damage_lzma_member(out: Path, member: str) -> Path:
+    """The zip with `member`'s LZMA stream damaged past its 9-byte header: no header shows it, only
+    decompressing does (so `submit` takes it, and stage 1 refuses it on the host)."""
     raw = bytearray(out.read_bytes())
     with zipfile.ZipFile(out) as z:
-        offset = z.getinfo("model.bin").header_offset
+        offset = z.getinfo(member).header_offset
     start = offset + 30 + int.from_bytes(raw[offset + 26:offset + 28], "little") + \
         int.from_bytes(raw[offset + 28:offset + 30], "little")
     for i in range(start + 9, start + 41):

@@ -34,10 +34,8 @@ estimate, to the byte and the inode (tests/test_home_fit.py measures some again 
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 
 from ..errors import EntryError
 
@@ -122,38 +120,15 @@ class EntryNeed:
     inodes: int
 
 
-def entry_need(root: Path, block_size: int) -> EntryNeed:
-    """The least the tree under `root` takes once copied into the home (root itself is the home,
-    already there): every started block of each file and one block per folder, and an inode
-    each. Walked without recursion; unpack has refused links and special files."""
-    blocks = inodes = 0
-    pending = [root]
-    while pending:
-        with os.scandir(pending.pop()) as entries:
-            for entry in entries:
-                inodes += 1
-                if entry.is_dir(follow_symlinks=False):
-                    blocks += 1
-                    pending.append(Path(entry.path))
-                else:
-                    blocks += -(-entry.stat(follow_symlinks=False).st_size // block_size)
-    return EntryNeed(blocks * block_size, inodes)
-
-
 def members_need(sizes: Iterable[int], folders: int, block_size: int) -> EntryNeed:
-    """entry_need of an archive's listing, before it is unpacked: its files' sizes and its folders' count
-    (the folders its members' paths imply among them)."""
+    """The least an entry takes once copied into the home (its top is the home, already there): every
+    started block of each file and one block per folder, and an inode each; from its listing (an
+    archive's before it is unpacked, or the unpacked tree's), the folders its paths imply among them."""
     files = blocks = 0
     for size in sizes:
         files += 1
         blocks += -(-size // block_size)
     return EntryNeed((blocks + folders) * block_size, files + folders)
-
-
-def check_fits(root: Path, home_mib: int) -> None:
-    """Refuse, with the reason entry-too-large, an entry that cannot fit in the home disk."""
-    home = home_capacity(home_mib)
-    check_need(entry_need(root, home.block_size), home_mib)
 
 
 def check_need(need: EntryNeed, home_mib: int) -> None:
