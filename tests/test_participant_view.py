@@ -191,7 +191,11 @@ API_GETS = {"/api/entries": participant.ENTRY_LIST, "/api/entries/{entry_id}": p
 POSTS = {"/upload", "/api/entries", "/entries/{entry_id}/carry", "/api/entries/{entry_id}/carry",
          "/settings/resend"}  # the owner's own address's confirmation mailed again (#54)
 PUBLIC = {"/", "/signin", "/signout", "/static",
-          "/settings/confirm"}  # #54: the mailed link, by its token only (test_notify_confirm.py)
+          "/settings/confirm",  # #54: the mailed link, by its token only (test_notify_confirm.py)
+          # #58: the challenges' pages, as participant.CHALLENGE(_LIST) (test_challenge_page.py); its downloads
+          # signed-in participants' unless the organiser makes them public
+          "/challenges/{challenge}", "/challenges/{challenge}/download/{what}", "/api/challenges",
+          "/api/challenges/{challenge}"}
 ORGANISER = {"/organiser/entries", "/organiser/parked", "/organiser/queue", "/organiser/entries/{entry_id}",
              "/organiser/entries/{entry_id}/logs"}
 

@@ -18,6 +18,7 @@ from .evaluation import EvaluationRules, IsolatedScorer, evaluation_rules, isola
 from .image import GPU_DRIVERS, ImageRecipe, image_recipe
 from .limits import StageLimits, stage_limits
 from .phase import Phase, Shared, read_phases
+from .portal_page import PortalPage, check_sample, portal_page
 from .records import read_records, record_files, socket_record_files
 from .results import ResultsRule, quiz_check, results_rule
 from .sockets import Sockets, check_record_inputs, read_sockets
@@ -86,6 +87,7 @@ class Challenge:
     # [quiz] check: what stage 2 demands of each training case: "submitted" (the entry's own results,
     # reproduced byte for byte), "outputs" (every output socket present and valid) or "none".
     quiz_check: str = "submitted"
+    portal: PortalPage = field(default_factory=PortalPage)  # [portal]: the portal's page and downloads
     # The phase this copy is seen in (in_phase): its sets, reference, limits and image replace the challenge's.
     phase: Phase | None = None
 
@@ -102,6 +104,12 @@ class Challenge:
     @property
     def reference_dir(self) -> Path:
         return self.phase.reference_dir if self.phase is not None else self.directory / "reference"
+
+    @property
+    def secret_dirs(self) -> tuple[Path, ...]:
+        """Every test set and reference, the challenge's and each phase's: what never leaves the judge."""
+        return (self.directory / "test", self.directory / "reference",
+                *(d for p in self.phases for d in (p.test_dir, p.reference_dir)))
 
     def set_dir(self, subset: str) -> Path:
         """Where a record set's RECORDS and files are: training/, test/, or the phase's own sets."""
@@ -203,12 +211,15 @@ def load_challenge(directory: Path) -> Challenge:
         if shape.gpu is not None and image.gpu is None:
             raise ConfigError(f"{source}: [vm] gpu = {shape.gpu!r} needs a guest driver in the image: add "
                               f"gpu = \"{GPU_DRIVERS[0]}\" to [{table}].")
-    return Challenge(name=name, directory=directory, image=recipe, vm=shape, entry=entry,
+    page = portal_page(source, directory, data)
+    ch = Challenge(name=name, directory=directory, image=recipe, vm=shape, entry=entry,
                      container=container, limits=limits, results=results_rule(source, data, entry.kind, sockets),
                      scorer=scorer, score_options=score_options,
                      training=sets(directory / "training"), test=sets(directory / "test"),
                      phases=phases, sockets=sockets, quiz_check=quiz_check(source, data, sockets, entry.kind),
-                     evaluation=evaluation, isolated=isolated, submission=submission)
+                     evaluation=evaluation, isolated=isolated, submission=submission, portal=page)
+    check_sample(source, directory, page, ch.secret_dirs, entry.kind)
+    return ch
 
 
 def _scorer(source: str, directory: Path, data: dict[str, Any], sockets: Sockets | None = None

@@ -132,6 +132,12 @@ class Layout:
         return self.home / "data-disks"
 
     @property
+    def downloads(self) -> Path:
+        """What the portal offers for download (replica/downloads.py): the training sets and sample
+        entries as archives, and the replica ISOs, each made once and named by what it was made from."""
+        return self.home / "downloads"
+
+    @property
     def blob_cache(self) -> Path:
         """With an object store ([storage]), this host's notes of its copies of the blobs, which bound them
         (queue/blob_cache.py); the copies stay in the spool and the results store."""

@@ -24,6 +24,7 @@ from ..queue.failed_uploads import FailedUploads
 from ..queue.object_store import stored
 from ..queue.owners import Owners
 from .api import Api
+from .challenge_pages import ChallengePages
 from .checks import Checker
 from .failures import HANDLERS, LastResort
 from .gate import Gate
@@ -70,7 +71,7 @@ def create_app(site: Site, secure_cookies: bool = True, queue: Queue | None = No
             return UNKNOWN_CAP  # an archive is still capped by its challenge's max_size as it streams
 
     api = Api(portal)
-    routes = [*Pages(portal).routes(), *Organiser(portal).routes(), *api.routes(),
+    routes = [*ChallengePages(portal).routes(), *Pages(portal).routes(), *Organiser(portal).routes(), *api.routes(),
               *PhasePages(portal, api.caller).routes(), *Settings(portal).routes(),
               Mount("/static", StaticFiles(directory=HERE / "static"), name="static")]
     middleware = [Middleware(SecurityHeaders), Middleware(LastResort),

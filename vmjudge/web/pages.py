@@ -34,15 +34,12 @@ class Pages:
         self.portal = portal
 
     def routes(self) -> list[Route]:
-        return [Route("/", self.home), Route("/signin", self.signin_form),
+        return [Route("/signin", self.signin_form),
                 Route("/signin", self.signin, methods=["POST"]), Route("/signout", self.signout, methods=["POST"]),
                 Route("/entries", self.entries), Route("/entries.json", self.entries_json),
                 Route("/entries/{entry_id}", self.report), Route("/upload", self.upload_form),
                 Route("/upload", self.upload, methods=["POST"]), Route("/leaderboards", self.boards),
                 Route("/leaderboards/{challenge}", self.board)]
-
-    def home(self, request: Request) -> Response:
-        return RedirectResponse("/entries" if self.portal.signed_in(request) else "/signin", status_code=303)
 
     def signin_form(self, request: Request) -> Response:
         return self.portal.page(request, "signin.html")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hmac
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from ..queue.db import Queue
 from ..queue.owners import Owner, Owners
 from ..queue.rows import EntryRow
 from ..terminal import printable
+from .builds import Builds
 from .checks import Checker
 from .gate import Gate
 
@@ -60,6 +61,7 @@ class Portal:
     gate: Gate
     upload_io: anyio.CapacityLimiter
     checker: Checker
+    builds: Builds = field(default_factory=Builds)  # downloads made aside (a replica ISO)
     secure_cookies: bool = True
 
     # who is signed in
