@@ -195,7 +195,9 @@ PUBLIC = {"/", "/signin", "/signout", "/static",
           # #58: the challenges' pages, as participant.CHALLENGE(_LIST) (test_challenge_page.py); its downloads
           # signed-in participants' unless the organiser makes them public
           "/challenges/{challenge}", "/challenges/{challenge}/download/{what}", "/api/challenges",
-          "/api/challenges/{challenge}"}
+          "/api/challenges/{challenge}",
+          # #58: signing up and signing in by a mailed link (test_signup.py)
+          "/signup", "/signin/mail", "/signin/link"}
 ORGANISER = {"/organiser/entries", "/organiser/parked", "/organiser/queue", "/organiser/entries/{entry_id}",
              "/organiser/entries/{entry_id}/logs"}
 

@@ -25,16 +25,19 @@ from pathlib import Path
 
 import pycdlib
 import pytest
+from starlette.testclient import TestClient
 
 from tests.docs_page import section
 from tests.host_lock import linked_home
 from tests.published import wait_until_published
 from tests.replica_console import Console, json_line
 from tests.test_pipeline import archive, vmjudge
-from vmjudge.config import load_challenge
+from tests.web_home import sign_in
+from vmjudge.config import load_challenge, load_site
 from vmjudge.images.build import build_image
 from vmjudge.images.iso import write_iso
 from vmjudge.vm import domain
+from vmjudge.web.app import create_app
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "af2017"
@@ -150,6 +153,25 @@ def test_replica_build_is_deterministic_and_bootable_from_cd_and_disk(judged, re
         assert console.expect(r"@@MEDIA@@ (\d+)", 120).group(1) == "0"
     finally:
         console.close()
+
+
+def test_the_portal_offers_the_replica_the_organisers_command_builds(judged, replica_iso):
+    """#58: [portal] replica = true; the first ask starts the build aside (202, a page saying to come
+    back), and the ISO then downloaded is the `vmjudge replica build` one, byte for byte."""
+    home, _ = judged
+    token = vmjudge(home, "owner", "add", "replica-reader").stdout.strip().split()[-1]
+    with TestClient(create_app(load_site(home), secure_cookies=False), follow_redirects=False) as client:
+        assert client.get("/challenges/af2017/download/replica").status_code == 401
+        sign_in(client, token)
+        first = client.get("/challenges/af2017/download/replica")
+        assert first.status_code == 202 and "is being made" in first.text
+        deadline = time.monotonic() + CHECK_TIMEOUT
+        while (got := client.get("/challenges/af2017/download/replica")).status_code == 202:
+            assert time.monotonic() < deadline, "the portal's replica was not made in time"
+            time.sleep(1)
+        assert got.status_code == 200 and got.headers["content-disposition"].endswith('"af2017-replica.iso"')
+        assert sha(got.content) == got.headers["x-content-sha256"] == sha(replica_iso.read_bytes())
+        assert got.headers["x-content-sha256"] in client.get("/challenges/af2017").text
 
 
 def test_replica_boots_from_a_usb_stick_on_pc_hardware_and_names_no_network(judged, replica_iso):

@@ -1,4 +1,4 @@
-"""`vmjudge owner add | list | set | revoke`: the accounts of the participants' portal (`vmjudge web`),
+"""`vmjudge owner add | list | set | approve | revoke`: the accounts of the participants' portal (`vmjudge web`),
 and the address each may give to hear when its entries are judged (issue 35, opt-in).
 
 `add` prints the new sign-in token once, alone on stdout (only its sha256 is kept), so it can
@@ -16,6 +16,8 @@ import json
 
 import click
 
+from ..notify.confirm import approved_mail
+from ..queue.accounts import Accounts, waiting_line
 from ..queue.owners import Owners
 from .echo import echo
 from .home import site_and_queue
@@ -54,13 +56,14 @@ def owner_list(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         echo(json.dumps([{"name": o.name, "organiser": o.organiser, "created_at": o.created_at,
                           "revoked_at": o.revoked_at, "email": o.email,
-                          "email_confirmed": o.confirmed_email is not None}
+                          "email_confirmed": o.confirmed_email is not None, "awaiting": o.awaiting}
                          for o in owners], indent=2))
         return
     for o in owners:
         role = "organiser" if o.organiser else "participant"
         echo(f"{o.name:<24} {role:<12} added {o.created_at}" + (f", revoked {o.revoked_at}" if o.revoked_at else "")
-             + (f", email {o.email}" + ("" if o.confirmed_email else " (unconfirmed)") if o.email else ""))
+             + (f", email {o.email}" + ("" if o.confirmed_email else " (unconfirmed)") if o.email else "")
+             + (f", {waiting_line(o)}" if o.awaiting else ""))
     if not owners:
         echo("no owners yet: `vmjudge owner add NAME` makes one")
 
@@ -79,10 +82,23 @@ def owner_set(ctx: click.Context, name: str, email: str | None, no_email: bool) 
     echo(f"{name} hears of its entries at {email}." if email else f"{name} gets no email from now on.")
 
 
+@owner.command("approve")
+@click.argument("name")
+@click.pass_context
+def owner_approve(ctx: click.Context, name: str) -> None:
+    """Let NAME, an account made on the portal (site.toml [portal] registration = "approve"), sign in from now;
+    it is told so by mail."""
+    site, queue = site_and_queue(ctx)
+    portal_url = site.notify.portal_url
+    Accounts(queue.database).approve(name, approved_mail(portal_url) if portal_url else None)
+    echo(f"{name} is approved: it signs in by a link mailed to its address.")
+
+
 @owner.command("revoke")
 @click.argument("name")
 @click.pass_context
 def owner_revoke(ctx: click.Context, name: str) -> None:
-    """Stop NAME's token and every session signed in with it, at once."""
+    """Stop NAME's token and every session signed in with it, at once: the account is disabled, its entries
+    kept."""
     _owners(ctx).revoke(name)
     echo(f"{name}'s token is revoked; `vmjudge owner add {name}` gives a new one.")

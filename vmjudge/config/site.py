@@ -17,6 +17,7 @@ from ..errors import ConfigError
 from .cpu import CPU_ALLOWED, HOST_PASSTHROUGH, GuestCpu, default_cpu, is_cpu_setting
 from .layout import Layout
 from .notify import NotifySite, read_notify
+from .registration import PortalSite, read_portal
 from .storage import StorageSite, read_storage
 from .values import Section, read_toml
 
@@ -139,6 +140,7 @@ class Site:
     profile: str = "production"
     # [site] allow_no_lsm: production without AppArmor or SELinux (the daemon names it first).
     allow_no_lsm: bool = False
+    portal: PortalSite = field(default_factory=PortalSite)  # [portal]: who may make an account (issue 58)
     notify: NotifySite = field(default_factory=NotifySite)  # [notify]: who hears of what (issue 35)
     # [storage]: the object store of hosts that share no files (issue 57); left out, none
     storage: StorageSite = field(default_factory=StorageSite)
@@ -213,6 +215,7 @@ def load_site(home: Path | None = None) -> Site:
     gpu = _gpu(source, data)
     queue = _queue(source, data)
     web = _web(source, data)
+    portal = read_portal(source, data)
     notify = read_notify(source, data)
     storage = read_storage(source, data, home)
     if storage.url and not queue.url:
@@ -221,9 +224,10 @@ def load_site(home: Path | None = None) -> Site:
                           "host.")
     for key in data:
         if isinstance(data[key], dict) and key not in ("site", "libvirt", "image", "results", "slots", "vm",
-                                                       "retention", "gpu", "queue", "web", "notify", "storage"):
+                                                       "retention", "gpu", "queue", "web", "portal", "notify",
+                                                       "storage"):
             raise ConfigError(f"{source}: unknown table [{key}]: use [site], [libvirt], [image], [results], [slots], "
-                              "[vm], [retention], [gpu], [queue], [web], [notify] or [storage].")
+                              "[vm], [retention], [gpu], [queue], [web], [portal], [notify] or [storage].")
     env_accel = os.environ.get("VMJUDGE_ACCEL")
     if env_accel:
         if env_accel not in ("kvm", "tcg"):
@@ -236,7 +240,7 @@ def load_site(home: Path | None = None) -> Site:
     return Site(cpu=cpu, home=home, uri=uri, accel=accel, channel=channel, mirror=mirror, security_mirror=security,
                 suite=suite, boot_timeout=boot, silence_timeout=silence, warm_start=warm, keep_media=keep_media,
                 retention=retention, gpu=gpu, queue=queue, overcommit=overcommit, web=web, profile=profile,
-                allow_no_lsm=allow_no_lsm, notify=notify, storage=storage)
+                allow_no_lsm=allow_no_lsm, notify=notify, storage=storage, portal=portal)
 
 
 def profile_line(what: str) -> str:

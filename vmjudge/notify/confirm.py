@@ -26,6 +26,9 @@ from __future__ import annotations
 import time
 
 KIND = "email-confirm"  # its outbox rows' kind
+SIGNIN = "signin-link"  # a sign-in link mailed to an account's confirmed address (issue 58)
+APPROVED = "account-approved"  # an account the organisers approved, told so
+AS_WRITTEN = (KIND, SIGNIN, APPROVED)  # the owners' mails whose text is written with the event
 VALID_SECONDS = 24 * 3600
 
 
@@ -44,3 +47,28 @@ def mail(portal_url: str, address: str, link_token: str, until: int) -> tuple[st
             "If it was not you, ignore this message: nothing more is sent to this address unless the link is "
             "followed.\n")
     return "Confirm your address for the judge's emails", text
+
+
+def signup_mail(portal_url: str, address: str, link_token: str, until: int) -> tuple[str, str]:
+    """A sign-up's confirmation: as mail(), for an account made on the portal."""
+    expires = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(until))
+    text = (f"Someone signed up to the judge at {portal_url} with this address, {address}.\n\n"
+            f"If that was you, open this link and press \"Confirm\" (it works until {expires}):\n\n"
+            f"{portal_url}/settings/confirm?token={link_token}\n\n"
+            "If it was not you, ignore this message: the account lapses unless the link is followed.\n")
+    return "Confirm your address to finish signing up", text
+
+
+def signin_mail(portal_url: str, link_token: str, minutes: int) -> tuple[str, str]:
+    """A sign-in link, for whoever reads the account's mailbox: no name, no text of anyone's."""
+    text = (f"Someone asked to sign in to the judge at {portal_url} with this address.\n\n"
+            f"If that was you, open this link and press \"Sign in\" (it works once, for {minutes} minutes):\n\n"
+            f"{portal_url}/signin/link?token={link_token}\n\n"
+            "If it was not you, ignore this message: no one is signed in unless the link is followed.\n")
+    return "Your link to sign in to the judge", text
+
+
+def approved_mail(portal_url: str) -> tuple[str, str]:
+    text = (f"The organisers approved your account on the judge at {portal_url}.\n\n"
+            f"Sign in at {portal_url}/signin with a link mailed to this address.\n")
+    return "Your account on the judge is approved", text

@@ -119,7 +119,14 @@ def confirmation(db: Db, owner: str, address: str, subject: str, body: str, at: 
     """Within the transaction that sets the owner's unconfirmed address: the one mail that
     carries its link (notify/confirm.py), to that address only. The sender drops it if the
     address has changed or been confirmed by the time it is sent (owners.py recipient)."""
-    _insert(db, CONFIRM, OWNER, at, at, owner=owner, subject=subject, body=body, address=address)
+    mail_as_written(db, CONFIRM, owner, address, subject, body, at)
+
+
+def mail_as_written(db: Db, kind: str, owner: str, address: str, subject: str, body: str, at: float) -> None:
+    """An owner's mail whose text is written with the event (notify/confirm.py's kinds: a
+    confirmation, a sign-in link, an approval), to `address` only, which the sender checks is
+    still the owner's as it sends (owners.py recipient)."""
+    _insert(db, kind, OWNER, at, at, owner=owner, subject=subject, body=body, address=address)
 
 
 def confirmations_since(db: Db, owner: str, since: float) -> list[float]:

@@ -56,10 +56,17 @@ class Owner:
     signed_out_at: float | None = None  # epoch seconds: sessions begun before it are over
     email: str | None = None  # where the owner hears of its entries (issue 35); None: not at all
     email_confirmed_at: float | None = None  # epoch seconds; None: `email` is unconfirmed and gets nothing
+    awaiting: str | None = None  # a portal sign-up's: "confirmation" of its address, then "approval" (accounts.py)
+    signed_up_at: float | None = None
+    link_used_at: float | None = None  # when the newest sign-in link it followed was made
 
     @property
     def active(self) -> bool:
         return self.revoked_at is None
+
+    @property
+    def can_sign_in(self) -> bool:
+        return self.revoked_at is None and self.awaiting is None
 
     @property
     def confirmed_email(self) -> str | None:
@@ -77,11 +84,12 @@ def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _owner(r: Any) -> Owner:
+def owner_row(r: Any) -> Owner:
     """From a row (sqlite3.Row or pg_row.Row), read by column name."""
     return Owner(name=r["name"], organiser=bool(r["organiser"]), created_at=r["created_at"],
                  revoked_at=r["revoked_at"], token_sha256=r["token_sha256"], signed_out_at=r["signed_out_at"],
-                 email=r["email"], email_confirmed_at=r["email_confirmed_at"])
+                 email=r["email"], email_confirmed_at=r["email_confirmed_at"], awaiting=r["awaiting"],
+                 signed_up_at=r["signed_up_at"], link_used_at=r["link_used_at"])
 
 
 def checked_email(email: str | None) -> str | None:
@@ -124,8 +132,8 @@ class Owners:
                        "email_confirmed_at) VALUES (?, ?, ?, ?, NULL, ?, ?) ON CONFLICT(name) DO UPDATE SET "
                        "token_sha256 = excluded.token_sha256, organiser = excluded.organiser, created_at = "
                        "excluded.created_at, revoked_at = NULL, email = excluded.email, email_confirmed_at = "
-                       "excluded.email_confirmed_at", (name, token_hash(token), int(organiser), now(), email,
-                                                       time.time() if email else None))
+                       "excluded.email_confirmed_at, awaiting = NULL",
+                       (name, token_hash(token), int(organiser), now(), email, time.time() if email else None))
         return token
 
     def set_email(self, name: str, email: str | None) -> None:
@@ -173,7 +181,8 @@ class Owners:
     def recipient(self, row: OutboxRow) -> str:
         """The address an owner's outbox row may go to now; VmjudgeError (the row is dropped)
         when none: the owner revoked or without an address, the address unconfirmed (any row but
-        its confirmation), or for a confirmation, the address changed or confirmed since."""
+        its confirmation), or for a confirmation, the address changed or confirmed since; for a mail
+        written for one address (a sign-in link), that address no longer the owner's."""
         owner = self.get(row.owner or "")
         if owner is None or not owner.active or not owner.email:
             raise VmjudgeError(f"the owner {row.owner!r} gives no address now")
@@ -183,6 +192,8 @@ class Owners:
             return owner.email
         if owner.confirmed_email is None:
             raise VmjudgeError(f"the address of the owner {row.owner!r} is not confirmed")
+        if row.address is not None and row.address != owner.confirmed_email:  # a sign-in link, an approval
+            raise VmjudgeError(f"the owner {row.owner!r} changed its address since")
         return owner.confirmed_email
 
     def revoke(self, name: str) -> None:
@@ -195,29 +206,29 @@ class Owners:
     def all(self) -> list[Owner]:
         with self.database.connect() as db:
             rows = db.execute("SELECT * FROM owners ORDER BY name").fetchall()
-        return [_owner(r) for r in rows]
+        return [owner_row(r) for r in rows]
 
     def get(self, name: str) -> Owner | None:
         """The owner named so, active or revoked; None if there is none."""
         with self.database.connect() as db:
             row = db.execute("SELECT * FROM owners WHERE name = ?", (name,)).fetchone()
-        return None if row is None else _owner(row)
+        return None if row is None else owner_row(row)
 
     def by_token(self, token: str) -> Owner | None:
         """The active owner whose token this is, or None."""
         wanted = token_hash(token)
         with self.database.connect() as db:
-            row = db.execute("SELECT * FROM owners WHERE token_sha256 = ? AND revoked_at IS NULL",
+            row = db.execute("SELECT * FROM owners WHERE token_sha256 = ? AND revoked_at IS NULL AND awaiting IS NULL",
                              (wanted,)).fetchone()
         if row is None or not hmac.compare_digest(str(row["token_sha256"]), wanted):
             return None
-        return _owner(row)
+        return owner_row(row)
 
     def by_session(self, name: str, mark: str, since: float) -> Owner | None:
         """The active owner a session names, if the session was signed in with its current token
         at `since` (epoch seconds), after the owner last signed out."""
         owner = self.get(name)
-        if owner is None or not owner.active or not hmac.compare_digest(owner.session_mark, mark):
+        if owner is None or not owner.can_sign_in or not hmac.compare_digest(owner.session_mark, mark):
             return None
         if owner.signed_out_at is not None and since <= owner.signed_out_at:
             return None

@@ -258,6 +258,13 @@ MIGRATIONS = (
     ("owners", "email_confirmed_at", "DOUBLE PRECISION"),
     # A confirmation's outbox row: the address it goes to (the link is for that address only).
     ("outbox", "address", "TEXT"),
+    # Issue 58: an account a person made on the portal: what it waits for before it signs in ("confirmation"
+    # of its address, then the organisers' "approval"; NULL: nothing, as every account made before), when it
+    # was made (an unconfirmed one lapses, its name free again), and the newest sign-in link used (each link
+    # once, and older ones no more).
+    ("owners", "awaiting", "TEXT"),
+    ("owners", "signed_up_at", "DOUBLE PRECISION"),
+    ("owners", "link_used_at", "DOUBLE PRECISION"),
 )
 # Indexes on columns MIGRATIONS add, so made after them.
 LATER_INDEXES = (INDEX,)

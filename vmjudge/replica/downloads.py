@@ -19,6 +19,7 @@ from __future__ import annotations
 import fcntl
 import gzip
 import hashlib
+import json
 import os
 import shutil
 import tarfile
@@ -140,7 +141,7 @@ def file_name(site: Site, ch: Challenge, what: str) -> str:
         return f"{served_name(ch, what).rsplit('.', 2)[0]}-{_key(files)}.{served_name(ch, what).split('.', 1)[1]}"
     image = find_image(site, ch.image)
     files |= {"challenge.toml": ch.directory / "challenge.toml", **package_files()}
-    return f"{_label(ch)}-replica-{_key(files, image.key, image.manifest['sha256'])}.iso"
+    return f"{_label(ch)}-replica-{_key(files, image.key, json.dumps(image.manifest['sha256'], sort_keys=True))}.iso"
 
 
 def made(site: Site, ch: Challenge, what: str) -> Download:

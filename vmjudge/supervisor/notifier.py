@@ -21,11 +21,12 @@ from ..config import Site
 from ..config.notify import NotifySite
 from ..errors import VmjudgeError
 from ..notify import smtp, webhook
+from ..notify.confirm import AS_WRITTEN
 from ..notify.message import Message
 from ..notify.secrets import credentials, webhook_secret
 from ..queue.connection import QueueUnavailable
 from ..queue.db import Queue
-from ..queue.outbox import CONFIRM, DROPPED, FAILED, OWNER, PENDING, SENT, OutboxRow, claim, reached, settle
+from ..queue.outbox import DROPPED, FAILED, OWNER, PENDING, SENT, OutboxRow, claim, reached, settle
 from ..queue.owners import Owners
 from ..queue.redact import url_shown
 from ..reports.notice import owner_message, stale
@@ -176,7 +177,7 @@ class Notifier:
             address = Owners(self.queue.database).recipient(row)  # confirmed, or this is its confirmation
             if notify.smtp is None:
                 raise VmjudgeError("no [notify.smtp] in site.toml to send email through")
-            if row.kind == CONFIRM:
+            if row.kind in AS_WRITTEN:  # a confirmation, a sign-in link, an approval: written with the event
                 return Message(kind=row.kind, subject=row.subject or "", text=row.body or "",
                                delivery=row.delivery), [email_target(notify, address)]
             if stale(self.queue, row):

@@ -5,6 +5,8 @@ no itsdangerous."""
 
 from __future__ import annotations
 
+import time
+
 from itsdangerous import BadSignature, SignatureExpired, URLSafeTimedSerializer
 
 from ..notify.confirm import EXPIRED, NOT_VALID, VALID_SECONDS
@@ -44,3 +46,23 @@ def check(key: bytes, text: str, address: str) -> str | None:
     except BadSignature:
         return NOT_VALID
     return None
+
+
+SIGNIN_SALT = "vmjudge sign-in link"
+
+
+def signin_token(key: bytes, owner: str) -> str:
+    """A sign-in link's token: the owner and when it was made (the account takes each link once,
+    queue/accounts.py use_link), signed now; a salt of its own, so no other token is taken for it."""
+    return URLSafeTimedSerializer(key, salt=SIGNIN_SALT).dumps([owner, time.time()])
+
+
+def signin_check(key: bytes, text: str, max_age: int) -> tuple[str, float] | None:
+    """The owner and making time of a sign-in link's token, or None: forged, changed or expired."""
+    if len(text) > MAX_TOKEN:
+        return None
+    try:
+        owner, made = URLSafeTimedSerializer(key, salt=SIGNIN_SALT).loads(text, max_age=max_age)
+    except (BadSignature, ValueError, TypeError):
+        return None
+    return (owner, float(made)) if isinstance(owner, str) and isinstance(made, float) else None

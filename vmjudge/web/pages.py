@@ -42,7 +42,7 @@ class Pages:
                 Route("/leaderboards/{challenge}", self.board)]
 
     def signin_form(self, request: Request) -> Response:
-        return self.portal.page(request, "signin.html")
+        return self.portal.page(request, "signin.html", signs_up=self.portal.site.portal.signs_up)
 
     async def signin(self, request: Request) -> Response:
         form = await request.form(max_files=0, max_fields=4)

@@ -30,6 +30,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from ..notify import confirm
+from ..queue.accounts import Accounts
 from ..queue.outbox import last_confirmation
 from ..queue.owners import Owner, OwnerError, TooSoon, checked_email
 from ..queue.rows import stamp
@@ -134,7 +135,8 @@ class Settings:
         if owner is None or refused is not None:
             return self._link_page(request, 400, error=refused or confirm.NOT_VALID)
         return self._link_page(request, 200, email=owner.email, token=token,
-                               done=owner.confirmed_email is not None)
+                               done=owner.confirmed_email is not None, signed_up=owner.awaiting is not None,
+                               waiting=owner.awaiting if owner.confirmed_email is not None else None)
 
     async def confirm(self, request: Request) -> Response:
         form = await request.form(max_files=0, max_fields=4)
@@ -143,5 +145,9 @@ class Settings:
             return self._link_page(request, 400, error=refused or confirm.NOT_VALID)
         if not self.portal.owners.confirm(owner.name, owner.email):  # changed between the check and now
             return self._link_page(request, 400, error=confirm.NOT_VALID)
-        log.info("%s confirmed the address it set on /settings", owner.name)
-        return self._link_page(request, 200, email=owner.email, done=True)
+        if owner.awaiting is None:
+            log.info("%s confirmed the address it set on /settings", owner.name)
+            return self._link_page(request, 200, email=owner.email, done=True)
+        waiting = Accounts(self.portal.queue.database).confirmed(owner.name, self.portal.site.portal.registration)
+        log.info("sign-up %s confirmed its address%s", owner.name, f"; waiting for {waiting}" if waiting else "")
+        return self._link_page(request, 200, email=owner.email, done=True, signed_up=True, waiting=waiting)
