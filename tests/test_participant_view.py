@@ -184,12 +184,14 @@ def conforms(value, spec, where="") -> list[str]:
 # None: an HTML page (or, with ?format=text, the report's text), checked below by what it shows.
 PARTICIPANT_GETS = {"/entries": None, "/entries.json": participant.ENTRY_LIST, "/entries/{entry_id}": None,
                     "/upload": None, "/leaderboards": None, "/leaderboards/{challenge}": None,
-                    "/phases/{challenge}": None, "/settings": None}  # /settings: the owner's own address (#35)
+                    "/phases/{challenge}": None, "/settings": None,  # /settings: the owner's own address (#35)
+                    "/teams": None, "/teams/join": None}  # #58: the owner's teams (test_teams.py)
 API_GETS = {"/api/entries": participant.ENTRY_LIST, "/api/entries/{entry_id}": participant.ENTRY,
             "/api/challenges/{challenge}/phases": participant.PHASES}
 # A participant's upload, or an entry carried into a contest's phase: answered in SUBMITTED or a page.
 POSTS = {"/upload", "/api/entries", "/entries/{entry_id}/carry", "/api/entries/{entry_id}/carry",
-         "/settings/resend"}  # the owner's own address's confirmation mailed again (#54)
+         "/settings/resend",  # the owner's own address's confirmation mailed again (#54)
+         "/teams", "/teams/join"}  # #58: a team made or joined
 PUBLIC = {"/", "/signin", "/signout", "/static",
           "/settings/confirm",  # #54: the mailed link, by its token only (test_notify_confirm.py)
           # #58: the challenges' pages, as participant.CHALLENGE(_LIST) (test_challenge_page.py); its downloads

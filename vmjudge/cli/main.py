@@ -27,7 +27,7 @@ COMMANDS = {
     "owner": ("owners", "owner"), "phases": ("phases", "phases"), "promote": ("phases", "promote"),
     "publish": ("phases", "publish"), "replica": ("replica", "replica"), "rescore": ("rescore", "rescore"),
     "service": ("service", "service"), "show": ("show", "show"), "status": ("status", "status"),
-    "submit": ("judge", "submit"), "usage": ("usage", "usage"), "web": ("web", "web"),
+    "submit": ("judge", "submit"), "team": ("teams", "team"), "usage": ("usage", "usage"), "web": ("web", "web"),
 }
 
 

@@ -25,6 +25,7 @@ class PortalPage:
     sample: str | None = None  # a directory of the challenge's, offered as the sample entry's archive
     replica: bool = False  # the replica ISO, built once per image when first asked for
     public: bool = False  # downloads to anyone, not only to signed-in participants
+    team_size: int = 0  # members a team may have (queue/teams.py); 0: no teams, each person enters alone
 
     @property
     def downloads(self) -> bool:
@@ -61,7 +62,9 @@ def portal_page(source: str, directory: Path, data: dict[str, Any]) -> PortalPag
                      "a directory of the challenge's holding an example entry, such as \"entries/good\" "
                      "(never test/ or reference/)")
     page = PortalPage(description=description or None, training=sec.get("training", bool, False),
-                      sample=sample, replica=sec.get("replica", bool, False), public=sec.get("public", bool, False))
+                      sample=sample, replica=sec.get("replica", bool, False), public=sec.get("public", bool, False),
+                      team_size=sec.get("team_size", int, 0, lambda v: 0 <= v <= 100,
+                                        "a whole number from 0 (no teams) to 100"))
     sec.done()
     if page.description is not None:
         path = directory / page.description

@@ -31,7 +31,7 @@ from .owners import CONFIRM_GAP, CONFIRM_PER_DAY, Owner, OwnerError, TooSoon, ch
 from .rows import now, stamp
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{1,31}")
-CONFIRMATION, APPROVAL = "confirmation", "approval"
+CONFIRMATION, APPROVAL, TEAM = "confirmation", "approval", "team"  # what owners.awaiting holds (TEAM: teams.py)
 LINK_SECONDS = 15 * 60  # a sign-in link's life
 LINK_GAP, LINKS_PER_DAY = 60.0, 20  # sign-in links to one address
 HOLDER = ("SELECT name FROM owners WHERE email = ? AND email_confirmed_at IS NOT NULL AND revoked_at IS NULL AND "
@@ -157,5 +157,7 @@ class Accounts:
 
 
 def waiting_line(owner: Owner) -> str:
-    """What `owner list` says of an account still waiting."""
+    """What `owner list` says of an account still waiting, or of a team (which never signs in)."""
+    if owner.awaiting == TEAM:
+        return "a team (`vmjudge team list CHALLENGE` shows its members)"
     return f"waiting for {owner.awaiting} since {stamp(owner.signed_up_at or 0)}"

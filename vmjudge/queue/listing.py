@@ -25,6 +25,7 @@ class EntryFilter:
     late: bool | None = None  # True: late entries only; False: official only; None: both
     since: str | None = None  # submitted at or after this queue time ("2026-11-24" or "2026-11-24T10:00:00Z")
     phase: str | None = None  # a contest's phase; None: every entry, in a phase or not
+    owners: tuple[str, ...] = ()  # any of these owners (a person and their teams); empty: any
 
     def where(self) -> tuple[str, tuple[object, ...]]:
         late = None if self.late is None else int(self.late)
@@ -33,9 +34,10 @@ class EntryFilter:
             ("late =", late), ("submitted_at >=", self.since), ("phase =", self.phase))  # times sort as text
             if value is not None]
         clauses, args = [sql for sql, _ in tests], [value for _, value in tests]
-        if self.states:
-            clauses.append(f"state IN ({','.join('?' * len(self.states))})")
-            args.extend(self.states)
+        for column, values in (("state", self.states), ("owner", self.owners)):
+            if values:
+                clauses.append(f"{column} IN ({','.join('?' * len(values))})")
+                args.extend(values)
         return (" WHERE " + " AND ".join(clauses)) if clauses else "", tuple(args)
 
 

@@ -151,6 +151,24 @@ CREATE TABLE IF NOT EXISTS owners (
     created_at TEXT NOT NULL,
     revoked_at TEXT                    -- set by `owner revoke`: the token and its sessions stop at once
 );
+-- Teams (issue 58): a team is an owner that never signs in (owners.awaiting = 'team'), so its
+-- entries, limits, budgets and board row are an owner's; its members, one team each per challenge,
+-- submit as it. `invite` is the nonce its invitation link signs: a new one stops the old link.
+CREATE TABLE IF NOT EXISTS teams (
+    challenge TEXT NOT NULL,
+    name TEXT NOT NULL UNIQUE,         -- the owner its entries are submitted as
+    created_by TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    invite TEXT NOT NULL,
+    PRIMARY KEY (challenge, name)
+);
+CREATE TABLE IF NOT EXISTS team_members (
+    challenge TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    team TEXT NOT NULL,
+    joined_at TEXT NOT NULL,
+    PRIMARY KEY (challenge, owner)
+);
 -- A contest's phases (challenge.toml [[phase]], issue 40): the owners the organiser promoted into
 -- a phase, and when a phase's results were published to participants. Both are the organiser's
 -- acts, recorded with who did them and when.

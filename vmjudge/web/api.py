@@ -47,7 +47,7 @@ class Api:
     def list_entries(self, request: Request) -> Response:
         owner = self.caller(request)
         page = page_number(request)
-        found = entries_page(self.portal, EntryFilter(owner=owner.name), page)
+        found = entries_page(self.portal, EntryFilter(owners=self.portal.seen_as_own(owner)), page)
         return JSONResponse(participant.entry_list(found.entries, found.total, page, PAGE_SIZE, participant.now(),
                                                    PhaseViews.load(self.portal.queue).feedback))
 

@@ -37,6 +37,7 @@ from .secret import session_key
 from .security import SMALL_BODY, BodyLimit, BodyPace, Refusal, SecurityHeaders
 from .settings import Settings
 from .signup import SignUp
+from .teams import TeamPages
 
 SESSION_SECONDS = 14 * 24 * 3600
 UPLOADS = ("/upload", "/api/entries")
@@ -74,6 +75,7 @@ def create_app(site: Site, secure_cookies: bool = True, queue: Queue | None = No
     api = Api(portal)
     routes = [*ChallengePages(portal).routes(), *Pages(portal).routes(), *Organiser(portal).routes(), *api.routes(),
               *PhasePages(portal, api.caller).routes(), *Settings(portal).routes(), *SignUp(portal).routes(),
+              *TeamPages(portal).routes(),
               Mount("/static", StaticFiles(directory=HERE / "static"), name="static")]
     middleware = [Middleware(SecurityHeaders), Middleware(LastResort),
                   Middleware(BodyPace, web=site.web, uploads=UPLOADS),

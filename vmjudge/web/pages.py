@@ -17,6 +17,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Route
 
 from ..queue.listing import EntryFilter
+from ..queue.teams import Teams
 from ..reports import leaderboard as lb
 from ..reports import participant
 from ..reports.phase_view import PhaseViews, board_phase, hidden_board
@@ -65,7 +66,7 @@ class Pages:
     def entries(self, request: Request) -> Response:
         owner = self.portal.participant(request)
         page = page_number(request)
-        found = entries_page(self.portal, EntryFilter(owner=owner.name), page)
+        found = entries_page(self.portal, EntryFilter(owners=self.portal.seen_as_own(owner)), page)
         doc = participant.entry_list(found.entries, found.total, page, None, participant.now(),
                                      PhaseViews.load(self.portal.queue).feedback)
         return self.portal.page(request, "entries.html", rows=doc["entries"], page=page, pages=pages_of(found),
@@ -74,7 +75,7 @@ class Pages:
     def entries_json(self, request: Request) -> Response:
         owner = self.portal.participant(request)
         page = page_number(request)
-        found = entries_page(self.portal, EntryFilter(owner=owner.name), page)
+        found = entries_page(self.portal, EntryFilter(owners=self.portal.seen_as_own(owner)), page)
         return JSONResponse(participant.entry_list(found.entries, found.total, page, None, participant.now(),
                                                    PhaseViews.load(self.portal.queue).feedback))
 
@@ -138,7 +139,8 @@ class Pages:
         rows = lb.leaderboard(self.portal.queue, challenge, late, at=at, phase=phase, lower_first=lower)
         history = participant.board_history(lb.history(self.portal.queue, challenge, late, at=at, phase=phase,
                                                        lower_first=lower))
-        drawn = chart(history, [r["owner"] for r in participant.board_rows(rows)], me.name, lower)
+        mine = Teams(self.portal.queue.database).entrant(challenge, me.name)  # the row of their team, if in one
+        drawn = chart(history, [r["owner"] for r in participant.board_rows(rows)], mine, lower)
         return self.portal.page(request, "board.html", challenge=challenge, late=late,
                                 rows=participant.board_rows(rows), columns=lb.columns(rows), title=title, phase=phase,
-                                hidden=None, chart=drawn)
+                                hidden=None, chart=drawn, mine=mine)

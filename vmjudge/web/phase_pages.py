@@ -64,7 +64,8 @@ class PhasePages:
         def work() -> Admitted:  # the queue and the challenge's files, on the uploads' threads
             entry = self.portal.own_entry(owner, entry_id)
             ch = load_challenge(self.portal.challenge_dir(entry.challenge))
-            return carry(self.portal.queue, entry.challenge, ch, phase, entry_id, rate_limited=True, owner=owner.name)
+            return carry(self.portal.queue, entry.challenge, ch, phase, entry_id, rate_limited=True,
+                         owner=entry.owner)  # own_entry's: the participant's, or their team's
 
         return await anyio.to_thread.run_sync(work, limiter=self.portal.upload_io)
 

@@ -28,6 +28,7 @@ from ..queue.connection import QueueUnavailable
 from ..queue.db import Queue
 from ..queue.owners import Owner, Owners
 from ..queue.rows import EntryRow
+from ..queue.teams import Teams
 from ..terminal import printable
 from .builds import Builds
 from .checks import Checker
@@ -128,15 +129,19 @@ class Portal:
         except VmjudgeError:
             raise HTTPException(404, f"There is no entry {entry_id}.") from None
 
+    def seen_as_own(self, owner: Owner) -> tuple[str, ...]:
+        """The owners whose entries `owner` sees as its own: itself and its teams (queue/teams.py)."""
+        return Teams(self.queue.database).owners_seen_by(owner.name)
+
     def own_entry(self, owner: Owner, entry_id: int) -> EntryRow:
-        """The owner's entry; 404 otherwise: another owner's entry is not confirmed to exist."""
+        """The owner's entry, or its team's; 404 otherwise: another owner's entry is not confirmed to exist."""
         try:
             entry = self.queue.entry(entry_id)
         except QueueUnavailable:
             raise
         except VmjudgeError:
             entry = None
-        if entry is None or entry.owner != owner.name:
+        if entry is None or entry.owner not in self.seen_as_own(owner):
             raise HTTPException(404, f"You have no entry {entry_id}.")
         return entry
 

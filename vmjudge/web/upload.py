@@ -45,6 +45,7 @@ from ..queue.owners import Owner
 from ..queue.phase_rules import entrant_refusal, upload_phase, upload_refusal
 from ..queue.rows import Usage
 from ..queue.spool import STALE
+from ..queue.teams import Teams
 from .failures import entry_status
 from .portal import Portal
 
@@ -63,6 +64,7 @@ class Upload:
     archive_bytes: int = 0
     challenge: Challenge | None = None
     phase: Phase | None = None  # a contest's phase the entry goes to, chosen before its archive is stored
+    entrant: str | None = None  # who it is submitted as: the uploader's team in its challenge, or the uploader
 
     def text(self, name: str) -> str | None:
         return self.fields.get(name)
@@ -151,11 +153,12 @@ class _Parts:
                                                  time.time())
         if phase is not None:  # a phase's window and uploads, before a byte is stored
             upload_refusal(ch, name, phase, self.upload.late, time.time())
-        self.used = self.portal.queue.owner_usage(name, self.owner.name, self.upload.late,
+        entrant = self.upload.entrant = Teams(self.portal.queue.database).entrant(name, self.owner.name)
+        self.used = self.portal.queue.owner_usage(name, entrant, self.upload.late,
                                                   phase.name if phase is not None else None)
         if phase is not None:  # promotion and the phase's limits per owner, before a byte is stored
-            entrant_refusal(ch, name, phase, self.owner.name, self.upload.late, self.used)
-        owner_limits(ch.in_phase(phase.name if phase is not None else None), name, self.owner.name, self.used)
+            entrant_refusal(ch, name, phase, entrant, self.upload.late, self.used)
+        owner_limits(ch.in_phase(phase.name if phase is not None else None), name, entrant, self.used)
 
     def data(self, data: bytes, start: int, end: int) -> None:
         if self.file is None:
@@ -171,7 +174,8 @@ class _Parts:
                                      f"{self.upload.text('challenge')} accepts: make the entry smaller and submit "
                                      "again.")
         if self.upload.archive_bytes > spool_room(ch, used):
-            owner_limits(ch, str(self.upload.text("challenge")), self.owner.name, used, self.upload.archive_bytes)
+            owner_limits(ch, str(self.upload.text("challenge")), self.upload.entrant or self.owner.name, used,
+                         self.upload.archive_bytes)
         self.file.write(data[start:end])
 
     def part_end(self) -> None:
@@ -241,9 +245,10 @@ async def admit_upload(portal: Portal, owner: Owner, upload: Upload) -> Admitted
         raise HTTPException(400, "The form holds no archive: choose your entry's file and submit again.")
     # An EntryError is the participant's (failures.py gives its sentence and status); any other
     # VmjudgeError is the judge's (the spool's disk full, the queue unreachable): 503 and the log.
-    prepared = await portal.checker.prepare(portal.site, challenge, ch, upload.archive, owner.name)
+    entrant = upload.entrant or owner.name  # a member of a team submits as the team
+    prepared = await portal.checker.prepare(portal.site, challenge, ch, upload.archive, entrant)
     return await anyio.to_thread.run_sync(lambda: enter(portal.site, portal.queue, challenge, ch, prepared,
-                                                        owner.name, upload.late, rate_limited=True,
+                                                        entrant, upload.late, rate_limited=True,
                                                         phase=upload.phase, smoke=upload.smoke),
                                           limiter=portal.upload_io)
 
