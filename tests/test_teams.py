@@ -24,8 +24,8 @@ def portal(tmp_path):
     web = WebHome(tmp_path)
     directory = tmp_path / "tm"
     directory.mkdir()
-    (directory / "challenge.toml").write_text('name = "tm"\n[entry]\nmax_size = 65536\n[limits]\npending_per_owner = 2\n'
-                                              "[portal]\nteam_size = 2\n")
+    (directory / "challenge.toml").write_text('name = "tm"\n[entry]\nmax_size = 65536\n'
+                                              "[limits]\npending_per_owner = 2\n[portal]\nteam_size = 2\n")
     web.queue.add_challenge("tm", directory, "key")
     web.tokens = {who: web.owners.add(who) for who in ("ana", "bo", "cy", "di")}
     return web
