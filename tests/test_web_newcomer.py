@@ -58,7 +58,8 @@ def session_client(chrome, base: str) -> httpx.Client:
     return httpx.Client(base_url=base, timeout=60, cookies={c["name"]: c["value"] for c in chrome.get_cookies()})
 
 
-def test_a_newcomer_signs_up_reads_the_page_downloads_uploads_and_sees_their_team_on_the_board(tmp_path, driver):
+def test_a_newcomer_signs_up_reads_the_page_downloads_uploads_and_sees_their_team_on_the_board(
+        tmp_path, driver):  # noqa: F811 - the browser fixture imported above
     chrome = driver
     with SmtpServer() as server:
         web = with_site(WebHome(tmp_path), notify_toml(server.port) + '[portal]\nregistration = "approve"\n')
