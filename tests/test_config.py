@@ -190,7 +190,7 @@ def test_unknown_retention_keys_and_tables_are_refused(tmp_path):
     write(tmp_path, "[retain]\nhome_disk_days = 7\n", "site.toml")
     with pytest.raises(ConfigError, match=r"unknown table \[retain\]: use \[site\], \[libvirt\], \[image\], "
                                           r"\[results\], \[slots\], \[vm\], \[retention\], \[gpu\], \[queue\], "
-                                          r"\[web\], \[notify\] or \[storage\]\."):
+                                          r"\[web\], \[portal\], \[notify\] or \[storage\]\."):
         load_site(tmp_path)
 
 

@@ -102,6 +102,15 @@ scorer = "{scorer}"{scorer_note}
 # path = "aggregates.DSCagg"
 # title = "Aggregated Dice"
 
+# The challenge's page on the portal and what it offers (each download off until turned on).
+# [portal]
+# description = "README.md"     # Markdown shown at the top of the page (its HTML shown as text)
+# training = true               # the training set as one .tar.gz with its sha256
+# sample = "entries/good"       # an example entry, as an archive upload takes as it is
+# replica = true                # the replica ISO, built when first asked for
+# public = false                # true: downloads to anyone, not only to signed-in participants
+# team_size = 3                 # the most members a team may have; 0: no teams
+
 # [quiz]
 # check = "outputs"             # with [[output]] sockets: "outputs" (each valid) or "none"; else "submitted"
 

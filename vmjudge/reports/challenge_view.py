@@ -16,8 +16,17 @@ from ..config import Challenge, Site
 from ..errors import VmjudgeError
 from ..images.build import find_image
 from ..images.runtime import describe_runtime
+from .participant import LEAF, PHASE
 from .phase_view import PhaseViews, phases_document
 
+# The allow-lists: the page's and GET /api/challenges/NAME's, and GET /api/challenges'.
+DOWNLOAD = {"what": LEAF, "url": LEAF, "name": LEAF, "size": LEAF, "sha256": LEAF, "making": LEAF}
+CHALLENGE = {"name": LEAF, "phase": LEAF, "kind": LEAF, "entry": LEAF, "required": [LEAF], "max_size": LEAF,
+             "max_scored_per_owner": LEAF, "submissions_per_hour": LEAF, "pending_per_owner": LEAF,
+             "vm_hours": LEAF, "runtime": [LEAF], "phases": [PHASE], "scorer": LEAF, "scorer_meaning": LEAF,
+             "order": LEAF, "board": LEAF,
+             "downloads": {"signed_in_only": LEAF, "files": [DOWNLOAD], "replica_command": LEAF}}
+CHALLENGE_LIST = {"challenges": [{"name": LEAF, "kind": LEAF, "phases": [LEAF], "url": LEAF}]}
 BUILTIN_SCORERS = ("accuracy", "af2017", "alarms2015", "beats2014", "cindex", "dice", "heart2016",
                    "youth_mental_health")
 KINDS = {"archive": "an archive of setup.sh, next.sh and the files they need (PhysioNet's way)",

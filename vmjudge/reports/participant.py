@@ -101,14 +101,6 @@ PHASE = {"name": LEAF, "opens": LEAF, "closes": LEAF, "state": LEAF, "takes": LE
          "promoted": [PROMOTED], "promotions": [PROMOTION]}
 PHASES = {"challenge": LEAF, "phases": [PHASE]}
 ERROR = {"error": LEAF}
-# A challenge's page and GET /api/challenges/NAME (#58): its rules, runtime, phases, scorer and downloads.
-DOWNLOAD = {"what": LEAF, "url": LEAF, "name": LEAF, "size": LEAF, "sha256": LEAF, "making": LEAF}
-CHALLENGE = {"name": LEAF, "phase": LEAF, "kind": LEAF, "entry": LEAF, "required": [LEAF], "max_size": LEAF,
-             "max_scored_per_owner": LEAF, "submissions_per_hour": LEAF, "pending_per_owner": LEAF,
-             "vm_hours": LEAF, "runtime": [LEAF], "phases": [PHASE], "scorer": LEAF, "scorer_meaning": LEAF,
-             "order": LEAF, "board": LEAF,
-             "downloads": {"signed_in_only": LEAF, "files": [DOWNLOAD], "replica_command": LEAF}}
-CHALLENGE_LIST = {"challenges": [{"name": LEAF, "kind": LEAF, "phases": [LEAF], "url": LEAF}]}
 
 
 def allowed(value: Any, spec: Any) -> Any:

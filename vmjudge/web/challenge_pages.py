@@ -24,7 +24,7 @@ from ..config import Challenge, load_challenge
 from ..errors import VmjudgeError
 from ..replica.downloads import file_name, kept, made
 from ..reports import participant
-from ..reports.challenge_view import challenge_document, challenge_row
+from ..reports.challenge_view import CHALLENGE, CHALLENGE_LIST, challenge_document, challenge_row
 from ..reports.phase_view import PhaseViews
 from .markdown import rendered
 from .portal import Portal
@@ -67,7 +67,7 @@ class ChallengePages:
     def _document(self, ch: Challenge) -> dict[str, Any]:
         doc = challenge_document(self.portal.site, ch, PhaseViews.load(self.portal.queue), participant.now(),
                                  self._downloads(ch))
-        return participant.allowed(doc, participant.CHALLENGE)
+        return participant.allowed(doc, CHALLENGE)
 
     def _downloads(self, ch: Challenge) -> dict[str, Any]:
         """What the organiser offers: each with its address, and once made its name, size and sha256."""
@@ -95,7 +95,7 @@ class ChallengePages:
 
     def list_json(self, request: Request) -> Response:
         rows = [challenge_row(ch) for ch in self._challenges()]
-        return JSONResponse(participant.allowed({"challenges": rows}, participant.CHALLENGE_LIST))
+        return JSONResponse(participant.allowed({"challenges": rows}, CHALLENGE_LIST))
 
     def page(self, request: Request) -> Response:
         ch = self._challenge(request)
