@@ -191,7 +191,8 @@ API_GETS = {"/api/entries": participant.ENTRY_LIST, "/api/entries/{entry_id}": p
 # A participant's upload, or an entry carried into a contest's phase: answered in SUBMITTED or a page.
 POSTS = {"/upload", "/api/entries", "/entries/{entry_id}/carry", "/api/entries/{entry_id}/carry",
          "/settings/resend",  # the owner's own address's confirmation mailed again (#54)
-         "/teams", "/teams/join"}  # #58: a team made or joined
+         "/teams", "/teams/join",  # #58: a team made or joined
+         "/settings/token"}  # #58: a new API token, shown once to its owner (test_signup.py)
 PUBLIC = {"/", "/signin", "/signout", "/static",
           "/settings/confirm",  # #54: the mailed link, by its token only (test_notify_confirm.py)
           # #58: the challenges' pages, as participant.CHALLENGE(_LIST) (test_challenge_page.py); its downloads

@@ -168,3 +168,27 @@ def test_a_sign_in_link_that_is_forged_or_for_an_account_waiting_is_refused(port
     assert browser.get("/entries").status_code == 401
     no_csrf = browser.post("/signin/link", data={"token": token})
     assert no_csrf.status_code == 403
+
+
+@pytest.mark.parametrize("portal", ["open"], indirect=True)
+def test_an_account_made_on_the_portal_makes_its_api_token_on_settings(portal):
+    web = portal
+    client = web.client()
+    sign_up(client, "fay", "fay@example.org")
+    confirm(web.client(), link(web, CONFIRM_LINK, "fay@example.org"))
+    other = web.client()
+    for browser in (client, other):
+        browser.post("/signin/mail", data={"email": "fay@example.org", "csrf": csrf_of(browser)})
+        assert follow_signin(browser, link(web, SIGNIN_LINK, "fay@example.org")).status_code == 303
+        web.smtp.mailbox.mails.clear()
+        with web.queue.database.transaction() as db:  # the next link without waiting out the minute between two
+            db.execute("UPDATE outbox SET created = created - 120")
+    made = client.post("/settings/token", data={"csrf": csrf_of(client, "/settings")})
+    token = re.search(r'id="new-token">[^<]*<code>([^<]+)</code>', made.text).group(1)
+    assert made.headers["cache-control"] == "no-store"
+    assert client.get("/api/entries", headers={"Authorization": f"Bearer {token}"}).status_code == 200
+    assert client.get("/entries").status_code == 200  # this session goes on
+    assert other.get("/entries").status_code == 401  # the others stopped
+    again = client.post("/settings/token", data={"csrf": csrf_of(client, "/settings")})
+    assert again.status_code == 200
+    assert client.get("/api/entries", headers={"Authorization": f"Bearer {token}"}).status_code == 401

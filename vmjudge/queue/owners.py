@@ -196,6 +196,17 @@ class Owners:
             raise VmjudgeError(f"the owner {row.owner!r} changed its address since")
         return owner.confirmed_email
 
+    def new_token(self, name: str) -> str:
+        """A new token for `name`, which may sign in (Settings' "Make a new API token"): shown once by
+        the caller; the old one, and every session signed in before, stop at once."""
+        token = secrets.token_urlsafe(32)
+        with self.database.transaction() as db:
+            done = db.execute("UPDATE owners SET token_sha256 = ? WHERE name = ? AND revoked_at IS NULL AND awaiting "
+                              "IS NULL", (token_hash(token), name)).rowcount
+        if done != 1:
+            raise OwnerError(f"{name!r} cannot sign in, so it gets no token.")
+        return token
+
     def revoke(self, name: str) -> None:
         with self.database.transaction() as db:
             done = db.execute("UPDATE owners SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL",

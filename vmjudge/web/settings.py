@@ -50,6 +50,7 @@ class Settings:
     def routes(self) -> list[Route]:
         return [Route("/settings", self.form), Route("/settings", self.save, methods=["POST"]),
                 Route("/settings/resend", self.resend, methods=["POST"]),
+                Route("/settings/token", self.new_token, methods=["POST"]),
                 Route("/settings/confirm", self.confirm_form),
                 Route("/settings/confirm", self.confirm, methods=["POST"])]
 
@@ -112,6 +113,20 @@ class Settings:
         if not owner.email or owner.confirmed_email is not None:
             return RedirectResponse("/settings", status_code=303)
         return self._ask(request, owner, owner.email)
+
+    async def new_token(self, request: Request) -> Response:
+        """A new token for the API (an account made on the portal has none it was shown): shown on this
+        answer only. The old token and every other session stop; this one is signed in again."""
+        owner = self.portal.participant(request)
+        form = await request.form(max_files=0, max_fields=4)
+        self.portal.check_csrf(request, form.get("csrf"))
+        token = self.portal.owners.new_token(owner.name)
+        renewed = self.portal.owners.get(owner.name)
+        assert renewed is not None
+        self.portal.sign_in(request, renewed)
+        response = self._page(request, renewed, token=token)
+        response.headers["Cache-Control"] = "no-store"
+        return response
 
     # the link: no session read or written (above)
 
