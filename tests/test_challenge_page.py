@@ -79,6 +79,10 @@ def test_the_training_archive_is_the_training_set_made_once_with_its_sha256(port
     web, directory, token = portal
     client = web.client()
     assert client.get("/challenges/af2017/download/training").status_code == 401  # signed-in participants only
+    bearer = client.get("/challenges/af2017/download/training", headers={"Authorization": f"Bearer {token}"})
+    assert bearer.status_code == 200  # as curl fetches it
+    assert client.get("/challenges/af2017/download/training",
+                      headers={"Authorization": "Bearer wrong"}).status_code == 401
     assert sign_in(client, token).status_code == 303
     got = client.get("/challenges/af2017/download/training")
     assert got.status_code == 200

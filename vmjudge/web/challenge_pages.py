@@ -114,7 +114,7 @@ class ChallengePages:
         if what not in WHAT or not _offered(ch, what):
             raise HTTPException(404, f"{ch.name} offers no {what[:20]} download.")
         if not ch.portal.public:
-            self.portal.participant(request)
+            self.portal.reader(request)  # signed in, in a browser or with curl's bearer token
         site = self.portal.site
         try:
             if what == "replica":  # made aside: a page asks to come back while it is written

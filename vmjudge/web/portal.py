@@ -97,6 +97,17 @@ class Portal:
             raise HTTPException(401, "Sign in with your token to see this page.")
         return owner
 
+    def reader(self, request: Request) -> Owner:
+        """The signed-in owner, by the session or by `Authorization: Bearer TOKEN` (a download fetched
+        with curl), or 401. Only for what a GET gives: no form is posted on a bearer token's word here."""
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() == "bearer" and token.strip():
+            owner = self.owners.by_token(token.strip())
+            if owner is None:
+                raise HTTPException(401, "That token does not sign anyone in (it may have been revoked): check it.")
+            return owner
+        return self.participant(request)
+
     def organiser(self, request: Request) -> Owner:
         """The signed-in organiser; anyone else gets 404, as if the page did not exist."""
         owner = self.participant(request)
