@@ -292,8 +292,21 @@ class Home:
         self.queue = Queue(self.path / "queue.db")
         self.queue.add_challenge("ctr", challenge, "key")
 
-    def admit(self, archive: Path, owner: str = "alice"):
-        return admit(self.site, self.queue, "ctr", self.challenge, archive, owner, False)
+    def admit(self, archive: Path, owner: str = "alice", rate_limited: bool = False):
+        return admit(self.site, self.queue, "ctr", self.challenge, archive, owner, False, rate_limited=rate_limited)
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_each_hostile_image_is_refused_at_upload_and_takes_no_place(tmp_path, case):
+    """#58's container equivalents of the broken archives: refused by upload's admission (the portal's and
+    `submit`'s) with the sentence, nothing queued or spooled, and no pending place taken (one allowed)."""
+    home = Home(tmp_path, '[entry]\nkind = "container"\n[limits]\npending_per_owner = 1\n')
+    make, words = HOSTILE[case]
+    with pytest.raises(EntryError) as caught:
+        home.admit(make(tmp_path / "team-image.tar"), rate_limited=True)
+    assert words in str(caught.value)
+    assert home.queue.entries() == [] and sorted(home.path.glob("spool/*/*")) == []
+    assert home.admit(oci.oci_archive(tmp_path / "good-image.tar", image()), rate_limited=True).entry_id == 1
 
 
 def test_a_container_challenge_admits_a_saved_image(tmp_path):
