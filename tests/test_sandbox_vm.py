@@ -49,9 +49,11 @@ def test_the_runtime_the_judge_writes_is_what_the_guest_reports(boot, image, sit
     ch = replace(load_challenge(EXAMPLES / "minimal"), vm=VmShape(vcpus=1, memory_mib=512, home_mib=128))  # boot's
     runtime = describe_runtime(ch, image.manifest, site)
     run = boot(Job(commands=(sh("facts", "python3 --version; cat /etc/debian_version; nproc; "
-                                         "awk '/^MemTotal:/ {print int($2 / 1024)}' /proc/meminfo; uname -r"),)))
-    python, debian, nproc, total, kernel = output(run).split("\n")[:5]
+                                         "awk '/^MemTotal:/ {print int($2 / 1024)}' /proc/meminfo; uname -r; "
+                                         "dpkg-query -W -f '${Version}\\n' python3"),)))
+    python, debian, nproc, total, kernel, package = output(run).split("\n")[:6]
     assert python == f"Python {runtime.python}" and runtime.debian == f"{debian} (bookworm)"
+    assert package == image.manifest["packages"]["python3"]  # the versions the page lists are the installed ones
     assert int(nproc) == runtime.vcpus == 1 and kernel == runtime.kernel
     assert 0.8 * runtime.memory_mib < int(total) <= runtime.memory_mib
     assert runtime.entry_memory_mib < int(total)  # what the entry's commands get together lies below what the guest has

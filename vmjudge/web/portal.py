@@ -164,8 +164,8 @@ class Portal:
         except QueueUnavailable:
             raise
         except VmjudgeError:
-            raise HTTPException(400, f"There is no challenge named {name!r}: choose one of those the portal "
-                                     "lists and submit again.") from None
+            raise HTTPException(400, f"There is no challenge named {name[:64]!r}: choose one of those the portal's "
+                                     "home page lists (/, or GET /api/challenges) and submit again.") from None
 
     def challenge_names(self) -> list[str]:
         return [row["name"] for row in self.queue.challenges()]
