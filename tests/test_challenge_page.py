@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from starlette.routing import Route
 
-from vmjudge.config import load_challenge
+from vmjudge.config import check_challenge_data, load_challenge
 from vmjudge.errors import ConfigError
 from vmjudge.replica.build import training_files
 
@@ -188,10 +188,12 @@ def test_the_portal_table_is_checked_when_the_challenge_is_read(tmp_path):
                         ('"README.md"', "is not a directory of the challenge's")):
         toml.write_text(text.replace('sample = "entries/good"', f"sample = {value}"))
         with pytest.raises(ConfigError, match=re.escape(said)):
-            load_challenge(directory)
+            check_challenge_data(load_challenge(directory))  # `challenge add`'s checks
     toml.write_text(text.replace("[portal]", '[portal]\ndescription = "NOTES.md"'))
     with pytest.raises(ConfigError, match="must be a file of at most 256 KiB"):
-        load_challenge(directory)
+        check_challenge_data(load_challenge(directory))
+    (directory / "entries" / "good").rename(directory / "elsewhere")  # the replica: challenge.toml without them
+    assert load_challenge(directory).portal.description == "NOTES.md"
     toml.write_text(text.replace("[portal]", "[portal]\ndownloads = true"))
     with pytest.raises(ConfigError, match=r"\[portal\] has unknown key\(s\) downloads"):
         load_challenge(directory)

@@ -18,7 +18,7 @@ from .evaluation import EvaluationRules, IsolatedScorer, evaluation_rules, isola
 from .image import GPU_DRIVERS, ImageRecipe, image_recipe
 from .limits import StageLimits, stage_limits
 from .phase import Phase, Shared, read_phases
-from .portal_page import PortalPage, check_sample, portal_page
+from .portal_page import PortalPage, check_portal_files, check_sample_kind, portal_page
 from .records import read_records, record_files, socket_record_files
 from .results import ResultsRule, quiz_check, results_rule
 from .sockets import Sockets, check_record_inputs, read_sockets
@@ -218,7 +218,7 @@ def load_challenge(directory: Path) -> Challenge:
                      training=sets(directory / "training"), test=sets(directory / "test"),
                      phases=phases, sockets=sockets, quiz_check=quiz_check(source, data, sockets, entry.kind),
                      evaluation=evaluation, isolated=isolated, submission=submission, portal=page)
-    check_sample(source, directory, page, ch.secret_dirs, entry.kind)
+    check_sample_kind(source, page, entry.kind)
     return ch
 
 
@@ -270,6 +270,7 @@ def check_challenge_data(ch: Challenge) -> None:
     for i, view in enumerate(views):
         for later in views[i:]:
             _check_no_test_in_training(view, later)
+    check_portal_files(str(ch.directory / "challenge.toml"), ch.directory, ch.portal, ch.secret_dirs)
 
 
 def _shown(ch: Challenge, subset: str) -> str:

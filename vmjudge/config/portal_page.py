@@ -44,13 +44,28 @@ def overlaps(path: Path, secrets: tuple[Path, ...]) -> bool:
     return any(path.is_relative_to(s.resolve()) or s.resolve().is_relative_to(path) for s in secrets)
 
 
-def check_sample(source: str, directory: Path, page: PortalPage, secrets: tuple[Path, ...], kind: str) -> None:
-    if page.sample is not None and kind == "container":
-        raise ConfigError(f"{source}: [portal] sample is for archive and submission entries, which it is packed as; a "
-                          "container entry is an image its author saves: describe your template in the description.")
+def check_portal_files(source: str, directory: Path, page: PortalPage, secrets: tuple[Path, ...]) -> None:
+    """What `challenge add` insists on of [portal]'s files (not load_challenge: the replica carries
+    challenge.toml without them): the description a file of at most DESCRIPTION_MAX bytes, the sample
+    a directory holding no test set or reference and in none."""
+    if page.description is not None:
+        path = directory / page.description
+        if not path.is_file() or path.stat().st_size > DESCRIPTION_MAX:
+            raise ConfigError(f"{source}: [portal] description = {page.description!r} must be a file of at most "
+                              f"{DESCRIPTION_MAX // 1024} KiB in the challenge directory: write it, or set "
+                              "description = \"\".")
+    if page.sample is not None and not (directory / page.sample).is_dir():
+        raise ConfigError(f"{source}: [portal] sample = {page.sample!r} is not a directory of the challenge's: "
+                          "give the directory of an example entry, such as \"entries/good\".")
     if page.sample is not None and overlaps(directory / page.sample, secrets):
         raise ConfigError(f"{source}: [portal] sample = {page.sample!r} holds or lies in a test set or a reference, "
                           "which never leave the judge: give the directory of an example entry.")
+
+
+def check_sample_kind(source: str, page: PortalPage, kind: str) -> None:
+    if page.sample is not None and kind == "container":
+        raise ConfigError(f"{source}: [portal] sample is for archive and submission entries, which it is packed as; a "
+                          "container entry is an image its author saves: describe your template in the description.")
 
 
 def portal_page(source: str, directory: Path, data: dict[str, Any]) -> PortalPage:
@@ -66,13 +81,4 @@ def portal_page(source: str, directory: Path, data: dict[str, Any]) -> PortalPag
                       team_size=sec.get("team_size", int, 0, lambda v: 0 <= v <= 100,
                                         "a whole number from 0 (no teams) to 100"))
     sec.done()
-    if page.description is not None:
-        path = directory / page.description
-        if not path.is_file() or path.stat().st_size > DESCRIPTION_MAX:
-            raise ConfigError(f"{source}: [portal] description = {page.description!r} must be a file of at most "
-                              f"{DESCRIPTION_MAX // 1024} KiB in the challenge directory: write it, or set "
-                              "description = \"\".")
-    if page.sample is not None and not (directory / page.sample).is_dir():
-        raise ConfigError(f"{source}: [portal] sample = {page.sample!r} is not a directory of the challenge's: "
-                          "give the directory of an example entry, such as \"entries/good\".")
     return page

@@ -21,6 +21,7 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from ..config import Challenge, load_challenge
+from ..config.portal_page import DESCRIPTION_MAX
 from ..errors import VmjudgeError
 from ..replica.downloads import file_name, kept, made
 from ..reports import participant
@@ -101,8 +102,10 @@ class ChallengePages:
         ch = self._challenge(request)
         doc = self._document(ch)
         description = None
-        if ch.portal.description is not None:
-            description = rendered((ch.directory / ch.portal.description).read_text(errors="replace"))
+        path = ch.directory / ch.portal.description if ch.portal.description is not None else None
+        if path is not None and path.is_file():  # checked by `challenge add`, read at most its limit here
+            with open(path, "rb") as f:
+                description = rendered(f.read(DESCRIPTION_MAX).decode(errors="replace"))
         return self.portal.page(request, "challenge.html", doc=doc, description=description)
 
     def page_json(self, request: Request) -> Response:
