@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import tarfile
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -197,3 +198,22 @@ def test_the_portal_table_is_checked_when_the_challenge_is_read(tmp_path):
     toml.write_text(text.replace("[portal]", "[portal]\ndownloads = true"))
     with pytest.raises(ConfigError, match=r"\[portal\] has unknown key\(s\) downloads"):
         load_challenge(directory)
+
+
+def test_a_submissions_sample_is_a_zip_upload_takes(tmp_path):
+    web = WebHome(tmp_path)
+    directory = tmp_path / "drivendata-style"
+    shutil.copytree(REPO / "examples" / "drivendata-style", directory)
+    web.queue.add_challenge("drivendata-style", directory, "key")
+    client = web.client()
+    sign_in(client, web.vmjudge("owner", "add", "ana").stdout.strip().split()[-1])
+    got = client.get("/challenges/drivendata-style/download/sample")
+    assert got.headers["content-disposition"] == 'attachment; filename="drivendata-style-sample-submission.zip"'
+    with zipfile.ZipFile(io.BytesIO(got.content)) as z:
+        assert z.namelist() == ["main.py"]
+        assert z.read("main.py") == (directory / "entries" / "benchmark" / "main.py").read_bytes()
+    archive = web.archives / "drivendata-style-sample-submission.zip"
+    archive.write_bytes(got.content)
+    assert upload(client, archive, challenge="drivendata-style").status_code == 201
+    training = members(client.get("/challenges/drivendata-style/download/training").content)
+    assert "training/submission_format.csv" in training
