@@ -185,7 +185,7 @@ def test_an_account_made_on_the_portal_makes_its_api_token_on_settings(portal):
             db.execute("UPDATE outbox SET created = created - 120")
     made = client.post("/settings/token", data={"csrf": csrf_of(client, "/settings")})
     token = re.search(r'id="new-token">[^<]*<code>([^<]+)</code>', made.text).group(1)
-    assert made.headers["cache-control"] == "no-store"
+    assert made.headers["cache-control"] == "no-store" and token not in made.text.split("</title>")[0]
     assert client.get("/api/entries", headers={"Authorization": f"Bearer {token}"}).status_code == 200
     assert client.get("/entries").status_code == 200  # this session goes on
     assert other.get("/entries").status_code == 401  # the others stopped

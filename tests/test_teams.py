@@ -11,6 +11,9 @@ import time
 
 import pytest
 
+from vmjudge.config import load_challenge
+from vmjudge.errors import EntryError
+from vmjudge.queue.admit import enter, prepare
 from vmjudge.queue.teams import TeamError, Teams
 
 from .test_participant_view import judge
@@ -100,6 +103,8 @@ def test_the_rules_of_joining(portal):
     di = signed_in(web, "di")
     assert join(di, old).status_code == 400
     assert di.get("/teams/join?token=forged.token").status_code == 400
+    bad = make_team(di, "tm", "a b")  # a name not allowed: refused in a sentence, not a failure of the judge
+    assert bad.status_code == 400 and "is not allowed" in bad.text
     assert join(di, INVITE.search(ana.get("/teams").text).group(1)).status_code == 303
     assert teams.get("tm", "duo").members == ("ana", "di") and team.members == ("ana",)
     assert web.client().get(old).status_code == 401  # joining needs the person signed in
@@ -113,5 +118,23 @@ def test_the_organisers_commands(portal):
     over = web.vmjudge("team", "add", "tm", "pair", "di")
     assert over.returncode != 0 and "has 2 members" in over.stderr
     assert "a team" in web.vmjudge("owner", "list").stdout
+    removed = web.vmjudge("team", "remove", "tm", "pair", "cy")
+    assert removed.returncode == 0 and "pair of tm: bo." in removed.stdout
+    assert web.vmjudge("team", "add", "tm", "pair", "di").returncode == 0
+    web.vmjudge("owner", "revoke", "pair")
+    again = web.vmjudge("owner", "add", "pair")  # a team never becomes a person who signs in
+    assert again.returncode != 0 and "is a team's name" in again.stderr
     refused = web.vmjudge("team", "list", "adm")
     assert refused.returncode != 0 and "adm takes no teams" in refused.stderr
+
+
+def test_joining_a_team_while_ones_upload_is_on_its_way_refuses_the_upload(portal):
+    """The portal decides who an upload is for as its form arrives, and queues it once the archive is in: a
+    join in between must not leave a person with entries of their own beside their team's."""
+    web = portal
+    ch = load_challenge(web.queue.challenge_dir("tm"))
+    prepared = prepare(web.site, "tm", ch, web.tar("bo-entry.tar.gz"), "bo")  # bo's own, as the form said
+    Teams(web.queue.database).create("tm", "late-duo", "bo")
+    with pytest.raises(EntryError) as caught:
+        enter(web.site, web.queue, "tm", ch, prepared, "bo", False, rate_limited=True, person="bo")
+    assert caught.value.reason == "team-changed" and web.queue.entries() == []

@@ -1,4 +1,4 @@
-"""`vmjudge team create | add | list | invite`: the organisers' side of teams (queue/teams.py). People
+"""`vmjudge team create | add | remove | list | invite`: the organisers' side of teams (queue/teams.py). People
 also make and join teams on the portal's Teams page; the rules are the same either way."""
 
 from __future__ import annotations
@@ -53,6 +53,18 @@ def team_add(ctx: click.Context, challenge: str, name: str, member: str) -> None
     teams, size = _teams(ctx, challenge)
     done = teams.join(challenge, name, member, size)
     echo(f"{name} of {challenge}: {', '.join(done.members)}.")
+
+
+@team.command("remove")
+@click.argument("challenge")
+@click.argument("name")
+@click.argument("member")
+@click.pass_context
+def team_remove(ctx: click.Context, challenge: str, name: str, member: str) -> None:
+    """Take MEMBER out of the team NAME of CHALLENGE; the team's entries stay the team's."""
+    teams, _ = _teams(ctx, challenge)
+    done = teams.remove(challenge, name, member)
+    echo(f"{name} of {challenge}: {', '.join(done.members) or 'no members'}.")
 
 
 @team.command("list")

@@ -42,6 +42,7 @@ from ..archive.names import check_archive_name
 from ..config import Challenge, Phase, Site
 from ..errors import EntryError
 from .db import Queue
+from .teams import Teams
 from .phase_rules import entrant_refusal, upload_phase, upload_refusal, window_refusal
 from .rows import Usage
 from .spool import Spool, StagedArchive
@@ -195,7 +196,7 @@ def shown_feedback(queue: Queue, name: str, phase: Phase | None) -> str:
 
 def enter(site: Site, queue: Queue, name: str, ch: Challenge, prepared: Prepared, owner: str, late: bool,
           spool: Spool | None = None, rate_limited: bool = False, phase: Phase | None = None,
-          smoke: bool = False) -> Admitted:
+          smoke: bool = False, person: str | None = None) -> Admitted:
     """Under the admission lock, place a prepared archive and queue its entry, with the entry
     limit, the budget, (`rate_limited`) the owner's limits and (`phase`) the phase's window and
     rules applied in the same transaction. The staged copy is gone afterwards, whatever happens."""
@@ -206,6 +207,10 @@ def enter(site: Site, queue: Queue, name: str, ch: Challenge, prepared: Prepared
     feedback = shown_feedback(queue, name, phase)
 
     def admissible(used: Usage) -> None:
+        # `person` uploads as `owner` (their team there, or themselves): still so now, under the lock a join takes
+        if person is not None and Teams(queue.database).entrant(name, person) != owner:
+            raise EntryError("team-changed", f"{person} joined or left a team of {name} while this upload was on "
+                                             "its way: upload it again.")
         board = f"late entries to {name}" if late else name
         if phase is not None:
             board = f"{'late entries to ' if late else ''}phase {phase.name} of {name}"

@@ -124,7 +124,9 @@ class Owners:
                              "characters, newlines, invisible formatting or spaces at either end).")
         token = secrets.token_urlsafe(32)
         with self.database.transaction() as db:
-            row = db.execute("SELECT revoked_at FROM owners WHERE name = ?", (name,)).fetchone()
+            row = db.execute("SELECT revoked_at, awaiting FROM owners WHERE name = ?", (name,)).fetchone()
+            if row is not None and row["awaiting"] == "team":  # a team never signs in (teams.py)
+                raise OwnerError(f"{name!r} is a team's name: choose another for a person.")
             if row is not None and row["revoked_at"] is None:
                 raise OwnerError(f"the owner {name!r} already has a token: `vmjudge owner revoke {name}` first, "
                                  "then add it again for a new one.")

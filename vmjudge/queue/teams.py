@@ -43,6 +43,7 @@ class Teams:
         self.database = database
 
     def _check_member(self, db: Db, challenge: str, person: str) -> None:
+        db.lock(f"admit {challenge} {person}")  # an upload of theirs being queued: it sees this join, or it was first
         row = db.execute("SELECT awaiting, revoked_at FROM owners WHERE name = ?", (person,)).fetchone()
         if row is None or row["revoked_at"] is not None or row["awaiting"] is not None:
             raise TeamError(f"{person!r} is not an account that signs in: only people join teams.")
@@ -60,7 +61,7 @@ class Teams:
         """`founder`'s team `name` of `challenge`, with `founder` its first member."""
         sign_up_name(name)
         with self.database.transaction() as db:
-            db.lock(f"teams {challenge}")
+            db.lock("teams")  # a name is unique over every challenge's teams and every owner
             if db.execute("SELECT 1 FROM owners WHERE name = ?", (name,)).fetchone() is not None:
                 raise TeamError(f"The name {name!r} is taken: choose another.")
             self._check_member(db, challenge, founder)
@@ -75,7 +76,7 @@ class Teams:
     def join(self, challenge: str, name: str, person: str, size: int, invite: str | None = None) -> Team:
         """`person` joins the team, if it has room (`size`) and, given, `invite` is its current nonce."""
         with self.database.transaction() as db:
-            db.lock(f"teams {challenge}")
+            db.lock("teams")
             team = db.execute("SELECT invite FROM teams WHERE challenge = ? AND name = ?", (challenge, name)).fetchone()
             if team is None or (invite is not None and not secrets.compare_digest(team["invite"], invite)):
                 raise TeamError("This invitation is not valid: ask the team for its current link.")
@@ -86,6 +87,18 @@ class Teams:
                 raise TeamError(f"The team {name} has {count} members, the most {challenge} allows.")
             db.execute("INSERT INTO team_members (challenge, owner, team, joined_at) VALUES (?, ?, ?, ?)",
                        (challenge, person, name, now()))
+        return self.get(challenge, name)
+
+    def remove(self, challenge: str, name: str, person: str) -> Team:
+        """The organisers' `team remove`: `person` leaves the team; its entries stay the team's."""
+        with self.database.transaction() as db:
+            db.lock("teams")
+            db.lock(f"admit {challenge} {person}")
+            done = db.execute("DELETE FROM team_members WHERE challenge = ? AND team = ? AND owner = ?",
+                              (challenge, name, person)).rowcount
+        if done != 1:
+            raise TeamError(f"{person} is not in the team {name} of {challenge}: `vmjudge team list {challenge}` shows "
+                            "who is.")
         return self.get(challenge, name)
 
     def new_invite(self, challenge: str, name: str) -> Team:

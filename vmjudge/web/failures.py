@@ -35,7 +35,8 @@ STATUS = {"entry-limit": 409, "vm-budget": 409, "spool-limit": 409, "rate-limit"
           "pending-limit": 429,
           # a contest's phases (queue/phase_rules.py, queue/carry.py): not now, not this owner, not this entry
           "phase-window": 409, "phase-carry": 409, "phase-uploads": 409, "phase-quota": 409, "not-promoted": 409,
-          "not-passed": 409, "carried-twice": 409, "not-carryable": 404}
+          "not-passed": 409, "carried-twice": 409, "not-carryable": 404,
+          "team-changed": 409}  # #58: the uploader joined or left a team while the upload was on its way
 # Starlette's own refusals carry a phrase, not a sentence.
 SENTENCES = {404: "There is no such page: check the address.",
              405: "This page does not take that kind of request: follow the portal's own links and forms."}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from itsdangerous import BadSignature, URLSafeSerializer
+from itsdangerous import BadSignature, URLSafeTimedSerializer
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -20,20 +20,22 @@ from starlette.routing import Route
 
 from ..config import load_challenge
 from ..errors import VmjudgeError
-from ..queue.teams import Team, TeamError, Teams, no_teams
+from ..queue.owners import OwnerError
+from ..queue.teams import Team, Teams, no_teams
 from .portal import Portal
 from .secret import session_key
 
 SALT = "vmjudge team invitation"
 MAX_TOKEN = 512
-NOT_VALID = "This invitation is not valid: ask the team for its current link."
+NOT_VALID = "This invitation is not valid or has expired: ask the team for its current link."
+INVITE_SECONDS = 30 * 24 * 3600  # an invitation link's life; the Teams page shows a new one each time
 
 
 class TeamPages:
     def __init__(self, portal: Portal):
         self.portal = portal
         self.teams = Teams(portal.queue.database)
-        self.signer = URLSafeSerializer(session_key(portal.site.layout.home).encode(), salt=SALT)
+        self.signer = URLSafeTimedSerializer(session_key(portal.site.layout.home).encode(), salt=SALT)
 
     def routes(self) -> list[Route]:
         return [Route("/teams", self.page), Route("/teams", self.create, methods=["POST"]),
@@ -74,7 +76,7 @@ class TeamPages:
             if challenge not in self._sizes():
                 raise no_teams(challenge[:64])
             self.teams.create(challenge, name, me.name)
-        except TeamError as exc:
+        except OwnerError as exc:  # a TeamError, or a name not allowed
             return self._page(request, status=400, error=str(exc))
         return RedirectResponse("/teams", status_code=303)
 
@@ -82,7 +84,7 @@ class TeamPages:
         try:
             if not isinstance(token, str) or len(token) > MAX_TOKEN:
                 raise BadSignature("no token")
-            challenge, name, invite = self.signer.loads(token)
+            challenge, name, invite = self.signer.loads(token, max_age=INVITE_SECONDS)
         except (BadSignature, ValueError, TypeError):
             raise HTTPException(400, NOT_VALID) from None
         return str(challenge), str(name), str(invite)
@@ -103,7 +105,7 @@ class TeamPages:
             if size is None:
                 raise no_teams(challenge)
             self.teams.join(challenge, name, me.name, size, invite)
-        except TeamError as exc:
+        except OwnerError as exc:
             return self.portal.page(request, "team_join.html", status=400, error=str(exc), challenge=challenge,
                                     team=name, token="")
         return RedirectResponse("/teams", status_code=303)

@@ -248,7 +248,7 @@ async def admit_upload(portal: Portal, owner: Owner, upload: Upload) -> Admitted
     entrant = upload.entrant or owner.name  # a member of a team submits as the team
     prepared = await portal.checker.prepare(portal.site, challenge, ch, upload.archive, entrant)
     return await anyio.to_thread.run_sync(lambda: enter(portal.site, portal.queue, challenge, ch, prepared,
-                                                        entrant, upload.late, rate_limited=True,
+                                                        entrant, upload.late, rate_limited=True, person=owner.name,
                                                         phase=upload.phase, smoke=upload.smoke),
                                           limiter=portal.upload_io)
 
