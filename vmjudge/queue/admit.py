@@ -42,10 +42,10 @@ from ..archive.names import check_archive_name
 from ..config import Challenge, Phase, Site
 from ..errors import EntryError
 from .db import Queue
-from .teams import Teams
 from .phase_rules import entrant_refusal, upload_phase, upload_refusal, window_refusal
 from .rows import Usage
 from .spool import Spool, StagedArchive
+from .teams import Teams
 
 
 @dataclass(frozen=True)
