@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from ..notify.confirm import APPROVED, SIGNIN, VALID_SECONDS
 from ..notify.confirm import KIND as CONFIRM
 from .connection import Database, Db
-from .outbox import DAY, HOUR, mail_as_written
+from .outbox import DAY, HOUR, mail_as_written, mails_to
 from .owners import CONFIRM_GAP, CONFIRM_PER_DAY, Owner, OwnerError, TooSoon, checked_email, owner_row, token_hash
 from .rows import now, stamp
 
@@ -34,8 +34,9 @@ NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{1,31}")
 CONFIRMATION, APPROVAL, TEAM = "confirmation", "approval", "team"  # what owners.awaiting holds (TEAM: teams.py)
 LINK_SECONDS = 15 * 60  # a sign-in link's life
 LINK_GAP, LINKS_PER_DAY = 60.0, 20  # sign-in links to one address
-HOLDER = ("SELECT name FROM owners WHERE email = ? AND email_confirmed_at IS NOT NULL AND revoked_at IS NULL AND "
-          "awaiting IS NULL ORDER BY name LIMIT 1")
+# The account that holds an address (in any case), may sign in, and is no organiser's: organisers sign in by token.
+HOLDER = ("SELECT name, email FROM owners WHERE lower(email) = ? AND email_confirmed_at IS NOT NULL AND revoked_at IS NULL "
+          "AND awaiting IS NULL AND organiser = 0 ORDER BY name LIMIT 1")
 
 
 @dataclass(frozen=True)
@@ -57,8 +58,7 @@ def _room(db: Db, kind: str, address: str, at: float) -> bool:
     """Whether `address` may be sent another mail of `kind` now: confirmations as owners.py bounds
     them, sign-in links at most one a minute and LINKS_PER_DAY a day."""
     gap, per_day = (CONFIRM_GAP, CONFIRM_PER_DAY) if kind == CONFIRM else (LINK_GAP, LINKS_PER_DAY)
-    sent = [float(r[0]) for r in db.execute("SELECT created FROM outbox WHERE kind = ? AND address = ? AND "
-                                            "created > ? ORDER BY created", (kind, address, at - DAY)).fetchall()]
+    sent = mails_to(db, kind, address, at - DAY)
     return not (sent and at - sent[-1] < gap) and len(sent) < per_day
 
 
@@ -73,33 +73,34 @@ class Accounts:
         when the portal took `per_hour` sign-ups in the last hour. `signin`: the sign-in mail (its
         subject and text, or None) for an address an account holds already."""
         sign_up_name(name)
-        checked_email(email)
+        email = (checked_email(email) or "").lower()  # one mailbox, however its address is written
         at = time.time() if at is None else at
         with self.database.transaction() as db:
             db.lock("sign-up")  # the portal's count, a name and an address: one sign-up at a time
             made = db.execute("SELECT COUNT(*) FROM owners WHERE signed_up_at > ?", (at - HOUR,)).fetchone()[0]
             if int(made) >= per_hour:
                 raise TooSoon("The judge takes no more sign-ups this hour: try again in an hour.")
-            holder = db.execute(HOLDER, (email,)).fetchone()
-            if holder is not None:
-                return SignUp(self._link(db, holder["name"], email, signin, at) if signin else None)
             row = db.execute("SELECT awaiting, signed_up_at FROM owners WHERE name = ?", (name,)).fetchone()
             lapsed = row is not None and row["awaiting"] == CONFIRMATION and \
                 float(row["signed_up_at"] or 0) < at - VALID_SECONDS
-            if row is not None and not lapsed:
+            if row is not None and not lapsed:  # first, so that what follows says nothing of the address
                 raise OwnerError(f"The name {name!r} is taken: choose another.")
-            if not _room(db, CONFIRM, email, at):
-                return SignUp(None)
             db.execute("DELETE FROM owners WHERE name = ?", (name,))
             db.execute("INSERT INTO owners (name, token_sha256, organiser, created_at, email, awaiting, signed_up_at) "
                        "VALUES (?, ?, 0, ?, ?, ?, ?)", (name, token_hash(secrets.token_urlsafe(32)), now(), email,
                                                         CONFIRMATION, at))
+            holder = db.execute(HOLDER, (email,)).fetchone()
+            if holder is not None:  # the name is held all the same (it lapses unconfirmed), and its holder mailed
+                return SignUp(self._link(db, holder["name"], holder["email"], signin, at) if signin else None)
+            if not _room(db, CONFIRM, email, at):
+                return SignUp(None)
             mail_as_written(db, CONFIRM, name, email, *confirmation, at)
         return SignUp(CONFIRM)
 
     def confirmed(self, name: str, registration: str) -> str | None:
-        """After `name` confirmed its address: what it waits for now (None: it may sign in)."""
-        then = APPROVAL if registration == "approve" else None
+        """After `name` confirmed its address: what it waits for now (None: it may sign in). Only an
+        "open" judge lets it in at once: one "closed" since the sign-up waits for the organisers too."""
+        then = None if registration == "open" else APPROVAL
         with self.database.transaction() as db:
             db.execute("UPDATE owners SET awaiting = ? WHERE name = ? AND awaiting = ? AND email_confirmed_at IS NOT "
                        "NULL", (then, name, CONFIRMATION))
@@ -122,7 +123,7 @@ class Accounts:
     def holder(self, email: str) -> str | None:
         """The account that holds `email` confirmed and may sign in, if one does."""
         with self.database.connect() as db:
-            row = db.execute(HOLDER, (email,)).fetchone()
+            row = db.execute(HOLDER, (email.lower(),)).fetchone()
         return None if row is None else str(row["name"])
 
     def ask_link(self, email: str, mail: tuple[str, str], at: float | None = None) -> bool:
@@ -130,8 +131,8 @@ class Accounts:
         limits allow one now; whether one was written (never told to the person asking)."""
         at = time.time() if at is None else at
         with self.database.transaction() as db:
-            row = db.execute(HOLDER, (email,)).fetchone()
-            return row is not None and self._link(db, row["name"], email, mail, at) is not None
+            row = db.execute(HOLDER, (email.lower(),)).fetchone()
+            return row is not None and self._link(db, row["name"], row["email"], mail, at) is not None
 
     def _link(self, db: Db, name: str, email: str, mail: tuple[str, str], at: float) -> str | None:
         db.lock(f"confirm {name}")

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..notify.confirm import KIND as CONFIRM
+from ..notify.confirm import SIGNIN
 from .connection import Database, Db
 from .rows import stamp
 
@@ -127,6 +128,14 @@ def mail_as_written(db: Db, kind: str, owner: str, address: str, subject: str, b
     confirmation, a sign-in link, an approval), to `address` only, which the sender checks is
     still the owner's as it sends (owners.py recipient)."""
     _insert(db, kind, OWNER, at, at, owner=owner, subject=subject, body=body, address=address)
+
+
+def mails_to(db: Db, kind: str, address: str, since: float) -> list[float]:
+    """When mails of `kind` to `address` (in any case) were written after `since`, oldest first:
+    what the limits per address count, whichever account asked for them."""
+    rows = db.execute("SELECT created FROM outbox WHERE kind = ? AND lower(address) = ? AND created > ? "
+                      "ORDER BY created", (kind, address.lower(), since)).fetchall()
+    return [float(r[0]) for r in rows]
 
 
 def confirmations_since(db: Db, owner: str, since: float) -> list[float]:
@@ -228,11 +237,12 @@ def prune(database: Database, ended_before: float, at: float | None = None, dry_
     whose time is within the last hour, whatever the days: the once-an-hour rule
     (organiser_event) reads each condition's newest message, and pruning it would let the next
     event of that condition go out at once rather than in the hour's digest. Nor a confirmation
-    of the last day: the portal's daily limit on them counts them (owners.py)."""
+    or a sign-in link of the last day: the portal's daily limits on them count them (owners.py,
+    accounts.py)."""
     at = time.time() if at is None else at
     where = (f"state IN ({','.join('?' * len(FINISHED))}) AND finished IS NOT NULL AND finished < ? "
-             "AND not_before < ? AND (kind <> ? OR created < ?)")
-    args = (*FINISHED, ended_before, at - HOUR, CONFIRM, at - DAY)
+             "AND not_before < ? AND (kind NOT IN (?, ?) OR created < ?)")
+    args = (*FINISHED, ended_before, at - HOUR, CONFIRM, SIGNIN, at - DAY)
     with database.transaction() as db:
         if dry_run:
             return int(db.execute(f"SELECT COUNT(*) FROM outbox WHERE {where}", args).fetchone()[0])

@@ -31,7 +31,7 @@ from typing import Any
 from ..config.notify import email_ok
 from ..errors import VmjudgeError
 from .connection import Database
-from .outbox import CONFIRM, DAY, OutboxRow, confirmation, confirmations_since
+from .outbox import CONFIRM, DAY, OutboxRow, confirmation, confirmations_since, mails_to
 from .rows import now, stamp
 
 CONFIRM_GAP = 600.0  # seconds between two confirmation mails of one owner
@@ -166,6 +166,9 @@ class Owners:
             if row["email"] == email and row["email_confirmed_at"] is not None:
                 return False
             _limit(confirmations_since(db, name, at - DAY), at)
+            to_address = mails_to(db, CONFIRM, email, at - DAY)  # and to the address, whichever owners ask (a
+            if len(to_address) >= CONFIRM_PER_DAY:  # team's mailbox may serve several: no gap between them)
+                _limit(to_address, at)
             db.execute("UPDATE owners SET email = ?, email_confirmed_at = NULL WHERE name = ?", (email, name))
             confirmation(db, name, email, *mail, at)
         return True

@@ -39,6 +39,8 @@ from .portal import Portal
 from .secret import session_key
 
 log = logging.getLogger(__name__)
+TAKEN = ("This address belongs to an account already: sign in with it (\"Mail me a link\" on the sign-in page) "
+         "rather than making another.")
 NOT_NOW = "The judge cannot confirm addresses yet, so none can be set here: ask the organisers."
 
 
@@ -158,11 +160,14 @@ class Settings:
         owner, refused = self._checked(form.get("token"))
         if owner is None or refused is not None or owner.email is None:
             return self._link_page(request, 400, error=refused or confirm.NOT_VALID)
+        accounts = Accounts(self.portal.queue.database)
+        if owner.awaiting is not None and accounts.holder(owner.email) not in (None, owner.name):
+            return self._link_page(request, 400, error=TAKEN)  # one account per mailbox
         if not self.portal.owners.confirm(owner.name, owner.email):  # changed between the check and now
             return self._link_page(request, 400, error=confirm.NOT_VALID)
         if owner.awaiting is None:
             log.info("%s confirmed the address it set on /settings", owner.name)
             return self._link_page(request, 200, email=owner.email, done=True)
-        waiting = Accounts(self.portal.queue.database).confirmed(owner.name, self.portal.site.portal.registration)
+        waiting = accounts.confirmed(owner.name, self.portal.site.portal.registration)
         log.info("sign-up %s confirmed its address%s", owner.name, f"; waiting for {waiting}" if waiting else "")
         return self._link_page(request, 200, email=owner.email, done=True, signed_up=True, waiting=waiting)

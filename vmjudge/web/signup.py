@@ -69,6 +69,7 @@ class SignUp:
         form = await request.form(max_files=0, max_fields=4)
         self.portal.check_csrf(request, form.get("csrf"))
         name, email = (str(form.get(k) or "").strip() for k in ("name", "email"))
+        email = email.lower()  # one mailbox however written: the account keeps it so, and the link signs it so
         portal_url = self._portal_url()
         until = int(time.time()) + confirm.VALID_SECONDS
         try:
@@ -108,9 +109,11 @@ class SignUp:
 
     def link_form(self, request: Request) -> Response:
         token = request.query_params.get("token", "")
-        if self._owner_of(token) is None:
+        found = self._owner_of(token)
+        if found is None:
             return self.portal.page(request, "signin_link.html", status=400, error=LINK_NOT_VALID)
-        return self.portal.page(request, "signin_link.html", token=token)
+        # Whose account it is, said before the button: a link someone else sent would sign in as them.
+        return self.portal.page(request, "signin_link.html", token=token, name=found[0])
 
     async def link(self, request: Request) -> Response:
         form = await request.form(max_files=0, max_fields=4)
