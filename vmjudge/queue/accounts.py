@@ -35,8 +35,8 @@ CONFIRMATION, APPROVAL, TEAM = "confirmation", "approval", "team"  # what owners
 LINK_SECONDS = 15 * 60  # a sign-in link's life
 LINK_GAP, LINKS_PER_DAY = 60.0, 20  # sign-in links to one address
 # The account that holds an address (in any case), may sign in, and is no organiser's: organisers sign in by token.
-HOLDER = ("SELECT name, email FROM owners WHERE lower(email) = ? AND email_confirmed_at IS NOT NULL AND revoked_at IS NULL "
-          "AND awaiting IS NULL AND organiser = 0 ORDER BY name LIMIT 1")
+HOLDER = ("SELECT name, email FROM owners WHERE lower(email) = ? AND email_confirmed_at IS NOT NULL AND "
+          "revoked_at IS NULL AND awaiting IS NULL AND organiser = 0 ORDER BY name LIMIT 1")
 
 
 @dataclass(frozen=True)
