@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import tarfile
+import time
 import zipfile
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from vmjudge.config import check_challenge_data, load_challenge
 from vmjudge.errors import ConfigError
 from vmjudge.replica.build import training_files
 
+from .phased import contest_dir
 from .web_home import WebHome, sign_in, upload
 
 REPO = Path(__file__).resolve().parent.parent
@@ -37,7 +39,7 @@ def portal(tmp_path):
     directory = tmp_path / "af2017"
     shutil.copytree(EXAMPLE, directory, symlinks=True)
     (directory / "README.md").write_text(DESCRIPTION)
-    web.queue.add_challenge("af2017", directory, "key")
+    web.register("af2017", directory)
     token = web.vmjudge("owner", "add", "alice").stdout.strip().split()[-1]
     return web, directory, token
 
@@ -91,17 +93,40 @@ def test_the_training_archive_is_the_training_set_made_once_with_its_sha256(port
     expected = training_files(load_challenge(directory))
     assert members(got.content) == {name: path.read_bytes() for name, path in expected.items()}
     assert "training/REFERENCE.csv" in expected and len(expected) == 18
-    made = sorted((web.home / "downloads").glob("*.tar.gz"))
+    made = sorted((web.home / "downloads").glob("af2017-training-*.tar.gz"))
     assert len(made) == 1
     stamp = made[0].stat().st_mtime_ns
     again = client.get("/challenges/af2017/download/training")
     assert again.content == got.content and made[0].stat().st_mtime_ns == stamp  # kept, not made again
     page = client.get("/challenges/af2017").text
     assert got.headers["x-content-sha256"] in page and f"{len(got.content):,} bytes" in page
-    # Another home makes the same bytes from the same files: a participant can compare sha256s.
+    # Files changed since are offered once `challenge add` runs again; the same files give the same bytes, so a
+    # participant can compare sha256s across hosts.
     (directory / "training" / "A0001.hea").touch()
+    web.register("af2017", directory)
     third = client.get("/challenges/af2017/download/training")
-    assert third.content == got.content and len(list((web.home / "downloads").glob("*.tar.gz"))) == 2
+    assert third.content == got.content and len(list((web.home / "downloads").glob("af2017-training*.tar.gz"))) == 2
+
+
+def made_aside(client, url: str):
+    """The answer once the download is made aside (202 while it is)."""
+    deadline = time.monotonic() + 120
+    while (got := client.get(url)).status_code == 202:
+        assert "is being made" in got.text and time.monotonic() < deadline
+        time.sleep(0.2)
+    return got
+
+
+def test_a_download_not_made_at_challenge_add_is_made_aside_when_first_asked_for(tmp_path):
+    web = WebHome(tmp_path)
+    directory = tmp_path / "af2017"
+    shutil.copytree(EXAMPLE, directory)
+    web.queue.add_challenge("af2017", directory, "key")  # registered by a vmjudge before downloads
+    client = web.client()
+    sign_in(client, web.owners.add("ana"))
+    assert "(made when first asked for)" in client.get("/challenges/af2017").text
+    got = made_aside(client, "/challenges/af2017/download/training")
+    assert got.status_code == 200 and got.content[:2] == b"\x1f\x8b"
 
 
 def test_the_sample_entry_downloads_as_an_archive_upload_takes(portal):
@@ -132,13 +157,18 @@ def test_a_download_not_offered_is_not_found_and_public_ones_need_no_sign_in(por
     assert client.get("/challenges/adm/download/training").status_code == 404  # adm offers nothing
 
 
-def test_a_link_from_the_training_set_into_the_test_set_stops_the_download(portal, caplog):
-    web, directory, token = portal
+@pytest.mark.parametrize("link", [os.symlink, os.link])
+def test_a_link_from_the_training_set_into_the_test_set_stops_the_download(tmp_path, caplog, link):
+    web = WebHome(tmp_path)
+    directory = tmp_path / "af2017"
+    shutil.copytree(EXAMPLE, directory)
     (directory / "training" / "A0001.dat").unlink()
-    os.symlink(directory / "test" / "B0001.dat", directory / "training" / "A0001.dat")
+    link(directory / "test" / "B0001.dat", directory / "training" / "A0001.dat")
+    with pytest.raises(ConfigError, match="is, or links to, a file of a test set or a reference"):
+        web.register("af2017", directory)  # `challenge add` refuses it
     client = web.client()
-    sign_in(client, token)
-    got = client.get("/challenges/af2017/download/training")
+    sign_in(client, web.owners.add("ana"))
+    got = made_aside(client, "/challenges/af2017/download/training")  # the portal's own making refuses it too
     assert got.status_code == 503 and "the organisers are told in the judge&#x27;s log" in got.text
     assert "is, or links to, a file of a test set or a reference" in caplog.text
     assert not list((web.home / "downloads").glob("*.tar.gz"))
@@ -190,6 +220,10 @@ def test_the_portal_table_is_checked_when_the_challenge_is_read(tmp_path):
         toml.write_text(text.replace('sample = "entries/good"', f"sample = {value}"))
         with pytest.raises(ConfigError, match=re.escape(said)):
             check_challenge_data(load_challenge(directory))  # `challenge add`'s checks
+    for secret in ("reference/REFERENCE.csv", "test/B0001.hea"):
+        toml.write_text(text.replace("[portal]", f'[portal]\ndescription = "{secret}"'))
+        with pytest.raises(ConfigError, match="is, or links to, a file of a test set or a reference"):
+            check_challenge_data(load_challenge(directory))
     toml.write_text(text.replace("[portal]", '[portal]\ndescription = "NOTES.md"'))
     with pytest.raises(ConfigError, match="must be a file of at most 256 KiB"):
         check_challenge_data(load_challenge(directory))
@@ -204,7 +238,7 @@ def test_a_submissions_sample_is_a_zip_upload_takes(tmp_path):
     web = WebHome(tmp_path)
     directory = tmp_path / "drivendata-style"
     shutil.copytree(REPO / "examples" / "drivendata-style", directory)
-    web.queue.add_challenge("drivendata-style", directory, "key")
+    web.register("drivendata-style", directory)
     client = web.client()
     sign_in(client, web.vmjudge("owner", "add", "ana").stdout.strip().split()[-1])
     got = client.get("/challenges/drivendata-style/download/sample")
@@ -217,3 +251,17 @@ def test_a_submissions_sample_is_a_zip_upload_takes(tmp_path):
     assert upload(client, archive, challenge="drivendata-style").status_code == 201
     training = members(client.get("/challenges/drivendata-style/download/training").content)
     assert "training/submission_format.csv" in training
+
+
+def test_a_phase_that_has_not_opened_gives_nothing_but_to_the_organisers(tmp_path):
+    web = WebHome(tmp_path)
+    directory = contest_dir(tmp_path, sanity="opens = 2099-01-01T00:00:00Z")
+    toml = directory / "challenge.toml"
+    toml.write_text(toml.read_text() + "\n[portal]\ntraining = true\n")
+    web.register("contest", directory)
+    ana, olga = web.client(), web.client()
+    sign_in(ana, web.owners.add("ana"))
+    sign_in(olga, web.owners.add("olga", organiser=True))
+    refused = ana.get("/challenges/contest/download/training?phase=sanity")
+    assert refused.status_code == 404 and "has not opened" in refused.text
+    assert olga.get("/challenges/contest/download/training?phase=sanity").status_code == 200

@@ -36,7 +36,7 @@ def test_the_quickstart_runs_as_written(tmp_path):
     web = WebHome(tmp_path)
     directory = tmp_path / "af2017"
     shutil.copytree(EXAMPLE, directory)
-    web.queue.add_challenge("af2017", directory, "key")
+    web.register("af2017", directory)
     token = web.owners.add("ana")
     lines = quickstart_lines()
     replica = [ln for ln in lines if "download/replica" in ln or ln.startswith("qemu-system")]

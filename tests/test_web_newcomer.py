@@ -68,7 +68,7 @@ def test_a_newcomer_signs_up_reads_the_page_downloads_uploads_and_sees_their_tea
         shutil.copytree(EXAMPLE, directory)
         toml = directory / "challenge.toml"
         toml.write_text(toml.read_text().replace("replica = true", "replica = false\nteam_size = 3"))
-        web.queue.add_challenge("af2017", directory, "key")
+        web.register("af2017", directory)
         with running_portal(web.home, tmp_path / "web.log") as portal:
             base, violations = portal.base, {}
 

@@ -10,9 +10,10 @@ from pathlib import Path
 
 from starlette.testclient import TestClient
 
-from vmjudge.config import load_site
+from vmjudge.config import load_challenge, load_site
 from vmjudge.queue.db import Queue
 from vmjudge.queue.owners import Owners
+from vmjudge.replica.downloads import made
 
 from .cli import run_cli
 from .test_spool import make_tar, make_zip
@@ -62,6 +63,15 @@ class WebHome:
 
     def zip(self, name: str, files: dict[str, bytes]) -> Path:
         return make_zip(self.archives / name, files)
+
+    def register(self, name: str, directory: Path) -> None:
+        """Register `directory` as `vmjudge challenge add` does, but for its image: the training set's and
+        the sample's archives made (replica/downloads.py), which the portal only serves."""
+        self.queue.add_challenge(name, directory, "key")
+        ch = load_challenge(directory)
+        for view in [ch.in_phase(p.name) for p in ch.phases] or [ch]:
+            for what in [w for w, on in (("training", view.portal.training), ("sample", view.portal.sample)) if on]:
+                made(self.site, view, what)
 
     def vmjudge(self, *args: str):
         return run_cli(*args, home=self.home)

@@ -13,7 +13,7 @@ from ..images.build import build_image, find_image
 from ..images.evaluation_root import evaluation_root
 from ..images.runtime import describe_runtime
 from ..queue.db import Queue
-from ..replica.downloads import made
+from ..replica.downloads import forget, made
 from ..scorers.loader import compile_scorer, load_scorer
 from ..stages.data_sets import make_disks
 from ..supervisor.cpu_gate import CpuGate
@@ -60,8 +60,9 @@ def challenge_add(ctx: click.Context, challenge_dir: Path, replace: bool) -> Non
          + (f", its VM stages in GPU slots (gpu = \"{ch.vm.gpu}\")" if ch.vm.gpu else ""))
     for view in [ch.in_phase(p.name) for p in ch.phases] or [ch]:
         for what in [w for w, on in (("training", view.portal.training), ("sample", view.portal.sample)) if on]:
-            got = made(site, view, what)  # made here once, not by the first participant to ask the portal
+            got = made(site, view, what)  # made here once, never for a page: the portal reads their index
             echo(f"download {got.name}: {got.size} bytes, sha256 {got.sha256}", err=True)
+        forget(site, view, "replica")  # its image or set may be new: made again when next asked for
     short = CpuGate(site).shortfall(ch.name, str(challenge_dir))
     if short is not None:
         echo(f"{short}: this host's daemon will take none of its stages.", err=True)

@@ -50,6 +50,9 @@ def check_portal_files(source: str, directory: Path, page: PortalPage, secrets: 
     a directory holding no test set or reference and in none."""
     if page.description is not None:
         path = directory / page.description
+        if overlaps(path, secrets):  # the page is public
+            raise ConfigError(f"{source}: [portal] description = {page.description!r} is, or links to, a file of a "
+                              "test set or a reference, which never leave the judge: write the description apart.")
         if not path.is_file() or path.stat().st_size > DESCRIPTION_MAX:
             raise ConfigError(f"{source}: [portal] description = {page.description!r} must be a file of at most "
                               f"{DESCRIPTION_MAX // 1024} KiB in the challenge directory: write it, or set "

@@ -1,17 +1,18 @@
 """What the portal offers for download (issue 58), each made once and kept in HOME/downloads:
-the training set as one archive, the sample entry as an archive it can upload as it is, and the
+the training set as one archive, the sample entry as an archive upload takes as it is, and the
 replica ISO.
 
-Each is named by a key of what it is made from (every file's path, size and time; the replica
-also its image and the judge's own code), so a changed training set makes a new archive and an
-unchanged one is never made twice; its sha256 is kept beside it for the page to show. The archives
-are the same bytes for the same files on any host (names sorted, owners, modes and times fixed,
-gzip's own time zero), so a participant can check one against another host's sha256.
+Making one reads the whole set, so it is never done for a page: `challenge add` makes the two
+archives (and forgets the replica, which the portal makes aside when first asked for), and writes
+an index per download (`NAME-training.json`: the file, its sha256 and size) that pages and
+downloads read, no more. Each file is named by a key of what it was made from (every file's path,
+size and time; the replica's also its image and the judge's own code), so a changed set makes a new
+file. The archives are the same bytes for the same files on any host (names sorted, owners, modes
+and times fixed, gzip's own time zero), so a participant can compare sha256s.
 
 The training archive holds exactly what the replica carries (build.training_files): RECORDS, the
-records' files and REFERENCE*, never a file of a test set or a reference. A file whose real path
-lies in one of those (a link in the training set pointing there) stops the making of the archive
-with the organiser's error, so no route can serve one.
+records' files and REFERENCE*; never a file of a test set or a reference. A file that leads into one
+(its real path, or the same inode: a hard link) stops the making with the organiser's error.
 """
 
 from __future__ import annotations
@@ -24,17 +25,18 @@ import os
 import shutil
 import tarfile
 import zipfile
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import Challenge, Site
 from ..config.portal_page import overlaps
 from ..errors import ConfigError
-from ..files import sha256_file
+from ..files import durable_write, sha256_file
 from ..images.build import find_image
 from ..sources import package_files
-from .build import build_replica, training_files
+from .build import build_replica, build_scripts, training_files
+
+WHAT = ("training", "sample", "replica")
 
 
 @dataclass(frozen=True)
@@ -55,9 +57,21 @@ def _key(files: dict[str, Path], *more: str) -> str:
     return h.hexdigest()[:20]
 
 
+def _secret_inodes(ch: Challenge) -> set[tuple[int, int]]:
+    found = set()
+    for top in ch.secret_dirs:
+        for path in top.rglob("*") if top.is_dir() else ():
+            if path.is_file():
+                st = path.stat()
+                found.add((st.st_dev, st.st_ino))
+    return found
+
+
 def _checked(ch: Challenge, files: dict[str, Path]) -> dict[str, Path]:
+    inodes = _secret_inodes(ch)
     for name, path in files.items():
-        if overlaps(path, ch.secret_dirs):
+        st = path.stat()
+        if overlaps(path, ch.secret_dirs) or (st.st_dev, st.st_ino) in inodes:
             raise ConfigError(f"{path} (offered as {name}) is, or links to, a file of a test set or a reference, which "
                               "never leave the judge: replace the link with a copy of a training file.")
     return files
@@ -86,31 +100,16 @@ def _tar_gz(files: dict[str, Path], out: Path) -> None:
                 tar.addfile(info, f)
 
 
-def _kept(directory: Path, name: str, served: str, make: Callable[[Path], None]) -> Download:
-    """HOME/downloads/NAME, made by `make` (into the path it is given) unless it is there; two
-    callers at once make it once, and a making cut short leaves nothing that is taken for it."""
-    directory.mkdir(parents=True, exist_ok=True)
-    path, sums = directory / name, directory / f"{name}.sha256"
-    with open(directory / f".{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (path.is_file() and sums.is_file()):
-            part = directory / f".{name}.part"
-            try:
-                make(part)
-                part.chmod(0o644)
-                os.replace(part, path)
-            finally:
-                part.unlink(missing_ok=True)
-            sums.write_text(f"{sha256_file(path)}  {name}\n")
-    return _download(path, sums, served)
+def label(ch: Challenge, what: str) -> str:
+    """The download's name in HOME/downloads (its index's) and among the things being made."""
+    return (ch.name if what == "sample" or ch.phase is None else f"{ch.name}-{ch.phase.name}") + f"-{what}"
 
 
-def _download(path: Path, sums: Path, served: str) -> Download:
-    return Download(path=path, name=served, sha256=sums.read_text().split()[0], size=path.stat().st_size)
-
-
-def _label(ch: Challenge) -> str:
-    return ch.name + (f"-{ch.phase.name}" if ch.phase is not None else "")
+def served_name(ch: Challenge, what: str) -> str:
+    """The name it is downloaded as: the sample's is one upload takes as it is."""
+    if what == "sample":
+        return f"{ch.name}-sample-" + ("submission.zip" if ch.entry.kind == "submission" else "entry.tar.gz")
+    return label(ch, what) + (".iso" if what == "replica" else ".tar.gz")
 
 
 def sample_files(ch: Challenge) -> dict[str, Path]:
@@ -122,44 +121,63 @@ def sample_files(ch: Challenge) -> dict[str, Path]:
             if p.is_file() and "__pycache__" not in p.parts}
 
 
-def _files(ch: Challenge, what: str) -> dict[str, Path]:
-    return _checked(ch, training_files(ch) if what in ("training", "replica") else sample_files(ch))
-
-
-def served_name(ch: Challenge, what: str) -> str:
-    """The name it is downloaded as: the sample's is one upload takes as it is."""
-    if what == "sample":
-        return f"{ch.name}-sample-" + ("submission.zip" if ch.entry.kind == "submission" else "entry.tar.gz")
-    return f"{_label(ch)}-{what}" + (".iso" if what == "replica" else ".tar.gz")
-
-
-def file_name(site: Site, ch: Challenge, what: str) -> str:
-    """Where `what` ("training", "sample" or "replica") is kept: named by a key of what it is made
-    from (the replica's also by its image, challenge.toml and the judge's code)."""
-    files = _files(ch, what)
+def _file_name(site: Site, ch: Challenge, what: str, files: dict[str, Path]) -> str:
     if what != "replica":
-        return f"{served_name(ch, what).rsplit('.', 2)[0]}-{_key(files)}.{served_name(ch, what).split('.', 1)[1]}"
+        stem, suffix = served_name(ch, what).split(".", 1)
+        return f"{stem}-{_key(files)}.{suffix}"
     image = find_image(site, ch.image)
-    files |= {"challenge.toml": ch.directory / "challenge.toml", **package_files()}
-    return f"{_label(ch)}-replica-{_key(files, image.key, json.dumps(image.manifest['sha256'], sort_keys=True))}.iso"
+    mine = {"challenge.toml": ch.directory / "challenge.toml", **build_scripts(ch), **package_files()}
+    key = _key(files | mine, image.key, json.dumps(image.manifest["sha256"], sort_keys=True))
+    return f"{label(ch, what)}-{key}.iso"
 
 
 def made(site: Site, ch: Challenge, what: str) -> Download:
-    """`what`, made now unless it is kept (the replica takes a minute or more: run it aside)."""
-    files = _files(ch, what)
+    """`what`, made now unless its file for these files is kept (the replica takes a minute or more:
+    the portal runs this aside), and its index written."""
+    files = _checked(ch, training_files(ch) if what in ("training", "replica") else sample_files(ch))
+    if what == "replica":
+        _checked(ch, {"challenge.toml": ch.directory / "challenge.toml", **build_scripts(ch)})
+    directory = site.layout.downloads
+    directory.mkdir(parents=True, exist_ok=True)
+    name = _file_name(site, ch, what, files)
+    path, sums = directory / name, directory / f"{name}.sha256"
+    with open(directory / f".{name}.lock", "w") as lock:  # two makers at once make it once
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (path.is_file() and sums.is_file()):
+            part = directory / f".{name}.part"
+            try:
+                if what == "replica":
+                    build_replica(site, ch, part, progress=lambda _m: None)
+                elif what == "sample" and ch.entry.kind == "submission":
+                    _zip(files, part)
+                else:
+                    _tar_gz(files, part)
+                part.chmod(0o644)
+                os.replace(part, path)
+            finally:
+                part.unlink(missing_ok=True)
+            sums.write_text(f"{sha256_file(path)}  {name}\n")
+    got = Download(path=path, name=served_name(ch, what), sha256=sums.read_text().split()[0], size=path.stat().st_size)
+    index = {"file": name, "sha256": got.sha256, "size": got.size}
+    durable_write(directory / f"{label(ch, what)}.json", [json.dumps(index).encode()], mode=0o644)
+    return got
 
-    def make(out: Path) -> None:
-        if what == "replica":
-            build_replica(site, ch, out, progress=lambda _m: None)
-        elif what == "sample" and ch.entry.kind == "submission":
-            _zip(files, out)
-        else:
-            _tar_gz(files, out)
-    return _kept(site.layout.downloads, file_name(site, ch, what), served_name(ch, what), make)
+
+def offered(site: Site, ch: Challenge, what: str) -> Download | None:
+    """`what` as last made for the challenge (its index read, no file of the set), or None."""
+    directory = site.layout.downloads
+    try:
+        index = json.loads((directory / f"{label(ch, what)}.json").read_text())
+        path = directory / str(index["file"])
+        if path.is_file() and "/" not in str(index["file"]):
+            return Download(path=path, name=served_name(ch, what), sha256=str(index["sha256"]),
+                            size=int(index["size"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return None
 
 
-def kept(site: Site, ch: Challenge, what: str) -> Download | None:
-    """`what` if it was made, without making it."""
-    path = site.layout.downloads / file_name(site, ch, what)
-    sums = path.with_name(f"{path.name}.sha256")
-    return _download(path, sums, served_name(ch, what)) if path.is_file() and sums.is_file() else None
+def forget(site: Site, ch: Challenge, what: str) -> None:
+    """No longer offer `what` as made (the replica, at `challenge add`: made again when next asked for)."""
+    (site.layout.downloads / f"{label(ch, what)}.json").unlink(missing_ok=True)
+

@@ -14,16 +14,15 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import anyio
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from ..config import Challenge, load_challenge
-from ..config.portal_page import DESCRIPTION_MAX
+from ..config.portal_page import DESCRIPTION_MAX, overlaps
 from ..errors import VmjudgeError
-from ..replica.downloads import file_name, kept, made
+from ..replica.downloads import WHAT, label, made, offered
 from ..reports import participant
 from ..reports.challenge_view import CHALLENGE, CHALLENGE_LIST, challenge_document, challenge_row
 from ..reports.phase_view import PhaseViews
@@ -31,7 +30,6 @@ from .markdown import rendered
 from .portal import Portal
 
 log = logging.getLogger(__name__)
-WHAT = ("training", "sample", "replica")
 
 
 class ChallengePages:
@@ -71,23 +69,21 @@ class ChallengePages:
         return participant.allowed(doc, CHALLENGE)
 
     def _downloads(self, ch: Challenge) -> dict[str, Any]:
-        """What the organiser offers: each with its address, and once made its name, size and sha256."""
+        """What the organiser offers: each with its address, and once made its name, size and sha256
+        (from its index: replica/downloads.py; a page reads no file of the set)."""
         query = f"?phase={ch.phase.name}" if ch.phase is not None else ""
-        offered = []
+        rows = []
         for what in WHAT:
             if not _offered(ch, what):
                 continue
             row: dict[str, Any] = {"what": what, "url": f"/challenges/{ch.name}/download/{what}{query}"}
-            try:
-                got, name = kept(self.portal.site, ch, what), file_name(self.portal.site, ch, what)
-            except VmjudgeError:
-                got, name = None, None  # the replica's image is not built here yet: asked for, it says so
+            got = offered(self.portal.site, ch, what)
             if got is not None:
                 row |= {"name": got.name, "size": got.size, "sha256": got.sha256}
-            row["making"] = name is not None and self.portal.builds.running(name)
-            offered.append(row)
+            row["making"] = self.portal.builds.running(label(ch, what))
+            rows.append(row)
         phase = f" --phase {ch.phase.name}" if ch.phase is not None else ""
-        return {"signed_in_only": not ch.portal.public, "files": offered,
+        return {"signed_in_only": not ch.portal.public, "files": rows,
                 "replica_command": f"vmjudge replica build {ch.name}{phase} -o replica.iso"}
 
     def home(self, request: Request) -> Response:
@@ -103,7 +99,8 @@ class ChallengePages:
         doc = self._document(ch)
         description = None
         path = ch.directory / ch.portal.description if ch.portal.description is not None else None
-        if path is not None and path.is_file():  # checked by `challenge add`, read at most its limit here
+        # checked by `challenge add`, and again here (challenge.toml is read anew for each page): never a secret
+        if path is not None and path.is_file() and not overlaps(path, ch.secret_dirs):
             with open(path, "rb") as f:
                 description = rendered(f.read(DESCRIPTION_MAX).decode(errors="replace"))
         return self.portal.page(request, "challenge.html", doc=doc, description=description)
@@ -111,26 +108,24 @@ class ChallengePages:
     def page_json(self, request: Request) -> Response:
         return JSONResponse(self._document(self._challenge(request)))
 
-    async def download(self, request: Request) -> Response:
+    def download(self, request: Request) -> Response:
+        """The file as last made; one not made yet is made aside (a page asks to come back), and
+        nothing of a phase that has not opened leaves the judge but to its organisers."""
         ch = self._challenge(request)
         what = request.path_params["what"]
         if what not in WHAT or not _offered(ch, what):
             raise HTTPException(404, f"{ch.name} offers no {what[:20]} download.")
-        if not ch.portal.public:
-            self.portal.reader(request)  # signed in, in a browser or with curl's bearer token
-        site = self.portal.site
-        try:
-            if what == "replica":  # made aside: a page asks to come back while it is written
-                got = await anyio.to_thread.run_sync(kept, site, ch, what)
-                if got is None:
-                    self.portal.builds.start(file_name(site, ch, what), lambda: made(site, ch, what))
-                    return self.portal.page(request, "making.html", status=202, doc=self._document(ch))
-            else:
-                got = await anyio.to_thread.run_sync(made, site, ch, what, limiter=self.portal.upload_io)
-        except VmjudgeError as exc:
-            log.error("%s's %s download cannot be made: %s", ch.name, what, exc)
-            raise HTTPException(503, f"{ch.name}'s {what} download cannot be made now; the organisers are told in "
-                                     "the judge's log.") from None
+        reader = self.portal.reader(request) if not ch.portal.public else None  # a session, or curl's token
+        if ch.phase is not None and not ch.phase.has_opened(participant.now()) and \
+                not (reader is not None and reader.organiser):
+            raise HTTPException(404, f"{ch.name}'s phase {ch.phase.name} has not opened: its downloads come with it.")
+        got = offered(self.portal.site, ch, what)
+        if got is None:
+            site = self.portal.site
+            if not self.portal.builds.start(label(ch, what), lambda: made(site, ch, what)):
+                raise HTTPException(503, f"{ch.name}'s {what} download could not be made; the organisers are told in "
+                                         "the judge's log: try again later.")
+            return self.portal.page(request, "making.html", status=202, doc=self._document(ch), what=what)
         return FileResponse(got.path, filename=got.name, media_type="application/octet-stream",
                             headers={"X-Content-SHA256": got.sha256})
 
