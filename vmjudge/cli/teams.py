@@ -8,7 +8,7 @@ import json
 import click
 
 from ..config import load_challenge
-from ..queue.teams import Teams, no_teams
+from ..queue.teams import Team, Teams, no_teams
 from .echo import echo
 from .home import site_and_queue
 
@@ -19,6 +19,10 @@ def _teams(ctx: click.Context, challenge: str) -> tuple[Teams, int]:
     if not size:
         raise no_teams(challenge)
     return Teams(queue.database), size
+
+
+def _said(team: Team) -> str:
+    return f"{team.name} of {team.challenge}: {', '.join(team.members) or 'no members'}."
 
 
 @click.group("team")
@@ -37,10 +41,10 @@ def team_create(ctx: click.Context, challenge: str, name: str, members: tuple[st
     teams, size = _teams(ctx, challenge)
     if len(members) > size:
         raise click.UsageError(f"{challenge} allows at most {size} members a team.")
-    teams.create(challenge, name, members[0])
+    done = teams.create(challenge, name, members[0])
     for member in members[1:]:
-        teams.join(challenge, name, member, size)
-    echo(f"{name} of {challenge}: {', '.join(members)}.")
+        done = teams.join(challenge, name, member, size)
+    echo(_said(done))
 
 
 @team.command("add")
@@ -51,8 +55,7 @@ def team_create(ctx: click.Context, challenge: str, name: str, members: tuple[st
 def team_add(ctx: click.Context, challenge: str, name: str, member: str) -> None:
     """Add MEMBER to the team NAME of CHALLENGE."""
     teams, size = _teams(ctx, challenge)
-    done = teams.join(challenge, name, member, size)
-    echo(f"{name} of {challenge}: {', '.join(done.members)}.")
+    echo(_said(teams.join(challenge, name, member, size)))
 
 
 @team.command("remove")
@@ -63,8 +66,7 @@ def team_add(ctx: click.Context, challenge: str, name: str, member: str) -> None
 def team_remove(ctx: click.Context, challenge: str, name: str, member: str) -> None:
     """Take MEMBER out of the team NAME of CHALLENGE; the team's entries stay the team's."""
     teams, _ = _teams(ctx, challenge)
-    done = teams.remove(challenge, name, member)
-    echo(f"{name} of {challenge}: {', '.join(done.members) or 'no members'}.")
+    echo(_said(teams.remove(challenge, name, member)))
 
 
 @team.command("list")
