@@ -1,7 +1,8 @@
 """`vmjudge service install`: the daemon as a systemd service, so that it survives reboots and
 restarts after a crash without every organiser writing their own unit.
 
-The unit carries no VMJUDGE_PROFILE: a service judges real entries, so it runs under site.toml's
+The unit carries no setting that site.toml holds (no VMJUDGE_PROFILE, no VMJUDGE_ACCEL, which would
+silently win over the file's): a service judges real entries, so it runs under site.toml's
 [site] profile, "production" unless the file says otherwise, and a daemon on a host that does not
 confine qemu refuses to start, with the reason in the journal (supervisor/confinement.py).
 
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import click
 
+from ..config import load_site
 from ..errors import VmjudgeError
 from .echo import echo
 from .home import site_of
@@ -40,7 +42,17 @@ def executable() -> str:
     return found
 
 
-def unit_text(home: Path, accel: str, slots: int, command: str) -> str:
+def site_accel(home: Path) -> str:
+    """The accelerator site.toml gives, without VMJUDGE_ACCEL of this shell: the unit's daemon's."""
+    saved = os.environ.pop("VMJUDGE_ACCEL", None)
+    try:
+        return load_site(home).accel
+    finally:
+        if saved is not None:
+            os.environ["VMJUDGE_ACCEL"] = saved
+
+
+def unit_text(home: Path, slots: int, command: str) -> str:
     for what, value in (("home", str(home)), ("vmjudge command", command)):
         if not SAFE_PATH.fullmatch(value):
             raise VmjudgeError(f"the {what} {value!r} has characters a systemd unit would read otherwise (spaces, "
@@ -54,7 +66,6 @@ After=libvirtd.service virtlogd.service
 [Service]
 Type=simple
 Environment=VMJUDGE_HOME={home}
-Environment=VMJUDGE_ACCEL={accel}
 ExecStart={command} daemon --slots {slots}
 KillMode=mixed
 KillSignal=SIGTERM
@@ -82,7 +93,7 @@ def service() -> None:
 def install(ctx: click.Context, slots: int, name: str, unit_dir: Path, print_only: bool) -> None:
     """Write a systemd unit for `vmjudge daemon` on this home, and say how to enable it."""
     site = site_of(ctx)
-    text = unit_text(site.home.resolve(), site.accel, slots, executable())
+    text = unit_text(site.home.resolve(), slots, executable())
     if print_only:
         echo(text, nl=False)
         return
@@ -101,5 +112,6 @@ def install(ctx: click.Context, slots: int, name: str, unit_dir: Path, print_onl
          "the queue.")
     echo("It runs under site.toml's [site] profile (\"production\" unless the file says \"trial\"), which refuses a "
          "host that does not confine qemu: run `vmjudge doctor` first." +
-         (f" VMJUDGE_PROFILE={os.environ['VMJUDGE_PROFILE']} in this shell is not written into the unit."
-          if os.environ.get("VMJUDGE_PROFILE") else ""))
+         "".join(f" {var}={os.environ[var]} in this shell is not written into the unit{also}."
+                 for var, also in (("VMJUDGE_PROFILE", ""), ("VMJUDGE_ACCEL", ": the unit's daemon runs with [libvirt] "
+                                   f"accel of site.toml ({site_accel(site.home)})")) if os.environ.get(var)))
