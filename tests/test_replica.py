@@ -33,6 +33,7 @@ from tests.published import wait_until_published
 from tests.replica_console import Console, json_line
 from tests.test_pipeline import archive, vmjudge
 from tests.web_home import sign_in
+from vmjudge import __version__ as vmjudge_version
 from vmjudge.config import load_challenge, load_site
 from vmjudge.images.build import build_image
 from vmjudge.images.iso import write_iso
@@ -103,10 +104,13 @@ def test_replica_holds_the_judges_image_and_never_the_test_set(judged, replica_i
     files = iso_files(replica_iso)
     home, ids = judged
     # What the judge's own stage runs recorded they booted (their manifests), for every VM stage.
-    judge_runs = [a["manifest"]["image_sha256"] for i in ids.values() for a in
-                  json.loads(vmjudge(home, "show", str(i), "--json", "--organiser").stdout)["organiser"]["attempts"]
-                  if a["stage"] != "score"]
+    manifests = [a["manifest"] for i in ids.values() for a in
+                 json.loads(vmjudge(home, "show", str(i), "--json", "--organiser").stdout)["organiser"]["attempts"]
+                 if a["stage"] != "score"]
+    judge_runs = [m["image_sha256"] for m in manifests]
     assert len(judge_runs) >= 6
+    # The version that judged them: `vmjudge --version`'s, the top of CHANGELOG.md's (#59).
+    assert {m["vmjudge_version"] for m in manifests} == {vmjudge_version}
     for name in ("root.sqfs", "vmlinuz", "initrd.img"):
         assert sha(files[f"/vmjudge/{name}"]) == af2017_image.manifest["sha256"][name] == \
             sha((af2017_image.directory / name).read_bytes())

@@ -1,3 +1,3 @@
 """vmjudge: evaluates code-execution challenge entries in network-less qemu VMs."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -15,6 +15,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Protocol
 
+from .. import __version__
 from ..config import Challenge, Site
 from ..config.layout import EntryFiles
 from ..images.image import GuestImage
@@ -110,7 +111,7 @@ class StageContext:
         m: dict[str, Any] = {"stage": stage, "attempt": self.attempt, "entry_sha256": self.entry.archive_sha256,
                              "image": self.image.key, "image_sha256": dict(self.image.manifest["sha256"]),
                              "agent_version": self.image.manifest.get("agent_version"), "host": self.site.uri,
-                             "accel": self.site.accel}
+                             "accel": self.site.accel, "vmjudge_version": __version__}
         if run is not None:
             hello = run.transcript.hello or {}
             m.update({"domain": run.domain, "iso_sha256": run.iso_sha256, "boot_seconds": round(run.boot_seconds, 3),
