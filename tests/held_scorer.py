@@ -10,7 +10,7 @@ from vmjudge.scorers.builtin import accuracy
 
 
 def score(results, reference):
-    hold = Path(os.environ["VMJUDGE_TEST_HOLD"])
+    hold = Path(os.environ.get("VMJUDGE_TEST_HOLD") or "/nonexistent")  # unset at `challenge add`'s own try
     if hold.exists():  # a FIFO: opening it blocks until a writer comes, i.e. for as long as the test likes
         hold.with_suffix(".scoring").touch()  # tells the test that stage 4 has begun
         with hold.open("rb") as fifo:

@@ -16,6 +16,7 @@ from ..queue.db import Queue
 from ..replica.downloads import forget, made
 from ..scorers.loader import compile_scorer, load_scorer
 from ..stages.data_sets import make_disks
+from ..stages.score.reference_check import check_reference
 from ..supervisor.cpu_gate import CpuGate
 from .challenge_new import challenge_new
 from .echo import echo
@@ -51,6 +52,7 @@ def challenge_add(ctx: click.Context, challenge_dir: Path, replace: bool) -> Non
         compile_scorer(ch.isolated.file)
     else:
         load_scorer(ch.scorer)
+        check_reference(ch)  # the author's reference, read as every scoring will: a sentence now, not a parked entry
     images = [build_image(site, recipe, progress=lambda m: echo(m, err=True)) for recipe in ch.recipes]
     queue = queue_of(site)
     make_data_disks(site, ch, queue)
