@@ -503,3 +503,47 @@ class V1Shim:
     def __init__(self, module):
         self.VERSION = module.VERSION
         self.score = lambda results, reference, options=None: module.score(results, reference)
+
+
+FRAGILE_SCORER = '''
+from pathlib import Path
+
+from vmjudge.scorers.builtin import af2017
+
+
+def score(results, reference):
+    """af2017's, but broken on any entry that gave B0001 the label "O" until the file FIXED sits beside it."""
+    if results.answers.get("B0001") == "O" and not (Path(__file__).parent / "FIXED").exists():
+        raise KeyError("B0001")
+    return af2017.score(results, reference)
+'''
+
+
+def test_a_scorer_that_fails_on_an_entry_holds_it_without_retries_and_rescore_scores_it(tmp_path, monkeypatch):
+    """#59: the challenge's scorer raising on a real entry's results is the challenge's fault: the entry is parked
+    at once (one attempt, no retry charged or spent), the organisers told once, and `vmjudge rescore` scores it once
+    the scorer is fixed."""
+    scorers = tmp_path / "scorers"
+    scorers.mkdir()
+    (scorers / "fragile_scorer.py").write_text(FRAGILE_SCORER)
+    monkeypatch.syspath_prepend(str(scorers))
+    home = make_home(tmp_path, official=0, late=0)
+    directory = tmp_path / "af-fragile"
+    shutil.copytree(AF2017, directory, ignore=shutil.ignore_patterns("entries"))
+    toml = directory / "challenge.toml"
+    toml.write_text(toml.read_text().replace('name = "af2017"', 'name = "af-fragile"')
+                    .replace('scorer = "af2017"', 'scorer = "fragile_scorer:score"'))
+    home.queue.add_challenge("af-fragile", directory, "key")
+    answers = dict.fromkeys(RECORDS, "N") | {"B0001": "O"}
+    entry_id = judge_results(home, "af-fragile", "ana", ExamResults(records=RECORDS, answers=answers))
+    entry = home.queue.entry(entry_id)
+    assert (entry.state, entry.reason) == ("parked", "scoring-error")
+    runs = [r for r in home.queue.stage_runs(entry_id) if r.stage == "score"]
+    assert [(r.status, r.reason) for r in runs] == [("infra", "scoring-error")]  # held at once, not retried
+    assert home.queue.claim_next(only=entry_id) is None
+    (scorers / "FIXED").touch()
+    done = run_cli("rescore", "af-fragile", "--json", home=home.site.home,
+                   env={**NO_VM_ENV, "PYTHONPATH": f"{scorers}:{REPO}"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    [scoring] = home.queue.scorings(entry_id)
+    assert scoring.scores["score"] == pytest.approx(f1_mean(answers, LABELS))

@@ -138,3 +138,15 @@ class History:
                                (FIRST, evaluation, entry_id)).fetchone()
             event(db, entry_id, "rerun", f"queued again from stage 1 as evaluation {evaluation}")
         return EntryRow.from_row(again)
+
+    def resume_held(self, entry_id: int) -> bool:
+        """Queue again at stage 4 an entry held there (parked: the challenge's scorer or reference failed on
+        its results), once they are fixed: it is scored from its archived results, its earlier runs kept.
+        False when the entry is not held at stage 4."""
+        with self._transaction() as db:
+            row = db.execute("UPDATE entries SET state = 'queued', reason = NULL, lease_owner = NULL, "
+                             "lease_run = NULL, lease_until = NULL, not_before = 0, published = NULL WHERE id = ? AND "
+                             "state = 'parked' AND stage = 'score' RETURNING id", (entry_id,)).fetchone()
+            if row is not None:
+                event(db, entry_id, "resumed", "queued again at stage 4, its scorer or reference fixed")
+        return row is not None

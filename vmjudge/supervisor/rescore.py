@@ -26,7 +26,9 @@ from ..queue.results import archived_results, fetch
 from ..queue.rows import EntryRow, Scoring
 from ..reports.report import write_html
 from ..stages.score.scoring import ScoringRules
+from .evaluate import run_stage
 from .rescore_container import EvaluationRun
+from .slots import Slot
 
 
 @dataclass
@@ -204,6 +206,8 @@ def rescore(site: Site, queue: Queue, challenge: str, ids: Iterable[int] = (), w
     for done, entry in enumerate(entries, start=1):
         outcome = EntryOutcome(entry.id, "refused", entry.owner, entry.late, old=entry.scores)
         outcomes[entry.id] = outcome
+        if scorer is None and reference is None and entry.id in archived and _held(site, queue, entry, outcome):
+            continue
         try:
             found = archived.get(entry.id) or archived_results(queue, site.home, entry.id)
             if found is not None:
@@ -241,6 +245,25 @@ def rescore(site: Site, queue: Queue, challenge: str, ids: Iterable[int] = (), w
                                "rescore it once the daemon has finished it.")
     report.entries = [outcomes[k] for k in sorted(outcomes)]
     return report
+
+
+def _held(site: Site, queue: Queue, entry: EntryRow, outcome: EntryOutcome) -> bool:
+    """An entry the challenge's scorer failed on (held at stage 4) scored now, for real, by its stage 4 with the
+    challenge as it is now; True when it was held (its outcome says what became of it)."""
+    if entry.state != "parked" or entry.stage != "score" or not queue.resume_held(entry.id):
+        return False
+    claim = queue.claim_next(only=entry.id)
+    if claim is None:  # a daemon took it first: it scores it
+        outcome.status = "requeued"
+        return True
+    run_stage(queue, site, claim, Slot(0))
+    after = queue.entry(entry.id)
+    if after.state == "done" and after.outcome == "scored":
+        outcome.status, outcome.new = "rescored", after.scores
+    else:
+        outcome.problem = (f"entry {entry.id} is {after.state} ({after.reason}) at stage {after.stage} again: the "
+                           "scorer still fails on it (the daemon's log has its traceback).")
+    return True
 
 
 def _not_rescorable(entry: EntryRow, has_results: bool) -> str | None:

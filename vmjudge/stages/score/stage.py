@@ -5,10 +5,14 @@ file ([score] isolate = true, isolated.py)."""
 
 from __future__ import annotations
 
-from ...errors import AnswerError, ArchiveError, ConfigError, InfrastructureError, ScoringError
+import logging
+
+from ...errors import AnswerError, ArchiveError, ChallengeError, ConfigError, InfrastructureError, ScoringError
 from ..context import StageContext, StageOutcome
 from . import container, isolated
 from .scoring import ScoringRules, undefined_note
+
+log = logging.getLogger(__name__)
 
 
 def run(ctx: StageContext) -> StageOutcome:
@@ -24,9 +28,15 @@ def run(ctx: StageContext) -> StageOutcome:
     except AnswerError as exc:  # the entry's own answers, which the official scorer refuses
         return StageOutcome("failed", f"{exc} Entry not scored.", reason="invalid-answer",
                             manifest={"stage": "score", "refused_answer": exc.detail})
-    except (ScoringError, ConfigError, ArchiveError) as exc:
-        # Not the entry's fault: the organiser must fix the reference, the scorer or the archive.
-        raise InfrastructureError("scoring-error", f"scoring failed: {exc}") from exc
+    except ArchiveError as exc:  # the judge's own store: run again, as any infrastructure failure
+        raise InfrastructureError("results-missing", f"scoring failed: {exc}") from exc
+    except Exception as exc:
+        # The challenge's scorer or reference, never the entry: the same scoring would fail again, so the
+        # entry is held at once, the organisers told, and `vmjudge rescore` scores it once it is fixed.
+        log.error("entry %d: the scorer %s failed on its results", ctx.entry.id, ch.scorer, exc_info=True)
+        said = str(exc) if isinstance(exc, (ScoringError, ConfigError)) else f"{type(exc).__name__}: {exc}."
+        raise ChallengeError("scoring-error", f"the scorer {ch.scorer} failed on this entry's results: {said} Fix "
+                             "the scorer or the reference, then `vmjudge rescore` scores it.") from exc
     shown = ", ".join(f"{k} {'undefined' if v is None else format(v, '.4f')}" for k, v in scoring.scores.items())
     manifest = {"stage": "score", "scorer": scoring.scorer, "scorer_version": scoring.scorer_version,
                 "reference_sha256": scoring.reference_sha256, "results_sha256": scoring.results_sha256}
