@@ -129,7 +129,14 @@ def old_regular_directory() -> bytes:
     return tar(pax([("path", "e")]), member(Header(b"d/", kind=b"\x00", size=0)))
 
 
-DIFFERENCES = {"v7-prefix": v7_prefix, "gnu-times-as-prefix": gnu_times_as_prefix, "sparse-pax": sparse_pax,
+def star_trailer_under_a_pax_path() -> bytes:
+    """Found by the fuzzer (seed 1969057574): ustar magic and star's trailer "tar\\0" at byte 508, the prefix
+    field full and a PAX path over it: Python reads the member by its PAX path, Go reads the header as star's
+    and its times from where the prefix is, and refuses the archive."""
+    return tar(pax([("path", "x")]), member(Header(b"a", prefix=b"p" * 155, size=1, fields={508: b"tar\x00"}), b"x"))
+
+
+DIFFERENCES = {"v7-prefix": v7_prefix, "star-trailer-under-a-pax-path": star_trailer_under_a_pax_path, "gnu-times-as-prefix": gnu_times_as_prefix, "sparse-pax": sparse_pax,
                "nul-in-pax-path": nul_in_pax_path, "pax-then-long-name": pax_then_long_name,
                "global-pax": global_pax, "size-with-underscore": size_with_underscore,
                "old-regular-directory": old_regular_directory}

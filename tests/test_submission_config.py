@@ -85,7 +85,7 @@ def test_an_id_that_cannot_be_a_records_name_is_refused(tmp_path):
 
 
 def test_challenge_add_wants_each_sets_format_and_no_answer_beside_it(tmp_path):
-    shutil.copytree(EXAMPLE, tmp_path / "c", ignore=shutil.ignore_patterns("entries"))
+    shutil.copytree(EXAMPLE, tmp_path / "c")  # with entries/: [portal] sample names one
     check_challenge_data(load_challenge(tmp_path / "c"))
     shutil.copy(tmp_path / "c" / "reference" / "test_labels.csv", tmp_path / "c" / "test" / "test_labels.csv")
     with pytest.raises(ConfigError, match="test/test_labels.csv has the name of a reference answer"):

@@ -14,8 +14,9 @@ tarfile ends a name at a NUL inside a PAX path, Go refuses the header. So this r
 use tarfile: it takes the plain subset every tool writes and both read alike, and refuses the
 rest in a sentence:
 
-- ustar headers with POSIX ("ustar\\0") or GNU ("ustar  \\0") magic and a right checksum; the
-  prefix field only under POSIX magic, and not in star's variant, which Go cuts at 131 bytes;
+- ustar headers with POSIX ("ustar\\0") or GNU ("ustar  \\0") magic and a right checksum, never star's
+  variant (its trailer "tar\\0" at byte 508: Go then reads times where the prefix was); the prefix field
+  only under POSIX magic;
 - regular files ('0'), directories, symbolic and hard links, character and block devices and
   FIFOs; no old-style regular file ('\\0', which tarfile and Go turn into a directory at
   different moments), no sparse, contiguous, volume or multi-volume member, no global header;
@@ -130,9 +131,9 @@ def _name(header: bytes) -> bytes:
     prefix = _cstring(header[345:500])
     if not prefix:
         return name
-    if header[257:263] != POSIX_MAGIC or header[508:512] == STAR_TRAILER:
+    if header[257:263] != POSIX_MAGIC:  # star's variant is refused before (TarReader.next)
         raise TarRefused("a header with a prefix field that Go's reader and Python's read differently (an old or "
-                         "star-style header)")
+                         "GNU header)")
     return prefix + b"/" + name
 
 
@@ -245,6 +246,10 @@ class TarReader:
                 raise TarRefused("a damaged tar header (its checksum is wrong)")
             if header[257:263] != POSIX_MAGIC and header[257:265] != GNU_MAGIC:
                 raise TarRefused("an old-style tar header (no ustar magic), which no image tool writes")
+            if header[257:263] == POSIX_MAGIC and header[508:512] == STAR_TRAILER:
+                # Go reads such a header as star's, its times from bytes 476-500, which Python reads as prefix
+                raise TarRefused("a star-style tar header, which no image tool writes and Go's reader and Python's "
+                                 "read differently")
             if header[257:265] == GNU_MAGIC and header[345] != 0:
                 raise TarRefused("a GNU tar header with access or change times, which Go's reader and Python's read "
                                  "differently")
