@@ -136,7 +136,8 @@ def star_trailer_under_a_pax_path() -> bytes:
     return tar(pax([("path", "x")]), member(Header(b"a", prefix=b"p" * 155, size=1, fields={508: b"tar\x00"}), b"x"))
 
 
-DIFFERENCES = {"v7-prefix": v7_prefix, "star-trailer-under-a-pax-path": star_trailer_under_a_pax_path, "gnu-times-as-prefix": gnu_times_as_prefix, "sparse-pax": sparse_pax,
+DIFFERENCES = {"v7-prefix": v7_prefix, "star-trailer-under-a-pax-path": star_trailer_under_a_pax_path,
+               "gnu-times-as-prefix": gnu_times_as_prefix, "sparse-pax": sparse_pax,
                "nul-in-pax-path": nul_in_pax_path, "pax-then-long-name": pax_then_long_name,
                "global-pax": global_pax, "size-with-underscore": size_with_underscore,
                "old-regular-directory": old_regular_directory}
