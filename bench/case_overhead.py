@@ -83,6 +83,8 @@ home = 64
 [limits]
 per_record = 30
 quiz_total = 3600
+[score]
+scorer = "tests.answered_scorer:score"
 """
 
 

@@ -68,6 +68,8 @@ per_record = 30
 style = "files"
 pattern = "{{record}}.out"
 submitted = "{submitted}"
+[score]
+scorer = "tests.answered_scorer:score"
 """
 CONTAINER = 'name = "bench-container"\n[entry]\nkind = "container"\nmax_size = SIZE\nmax_unpacked = SIZE\n' \
             '[container]\n' + SHAPE.format(submitted="/submitted/{record}.out")

@@ -23,22 +23,21 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import pycdlib
 import pytest
-from starlette.testclient import TestClient
 
 from tests.docs_page import section
 from tests.host_lock import linked_home
 from tests.published import wait_until_published
 from tests.replica_console import Console, json_line
 from tests.test_pipeline import archive, vmjudge
-from tests.web_home import sign_in
+from tests.web_process import running_portal, signed_in_client
 from vmjudge import __version__ as vmjudge_version
-from vmjudge.config import load_challenge, load_site
+from vmjudge.config import load_challenge
 from vmjudge.images.build import build_image
 from vmjudge.images.iso import write_iso
 from vmjudge.vm import domain
-from vmjudge.web.app import create_app
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "af2017"
@@ -164,9 +163,9 @@ def test_the_portal_offers_the_replica_the_organisers_command_builds(judged, rep
     back), and the ISO then downloaded is the `vmjudge replica build` one, byte for byte."""
     home, _ = judged
     token = vmjudge(home, "owner", "add", "replica-reader").stdout.strip().split()[-1]
-    with TestClient(create_app(load_site(home), secure_cookies=False), follow_redirects=False) as client:
-        assert client.get("/challenges/af2017/download/replica").status_code == 401
-        sign_in(client, token)
+    with running_portal(home, home / "portal.log") as portal:
+        assert httpx.get(portal.base + "/challenges/af2017/download/replica", timeout=30).status_code == 401
+        client = signed_in_client(portal.base, token)
         first = client.get("/challenges/af2017/download/replica")
         assert first.status_code == 202 and "is being made" in first.text
         deadline = time.monotonic() + CHECK_TIMEOUT

@@ -4,7 +4,6 @@ No VM: the entries are only admitted."""
 
 from __future__ import annotations
 
-import re
 import secrets
 from pathlib import Path
 
@@ -17,8 +16,8 @@ from vmjudge.replica.downloads import made
 
 from .cli import run_cli
 from .test_spool import make_tar, make_zip
+from .web_process import CSRF
 
-CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 # Each challenge's challenge.toml beyond its name: "adm" takes small archives and one scored
 # entry per owner; "big" takes larger ones; "rl" takes 2 entries an hour.
 CHALLENGES = {

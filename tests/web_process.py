@@ -5,6 +5,7 @@ organiser's log, goes to a file the test reads."""
 from __future__ import annotations
 
 import os
+import re
 import resource
 import signal
 import socket
@@ -19,7 +20,9 @@ import httpx
 
 from .cli import REPO
 from .waiting import wait_for
-from .web_home import CSRF
+
+CSRF = re.compile(r'name="csrf" value="([^"]+)"')  # web_home.py's too; not imported from there, which loads
+# starlette's TestClient (a deprecation warning on stderr of the benchmarks that import this module's users)
 
 
 def free_port() -> int:
