@@ -13,7 +13,6 @@ import os
 import re
 import shutil
 import tarfile
-import time
 import zipfile
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from vmjudge.errors import ConfigError
 from vmjudge.replica.build import training_files
 
 from .phased import contest_dir
+from .waiting import wait_until
 from .web_home import WebHome, sign_in, upload
 
 REPO = Path(__file__).resolve().parent.parent
@@ -109,12 +109,12 @@ def test_the_training_archive_is_the_training_set_made_once_with_its_sha256(port
 
 
 def made_aside(client, url: str):
-    """The answer once the download is made aside (202 while it is)."""
-    deadline = time.monotonic() + 120
-    while (got := client.get(url)).status_code == 202:
-        assert "is being made" in got.text and time.monotonic() < deadline
-        time.sleep(0.2)
-    return got
+    """The answer once the download is made aside (202, saying so, while it is)."""
+    def answered():
+        got = client.get(url)
+        assert got.status_code != 202 or "is being made" in got.text
+        return got if got.status_code != 202 else None
+    return wait_until(answered, 120, f"{url} made aside")
 
 
 def test_a_download_not_made_at_challenge_add_is_made_aside_when_first_asked_for(tmp_path):
