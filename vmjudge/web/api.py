@@ -34,14 +34,10 @@ class Api:
                 Route("/api/entries/{entry_id}", self.entry)]
 
     def caller(self, request: Request) -> Owner:
-        scheme, _, token = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
+        owner = self.portal.bearer(request)
+        if owner is None:
             raise HTTPException(401, "Send your token as `Authorization: Bearer TOKEN`: the API takes no cookies.",
                                 headers={"WWW-Authenticate": "Bearer"})
-        owner = self.portal.owners.by_token(token.strip())
-        if owner is None:
-            raise HTTPException(401, "That token does not sign anyone in (it may have been revoked): check it, or "
-                                     "ask the organisers for a new one.", headers={"WWW-Authenticate": "Bearer"})
         return owner
 
     def list_entries(self, request: Request) -> Response:

@@ -97,16 +97,22 @@ class Portal:
             raise HTTPException(401, "Sign in with your token to see this page.")
         return owner
 
-    def reader(self, request: Request) -> Owner:
-        """The signed-in owner, by the session or by `Authorization: Bearer TOKEN` (a download fetched
-        with curl), or 401. Only for what a GET gives: no form is posted on a bearer token's word here."""
+    def bearer(self, request: Request) -> Owner | None:
+        """The owner `Authorization: Bearer TOKEN` signs in; None when the request sends no token, 401
+        when the token it sends signs no one in (the API's way, and a download's fetched with curl)."""
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() == "bearer" and token.strip():
-            owner = self.owners.by_token(token.strip())
-            if owner is None:
-                raise HTTPException(401, "That token does not sign anyone in (it may have been revoked): check it.")
-            return owner
-        return self.participant(request)
+        if scheme.lower() != "bearer" or not token.strip():
+            return None
+        owner = self.owners.by_token(token.strip())
+        if owner is None:
+            raise HTTPException(401, "That token does not sign anyone in (it may have been revoked): check it, or "
+                                     "ask the organisers for a new one.", headers={"WWW-Authenticate": "Bearer"})
+        return owner
+
+    def reader(self, request: Request) -> Owner:
+        """The signed-in owner, by a bearer token or the session, or 401. Only for what a GET gives: no
+        form is posted on a bearer token's word here."""
+        return self.bearer(request) or self.participant(request)
 
     def organiser(self, request: Request) -> Owner:
         """The signed-in organiser; anyone else gets 404, as if the page did not exist."""
