@@ -72,7 +72,7 @@ def park(queue: Queue, entry_id: int) -> None:
             db.execute("UPDATE entries SET not_before = 0 WHERE id = ?", (entry_id,))
         queue.claim_next(only=entry_id)
         run = queue.start_stage(entry_id, "prep", 0)
-        queue.infra_failure(run, "libvirt-down", "libvirt did not answer", {})
+        queue.infra_failure(run, "libvirt-unreachable", "libvirt did not answer", {})
     assert queue.entry(entry_id).state == "parked"
 
 
@@ -181,7 +181,8 @@ def test_a_parked_entry_tells_its_owner_and_the_organisers_once_an_hour_then_a_d
         assert "libvirt" not in owner_text
         # The organisers: by email and by the signed webhook, once; the digest waits for the hour.
         [ops_mail] = server.mailbox.to("ops@example.org")
-        assert f"Entry {first} of quiz1 by ana was parked at stage prep after its retries: libvirt-down." in \
+        assert (f"Entry {first} of quiz1 by ana was parked at stage prep after its retries: libvirt-unreachable "
+                "(`vmjudge reasons libvirt-unreachable` says what it means and what to do).") in \
             ops_mail.get_payload(decode=True).decode().replace("\r\n", " ")
         [hook] = receiver.accepted()
         assert hook.json["kind"] == "entry-parked" and hook.json["condition"] == "entry-parked"

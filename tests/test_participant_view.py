@@ -194,6 +194,7 @@ POSTS = {"/upload", "/api/entries", "/entries/{entry_id}/carry", "/api/entries/{
          "/teams", "/teams/join",  # #58: a team made or joined
          "/settings/token"}  # #58: a new API token, shown once to its owner (test_signup.py)
 PUBLIC = {"/", "/signin", "/signout", "/static",
+          "/reasons",  # every reason an entry can carry, the same for all (test_reasons.py)
           "/settings/confirm",  # #54: the mailed link, by its token only (test_notify_confirm.py)
           # #58: the challenges' pages, as participant.CHALLENGE(_LIST) (test_challenge_page.py); its downloads
           # signed-in participants' unless the organiser makes them public

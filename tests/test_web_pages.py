@@ -14,6 +14,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from vmjudge.queue.rows import Scoring
+from vmjudge.reasons import REASONS, explanation, find
 from vmjudge.reports import participant
 from vmjudge.reports.report import show
 from vmjudge.stages.context import DRYRUN_MESSAGE
@@ -131,6 +132,22 @@ def test_a_failed_entry_shows_the_failed_step_its_reason_and_output_and_the_rest
     assert [m[0] for m in meters(prep)] == ["setup.sh", "Peak memory", "Home disk"]
     assert page.one("li", id="step-quiz").one(cls="badge").text == "Not run" and not page.all("table", id="scores")
     assert page.one(id="verdict").text == "Entry not scored (prep: setup-error)."
+
+
+def test_a_failed_entrys_reason_links_to_its_row_and_its_text_report_explains_it(alice):
+    """Every verdict explained (vmjudge/reasons): the report's reason is a link to its row on /reasons,
+    which lists every reason the judge records, and the text report ends with the row's words."""
+    web, client = alice
+    eid = judged(web, "failed")
+    page = parse(client.get(f"/entries/{eid}").text)
+    assert page.one("li", id="step-prep").one(cls="reason").one("a").attrs["href"] == "/reasons#setup-error"
+    listed = parse(client.get("/reasons").text)
+    assert [r.attrs["id"] for r in listed.all("tr", id=None)] == [r.code for r in REASONS]
+    row = find("setup-error")
+    assert row is not None and row.remedy in listed.one("tr", id="setup-error").text
+    text = client.get(f"/entries/{eid}?format=text").text
+    assert text.rstrip().endswith(f"Entry not scored (prep: setup-error).\n{explanation('setup-error')}")
+    assert parse(web.client().get("/reasons").text).one("tr", id="vm-restore")  # the same page signed out
 
 
 def test_a_dry_run_shows_its_quiz_as_the_dry_run_and_the_exam_not_run(alice):

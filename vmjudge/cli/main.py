@@ -25,7 +25,8 @@ COMMANDS = {
     "gc": ("upkeep", "gc"), "gpu": ("gpu", "gpu"), "image": ("image", "image"),
     "leaderboard": ("leaderboard", "leaderboard_cmd"), "logs": ("entries", "logs"), "notify": ("notify", "notify"),
     "owner": ("owners", "owner"), "phases": ("phases", "phases"), "promote": ("phases", "promote"),
-    "publish": ("phases", "publish"), "replica": ("replica", "replica"), "rescore": ("rescore", "rescore"),
+    "publish": ("phases", "publish"), "reasons": ("reasons", "reasons"), "replica": ("replica", "replica"),
+    "rescore": ("rescore", "rescore"),
     "service": ("service", "service"), "show": ("show", "show"), "status": ("status", "status"),
     "submit": ("judge", "submit"), "team": ("teams", "team"), "usage": ("usage", "usage"), "web": ("web", "web"),
 }

@@ -40,10 +40,10 @@ class Leases:
             for r in rows:
                 attempt = db.execute("SELECT attempt FROM stage_runs WHERE id = ?", (r["lease_run"],)).fetchone()
                 requeue_or_park(db, r["id"], r["stage"], r["evaluation"], r["lease_run"],
-                                attempt[0] if attempt else 0, "host-lost",
-                                f"the host {r['lease_owner']} running this stage stopped renewing its claim "
-                                f"(lease ran out at {stamp(r['lease_until'])})", {"stage": r["stage"],
-                                                                                    "host": r["lease_owner"]})
+                                attempt[0] if attempt else 0, reason="host-lost",
+                                message=f"the host {r['lease_owner']} running this stage stopped renewing its claim "
+                                f"(lease ran out at {stamp(r['lease_until'])})",
+                                manifest={"stage": r["stage"], "host": r["lease_owner"]})
         return [int(r["id"]) for r in rows]
 
     def restart_lost_homes(self, grace: float) -> list[int]:

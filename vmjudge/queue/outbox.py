@@ -31,6 +31,7 @@ from typing import Any
 
 from ..notify.confirm import KIND as CONFIRM
 from ..notify.confirm import SIGNIN
+from ..reasons import find
 from .connection import Database, Db
 from .rows import stamp
 
@@ -110,8 +111,12 @@ def entry_ended(db: Db, entry_id: int, at: float | None = None) -> None:
         _insert(db, kind, OWNER, at, max(at, publish), owner=e["owner"], entry_id=entry_id,
                 evaluation=e["evaluation"])
     if parked:
+        said = find(e["reason"])
+        how = "at once, as the challenge's own fault" if said is not None and said.fault == "challenge" else \
+            "after its retries"
         organiser_event(db, "entry-parked", "entries parked", f"Entry {entry_id} of {e['challenge']} by {e['owner']} "
-                        f"was parked at stage {e['stage']} after its retries: {e['reason']}. Once the cause is fixed, "
+                        f"was parked at stage {e['stage']} {how}: {e['reason']} (`vmjudge reasons {e['reason']}` "
+                        f"says what it means and what to do). Once the cause is fixed, "
                         f"`vmjudge rescore {e['challenge']} --entries {entry_id} --rerun-stages` runs it again.", at,
                         kind="entry-parked")
 

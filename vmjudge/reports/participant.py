@@ -1,28 +1,25 @@
 """Everything a participant can be given about entries, built here from one allow-list.
 
-A judge's first promise is that the test set stays secret, and each field given to a
-participant is a channel for it: a hash of the reference answers gave the hidden labels back
-by brute force (4^8 label sets in a second), a hash of the exam's results any bits an entry
-chose to encode in its answers, and the moment an entry's state left the exam its exact run
-time. So every document a participant can receive (`show` and `show --json` without
-`--organiser`, the HTML report, each portal page and API answer, the leaderboards in every
-format) is built by the functions below and passed through `allowed()` with the allow-list
-of its kind: a field that is not on the list never reaches a participant, whatever a caller
-adds. docs/participants.md ("Reading a report") lists the same fields and why each is harmless.
+A judge's first promise is that the test set stays secret, and each field given to a participant is a
+channel for it: a hash of the reference answers gave the hidden labels back by brute force (4^8 label
+sets in a second), a hash of the exam's results any bits an entry chose to encode in its answers, and
+the moment an entry's state left the exam its exact run time. So every document a participant can
+receive (`show` and `show --json` without `--organiser`, the HTML report, each portal page and API
+answer, the leaderboards in every format) is built by the functions below and passed through
+`allowed()` with the allow-list of its kind: a field not on the list never reaches a participant,
+whatever a caller adds. docs/participants.md ("Reading a report") lists the same fields and why.
 
-And every such document is seen as at a moment `at`: from the start of an entry's exam until
-its publish time (queue/publish.py), the entry is "being examined" and nothing of the exam or
-of a later stage shows, nor any timestamp after the exam's start; after it, those timestamps
-read as the publish time, never the real one; a container entry's stage 1 likewise, seen running
-until its own publish time (publish.py says why). Organisers see everything at once
-(report.show(..., organiser=True)).
+And every such document is seen as at a moment `at`: from the start of an entry's exam until its
+publish time (queue/publish.py), the entry is "being examined" and nothing of the exam or of a later
+stage shows, nor any timestamp after the exam's start; after it, those timestamps read as the publish
+time, never the real one; a container entry's stage 1 likewise (publish.py says why). Organisers see
+everything at once (report.show(..., organiser=True)).
 
-In a contest ([[phase]]), an entry of a phase that keeps its results back is seen, until the
-organiser publishes the phase, at the phase's feedback level (phase_view.py says which):
-"errors" shows the entry's state and verdict, and for a failure its stage and reason, but no
-stage's message, no count, figure, score, hardware or budget; "none" shows only that the entry
-was received. The level is applied here, after the exam's masking, so no document can carry
-what the level leaves out.
+In a contest ([[phase]]), an entry of a phase that keeps its results back is seen, until the organiser
+publishes the phase, at the phase's feedback level (phase_view.py): "errors" shows the entry's state
+and verdict, and for a failure its stage and reason, but no stage's message, count, figure, score,
+hardware or budget; "none" only that the entry was received. The level is applied after the exam's
+masking, so no document can carry what the level leaves out.
 """
 
 from __future__ import annotations
@@ -36,6 +33,7 @@ from typing import Any
 from ..pipeline import FIRST, PIPELINE, STAGE_NAMES, UNPUBLISHED, by_name
 from ..queue.publish import being_examined, preparing
 from ..queue.rows import EntryRow, Scoring, StageRun, stamp
+from ..reasons import explanation
 from .figures import participant_lines, participant_view
 
 # The documents as they will read once published: for the organiser's copy of a report
@@ -238,10 +236,11 @@ def report_text(seen: Seen) -> str:
     """The participant's report as text: each counted stage's message and what it used (a phase
     that keeps its results back: a line saying so, and the verdict)."""
     entry = seen.entry
-    lines = [header(entry), ""]
+    lines = [header(entry), ""]  # a failed entry's verdict is followed by its reason's row (vmjudge/reasons)
+    why = [w] if seen.feedback != NONE and entry.outcome == "failed" and (w := explanation(entry.reason)) else []
     if seen.feedback != FULL:
-        return "\n".join([*lines, KEPT_BACK[seen.feedback].format(phase=entry.phase), "", verdict(entry, seen.feedback)]
-                         ) + "\n"
+        return "\n".join([*lines, KEPT_BACK[seen.feedback].format(phase=entry.phase), "", verdict(entry, seen.feedback),
+                          *why]) + "\n"
     for r in final_runs(seen.runs):
         lines.append(f"{by_name(r.stage).title}: {r.message}")
         if r.figures:
@@ -250,7 +249,7 @@ def report_text(seen: Seen) -> str:
     rescored = rescore_line(seen.scorings) if entry.state == "done" and entry.outcome == "scored" else None
     if rescored:
         lines += [rescored, ""]
-    lines.append(verdict(entry))
+    lines += [verdict(entry), *why]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -1,9 +1,8 @@
 """The host end of the data channel: frames into results (pty_reader.py reads the bytes).
 
-The link is one-way (guest to host). Anything wrong with it — a bad CRC, a gap in the
-sequence, a wrong nonce, a frame out of place, silence — is the judge's failure, never the
-entry's, so every such case raises InfrastructureError with reason "channel-broken" or
-"channel-silent".
+The link is one-way (guest to host). Anything wrong with it — a bad CRC, a gap in the sequence,
+a wrong nonce, a frame out of place, silence — is the judge's failure, never the entry's, so
+every such case raises InfrastructureError with reason "channel-broken" or "channel-silent".
 
 A stage may run thousands of commands, each allowed a megabyte of output: the host's
 memory must not grow with them. So a Transcript can hand each command's output to a log
@@ -22,6 +21,7 @@ from typing import Any, Protocol
 
 from ..errors import InfrastructureError
 from ..images.guest.frames import Decoder, Frame, FrameError
+from ..reasons import entry_reason
 from .samples import RUN_SAMPLES, Sample, read_samples
 
 MAX_LOGS = 256  # agent log lines kept, each at most MAX_LOG_BYTES
@@ -237,7 +237,7 @@ class Transcript:
             info = frame.json()
             self.agent_error = _text(info.get("message", "no message"), 4096)
             if info.get("fault") == "entry":
-                self.entry_fault = _text(info.get("reason", "entry-fault"), 64)
+                self.entry_fault = entry_reason(_text(info.get("reason", ""), 64))
             self.gpu_fault = info.get("fault") == "gpu"
         elif kind == "bye":
             if current is not None:

@@ -22,6 +22,8 @@ from starlette.routing import Route
 from ..config import Challenge, load_challenge
 from ..config.portal_page import DESCRIPTION_MAX, overlaps
 from ..errors import VmjudgeError
+from ..reasons import FAULTS
+from ..reasons.page import by_fault
 from ..replica.downloads import WHAT, label, made, offered
 from ..reports import participant
 from ..reports.challenge_view import CHALLENGE, CHALLENGE_LIST, challenge_document, challenge_row
@@ -37,7 +39,7 @@ class ChallengePages:
         self.portal = portal
 
     def routes(self) -> list[Route]:
-        return [Route("/", self.home), Route("/challenges/{challenge}", self.page),
+        return [Route("/", self.home), Route("/reasons", self.reasons), Route("/challenges/{challenge}", self.page),
                 Route("/challenges/{challenge}/download/{what}", self.download),
                 Route("/api/challenges", self.list_json), Route("/api/challenges/{challenge}", self.page_json)]
 
@@ -89,6 +91,11 @@ class ChallengePages:
     def home(self, request: Request) -> Response:
         rows = [challenge_row(ch) for ch in self._challenges()]
         return self.portal.page(request, "home.html", rows=rows)
+
+    def reasons(self, request: Request) -> Response:
+        """Every reason an entry can carry (vmjudge/reasons), which a report's reason links to: the
+        same for everyone, and nothing of any entry."""
+        return self.portal.page(request, "reasons.html", groups=by_fault(), faults=FAULTS)
 
     def list_json(self, request: Request) -> Response:
         rows = [challenge_row(ch) for ch in self._challenges()]

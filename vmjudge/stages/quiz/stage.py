@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import stat
 from dataclasses import replace
+from typing import NamedTuple
 
 from ...scorers.loader import answer_check
 from ...vm.channel import CommandResult, Watch
@@ -39,6 +40,14 @@ OUTPUT_SHOWN = 1000  # bytes of its stdout
 WARNINGS_SHOWN = 2000  # characters of its stderr
 
 
+class Failure(NamedTuple):
+    """The first command that failed the quiz, why (a reason of vmjudge/reasons) and what to say."""
+
+    command: int  # its index in the job
+    reason: str
+    said: str
+
+
 class Comparison:
     """Compares each record's result with the entry's own submission as each command ends,
     and remembers the first failure; the run stops there (Watch.on_end).
@@ -58,7 +67,7 @@ class Comparison:
         self._order = {r: i for i, r in enumerate(records)}
         self.rule = ctx.challenge.results
         self.shown: list[str] = []  # with sockets: what each training case left, for the report
-        self.failure: tuple[int, str, str] | None = None  # (index, reason, message)
+        self.failure: Failure | None = None
         self.numbers_only = False  # the mismatch is one of last digits alone (mismatch.py)
         self._checked = b""  # answers.txt up to its last newline, as last checked
         self._answers: dict[str, str] = {}  # what that part of answers.txt says
@@ -73,26 +82,26 @@ class Comparison:
             self.failure = self._verdict(cmd)
         return self.failure is not None
 
-    def _verdict(self, cmd: CommandResult) -> tuple[int, str, str] | None:
+    def _verdict(self, cmd: CommandResult) -> Failure | None:
         name = self.names[cmd.index]
         if cmd.status == "timeout":
-            return cmd.index, "quiz-timeout", f"{name}: timed out after {self.limit:.0f} s"
+            return Failure(cmd.index, reason="quiz-timeout", said=f"{name}: timed out after {self.limit:.0f} s")
         if cmd.status != "ok":
             why = f": {cmd.message}" if cmd.message else f" (exit status {cmd.exit_code})"
             if (cmd.usage or {}).get("oom_kills"):  # Docker would say 137: killed for memory
                 why = f": killed, out of memory (exit status 137: its memory is {self.ctx.challenge.vm.memory_mib} " \
                       "MiB of the VM less what the judge keeps)"
-            return cmd.index, "quiz-error", f"{name}: failed{why}"
+            return Failure(cmd.index, reason="quiz-error", said=f"{name}: failed{why}")
         if self.rule.style == "sockets":
             return self._outputs(cmd)
         for record in self.covers[cmd.index]:  # one record, or the whole set's in order
             wrong = self._answer_line(cmd, record) if self.rule.style == "answer-lines" else \
                 self._file(cmd, record, name)
             if wrong:
-                return cmd.index, "quiz-mismatch", wrong
+                return Failure(cmd.index, reason="quiz-mismatch", said=wrong)
         return None
 
-    def _outputs(self, cmd: CommandResult) -> tuple[int, str, str] | None:
+    def _outputs(self, cmd: CommandResult) -> Failure | None:
         """[quiz] check = "outputs": every output socket present and valid (stages/sockets.py);
         "none": the case ran without error, whatever it left."""
         record = self.covers[cmd.index][0]
@@ -102,7 +111,7 @@ class Comparison:
                           (f"\n--- output (stdout, {cmd.output_bytes} bytes) ---\n{said}" if said else "") +
                           (f"\n{warnings_text(cmd, WARNINGS_SHOWN)}" if cmd.error_bytes else ""))
         if self.ctx.challenge.quiz_check == "outputs" and found.problems:
-            return cmd.index, "quiz-output", "; ".join(found.problems)
+            return Failure(cmd.index, reason="quiz-output", said="; ".join(found.problems))
         return None
 
     def _answer_line(self, cmd: CommandResult, record: str) -> str | None:
