@@ -6,17 +6,20 @@ TOOLS := $(VENV)/.tools-stamp
 # Nested KVM hangs on the project's own machines; organisers' hosts use kvm (see docs/organisers.md).
 export VMJUDGE_ACCEL ?= tcg
 
-.PHONY: setup tools host test lint demo clean
+.PHONY: setup tools host host-tools test lint demo clean
 
 # What judging needs and nothing else: the host's packages, and vmjudge with its own dependencies.
 setup: host $(STAMP)
 
 # The tests' and the documentation's tools (pytest, selenium, mypy, ruff, mkdocs, ...), into the same
 # virtualenv, for `make test` and `make lint` only: a production host has none of them.
-tools: $(TOOLS)
+tools: host-tools $(TOOLS)
+
+host-tools:
+	@vmjudge/host/setup-host --tools
 
 host:
-	@scripts/setup-host
+	@vmjudge/host/setup-host
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)

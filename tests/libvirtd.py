@@ -11,7 +11,7 @@ from pathlib import Path
 from .waiting import wait_until
 
 # As `make setup` starts it where no systemd does: under a subreaper that reaps its qemus at once.
-START = Path(__file__).resolve().parent.parent / "scripts" / "start-libvirtd"
+START = Path(__file__).resolve().parent.parent / "vmjudge" / "host" / "start-libvirtd"
 
 
 def libvirt_answers(uri: str) -> bool:

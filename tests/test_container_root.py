@@ -33,7 +33,7 @@ HOSTILE = "#!/bin/busybox sh\necho hacked\n(echo hacked >> /hacked.log) 2>/dev/n
 
 def static_busybox() -> Path:
     found = shutil.which("busybox")
-    # A dynamic busybox would find no libc in the image (busybox-static: scripts/setup-host).
+    # A dynamic busybox would find no libc in the image (busybox-static: vmjudge/host/setup-host --tools).
     if found is None or subprocess.run(["ldd", found], capture_output=True).returncode == 0:
         cannot_run("a static busybox is needed to make the test image: apt-get install busybox-static")
     return Path(found)

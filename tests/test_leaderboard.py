@@ -195,7 +195,7 @@ class Rendered(HTMLParser):
 def render(page: Path, profile: Path) -> Rendered:
     """The DOM as headless Chromium built it from `page` (any script in it would have run)."""
     chromium = shutil.which("chromium")
-    assert chromium, "chromium is not installed: run `make setup` (scripts/setup-host installs it)."
+    assert chromium, "chromium is not installed: run `make setup` (vmjudge/host/setup-host --tools installs it)."
     proc = subprocess.run([chromium, "--headless", "--disable-gpu", "--no-sandbox", f"--user-data-dir={profile}",
                            "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "<table" in proc.stdout, proc.stderr[-2000:]

@@ -27,7 +27,8 @@ COMMANDS = {
     "owner": ("owners", "owner"), "phases": ("phases", "phases"), "promote": ("phases", "promote"),
     "publish": ("phases", "publish"), "reasons": ("reasons", "reasons"), "replica": ("replica", "replica"),
     "rescore": ("rescore", "rescore"),
-    "service": ("service", "service"), "show": ("show", "show"), "status": ("status", "status"),
+    "service": ("service", "service"), "setup-host": ("setup_host", "setup_host"), "show": ("show", "show"),
+    "status": ("status", "status"),
     "submit": ("judge", "submit"), "team": ("teams", "team"), "usage": ("usage", "usage"), "web": ("web", "web"),
 }
 

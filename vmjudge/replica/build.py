@@ -41,7 +41,7 @@ from .efi import efi_image_bytes
 from .tools import tool_files
 
 BOOT_DIR = Path(__file__).resolve().parent / "boot"
-# Debian's isolinux and syslinux-common packages (scripts/setup-host installs them).
+# Debian's isolinux and syslinux-common packages (vmjudge/host/setup-host installs them).
 ISOLINUX_BIN = Path("/usr/lib/ISOLINUX/isolinux.bin")
 LDLINUX_C32 = Path("/usr/lib/syslinux/modules/bios/ldlinux.c32")
 VOLUME_ID = "VMJUDGE_REPLICA"
