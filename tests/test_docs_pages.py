@@ -8,9 +8,9 @@ import re
 
 from .docs_page import DOCS, page
 
-USER_PAGES = ("index.md", "tutorial.md", "organisers.md", "authors.md", "participants.md", "grand-challenge.md",
-              "security.md", "reference/api.md", "reference/configuration.md", "reference/report.md",
-              "reference/glossary.md")
+USER_PAGES = ("index.md", "tutorial.md", "organisers.md", "authors.md", "participants.md", "runtime.md",
+              "grand-challenge.md", "security.md", "reference/api.md", "reference/configuration.md",
+              "reference/report.md", "reference/glossary.md", "reference/reasons.md", "reference/figures.md")
 ISSUE = re.compile(r"(?:\\?#|\bissues? )\d{2}\b")
 
 
