@@ -23,6 +23,7 @@ from vmjudge.queue.connection import QueueUnavailable
 from vmjudge.queue.db import Queue
 from vmjudge.queue.outbox import DROPPED, FAILED, HOUR, PENDING, SENT, claim, listing, organiser_event
 from vmjudge.queue.owners import Owners
+from vmjudge.reasons import explanation
 from vmjudge.reports.notice import owner_message
 from vmjudge.supervisor.notifier import Notifier, retry_delay
 
@@ -110,6 +111,19 @@ def test_a_judged_entrys_message_waits_for_its_publish_time_and_says_only_what_t
     [sent] = listing(queue.database)
     assert (sent.state, sent.tries, sent.delivered) == (SENT, 1, ("email:ana@example.org",))
     assert not notifier.once()
+
+
+def test_a_failed_entrys_message_explains_its_reason_and_links_its_row(queue, tmp_path):
+    entry_id = new_entry(queue, tmp_path)
+    queue.claim_next(only=entry_id)
+    run = queue.start_stage(entry_id, "prep", 0)
+    queue.finish_stage(run, "failed", "setup.sh failed (exit status 1). Entry not scored.", {}, reason="setup-error",
+                       outcome="failed")
+    [row] = listing(queue.database)
+    message = owner_message(queue, row, time.time(), "https://judge.example.org")
+    assert not isinstance(message, float)
+    assert (f"Entry not scored (prep: setup-error).\n\n{explanation('setup-error')}\n"
+            "Every reason: https://judge.example.org/reasons#setup-error\n") in message.text
 
 
 def test_the_message_is_written_in_the_transaction_that_ends_the_entry(queue, tmp_path, monkeypatch):

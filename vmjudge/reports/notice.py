@@ -19,6 +19,7 @@ from __future__ import annotations
 from ..notify.message import Message
 from ..queue.db import Queue
 from ..queue.outbox import OutboxRow
+from ..reasons import explanation, link
 from . import participant
 from .phase_view import PhaseViews
 
@@ -45,6 +46,9 @@ def owner_message(queue: Queue, row: OutboxRow, at: float, portal_url: str | Non
              str(line["verdict"])]
     if score is not None:
         lines.append(f"Score: {score:.4f}" if isinstance(score, float) else f"Score: {score}")
+    said = explanation(entry.reason) if line.get("outcome") == "failed" and entry.reason else None
+    if said is not None:  # the verdict gives the reason at this level: what it means, and its row on the portal
+        lines += ["", said, *([f"Every reason: {link(str(entry.reason), portal_url)}"] if portal_url else [])]
     if portal_url:
         lines += ["", f"Report: {portal_url}/entries/{line['id']}"]
     lines += ["", "You get this message because your address was given to the judge; ask the organisers to stop it."]
