@@ -69,7 +69,9 @@ def cli_json(home: Path, *args: str) -> dict:
 
 def test_every_entry_newest_first_with_its_verdict_score_and_exam(home):
     home, ids = home
-    lines = run_cli("entries", home=home).stdout.splitlines()
+    listed = run_cli("entries", home=home)
+    lines = listed.stdout.splitlines()
+    assert listed.stderr == "`vmjudge reasons CODE` says what a reason means and what to do about it.\n"
     assert lines[0].split() == ["ID", "CHALLENGE", "OWNER", "SUBMITTED", "SCORE", "EXAM", "VERDICT"]
     rows = {int(line.split()[0]): line for line in lines[1:-1]}
     assert list(rows) == sorted(ids.values(), reverse=True)

@@ -118,9 +118,15 @@ def test_unpacking_writes_no_more_than_the_image_declared_whatever_it_holds(tmp_
     peak = {"allocated": 0, "apparent": 0}
     done = threading.Event()
 
+    def listed() -> list[Path]:
+        try:  # the unpacking's work directory may go while it is read
+            return list(store.glob(".work-*/*")) if store.is_dir() else []
+        except OSError:
+            return []
+
     def watch() -> None:
         while not done.wait(0.002):
-            for path in store.glob(".work-*/*") if store.is_dir() else []:
+            for path in listed():
                 try:
                     st = path.lstat()
                 except OSError:

@@ -112,8 +112,8 @@ def entries(ctx: click.Context, challenge: str | None, states: tuple[str, ...], 
         first = found.offset + 1 if shown else found.offset
         more = f"; --page {page + 1} for older ones" if found.offset + shown < found.total else ""
         echo(f"entries {first}-{found.offset + shown} of {found.total}, newest first{more}")
-    if any(e.reason for e in found.entries):
-        echo("`vmjudge reasons CODE` says what a reason means and what to do about it.")
+    if any(e.reason for e in found.entries):  # on stderr: the table on stdout stays one for scripts to read
+        echo("`vmjudge reasons CODE` says what a reason means and what to do about it.", err=True)
 
 
 @click.command("logs")
