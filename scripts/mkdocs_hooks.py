@@ -18,9 +18,6 @@ from vmjudge.reasons.page import markdown as reasons_markdown
 REPO = Path(__file__).resolve().parent.parent
 FIGURES = REPO / "bench" / "figures.toml"
 PLACED = re.compile(r"\{\{ figure ([a-z_]+) \}\}")
-# page -> (the line the generated part replaces, what makes it)
-MADE = {"reference/reasons.md": ("<!-- every reason, from vmjudge/reasons -->", reasons_markdown),
-        "reference/figures.md": ("<!-- every figure, from bench/figures.toml -->", lambda: figures_markdown())}
 
 
 def figures() -> dict[str, dict[str, str]]:
@@ -43,6 +40,11 @@ def figures_markdown() -> str:
     rows = ["| Figure | Value | Measured | How |", "|---|---|---|---|"]
     rows += [f"| {f['what']} | {f['value']} | {f['measured']} | {f['how']} |" for f in figures().values()]
     return "\n".join(rows) + "\n"
+
+
+# page -> (the line the generated part replaces, what makes it)
+MADE = {"reference/reasons.md": ("<!-- every reason, from vmjudge/reasons -->", reasons_markdown),
+        "reference/figures.md": ("<!-- every figure, from bench/figures.toml -->", figures_markdown)}
 
 
 def on_page_markdown(text: str, page: Any, **kwargs: Any) -> str:

@@ -8,12 +8,10 @@ from collections.abc import Iterable
 from . import FAULTS, REASONS
 from .reason import Fault, Reason
 
-ORDER: tuple[Fault, ...] = ("refused", "entry", "infrastructure", "challenge")
 
-
-def by_fault(rows: Iterable[Reason] = REASONS) -> list[tuple[Fault, list[Reason]]]:
-    listed = list(rows)
-    return [(f, [r for r in listed if r.fault == f]) for f in ORDER if any(r.fault == f for r in listed)]
+def by_fault() -> list[tuple[Fault, list[Reason]]]:
+    """The reasons of each fault, in FAULTS' order."""
+    return [(f, [r for r in REASONS if r.fault == f]) for f in FAULTS]
 
 
 def markdown() -> str:

@@ -46,9 +46,10 @@ def owner_message(queue: Queue, row: OutboxRow, at: float, portal_url: str | Non
              str(line["verdict"])]
     if score is not None:
         lines.append(f"Score: {score:.4f}" if isinstance(score, float) else f"Score: {score}")
-    said = explanation(entry.reason) if line.get("outcome") == "failed" and entry.reason else None
-    if said is not None:  # the verdict gives the reason at this level: what it means, and its row on the portal
-        lines += ["", said, *([f"Every reason: {link(str(entry.reason), portal_url)}"] if portal_url else [])]
+    seen = participant.Seen.at(entry, (), (), at, feedback).entry  # the reason as the verdict gives it
+    said = explanation(seen.reason) if line.get("outcome") == "failed" else None
+    if said is not None:  # what it means, and its row on the portal
+        lines += ["", said, *([f"Every reason: {link(str(seen.reason), portal_url)}"] if portal_url else [])]
     if portal_url:
         lines += ["", f"Report: {portal_url}/entries/{line['id']}"]
     lines += ["", "You get this message because your address was given to the judge; ask the organisers to stop it."]

@@ -31,7 +31,7 @@ def score(results: ExamResults, reference: Path, options: ScoreOptions = DEFAULT
     if results.rows is None:
         raise ScoringError("The scorer youth_mental_health reads a submission's rows: set [entry] kind = "
                            "\"submission\" or choose another scorer.")
-    labels, columns = _labels(reference / LABELS)
+    labels, columns = read_labels(reference / LABELS)
     missing = [r for r in results.records if r not in labels]
     if missing:
         raise ScoringError(f"{reference / LABELS} has no row for the test id {missing[0]!r}: every id of the test "
@@ -61,7 +61,8 @@ def _f1_of_ones(pairs: list[tuple[int, int | None]]) -> float:
     return 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0
 
 
-def _labels(path: Path) -> tuple[dict[str, dict[str, str]], list[str]]:
+def read_labels(path: Path) -> tuple[dict[str, dict[str, str]], list[str]]:
+    """test_labels.csv's rows by uid, and its variables' columns (challenge add reads them too)."""
     try:
         with open(path, newline="") as f:
             table = list(csv.reader(f))

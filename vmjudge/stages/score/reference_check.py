@@ -24,7 +24,6 @@ its author knows what its best is.
 
 from __future__ import annotations
 
-import csv
 import functools
 import math
 from collections.abc import Callable, Mapping
@@ -92,8 +91,7 @@ def labels_table_answers(ch: Challenge) -> ExamResults | None:
     None unless the results are a submission's table."""
     if ch.results.style != "table":
         return None
-    with open(ch.reference_dir / youth_mental_health.LABELS, newline="") as f:
-        rows = {row["uid"]: {c: v for c, v in row.items() if c != "uid"} for row in csv.DictReader(f)}
+    rows, _ = youth_mental_health.read_labels(ch.reference_dir / youth_mental_health.LABELS)  # as it scores
     return ExamResults(records=tuple(ch.test), rows={r: rows.get(r) for r in ch.test})
 
 
@@ -142,7 +140,7 @@ def check_reference(ch: Challenge) -> None:
         return
     for view in [ch.in_phase(p.name) for p in ch.phases] or [ch]:
         where = view.reference_dir
-        phase = f" (phase {view.phase.name})" if view.phase is not None else ""
+        phase = phase_named(view)
         try:
             rules = ScoringRules.load(view.scorer, where, view.score_options)
             named_scores(view.scorer, rules.function(answered_nothing(view), where))
@@ -159,10 +157,14 @@ def check_reference(ch: Challenge) -> None:
             raise ConfigError(short_of_best(view, *found))
 
 
+def phase_named(ch: Challenge) -> str:
+    return f" (phase {ch.phase.name})" if ch.phase is not None else ""
+
+
 def short_of_best(ch: Challenge, best: float, scores: dict[str, float | None]) -> str:
     """The refusal of a reference that scores below the best against itself, in one sentence: what
     came out, and which parts were 0/0 (null) and what [score] undefined made of them."""
-    phase = f" (phase {ch.phase.name})" if ch.phase is not None else ""
+    phase = phase_named(ch)
     shown = ", ".join(f"{name} {'null' if value is None else f'{value:.6g}'}" for name, value in scores.items())
     null = [name for name, value in scores.items() if value is None]
     undefined = ch.score_options.undefined
